@@ -1,0 +1,680 @@
+"""The one scheduling loop, executor-agnostic: ``get_async``.
+
+Design
+======
+
+Data flow for a pool (threads or processes)::
+
+    caller thread (the scheduler)                    workers
+    ─────────────────────────────                    ───────
+    compile graph ─► cull ─► order (priorities)
+    ready heap ──pop──► batch ──submit(run_batch)──► run_batch: for each task
+         ▲                                             t0, execute spec, t1
+         │                                             emit((i, ok, value, t0, t1, wid))
+    process record ◄── events (SimpleQueue) ◄──────────┘   (per task, as it ends)
+      cache result, release inputs,                  future done ──► events
+      newly ready dependents ─► ready heap           (the worker is free again)
+
+Only the caller's thread touches the scheduler state and fires callbacks, so
+callbacks never run concurrently and need no locks.
+
+State.  Tasks are integers (positions in the compiled graph).  ``status[i]``
+moves through named states, each move checked (a task finishing twice is a
+bug and raises InvalidStateError)::
+
+    WAITING ──► READY ──► RUNNING ──► DONE           (data keys start as DONE)
+    WAITING ─────────────► RUNNING                   (joined a batch, see below)
+
+``waiting[i]`` counts the unfinished dependencies of i; ``refs[i]`` the
+unfinished dependents of i.  When ``refs[i]`` drops to zero the result leaves
+the cache, unless i is a requested output.
+
+Task selection.  ``order.order`` gives each task a static priority: its
+position in a depth-first post-order from the outputs.  Ready tasks sit in a
+heap keyed by that priority, so the lowest (the one that finishes the
+current branch) is always dispatched first.
+
+Batches.  A dispatch pops a few ready tasks for one idle worker; then, while
+the batch is small, it adds every dependent whose unfinished dependencies
+are all inside the batch (a chain, or a whole small sub-tree) and sorts the
+batch by priority, which keeps it topological.  The worker runs it in order,
+so a 10,000-task chain costs one hand-off per batch instead of one per task.
+How many tasks go in a batch adapts to the measured task durations: batches
+of short tasks grow, tasks longer than a millisecond go one per dispatch.
+
+Timing.  A batch is only given to an idle worker, so its first task starts
+at dispatch, and the task after position p starts when p's record arrives:
+that is when ``pretask`` fires.  ``posttask`` fires when the record arrives,
+and ``state.timing`` holds the ``(start, end)`` epoch seconds the worker
+measured around the call itself.
+
+The synchronous scheduler passes ``submit=None``: the same state machine runs
+tasks inline, in priority order, in the caller's thread.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import heapq
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+from queue import SimpleQueue
+from typing import Any, Callable, Hashable, Iterable, Optional
+
+from .callbacks import Callback, normalize_callback, unpack_callbacks
+from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
+from .order import order
+
+__all__ = ["get_async", "State", "InvalidStateError", "in_task"]
+
+# Task states.
+WAITING, READY, RUNNING, DONE = 0, 1, 2, 3
+STATE_NAMES = ("waiting", "ready", "running", "done")
+
+# Serialises callback invocations across concurrent computations (two
+# threads computing at once, or a get inside a task), so that no two
+# callbacks ever run at the same time.  Reentrant: a callback may compute.
+_callback_lock = threading.RLock()
+
+# Set while a worker executes tasks: a get called from inside a task then
+# ignores the globally registered callbacks of the outer computation.
+_task_context: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "localsched_in_task", default=False
+)
+
+
+# In a worker process, its pid: records then name the process, not the thread.
+_process_worker_id: int = 0
+
+
+def in_task() -> bool:
+    """Whether the calling code runs inside a localsched task."""
+    return _task_context.get()
+
+
+class InvalidStateError(RuntimeError):
+    """A task made a move its state does not allow (e.g. finished twice)."""
+
+
+class State(Mapping):
+    """The scheduler state handed to callbacks.
+
+    A read-only Mapping with dask's documented fields:
+
+    - ``cache`` (live dict key -> result), ``finished`` (live set of finished
+      keys), ``released`` (live set of keys whose results left the cache);
+    - ``dependencies`` and ``dependents`` (dict key -> set of keys, built on
+      first access);
+    - ``ready`` (list, next first), ``running`` (set), ``waiting`` (dict key ->
+      set of unfinished dependencies), ``waiting_data`` (dict key -> set of
+      unfinished dependents of a cached key): snapshots computed on access,
+      so read them now and then, not per task.
+
+    Attributes: ``ntasks`` (tasks that will run), ``timing`` (the
+    ``(start, end)`` epoch seconds of the task whose posttask is firing).
+    """
+
+    FIELDS = (
+        "dependencies",
+        "dependents",
+        "waiting",
+        "waiting_data",
+        "cache",
+        "ready",
+        "running",
+        "finished",
+        "released",
+    )
+
+    def __init__(self, run: "_Run"):
+        self._run = run
+        self.cache: dict = run.cache
+        self.finished: set = set()
+        self.released: set = set()
+        self.ntasks: int = run.ntasks
+        self.timing: tuple = (0.0, 0.0)
+        self._static: dict = {}
+
+    def __getitem__(self, name: str):
+        if name == "cache":
+            return self.cache
+        if name == "finished":
+            return self.finished
+        if name == "released":
+            return self.released
+        run = self._run
+        keys = run.keys
+        if name in ("dependencies", "dependents"):
+            if name not in self._static:
+                adj = run.deps if name == "dependencies" else run.dependents
+                self._static[name] = {keys[i]: {keys[j] for j in adj[i]} for i in run.needed}
+            return self._static[name]
+        status = run.status
+        if name == "ready":
+            return [keys[i] for _, i in sorted(run.ready)]
+        if name == "running":
+            return {keys[i] for i in run.order if status[i] == RUNNING}
+        if name == "waiting":
+            return {
+                keys[i]: {keys[d] for d in run.deps[i] if status[d] != DONE}
+                for i in run.order
+                if status[i] == WAITING
+            }
+        if name == "waiting_data":
+            index = run.index
+            return {
+                k: {keys[j] for j in run.dependents[index[k]] if status[j] != DONE}
+                for k in self.cache
+            }
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self.FIELDS)
+
+    def __len__(self) -> int:
+        return len(self.FIELDS)
+
+    def __repr__(self) -> str:
+        return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
+
+
+def run_batch(batch: list, data: dict, write_back: bool, cancelled=None, *, emit: Callable):
+    """Run a batch of specs in order, on a worker; emit one record per task.
+
+    ``batch`` holds ``(i, key, spec)``; dependency results are read from
+    ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the batch
+    stops at the first failure.  With ``write_back`` (a batch with internal
+    dependencies, or a process worker) results are stored into ``data`` so
+    later tasks in the batch find them.
+    """
+    token = _task_context.set(True)
+    wid = _process_worker_id or threading.get_ident()
+    now = time.time
+    try:
+        for i, key, spec in batch:
+            if cancelled is not None and cancelled:
+                return
+            t0 = now()
+            try:
+                value = execute(spec, data)
+            except BaseException as exc:  # noqa: B036 -- reported, not swallowed
+                emit((i, False, exc, t0, now(), wid))
+                return
+            t1 = now()
+            if write_back:
+                data[key] = value
+            emit((i, True, value, t0, t1, wid))
+    finally:
+        _task_context.reset(token)
+
+
+_ALLOWED_OPTIONS = frozenset()
+
+
+def get_async(
+    submit: Optional[Callable[..., Future]],
+    num_workers: int,
+    dsk: Any,
+    keys: Any,
+    *,
+    callbacks: Optional[Iterable] = None,
+    rerun_exceptions_locally: bool = False,
+    pack_data: bool = False,
+    stream: bool = True,
+    unpack_exception: Optional[Callable] = None,
+    chunksize: Optional[int] = None,
+    on_interrupt: Optional[Callable[[list], None]] = None,
+):
+    """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
+
+    Parameters
+    ----------
+    submit : callable or None
+        ``submit(fn, *args, **kwargs) -> Future``, e.g. an Executor's submit.
+        None runs every task inline in the caller's thread.
+    num_workers : int
+        How many batches may run at once (the executor's worker count).
+    dsk : Mapping or object with ``__dask_graph__``
+    keys : key or nested list of keys
+        The result has the same nesting, lists becoming tuples.
+    callbacks : iterable of Callback or 5-tuples, optional
+        Fired in addition to the globally registered ones.
+    rerun_exceptions_locally : bool
+        Re-run a failed task in the caller's thread, so a debugger stops in it.
+    pack_data : bool
+        Workers do not share memory with the caller: send each batch the
+        dependency values it needs (process pools).
+    stream : bool
+        ``submit`` accepts an ``emit=`` keyword that delivers per-task records
+        to the caller as tasks end (thread pools, localsched's process pool).
+        Otherwise records arrive with the batch's result.
+    unpack_exception : callable, optional
+        Turns a failed record's value into the exception to raise.
+    chunksize : int, optional
+        At most this many ready tasks per batch (default: adaptive).
+    on_interrupt : callable, optional
+        Called with the running futures when the computation is abandoned
+        (KeyboardInterrupt); may cancel or kill them.
+
+    Examples
+    --------
+    >>> from operator import add
+    >>> get_async(None, 1, {'a': 1, 'b': (add, 'a', 1)}, ['b', ['a']])
+    (2, (1,))
+    """
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
+    if chunksize is not None and chunksize < 1:
+        raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
+    cbs = []
+    if not _task_context.get():
+        cbs.extend(Callback.active)
+    if callbacks is not None:
+        if isinstance(callbacks, (Callback, tuple)):
+            callbacks = [callbacks]
+        cbs.extend(normalize_callback(c) for c in callbacks)
+    starts, start_states, pretasks, posttasks, finishes = unpack_callbacks(cbs)
+
+    started: list = []  # finish hooks of callbacks whose start ran
+    errored = True
+    run = None
+    state = None
+    try:
+        if starts or finishes:
+            for cb in cbs:
+                if cb[0] is not None:
+                    with _callback_lock:
+                        cb[0](dsk)
+                if cb[4] is not None:
+                    started.append(cb[4])
+        run = _Run(as_mapping(dsk), keys)
+        state = run.state = State(run)
+        for f in start_states:
+            with _callback_lock:
+                f(dsk, state)
+        if submit is None:
+            run.run_inline(dsk, pretasks, posttasks)
+        else:
+            run.run_pool(
+                submit,
+                num_workers,
+                dsk,
+                pretasks,
+                posttasks,
+                pack_data=pack_data,
+                stream=stream,
+                unpack_exception=unpack_exception,
+                chunksize=chunksize,
+                rerun_exceptions_locally=rerun_exceptions_locally,
+                on_interrupt=on_interrupt,
+            )
+        result = run.results()
+        errored = False
+    finally:
+        for f in started:
+            with _callback_lock:
+                f(dsk, state, errored)
+    return result
+
+
+class _Run:
+    """One computation: the compiled, culled graph and its live state."""
+
+    def __init__(self, dsk: Mapping, keys: Any):
+        self.out_keys = keys
+        flat = flatten_keys(keys, [])
+        for k in flat:
+            try:
+                hash(k)
+            except TypeError:
+                raise TypeError(f"key {k!r} is unhashable; keys are str, bytes, int, "
+                                f"float or tuples of these") from None
+        for k in flat:
+            if k not in dsk:
+                raise KeyError(f"key {k!r} is not in the graph")
+        g = compile_graph(dsk)
+        index = g.index
+        outputs = [index[k] for k in flat]
+        keys = self.keys = g.keys
+        self.index = index
+        deps = self.deps = g.deps
+        self.specs = specs = g.specs
+        is_data = g.is_data
+        # The run order also culls: tasks no output needs are left out.
+        self.order = run_order = order(deps, is_data, outputs, keys)
+        self.ntasks = len(run_order)
+        self.is_output = is_output = bytearray(len(deps))
+        for i in outputs:
+            is_output[i] = 1
+        self.status = status = bytearray(len(deps))  # all WAITING
+        # refs[i]: the dependents of i that will run.  Data they need goes
+        # into the cache up front, as does requested data.
+        self.refs = refs = [0] * len(deps)
+        self.cache = cache = {}
+        for i in run_order:
+            for d in deps[i]:
+                refs[d] += 1
+                if is_data[d] and status[d] != DONE:
+                    status[d] = DONE
+                    cache[keys[d]] = specs[d][1]
+        for i in outputs:
+            if is_data[i]:
+                status[i] = DONE
+                cache[keys[i]] = specs[i][1]
+        self.ready: list = []
+        self.state: Optional[State] = None
+        self._dependents: Optional[list] = None
+
+    @property
+    def dependents(self) -> list:
+        """For each task, the dependents that will run (built on first use)."""
+        if self._dependents is None:
+            out: list = [[] for _ in self.deps]
+            deps = self.deps
+            for i in self.order:
+                for d in deps[i]:
+                    out[d].append(i)
+            self._dependents = out
+        return self._dependents
+
+    @property
+    def needed(self) -> list:
+        """The indices taking part: tasks that run and the data they use."""
+        status = self.status
+        return [i for i in range(len(status)) if status[i] == DONE] + self.order
+
+    def results(self):
+        cache = self.cache
+
+        def build(k):
+            if type(k) is list:
+                return tuple(build(x) for x in k)
+            return cache[k]
+
+        return build(self.out_keys)
+
+    def _release_inputs(self, i: int) -> None:
+        refs = self.refs
+        for d in self.deps[i]:
+            refs[d] -= 1
+            if not refs[d] and not self.is_output[d]:
+                k = self.keys[d]
+                del self.cache[k]
+                self.state.released.add(k)
+
+    # -- synchronous -------------------------------------------------------
+
+    def run_inline(self, dsk, pretasks, posttasks):
+        """Run every task in priority order in this thread."""
+        keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
+        deps, refs, is_output = self.deps, self.refs, self.is_output
+        state = self.state
+        finished = state.finished
+        released = state.released
+        now = time.time
+        wid = threading.get_ident()
+        token = _task_context.set(True) if not (pretasks or posttasks) else None
+        try:
+            for i in self.order:
+                key = keys[i]
+                if pretasks:
+                    for f in pretasks:
+                        with _callback_lock:
+                            f(key, dsk, state)
+                status[i] = RUNNING
+                if token is None:
+                    tok = _task_context.set(True)
+                    t0 = now()
+                    try:
+                        value = execute(specs[i], cache)
+                    finally:
+                        t1 = now()
+                        _task_context.reset(tok)
+                else:
+                    t0 = now()
+                    value = execute(specs[i], cache)
+                    t1 = now()
+                cache[key] = value
+                status[i] = DONE
+                finished.add(key)
+                for d in deps[i]:
+                    refs[d] -= 1
+                    if not refs[d] and not is_output[d]:
+                        k = keys[d]
+                        del cache[k]
+                        released.add(k)
+                if posttasks:
+                    state.timing = (t0, t1)
+                    for f in posttasks:
+                        with _callback_lock:
+                            f(key, value, dsk, state, wid)
+        except BaseException as exc:
+            if status[i] == RUNNING and isinstance(exc, Exception):
+                _add_note(exc, f"while computing task {keys[i]!r}")
+            raise
+        finally:
+            if token is not None:
+                _task_context.reset(token)
+
+    # -- pools -------------------------------------------------------------
+
+    def run_pool(
+        self,
+        submit,
+        num_workers,
+        dsk,
+        pretasks,
+        posttasks,
+        *,
+        pack_data,
+        stream,
+        unpack_exception,
+        chunksize,
+        rerun_exceptions_locally,
+        on_interrupt,
+    ):
+        keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
+        deps, dependents, refs = self.deps, self.dependents, self.refs
+        state = self.state
+        finished = state.finished
+        priority = [0] * len(keys)
+        for p, i in enumerate(self.order):
+            priority[i] = p
+        waiting = [0] * len(keys)
+        ready = self.ready
+        for i in self.order:
+            w = 0
+            for d in deps[i]:
+                if status[d] != DONE:
+                    w += 1
+            waiting[i] = w
+            if not w:
+                ready.append((priority[i], i))
+                status[i] = READY
+        heapq.heapify(ready)
+
+        events: SimpleQueue = SimpleQueue()
+        put = events.put
+        cancelled: list = []  # made non-empty to stop in-process batches early
+        inflight: dict = {}  # future -> batch (list of task indices)
+        # After position p of a batch finishes, the next one starts.
+        successor: dict = {}
+        remaining = self.ntasks
+        # Adaptive batching: measured task time so far (seconds) and count.
+        total_time = 0.0
+        total_count = 0
+        ctx = contextvars.copy_context()
+
+        def dispatch(idle: int) -> None:
+            # Tasks per batch: about 2 ms of work when tasks are known to be
+            # short; one at a time while durations are unknown or long, so
+            # long tasks spread over all workers.
+            if not total_count or total_time > total_count * 1e-3:
+                cap = 1
+            else:
+                cap = int(min(256, 2e-3 * total_count / max(total_time, 1e-9)))
+            per = cap if chunksize is None else min(cap, chunksize)
+            # Leave ready work for the other idle workers.
+            per = max(1, min(per, len(ready) // (idle * 2)))
+            batch = []
+            while ready and len(batch) < per:
+                i = heapq.heappop(ready)[1]
+                status[i] = RUNNING
+                batch.append(i)
+            # Grow by dependents whose unfinished inputs are all in the batch:
+            # they could not start before the batch ends anyway.
+            if cap > 1:
+                inside: dict = {}
+                j = 0
+                while j < len(batch) and len(batch) < cap:
+                    i = batch[j]
+                    j += 1
+                    for d in dependents[i]:
+                        if status[d] != WAITING:
+                            continue
+                        c = inside.get(d, 0) + 1
+                        if c == waiting[d]:
+                            status[d] = RUNNING
+                            batch.append(d)
+                        else:
+                            inside[d] = c
+                if len(batch) > 1:
+                    batch.sort(key=priority.__getitem__)
+            items = [(i, keys[i], specs[i]) for i in batch]
+            if pack_data:
+                inb = set(batch)
+                data = {}
+                for i in batch:
+                    for d in deps[i]:
+                        if d not in inb:
+                            k = keys[d]
+                            data[k] = cache[k]
+                write_back = True
+            else:
+                data = cache
+                write_back = len(batch) > 1
+            if pretasks:
+                key0 = keys[batch[0]]
+                for f in pretasks:
+                    with _callback_lock:
+                        f(key0, dsk, state)
+                for a, b in zip(batch, batch[1:]):
+                    successor[a] = b
+            if stream and not pack_data:  # threads: run in a copy of the caller's context
+                fut = submit(ctx.copy().run, run_batch, items, data, write_back, cancelled, emit=put)
+            elif stream:  # a process pool that routes ``emit`` back to this process
+                fut = submit(run_batch, items, data, True, emit=put)
+            else:
+                fut = submit(_run_batch_collect, items, data, write_back)
+            inflight[fut] = batch
+            fut.add_done_callback(put)
+
+        def fail(i: int, exc: BaseException):
+            key = keys[i]
+            if unpack_exception is not None:
+                exc = unpack_exception(exc)
+            if rerun_exceptions_locally:
+                _rerun_locally(specs[i], cache, key, exc)
+            if isinstance(exc, Exception):
+                _add_note(exc, f"while computing task {key!r}")
+            raise exc
+
+        try:
+            idle = num_workers
+            while remaining:
+                while ready and idle:
+                    dispatch(idle)
+                    idle -= 1
+                if not inflight:  # nothing runs and nothing is ready: a bug
+                    raise InvalidStateError("scheduler stalled with tasks left")
+                item = events.get()
+                if type(item) is tuple:
+                    records = (item,)
+                else:  # a batch's future: the worker is free again
+                    batch = inflight.pop(item)
+                    idle += 1
+                    exc = item.exception()
+                    if exc is not None:
+                        # The whole batch failed (a worker died, a batch could
+                        # not be sent): name the task that was running.
+                        lost = next((i for i in batch if status[i] == RUNNING), batch[0])
+                        naming = getattr(exc, "for_task", None)
+                        if naming is not None:
+                            raise naming(keys[lost]) from exc
+                        _add_note(exc, f"while computing task {keys[lost]!r}")
+                        raise exc
+                    if stream:
+                        for i in batch:
+                            if status[i] == RUNNING:  # stopped early: lost tasks
+                                raise InvalidStateError(
+                                    f"task {keys[i]!r} was dispatched but never reported"
+                                )
+                        continue
+                    records = item.result()
+                for i, ok, value, t0, t1, wid in records:
+                    if status[i] != RUNNING:
+                        raise InvalidStateError(
+                            f"task {keys[i]!r} reported as finished while "
+                            f"{STATE_NAMES[status[i]]}"
+                        )
+                    if not ok:
+                        fail(i, value)
+                    key = keys[i]
+                    cache[key] = value
+                    status[i] = DONE
+                    finished.add(key)
+                    remaining -= 1
+                    total_time += t1 - t0
+                    total_count += 1
+                    for d in dependents[i]:
+                        w = waiting[d] - 1
+                        waiting[d] = w
+                        if not w and status[d] == WAITING:
+                            status[d] = READY
+                            heapq.heappush(ready, (priority[d], d))
+                    for d in deps[i]:
+                        r = refs[d] - 1
+                        refs[d] = r
+                        if not r and not self.is_output[d]:
+                            k = keys[d]
+                            del cache[k]
+                            state.released.add(k)
+                    if posttasks:
+                        state.timing = (t0, t1)
+                        for f in posttasks:
+                            with _callback_lock:
+                                f(key, value, dsk, state, wid)
+                    if pretasks:
+                        nxt = successor.pop(i, None)
+                        if nxt is not None:
+                            k2 = keys[nxt]
+                            for f in pretasks:
+                                with _callback_lock:
+                                    f(k2, dsk, state)
+        except BaseException as exc:
+            cancelled.append(True)
+            if isinstance(exc, KeyboardInterrupt) and on_interrupt is not None:
+                on_interrupt(list(inflight))
+            raise
+
+
+def _run_batch_collect(items: list, data: dict, write_back: bool) -> list:
+    """run_batch for executors without a record stream: return the records."""
+    out: list = []
+    run_batch(items, data, write_back, emit=out.append)
+    return out
+
+
+def _rerun_locally(spec, cache, key, exc):
+    """Re-run a failed task here, so that a debugger stops in its code."""
+    execute(spec, cache)  # raises again, normally, with the task's own frames
+    # It succeeded on a re-run: still report the original failure.
+    _add_note(exc, f"task {key!r} failed on its worker but succeeded when re-run locally")
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)

@@ -1,0 +1,1 @@
+"""Diagnostics built on the five scheduler callbacks."""

@@ -1,0 +1,293 @@
+"""The task spec: what is a key, a task, an alias, and how a task executes.
+
+A graph is any Mapping from keys to values (or an object with
+``__dask_graph__()``).  Keys are str, bytes, int, float or tuples of these.
+A value is
+
+* a **task**: a tuple whose first element is callable; its arguments may be
+  keys, literals, nested tasks, and lists/tuples/dicts containing them;
+* an **alias**: a value that is itself a key of the graph;
+* a dask ``GraphNode`` (``dask._task_spec.Task``, ``Alias``, ``DataNode``...),
+  when dask is installed -- they carry their own dependencies;
+* anything else is **data**, used as it is.
+
+``compile_graph`` turns a graph into integer-indexed dependency lists plus one
+compact, picklable *spec* per task, so that workers execute specs without
+re-walking the original structure:
+
+>>> from operator import add
+>>> g = compile_graph({'a': 1, 'b': (add, 'a', 2), 'c': 'b', 'd': (sum, ['a', 'b'])})
+>>> g.keys
+['a', 'b', 'c', 'd']
+>>> [[g.keys[j] for j in deps] for deps in g.deps]
+[[], ['a'], ['b'], ['a', 'b']]
+>>> execute(g.specs[1], {'a': 1})
+3
+>>> execute(g.specs[3], {'a': 1, 'b': 3})
+4
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any, Hashable
+
+__all__ = [
+    "compile_graph",
+    "execute",
+    "is_task",
+    "CycleError",
+    "MissingDependencyError",
+    "as_mapping",
+    "flatten_keys",
+]
+
+# Spec kinds.  A spec is a tuple whose first item is one of these ints.
+DATA = 0  # (DATA, value)
+ALIAS = 1  # (ALIAS, key)
+CALL = 2  # (CALL, func, args, keypos): args is a tuple; positions in keypos hold keys
+NESTED = 3  # (NESTED, argspec): a general structure, see _compile_arg
+NODE = 4  # (NODE, graph_node, dep_keys): a dask GraphNode
+
+# Argument specs inside NESTED (small tuples, picklable).
+A_KEY = 0  # (A_KEY, key)
+A_LIT = 1  # (A_LIT, value)
+A_TASK = 2  # (A_TASK, func, (argspec, ...), kwargspec-or-None)
+A_LIST = 3  # (A_LIST, (argspec, ...))
+A_TUPLE = 4  # (A_TUPLE, (argspec, ...))
+A_DICT = 5  # (A_DICT, (key, ...), (argspec, ...))
+
+
+class CycleError(ValueError):
+    """The graph has a cycle; the message shows it, e.g. ``'a' -> 'b' -> 'a'``."""
+
+    def __init__(self, cycle: list):
+        self.cycle = cycle
+        super().__init__("cycle in graph: " + " -> ".join(repr(k) for k in cycle))
+
+
+class MissingDependencyError(KeyError):
+    """A task depends on a key that is not in the graph."""
+
+    def __init__(self, missing: Hashable, needed_by: Hashable):
+        self.missing = missing
+        self.needed_by = needed_by
+        super().__init__(
+            f"key {missing!r} is not in the graph; it is needed by task {needed_by!r}"
+        )
+
+    def __str__(self) -> str:  # KeyError's str() would repr the message
+        return self.args[0]
+
+
+def is_task(x: Any) -> bool:
+    """Whether ``x`` is a classic task: a tuple whose first element is callable.
+
+    >>> is_task((len, 'x')), is_task(('x', 1)), is_task(())
+    (True, False, False)
+    """
+    return type(x) is tuple and bool(x) and callable(x[0])
+
+
+def as_mapping(dsk: Any) -> Mapping:
+    """The graph as a Mapping: accepts Mappings and objects with ``__dask_graph__``."""
+    if isinstance(dsk, Mapping):
+        return dsk
+    getter = getattr(dsk, "__dask_graph__", None)
+    if getter is not None:
+        g = getter()
+        if isinstance(g, Mapping):
+            return g
+    raise TypeError(
+        f"a task graph must be a Mapping or have __dask_graph__(), got {type(dsk).__name__}"
+    )
+
+
+def flatten_keys(keys: Any, out: list) -> list:
+    """Append the keys of an arbitrarily nested list of keys to ``out``.
+
+    >>> flatten_keys([['a', ('x', 0)], 'b'], [])
+    ['a', ('x', 0), 'b']
+    """
+    if type(keys) is list:
+        for k in keys:
+            flatten_keys(k, out)
+    else:
+        out.append(keys)
+    return out
+
+
+def _graph_node_type():
+    """dask's GraphNode class if dask's task spec is already imported, else None.
+
+    A graph can only hold GraphNode objects if their module was imported, so
+    this never imports dask itself.
+    """
+    mod = sys.modules.get("dask._task_spec")
+    return getattr(mod, "GraphNode", None) if mod is not None else None
+
+
+class CompiledGraph:
+    """A graph in integer-indexed form.
+
+    ``keys[i]`` is task i's key, ``deps[i]`` the indices it depends on,
+    ``specs[i]`` its executable spec, ``is_data[i]`` whether it is plain data
+    (``specs[i] == (DATA, value)``) that never runs.
+    """
+
+    __slots__ = ("keys", "index", "deps", "specs", "is_data", "dsk")
+
+    def __init__(self, dsk, keys, index, deps, specs, is_data):
+        self.dsk = dsk
+        self.keys = keys
+        self.index = index
+        self.deps = deps
+        self.specs = specs
+        self.is_data = is_data
+
+
+def compile_graph(dsk: Mapping) -> CompiledGraph:
+    """Compile a graph: dependencies by index and one spec per key.
+
+    Raises MissingDependencyError for an explicit dependency (a dask
+    ``TaskRef``) on a key the graph lacks.
+    """
+    keys = list(dsk)
+    index = {k: i for i, k in enumerate(keys)}
+    if len(index) != len(keys):  # only a strange Mapping can do this
+        raise ValueError("graph has duplicate keys")
+    node_type = _graph_node_type()
+    deps: list = [()] * len(keys)
+    specs: list = [None] * len(keys)
+    is_data = [False] * len(keys)
+    for i, key in enumerate(keys):
+        value = dsk[key]
+        tv = type(value)
+        if tv is tuple and value and callable(value[0]):
+            specs[i], d = _compile_task(value, index)
+            deps[i] = d
+        elif node_type is not None and isinstance(value, node_type):
+            dep_keys = tuple(value.dependencies)
+            try:
+                deps[i] = tuple(index[k] for k in dep_keys)
+            except KeyError:
+                missing = next(k for k in dep_keys if k not in index)
+                raise MissingDependencyError(missing, key) from None
+            specs[i] = (NODE, value, dep_keys)
+        elif tv is list or tv is dict or (tv is tuple and value):
+            spec, found = _compile_structure(value, index)
+            if found:
+                specs[i] = (NESTED, spec)
+                deps[i] = tuple(index[k] for k in dict.fromkeys(found))
+            else:
+                specs[i] = (DATA, value)
+                is_data[i] = True
+        else:
+            try:
+                alias = value in index
+            except TypeError:  # unhashable data
+                alias = False
+            if alias and value != key:
+                specs[i] = (ALIAS, value)
+                deps[i] = (index[value],)
+            else:
+                specs[i] = (DATA, value)
+                is_data[i] = True
+    return CompiledGraph(dsk, keys, index, deps, specs, is_data)
+
+
+def _compile_task(task: tuple, index: dict):
+    """Spec and dependency indices of a classic task tuple."""
+    args = task[1:]
+    get = index.get
+    keypos = []
+    dep = []
+    for p, a in enumerate(args):
+        ta = type(a)
+        if ta is list or ta is dict or (ta is tuple and a and callable(a[0])):
+            break  # a structure to walk: general path below
+        try:
+            j = get(a)
+        except TypeError:  # unhashable: a literal, unless it hides keys
+            if ta is tuple:
+                break
+            continue
+        if j is not None:
+            keypos.append(p)
+            dep.append(j)
+        elif ta is tuple:
+            break  # a literal tuple may contain keys
+    else:
+        if len(dep) > 1:
+            dep = dict.fromkeys(dep)
+        return (CALL, task[0], args, tuple(keypos)), tuple(dep)
+    spec, found = _compile_structure(task, index)
+    return (NESTED, spec), tuple(index[k] for k in dict.fromkeys(found))
+
+
+def _compile_structure(x: Any, index: dict):
+    """Argument spec of any structure, and the keys it refers to (in order)."""
+    found: list = []
+    spec = _compile_arg(x, index, found)
+    return spec, found
+
+
+def _compile_arg(x: Any, index: dict, found: list):
+    tx = type(x)
+    if tx is tuple:
+        if x and callable(x[0]):
+            return (A_TASK, x[0], tuple(_compile_arg(a, index, found) for a in x[1:]))
+        try:
+            if x in index:
+                found.append(x)
+                return (A_KEY, x)
+        except TypeError:
+            pass
+        return (A_TUPLE, tuple(_compile_arg(a, index, found) for a in x))
+    if tx is list:
+        return (A_LIST, tuple(_compile_arg(a, index, found) for a in x))
+    if tx is dict:
+        return (A_DICT, tuple(x), tuple(_compile_arg(v, index, found) for v in x.values()))
+    try:
+        if x in index:
+            found.append(x)
+            return (A_KEY, x)
+    except TypeError:
+        pass
+    return (A_LIT, x)
+
+
+def execute(spec: tuple, data: Mapping) -> Any:
+    """Run one compiled spec, reading dependency results from ``data``."""
+    kind = spec[0]
+    if kind == CALL:
+        keypos = spec[3]
+        if not keypos:
+            return spec[1](*spec[2])
+        args = list(spec[2])
+        for p in keypos:
+            args[p] = data[args[p]]
+        return spec[1](*args)
+    if kind == ALIAS:
+        return data[spec[1]]
+    if kind == NESTED:
+        return _run_arg(spec[1], data)
+    if kind == NODE:
+        return spec[1]({k: data[k] for k in spec[2]})
+    return spec[1]  # DATA
+
+
+def _run_arg(a: tuple, data: Mapping) -> Any:
+    kind = a[0]
+    if kind == A_KEY:
+        return data[a[1]]
+    if kind == A_LIT:
+        return a[1]
+    if kind == A_TASK:
+        return a[1](*[_run_arg(s, data) for s in a[2]])
+    if kind == A_LIST:
+        return [_run_arg(s, data) for s in a[1]]
+    if kind == A_TUPLE:
+        return tuple(_run_arg(s, data) for s in a[1])
+    return dict(zip(a[1], [_run_arg(s, data) for s in a[2]]))  # A_DICT

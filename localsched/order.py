@@ -1,0 +1,181 @@
+"""The static, memory-aware order in which tasks should run.
+
+The policy: run the graph depth-first from its outputs, finishing one branch
+before starting the next, so that an intermediate result is consumed -- and
+released -- soon after it is produced.  Among a task's dependencies, the one
+whose sub-graph needs the most simultaneously live results goes first
+(Sethi-Ullman numbering: for a tree, evaluating the hungriest branch first
+minimises the peak number of live results).
+
+``order`` returns the tasks as a post-order of that depth-first walk, which
+is a valid topological order; schedulers use the position as priority (lower
+runs first), so ready tasks are always picked to finish the current branch.
+
+A tree reduction of four leaves: each pair is reduced as soon as it exists,
+so at most four results are ever live (the first pair's sum, the
+second pair's two leaves and their new sum).
+
+>>> deps = [(), (), (0, 1), (), (), (3, 4), (2, 5)]   # 0..6; 6 is the root
+>>> order(deps, [False] * 7, outputs=[6])
+[0, 1, 2, 3, 4, 5, 6]
+>>> peak_live([0, 1, 2, 3, 4, 5, 6], deps)
+4
+
+Cycles are found here too:
+
+>>> order([(1,), (0,)], [False, False], outputs=[0])
+Traceback (most recent call last):
+  ...
+localsched.graph.CycleError: cycle in graph: 0 -> 1 -> 0
+"""
+
+from __future__ import annotations
+
+from .graph import CycleError
+
+__all__ = ["order", "dependents_of", "peak_live", "find_cycle"]
+
+
+def dependents_of(deps: list) -> list:
+    """The reverse adjacency of ``deps``: for each index, who depends on it."""
+    out: list = [[] for _ in deps]
+    for i, ds in enumerate(deps):
+        for d in ds:
+            out[d].append(i)
+    return out
+
+
+def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
+    """The run order of the tasks the ``outputs`` need (indices), as above.
+
+    Tasks no output depends on are left out, and so is data (``is_data[i]``).
+    ``keys`` (optional) are used only to name the keys of a cycle.
+    Raises CycleError if the needed part of the graph has a cycle.
+    """
+    n = len(deps)
+    # Pass 1: depth-first post-order from the outputs, children as listed.
+    # It culls, finds cycles (an edge back to a task still on the walk), and
+    # computes each task's Sethi-Ullman need when its children are done.
+    # state: 0 unseen, 1 on the walk, 2 emitted.
+    state = bytearray(n)
+    need = [0] * n
+    for i in range(n):
+        if is_data[i]:
+            state[i] = 2  # need 0: in memory before the run starts
+    # Children are pushed in reverse so that the first-listed is walked first.
+    out: list = []
+    append = out.append
+    resort = False  # does any task list a less hungry dependency first?
+    for root in outputs:
+        if state[root]:
+            continue
+        walk = [root]
+        while walk:
+            v = walk[-1]
+            s = state[v]
+            if s == 0:
+                state[v] = 1
+                for d in reversed(deps[v]):
+                    sd = state[d]
+                    if sd == 0:
+                        walk.append(d)
+                    elif sd == 1:
+                        raise CycleError(_cycle_names(find_cycle(deps, d, v), keys))
+            else:
+                walk.pop()
+                if s == 1:
+                    state[v] = 2
+                    append(v)
+                    ds = deps[v]
+                    if not ds:
+                        need[v] = 1
+                    elif len(ds) == 1:
+                        need[v] = need[ds[0]] or 1
+                    else:
+                        needs = [need[d] for d in ds]
+                        ns = sorted(needs, reverse=True)
+                        if ns != needs:
+                            resort = True
+                        need[v] = max([x + j for j, x in enumerate(ns)])
+    if not resort:
+        return out  # the walk already took the hungriest branch first
+    # Pass 2: the same walk, hungriest dependency first.
+    for i in range(n):
+        if state[i] == 2 and not is_data[i]:
+            state[i] = 0
+    out = []
+    append = out.append
+    for root in outputs:
+        if state[root]:
+            continue
+        walk = [root]
+        while walk:
+            v = walk[-1]
+            s = state[v]
+            if s == 0:
+                state[v] = 1
+                ds = deps[v]
+                if len(ds) == 1:
+                    if not state[ds[0]]:
+                        walk.append(ds[0])
+                elif ds:
+                    # Least hungry pushed first, so the hungriest is walked
+                    # first; among equals, the first-listed (stable sort).
+                    for d in sorted(ds[::-1], key=need.__getitem__):
+                        if not state[d]:
+                            walk.append(d)
+            else:
+                walk.pop()
+                if s == 1:
+                    state[v] = 2
+                    append(v)
+    return out
+
+
+def _cycle_names(cycle: list, keys):
+    return [keys[i] for i in cycle] if keys is not None else cycle
+
+
+def find_cycle(deps: list, start: int, end: int) -> list:
+    """The cycle closed by the edge ``end -> start``: a path of dependencies
+    from ``start`` back to ``end``, as indices that start and end with ``start``."""
+    # Breadth-first from start over dependencies until we reach end.
+    parent = {start: None}
+    frontier = [start]
+    while frontier and end not in parent:
+        nxt = []
+        for v in frontier:
+            for d in deps[v]:
+                if d not in parent:
+                    parent[d] = v
+                    nxt.append(d)
+        frontier = nxt
+    path = [end]
+    while path[-1] != start:
+        path.append(parent[path[-1]])
+    path.reverse()  # start ... end
+    return path + [start]
+
+
+def peak_live(run_order: list, deps: list) -> int:
+    """Peak number of results held when tasks run one at a time in ``run_order``.
+
+    A result is live from when its task runs until its last dependent has run;
+    results nobody depends on (the outputs) stay live to the end.
+    """
+    left = [0] * len(deps)
+    for i in run_order:
+        for d in deps[i]:
+            left[d] += 1
+    ran = bytearray(len(deps))
+    live = peak = 0
+    for i in run_order:
+        ran[i] = 1
+        live += 1
+        if live > peak:
+            peak = live
+        for d in deps[i]:
+            left[d] -= 1
+            if not left[d] and ran[d]:
+                live -= 1
+    return peak
