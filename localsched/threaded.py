@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import os
 import threading
+import sys
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
-from multiprocessing.pool import ThreadPool
-from typing import Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .core import get_async, in_task
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import ThreadPool
 
 __all__ = ["get", "shutdown", "default_pool"]
 
@@ -49,7 +52,7 @@ def shutdown(wait: bool = True) -> None:
         pool.shutdown(wait=wait)
 
 
-def _submit_to_thread_pool(pool: ThreadPool):
+def _submit_to_thread_pool(pool: "ThreadPool"):
     """An Executor-style submit for a ``multiprocessing.pool.ThreadPool``."""
 
     def submit(fn, *args, **kwargs) -> Future:
@@ -67,7 +70,7 @@ def get(
     keys: Any,
     *,
     num_workers: Optional[int] = None,
-    pool: Optional[Executor | ThreadPool] = None,
+    pool: "Optional[Executor | ThreadPool]" = None,
     callbacks: Optional[Iterable] = None,
     rerun_exceptions_locally: bool = False,
     chunksize: Optional[int] = None,
@@ -103,7 +106,7 @@ def get(
             )
         else:
             pool = default_pool(num_workers)
-    if isinstance(pool, ThreadPool):
+    if _is_thread_pool(pool):
         submit = _submit_to_thread_pool(pool)
     elif isinstance(pool, Executor):
         submit = pool.submit
@@ -128,6 +131,13 @@ def get(
     finally:
         if temporary is not None:
             temporary.shutdown(wait=True)
+
+
+def _is_thread_pool(pool) -> bool:
+    # Only a program that imported multiprocessing.pool can pass a ThreadPool,
+    # so there is no need to import it (slowly) ourselves.
+    mod = sys.modules.get("multiprocessing.pool")
+    return mod is not None and isinstance(pool, mod.ThreadPool)
 
 
 def _is_process_executor(pool) -> bool:

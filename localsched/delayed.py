@@ -1,0 +1,302 @@
+"""A small lazy front for people without dask: ``delayed`` and ``compute``.
+
+Wrap a function with ``delayed``; calling it records a task instead of
+running it.  Lazy values can be passed to other delayed calls (also inside
+lists, tuples and dicts), and computed together:
+
+>>> from operator import add
+>>> a = delayed(add)(1, 2)
+>>> b = delayed(add)(a, 10)
+>>> b.compute(scheduler="sync")
+13
+>>> compute(a, b, {'both': [a, b]})
+(3, 13, {'both': [3, 13]})
+
+Lazy values inside lists, tuples, sets and dicts are computed too; anything
+else is returned as it is.
+
+Each lazy value knows only its own task and the lazy values it uses; the
+graph is assembled when it is computed, so building a long chain costs
+linear, not quadratic, time.
+
+See Also
+--------
+localsched.get : the threaded scheduler used by default
+"""
+
+from __future__ import annotations
+
+import operator
+import uuid
+from typing import Any, Callable, Optional
+
+from .utils import funcname
+
+__all__ = ["delayed", "Delayed", "compute", "get_scheduler"]
+
+
+class _Literal:
+    """A task returning a fixed value, so the value is never read as a task
+    or a key (``delayed((len, [1]))`` is that tuple, not a call of len)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self):
+        return self.value
+
+    def __reduce__(self):
+        return (_Literal, (self.value,))
+
+    def __repr__(self) -> str:
+        return f"literal({self.value!r})"
+
+
+def _apply(func, args, kwargs):
+    return func(*args, **kwargs)
+
+
+class Delayed:
+    """A lazy value: a key, the task that computes it, and its inputs.
+
+    >>> x = delayed(sum)([1, 2, 3])
+    >>> x.key.startswith('sum-')
+    True
+    >>> x.compute()
+    6
+    """
+
+    __slots__ = ("_key", "_task", "_inputs")
+
+    def __init__(self, key, task, inputs: tuple = ()):
+        self._key = key
+        self._task = task
+        self._inputs = inputs
+
+    @property
+    def key(self):
+        """This value's key in the graph."""
+        return self._key
+
+    @property
+    def dask(self) -> dict:
+        """The graph computing this value (built on access)."""
+        return _collect_graph([self])
+
+    def __dask_graph__(self) -> dict:
+        return self.dask
+
+    def __dask_keys__(self) -> list:
+        return [self._key]
+
+    def compute(self, *, scheduler=None, **options):
+        """Compute this value; see ``localsched.compute``."""
+        return compute(self, scheduler=scheduler, **options)[0]
+
+    def __repr__(self) -> str:
+        return f"Delayed({self._key!r})"
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __bool__(self):
+        raise TypeError("the truth of a lazy value is unknown until it is computed; "
+                        "call .compute() first")
+
+    def __iter__(self):
+        raise TypeError("a lazy value cannot be iterated before it is computed")
+
+    def __getitem__(self, index):
+        return delayed(operator.getitem, name="getitem")(self, index)
+
+    def __getattr__(self, attr: str):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return delayed(getattr, name=f"getattr-{attr}")(self, attr)
+
+
+def _binary(op: Callable, name: str, reflected: bool = False):
+    if reflected:
+        def method(self, other):
+            return delayed(op, name=name)(other, self)
+    else:
+        def method(self, other):
+            return delayed(op, name=name)(self, other)
+    method.__name__ = name
+    return method
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
+              "and_", "or_", "xor", "lt", "le", "gt", "ge"):
+    _op = getattr(operator, _name)
+    _dunder = _name.rstrip("_")
+    setattr(Delayed, f"__{_dunder}__", _binary(_op, _dunder))
+    if _name not in ("lt", "le", "gt", "ge"):
+        setattr(Delayed, f"__r{_dunder}__", _binary(_op, _dunder, reflected=True))
+Delayed.__neg__ = lambda self: delayed(operator.neg, name="neg")(self)
+del _name, _op, _dunder
+
+
+class _DelayedFunction:
+    """``delayed(func)``: calling it records a task."""
+
+    __slots__ = ("func", "name")
+
+    def __init__(self, func: Callable, name: Optional[str]):
+        self.func = func
+        self.name = name or funcname(func)
+
+    def __call__(self, *args, **kwargs) -> Delayed:
+        inputs: dict = {}
+        targs = tuple(_to_task_arg(a, inputs) for a in args)
+        if kwargs:
+            tkw = {k: _to_task_arg(v, inputs) for k, v in kwargs.items()}
+            task = (_apply, self.func, list(targs), tkw)
+        else:
+            task = (self.func, *targs)
+        return Delayed(f"{self.name}-{uuid.uuid4().hex}", task, tuple(inputs.values()))
+
+    def __repr__(self) -> str:
+        return f"delayed({self.name})"
+
+
+def _to_task_arg(x: Any, inputs: dict):
+    """A task argument for ``x``: lazy values become their keys."""
+    tx = type(x)
+    if tx is Delayed:
+        inputs[x._key] = x
+        return x._key
+    if tx is list:
+        return [_to_task_arg(v, inputs) for v in x]
+    if tx is dict:
+        return (dict, [[_to_task_arg(k, inputs), _to_task_arg(v, inputs)] for k, v in x.items()])
+    if tx is tuple:
+        if any(type(v) in (Delayed, list, dict, tuple) for v in x):
+            return (tuple, [_to_task_arg(v, inputs) for v in x])
+        return (_Literal(x),) if x and callable(x[0]) else x
+    if tx is str or tx is bytes:
+        return (_Literal(x),)  # never mistaken for a key
+    return x
+
+
+def delayed(obj: Any, *, name: Optional[str] = None):
+    """Make ``obj`` lazy: a function's calls become tasks; a value becomes a
+    lazy value.
+
+    >>> inc = delayed(lambda x: x + 1, name="inc")
+    >>> y = inc(inc(1))
+    >>> y.key.split('-')[0], y.compute()
+    ('inc', 3)
+    >>> (delayed(10) * y).compute()
+    30
+    """
+    if isinstance(obj, Delayed):
+        return obj
+    if callable(obj):
+        return _DelayedFunction(obj, name)
+    inputs: dict = {}
+    arg = _to_task_arg(obj, inputs)
+    if inputs:  # a structure holding lazy values
+        task = (_identity, arg)
+    else:
+        task = (_Literal(obj),)
+    return Delayed(f"{name or type(obj).__name__}-{uuid.uuid4().hex}", task,
+                   tuple(inputs.values()))
+
+
+def _identity(x):
+    return x
+
+
+def _collect_graph(values) -> dict:
+    """The graph of all tasks the lazy ``values`` need (iterative walk)."""
+    dsk: dict = {}
+    stack = list(values)
+    while stack:
+        v = stack.pop()
+        if v._key in dsk:
+            continue
+        dsk[v._key] = v._task
+        stack.extend(v._inputs)
+    return dsk
+
+
+_SCHEDULER_NAMES = {
+    "threads": ("threaded", "get"),
+    "threading": ("threaded", "get"),
+    "processes": ("multiprocessing", "get"),
+    "multiprocessing": ("multiprocessing", "get"),
+    "sync": ("local", "get_sync"),
+    "synchronous": ("local", "get_sync"),
+    "single-threaded": ("local", "get_sync"),
+}
+
+
+def get_scheduler(scheduler=None) -> Callable:
+    """The get function for a scheduler name (or a get function itself).
+
+    >>> get_scheduler("sync").__name__
+    'get_sync'
+    """
+    if scheduler is None:
+        scheduler = "threads"
+    if callable(scheduler):
+        return scheduler
+    try:
+        module, attr = _SCHEDULER_NAMES[scheduler]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"unknown scheduler {scheduler!r}; use one of "
+            f"{sorted(_SCHEDULER_NAMES)} or a get function"
+        ) from None
+    import importlib
+
+    return getattr(importlib.import_module(f"localsched.{module}"), attr)
+
+
+def compute(*values, scheduler=None, **options) -> tuple:
+    """Compute several lazy values at once, sharing their common work.
+
+    ``scheduler`` is "threads" (default), "processes", "sync" or a get
+    function; other keyword options go to it (e.g. ``num_workers=2``).
+    Arguments that are not lazy are returned unchanged.
+
+    >>> x = delayed(abs)(-3)
+    >>> compute(x, x + 1, 'plain', scheduler="sync")
+    (3, 4, 'plain')
+    """
+    get = get_scheduler(scheduler)
+    found: dict = {}
+    for v in values:
+        _find_lazy(v, found)
+    if not found:
+        return values
+    lazy = list(found.values())
+    dsk = _collect_graph(lazy)
+    results = dict(zip(found, get(dsk, list(found), **options)))
+    return tuple(_substitute(v, results) for v in values)
+
+
+def _find_lazy(x, found: dict) -> None:
+    tx = type(x)
+    if tx is Delayed:
+        found[x._key] = x
+    elif tx in (list, tuple, set, frozenset):
+        for v in x:
+            _find_lazy(v, found)
+    elif tx is dict:
+        for v in x.values():
+            _find_lazy(v, found)
+
+
+def _substitute(x, results: dict):
+    tx = type(x)
+    if tx is Delayed:
+        return results[x._key]
+    if tx in (list, tuple, set, frozenset):
+        return tx(_substitute(v, results) for v in x)
+    if tx is dict:
+        return {k: _substitute(v, results) for k, v in x.items()}
+    return x
