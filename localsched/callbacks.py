@@ -40,11 +40,18 @@ localsched.diagnostics : ProgressBar, Profiler, ResourceProfiler, CacheProfiler
 
 from __future__ import annotations
 
+import sys
 import threading
 from contextlib import contextmanager
 from typing import Any, Callable, ClassVar, Iterable, Optional
 
-__all__ = ["Callback", "add_callbacks", "unpack_callbacks", "normalize_callback"]
+__all__ = [
+    "Callback",
+    "add_callbacks",
+    "active_callbacks",
+    "unpack_callbacks",
+    "normalize_callback",
+]
 
 HOOKS = ("start", "start_state", "pretask", "posttask", "finish")
 
@@ -150,6 +157,8 @@ def normalize_callback(cb: Any) -> tuple:
     """
     if isinstance(cb, Callback):
         return cb._callback
+    if not isinstance(cb, tuple) and isinstance(getattr(cb, "_callback", None), tuple):
+        return normalize_callback(cb._callback)  # a dask.callbacks.Callback
     if isinstance(cb, tuple):
         if len(cb) != 5:
             raise TypeError(
@@ -161,6 +170,20 @@ def normalize_callback(cb: Any) -> tuple:
                 raise TypeError(f"callback hook {fn!r} is not callable")
         return cb
     raise TypeError(f"expected a Callback or a 5-tuple of hooks, got {cb!r}")
+
+
+def active_callbacks() -> list:
+    """The globally registered hooks: localsched's, and dask's when dask's
+    callbacks module is loaded (so ``with dask.diagnostics.ProgressBar():``
+    works around a localsched computation too)."""
+    with _registry_lock:
+        cbs = list(Callback.active)
+    dask_callbacks = sys.modules.get("dask.callbacks")
+    if dask_callbacks is not None:
+        for cb in list(getattr(dask_callbacks.Callback, "active", ())):
+            if cb not in cbs:
+                cbs.append(cb)
+    return cbs
 
 
 def unpack_callbacks(cbs: Iterable[tuple]) -> tuple[list, list, list, list, list]:

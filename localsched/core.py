@@ -61,10 +61,10 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
-from queue import SimpleQueue
+from queue import Empty, SimpleQueue
 from typing import Any, Callable, Hashable, Iterable, Optional
 
-from .callbacks import Callback, normalize_callback, unpack_callbacks
+from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
 from .order import order
 
@@ -153,16 +153,23 @@ class State(Mapping):
                 self._static[name] = {keys[i]: {keys[j] for j in adj[i]} for i in run.needed}
             return self._static[name]
         status = run.status
-        if name == "ready":
-            return [keys[i] for _, i in sorted(run.ready)]
+        deps = run.deps
+        if name == "ready":  # not started, all inputs done; next first
+            return [
+                keys[i]
+                for i in run.order
+                if status[i] <= READY and all(status[d] == DONE for d in deps[i])
+            ]
         if name == "running":
             return {keys[i] for i in run.order if status[i] == RUNNING}
-        if name == "waiting":
-            return {
-                keys[i]: {keys[d] for d in run.deps[i] if status[d] != DONE}
-                for i in run.order
-                if status[i] == WAITING
-            }
+        if name == "waiting":  # not started, some inputs not done
+            out = {}
+            for i in run.order:
+                if status[i] <= READY:
+                    left = {keys[d] for d in deps[i] if status[d] != DONE}
+                    if left:
+                        out[keys[i]] = left
+            return out
         if name == "waiting_data":
             index = run.index
             return {
@@ -181,19 +188,30 @@ class State(Mapping):
         return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
 
 
-def run_batch(batch: list, data: dict, write_back: bool, cancelled=None, *, emit: Callable):
+def run_batch(
+    batch: list,
+    data: dict,
+    write_back: bool,
+    cancelled=None,
+    announce: bool = False,
+    *,
+    emit: Callable,
+):
     """Run a batch of specs in order, on a worker; emit one record per task.
 
     ``batch`` holds ``(i, key, spec)``; dependency results are read from
     ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the batch
     stops at the first failure.  With ``write_back`` (a batch with internal
     dependencies, or a process worker) results are stored into ``data`` so
-    later tasks in the batch find them.
+    later tasks in the batch find them.  With ``announce``, a first record
+    ``(i, None, None, start, 0.0, worker_id)`` says the batch has started.
     """
     token = _task_context.set(True)
     wid = _process_worker_id or threading.get_ident()
     now = time.time
     try:
+        if announce:
+            emit((batch[0][0], None, None, now(), 0.0, wid))
         for i, key, spec in batch:
             if cancelled is not None and cancelled:
                 return
@@ -269,13 +287,14 @@ def get_async(
         raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
     if chunksize is not None and chunksize < 1:
         raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
-    cbs = []
-    if not _task_context.get():
-        cbs.extend(Callback.active)
+    cbs = [] if _task_context.get() else active_callbacks()
     if callbacks is not None:
-        if isinstance(callbacks, (Callback, tuple)):
-            callbacks = [callbacks]
-        cbs.extend(normalize_callback(c) for c in callbacks)
+        if hasattr(callbacks, "_callback") or _is_raw_callback(callbacks):
+            callbacks = [callbacks]  # one callback, not a collection of them
+        for c in callbacks:
+            c = normalize_callback(c)
+            if c not in cbs:
+                cbs.append(c)
     starts, start_states, pretasks, posttasks, finishes = unpack_callbacks(cbs)
 
     started: list = []  # finish hooks of callbacks whose start ran
@@ -498,6 +517,7 @@ class _Run:
 
         events: SimpleQueue = SimpleQueue()
         put = events.put
+        get_event = events.get
         cancelled: list = []  # made non-empty to stop in-process batches early
         inflight: dict = {}  # future -> batch (list of task indices)
         # After position p of a batch finishes, the next one starts.
@@ -556,17 +576,18 @@ class _Run:
             else:
                 data = cache
                 write_back = len(batch) > 1
-            if pretasks:
-                key0 = keys[batch[0]]
-                for f in pretasks:
-                    with _callback_lock:
-                        f(key0, dsk, state)
+            announce = False
+            if pretasks and stream:
+                # The worker announces when the batch starts; each later task
+                # starts as soon as its predecessor's record is sent.
+                announce = True
                 for a, b in zip(batch, batch[1:]):
                     successor[a] = b
             if stream and not pack_data:  # threads: run in a copy of the caller's context
-                fut = submit(ctx.copy().run, run_batch, items, data, write_back, cancelled, emit=put)
+                fut = submit(ctx.copy().run, run_batch, items, data, write_back, cancelled,
+                             announce, emit=put)
             elif stream:  # a process pool that routes ``emit`` back to this process
-                fut = submit(run_batch, items, data, True, emit=put)
+                fut = submit(run_batch, items, data, True, None, announce, emit=put)
             else:
                 fut = submit(_run_batch_collect, items, data, write_back)
             inflight[fut] = batch
@@ -590,7 +611,12 @@ class _Run:
                     idle -= 1
                 if not inflight:  # nothing runs and nothing is ready: a bug
                     raise InvalidStateError("scheduler stalled with tasks left")
-                item = events.get()
+                try:
+                    # A timeout, so a Ctrl-C that lands just before the wait
+                    # starts (and so cannot interrupt it) is seen promptly.
+                    item = get_event(True, 0.1)
+                except Empty:
+                    continue
                 if type(item) is tuple:
                     records = (item,)
                 else:  # a batch's future: the worker is free again
@@ -620,9 +646,17 @@ class _Run:
                             f"task {keys[i]!r} reported as finished while "
                             f"{STATE_NAMES[status[i]]}"
                         )
+                    key = keys[i]
+                    if ok is None or (pretasks and not stream):
+                        # A batch started (or, without a record stream, we
+                        # only learn it now): the task began.
+                        for f in pretasks:
+                            with _callback_lock:
+                                f(key, dsk, state)
+                        if ok is None:
+                            continue
                     if not ok:
                         fail(i, value)
-                    key = keys[i]
                     cache[key] = value
                     status[i] = DONE
                     finished.add(key)
@@ -659,6 +693,14 @@ class _Run:
             if isinstance(exc, KeyboardInterrupt) and on_interrupt is not None:
                 on_interrupt(list(inflight))
             raise
+
+
+def _is_raw_callback(x) -> bool:
+    return (
+        type(x) is tuple
+        and len(x) == 5
+        and all(f is None or (callable(f) and not hasattr(f, "_callback")) for f in x)
+    )
 
 
 def _run_batch_collect(items: list, data: dict, write_back: bool) -> list:

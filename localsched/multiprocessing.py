@@ -144,7 +144,8 @@ def _worker_main(conn, out, initializer_payload: Optional[bytes]) -> None:
         def emit(record, buf=buf, last=last):
             buf.append(record)
             now = time.monotonic()
-            if now - last[0] >= FLUSH_INTERVAL or not record[1]:
+            # A start announcement or a failure goes out at once.
+            if now - last[0] >= FLUSH_INTERVAL or record[1] is not True:
                 send(_dump_records(buf, b"r"))
                 buf.clear()
                 last[0] = now
@@ -155,16 +156,30 @@ def _worker_main(conn, out, initializer_payload: Optional[bytes]) -> None:
                 fn(*args, emit=emit, **kwargs)
             else:
                 result = fn(*args, **kwargs)
+        except (BrokenPipeError, EOFError):
+            return  # the pool is gone
         except BaseException as exc:  # noqa: B036 -- sent to the parent
-            send(b"x" + _dump_exception(exc))
+            if not _send_quietly(send, b"x" + _dump_exception(exc)):
+                return
             continue
         if streams:
-            send(_dump_records(buf, b"e"))
+            message = _dump_records(buf, b"e")
         else:
             try:
-                send(b"v" + dumps(result))
+                message = b"v" + dumps(result)
             except Exception as exc:
-                send(b"x" + _dump_exception(exc))
+                message = b"x" + _dump_exception(exc)
+        if not _send_quietly(send, message):
+            return
+
+
+def _send_quietly(send, message: bytes) -> bool:
+    """Send to the parent; False if it has gone away (then the worker exits)."""
+    try:
+        send(message)
+        return True
+    except (BrokenPipeError, OSError):
+        return False
 
 
 def dumps(obj: Any) -> bytes:
@@ -207,7 +222,7 @@ def _dump_records(records: list, tag: bytes) -> bytes:
 
 
 def _pack_record(r: tuple) -> tuple:
-    if r[1] or type(r[2]) is tuple:
+    if r[1] is not False or type(r[2]) is tuple:
         return r
     exc = r[2]
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -1,0 +1,523 @@
+"""The bokeh figures: data they hold, shared time axis, aggregation, HTML, real browser."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import psutil
+import pytest
+
+from localsched.diagnostics import plots
+from localsched.diagnostics.records import CacheData, ResourceData, TaskData
+
+try:  # the repository root is on sys.path (python -m pytest), or tests/ is a package
+    from tests.browser import BrowserError, open_in_chromium, require_chromium
+except ImportError:  # pytest put tests/ itself on sys.path
+    from browser import BrowserError, open_in_chromium, require_chromium
+
+from bokeh.models import GlyphRenderer, HBar, LinearAxis, Range1d, Step
+
+T0 = 1_700_000_000.0  # records hold epoch seconds
+
+# Rendered once Bokeh built every root view and finished painting it.
+BOKEH_RENDERED = (
+    "window.Bokeh && Object.keys(Bokeh.index).length > 0"
+    " && Object.values(Bokeh.index).every((view) => view.has_finished())"
+)
+
+
+def profiler(record_type, results, **attrs):
+    return SimpleNamespace(record_type=record_type, results=results, **attrs)
+
+
+def task_source(fig):
+    return fig.select_one({"name": "tasks"}).data_source
+
+
+def figures_of(layout):
+    return [child[0] for child in layout.children]
+
+
+@pytest.fixture
+def small_profile():
+    """Three profilers whose earliest records differ: resources start first."""
+    tasks = [
+        TaskData("load-a1b2c3d4", (len, "abc"), T0 + 1.0, T0 + 2.0, 30),
+        TaskData(("inc-ffee0011", 0), (abs, -1), T0 + 1.5, T0 + 3.0, 10),
+        TaskData(("inc-ffee0011", 1), (abs, -2), T0 + 2.0, T0 + 2.5, 20),
+        TaskData("total-99aa88bb", (sum, ["load-a1b2c3d4"]), T0 + 3.0, T0 + 4.0, 30),
+    ]
+    resources = [ResourceData(T0 + 0.5 + i, 100.0 + 10 * i, 50.0 * i) for i in range(4)]
+    cache = [
+        CacheData("load-a1b2c3d4", None, 1, T0 + 2.0, T0 + 4.0),
+        CacheData(("inc-ffee0011", 0), None, 1, T0 + 3.0, T0 + 4.0),
+        CacheData(("inc-ffee0011", 1), None, 1, T0 + 2.5, T0 + 4.0),
+        CacheData("total-99aa88bb", None, 1, T0 + 4.0, T0 + 4.5),
+    ]
+    return [
+        profiler(TaskData, tasks),
+        profiler(ResourceData, resources),
+        profiler(CacheData, cache, metric_name="tasks"),
+    ]
+
+
+# --------------------------------------------------------------------------
+# Importing
+
+
+def run_python(code):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).parents[2], timeout=60)
+
+
+def test_importing_the_package_does_not_import_bokeh():
+    proc = run_python(
+        "import sys, localsched, localsched.diagnostics, localsched.diagnostics.records\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'bokeh'))"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_missing_bokeh_says_how_to_install_it():
+    proc = run_python(
+        "import sys\n"
+        "sys.modules['bokeh'] = None  # makes any import of bokeh fail\n"
+        "try:\n"
+        "    import localsched.diagnostics.plots\n"
+        "except ImportError as exc:\n"
+        "    print('ImportError:', exc)\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "ImportError:" in proc.stdout and "pip install bokeh" in proc.stdout
+
+
+# --------------------------------------------------------------------------
+# Task stream
+
+
+def test_task_stream_has_one_bar_per_task_on_its_workers_row(small_profile):
+    fig = plots.plot_tasks(small_profile[0].results)
+    data = task_source(fig).data
+    assert data["key"] == ["load-a1b2c3d4", "('inc-ffee0011', 0)", "('inc-ffee0011', 1)",
+                           "total-99aa88bb"]
+    assert data["group"] == ["load", "inc", "inc", "total"]
+    # workers 10, 20, 30 take rows 0, 1, 2 in sorted order, labelled by id
+    assert data["row"].tolist() == [2, 0, 1, 2]
+    assert fig.yaxis[0].major_label_overrides == {0: "10", 1: "20", 2: "30"}
+    assert list(fig.yaxis[0].ticker.ticks) == [0, 1, 2]
+    # x is seconds since the earliest start
+    assert data["left"].tolist() == [0.0, 0.5, 1.0, 2.0]
+    assert data["right"].tolist() == [1.0, 2.0, 1.5, 3.0]
+    assert data["count"].tolist() == [1, 1, 1, 1]
+    assert data["task"][0] == "len('abc')"
+    assert data["duration"][1] == "1.5 s"
+    assert isinstance(fig.select_one({"name": "tasks"}).glyph, HBar)
+    assert fig.xaxis[0].axis_label == "time (s)"
+
+
+def test_task_stream_colours_by_group_with_a_legend_and_hover(small_profile):
+    fig = plots.plot_tasks(small_profile[0].results)
+    data = task_source(fig).data
+    colour = dict(zip(data["group"], data["color"]))
+    assert len(set(colour.values())) == 3
+    assert data["color"][1] == data["color"][2]  # both 'inc'
+    labels = [item.label.value for legend in fig.legend for item in legend.items]
+    assert labels == ["inc", "load", "total"]
+    (hover,) = [tool for tool in fig.tools if type(tool).__name__ == "HoverTool"]
+    fields = dict(hover.tooltips)
+    assert {"key", "group", "task", "duration", "worker"} <= set(fields)
+
+
+def test_task_stream_palette_sequence_mapping_and_missing_group(small_profile):
+    results = small_profile[0].results
+    data = task_source(plots.plot_tasks(results, palette=["red", "blue"])).data
+    assert dict(zip(data["group"], data["color"])) == {"inc": "red", "load": "blue",
+                                                       "total": "red"}
+    mapping = {"inc": "#000001", "load": "#000002", "total": "#000003"}
+    data = task_source(plots.plot_tasks(results, palette=mapping)).data
+    assert dict(zip(data["group"], data["color"])) == mapping
+    with pytest.raises(ValueError, match="total"):
+        plots.plot_tasks(results, palette={"inc": "red", "load": "blue"})
+
+
+def test_huge_task_reprs_are_truncated():
+    huge = (sum, list(range(100_000)), "x" * 10_000)
+    data = task_source(plots.plot_tasks([TaskData("big-1", huge, 0.0, 1.0, 1)])).data
+    assert data["task"][0].startswith("sum([0, 1, 2, 3,")
+    assert len(data["task"][0]) <= plots.REPR_LIMIT
+    data = task_source(plots.plot_tasks([TaskData("big-1", "y" * 10_000, 0.0, 1.0, 1)])).data
+    assert len(data["task"][0]) <= plots.REPR_LIMIT
+
+
+def test_figure_kwargs_override_defaults_and_typos_fail():
+    fig = plots.plot_tasks([], width=321, plot_height=123, title="mine")
+    assert (fig.width, fig.height, fig.title.text) == (321, 123, "mine")
+    with pytest.raises(AttributeError, match="widht"):
+        plots.plot_tasks([], widht=300)
+
+
+# --------------------------------------------------------------------------
+# Aggregation of what is narrower than a pixel
+
+
+def test_sub_pixel_tasks_are_merged_per_pixel_column(monkeypatch):
+    monkeypatch.setattr(plots, "AGGREGATE_ABOVE", 0)
+    # x range 0..1000 s over PIXELS=1000 px: one pixel is one second
+    assert plots.PIXELS == 1000
+    tasks = [
+        TaskData(("a", 1), None, 10.0, 10.2, 1),  # \
+        TaskData(("a", 2), None, 10.3, 10.5, 1),  #  } one column: merged, mostly 'a'
+        TaskData(("b", 1), None, 10.6, 10.9, 1),  # /
+        TaskData(("b", 2), None, 11.2, 11.4, 1),  # next column: alone
+        TaskData(("c", 1), None, 11.5, 14.0, 1),  # wider than a pixel: kept as is
+        TaskData(("a", 3), None, 10.1, 10.4, 2),  # another worker: its own row
+    ]
+    fig = plots.plot_tasks(tasks, x_range=Range1d(0, 1000), t0=0.0)
+    data = task_source(fig).data
+    assert data["count"].tolist() == [3, 1, 1, 1]
+    assert data["row"].tolist() == [0, 0, 0, 1]
+    assert data["left"].tolist() == [10.0, 11.2, 11.5, 10.1]
+    assert data["right"].tolist() == [10.9, 11.4, 14.0, 10.4]
+    assert data["group"] == ["a", "b", "c", "a"]
+    assert data["groups"][0] == "a (2), b (1)"
+    assert data["key"][0] == "3 tasks: ('a', 1) \u2026 ('b', 1)"
+    assert data["key"][1:] == ["('b', 2)", "('c', 1)", "('a', 3)"]
+    assert data["color"][0] == data["color"][3] != data["color"][2]
+    hover = dict(fig.select_one({"type": plots.HoverTool}).tooltips)
+    assert "tasks" in hover and "groups" in hover
+
+
+def test_small_runs_keep_one_bar_per_task():
+    tasks = [TaskData(f"t-{i}", None, i * 1e-6, i * 1e-6 + 5e-7, 1) for i in range(2000)]
+    tasks.append(TaskData("t-end", None, 100.0, 101.0, 1))  # makes the others sub-pixel
+    data = task_source(plots.plot_tasks(tasks)).data
+    assert len(data["key"]) == 2001 and set(data["count"].tolist()) == {1}
+
+
+def test_cache_resampling_keeps_a_one_microsecond_peak():
+    # 5000 short stays one at a time, and one instant where 7 results overlap
+    records = [CacheData(("x-abc123", i), None, 1, float(i), i + 0.5) for i in range(5000)]
+    records += [CacheData(("x-abc123", -k), None, 1, 2500.2, 2500.200001) for k in range(6)]
+    fig = plots.plot_cache(records)
+    (line,) = fig.renderers
+    values = np.asarray(line.data_source.data["value"])
+    assert len(values) <= 2 * plots.PIXELS + 2
+    assert values.max() == 7
+    assert values.min() == 0
+
+
+# --------------------------------------------------------------------------
+# Resources and cache
+
+
+def test_resources_have_cpu_left_and_memory_on_a_second_y_range(small_profile):
+    fig = plots.plot_resources(small_profile[1].results)
+    assert set(fig.extra_y_ranges) == {"memory"}
+    right_axes = [axis for axis in fig.right if isinstance(axis, LinearAxis)]
+    assert [axis.y_range_name for axis in right_axes] == ["memory"]
+    assert right_axes[0].axis_label == "Memory (MB)"
+    assert fig.yaxis[0].axis_label == "CPU (%)"
+    cpu, mem = fig.select_one({"name": "cpu"}), fig.select_one({"name": "memory"})
+    assert mem.y_range_name == "memory" and cpu.y_range_name == "default"
+    assert cpu.data_source.data["time"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    assert cpu.data_source.data["cpu"].tolist() == [0.0, 50.0, 100.0, 150.0]
+    assert cpu.data_source.data["mem"].tolist() == [100.0, 110.0, 120.0, 130.0]
+    assert fig.y_range.end >= 150 and fig.extra_y_ranges["memory"].end >= 130
+    assert fig.select_one({"type": plots.HoverTool}) is not None
+
+
+def test_cache_has_one_line_per_group_not_per_key():
+    records = [CacheData(("x-abc123", i), None, 1, 10.0 + i, 20.0) for i in range(5)]
+    records += [CacheData(f"y-{i:08x}aa", None, 1, 12.0, 13.0 + i) for i in range(3)]
+    fig = plots.plot_cache(records, metric_name="tasks")
+    steps = [r for r in fig.renderers if isinstance(r, GlyphRenderer) and isinstance(r.glyph, Step)]
+    assert sorted(r.name for r in steps) == ["x", "y"]
+    assert len(fig.renderers) == 2
+    assert fig.yaxis[0].axis_label == "tasks"
+    x = fig.select_one({"name": "x"}).data_source.data
+    y = fig.select_one({"name": "y"}).data_source.data
+    assert max(x["value"]) == 5 and x["value"][-1] == 0
+    assert max(y["value"]) == 3 and y["value"][-1] == 0
+    assert x["time"][0] == 0.0  # relative to the earliest cache_time
+    labels = [item.label.value for legend in fig.legend for item in legend.items]
+    assert labels == ["x", "y"]
+
+
+def test_cache_sums_the_metric_and_counts_unfreed_results_to_the_end():
+    records = [
+        CacheData(("a", 1), None, 100.0, 0.0, 3.0),
+        CacheData(("a", 2), None, 50.0, 1.0, 2.0),
+        CacheData(("a", 3), None, 7.0, 2.0, None),  # never freed while profiling
+    ]
+    fig = plots.plot_cache(records, metric_name="nbytes")
+    data = fig.renderers[0].data_source.data
+    assert list(zip(data["time"].tolist(), data["value"].tolist())) == [
+        (0.0, 0.0), (0.0, 100.0), (1.0, 150.0), (2.0, 100.0), (2.0, 107.0),
+        (3.0, 7.0), (3.0, 0.0),
+    ]
+    assert fig.yaxis[0].axis_label == "nbytes"
+
+
+def test_empty_results_still_make_figures(tmp_path):
+    for fig in (plots.plot_tasks([]), plots.plot_resources([]), plots.plot_cache([])):
+        assert fig.xaxis[0].axis_label == "time (s)"
+    layout = plots.visualize(
+        [profiler(TaskData, []), profiler(ResourceData, []), profiler(CacheData, [])],
+        filename=tmp_path / "empty.html", show=False,
+    )
+    assert len(figures_of(layout)) == 3
+    assert (tmp_path / "empty.html").stat().st_size > 0
+
+
+# --------------------------------------------------------------------------
+# visualize
+
+
+def test_figures_share_one_x_range_from_the_global_earliest_time(small_profile, tmp_path):
+    layout = plots.visualize(small_profile, filename=tmp_path / "p.html", show=False)
+    tasks, resources, cache = figures_of(layout)
+    assert tasks.x_range is resources.x_range is cache.x_range
+    # the earliest record is the first resource sample, at T0 + 0.5
+    assert (tasks.x_range.start, tasks.x_range.end) == (0.0, 4.0)
+    assert task_source(tasks).data["left"].tolist() == [0.5, 1.0, 1.5, 2.5]
+    assert resources.select_one({"name": "cpu"}).data_source.data["time"][0] == 0.0
+    assert cache.select_one({"name": "load"}).data_source.data["time"][0] == 1.5
+    assert [fig.xaxis[0].axis_label for fig in (tasks, resources, cache)] == ["time (s)"] * 3
+    # one colour per group across the task stream and the cache plot
+    colour = dict(zip(task_source(tasks).data["group"], task_source(tasks).data["color"]))
+    for line in cache.renderers:
+        assert line.glyph.line_color == colour[line.name]
+
+
+def test_visualize_takes_a_single_profiler_and_passes_figure_kwargs(small_profile):
+    layout = plots.visualize(small_profile[0], save=False, show=False, height=222)
+    (fig,) = figures_of(layout)
+    assert fig.height == 222 and fig.x_range.start == 0.0
+
+
+def test_visualize_refuses_what_it_cannot_plot(small_profile):
+    with pytest.raises(TypeError, match="record_type"):
+        plots.visualize([SimpleNamespace(results=[])], save=False, show=False)
+    with pytest.raises(ValueError, match="at least one"):
+        plots.visualize([], save=False, show=False)
+    with pytest.raises(ValueError):
+        plots.visualize(small_profile, save=False, show=False, mode="carrier-pigeon")
+
+
+def test_saved_html_is_standalone_and_holds_the_data(small_profile, tmp_path):
+    path = tmp_path / "profile.html"
+    plots.visualize(small_profile, filename=str(path), show=False)
+    html = path.read_text()
+    assert "load-a1b2c3d4" in html and "total-99aa88bb" in html
+    assert '"inc"' in html
+    # BokehJS is inlined: no script or stylesheet is fetched from anywhere
+    assert "<script src=" not in html.replace("'", '"')
+    assert "cdn.bokeh.org" not in html
+    assert "Bokeh.embed.embed_items" in html
+
+
+def test_show_opens_a_browser_outside_notebooks(small_profile, tmp_path, monkeypatch):
+    opened = []
+    monkeypatch.setattr(plots, "_in_notebook", lambda: False)
+    monkeypatch.setattr(plots, "_view_in_browser", opened.append)
+    plots.visualize(small_profile, filename=str(tmp_path / "shown.html"), show=True)
+    assert opened == [str(tmp_path / "shown.html")]
+    plots.visualize(small_profile, save=False, show=True)  # a temporary file instead
+    try:
+        assert opened[1].endswith(".html") and "load-a1b2c3d4" in Path(opened[1]).read_text()
+    finally:
+        os.unlink(opened[1])
+
+
+def test_show_displays_inline_in_notebooks(small_profile, monkeypatch):
+    calls = []
+    monkeypatch.setattr(plots, "_in_notebook", lambda: True)
+    monkeypatch.setattr(plots, "_output_notebook", lambda **kw: calls.append(("output", kw)))
+    monkeypatch.setattr(plots, "_show", lambda obj: calls.append(("show", obj)))
+    monkeypatch.setattr(plots, "_view_in_browser", lambda path: calls.append(("browser", path)))
+    layout = plots.visualize(small_profile, save=False, show=True, mode="cdn")
+    assert [name for name, _ in calls] == ["output", "show"]
+    assert calls[0][1]["resources"].mode == "cdn"
+    assert calls[1][1] is layout
+
+
+# --------------------------------------------------------------------------
+# A big run
+
+
+def big_profile(n=100_000, seed=0):
+    """n tasks over 2 workers, n cache records and ~100 resource samples."""
+    rng = np.random.default_rng(seed)
+    groups = ["load", "inc", "add-x", "sum-aggregate", "getitem"]
+    durations = rng.exponential(1e-4, n)
+    durations[::1000] = 0.05  # some tasks wider than a pixel
+    workers = np.arange(n) % 2
+    starts = np.empty(n)
+    for w in (0, 1):  # back to back on each worker, 1 us apart
+        mine = workers == w
+        gaps = durations[mine] + 1e-6
+        starts[mine] = T0 + np.r_[0.0, np.cumsum(gaps)[:-1]]
+    ends = starts + durations
+    freed = ends + rng.exponential(0.01, n)
+    tasks, cache = [], []
+    for i in range(n):
+        key = (f"{groups[i % 5]}-abcdef{i % 5}1", i)
+        tasks.append(TaskData(key, (max, i, [i] * 50), starts[i], ends[i], 140_000_000_000 + i % 2))
+        cache.append(CacheData(key, None, 1.0, ends[i], freed[i]))
+    end = float(freed.max())
+    resources = [ResourceData(T0 + k * (end - T0) / 100, 100.0 + k, float(k % 50))
+                 for k in range(101)]
+    return [profiler(TaskData, tasks), profiler(ResourceData, resources),
+            profiler(CacheData, cache, metric_name="tasks")]
+
+
+@pytest.fixture(scope="module")
+def big_html(tmp_path_factory):
+    profilers = big_profile()
+    path = tmp_path_factory.mktemp("big") / "big.html"
+    layout = plots.visualize(profilers, filename=str(path), show=False)
+    return profilers, layout, path
+
+
+def test_big_profile_is_aggregated_not_dropped(big_html):
+    profilers, layout, path = big_html
+    assert path.stat().st_size <= 20 * 2**20
+    tasks_fig, _, cache_fig = figures_of(layout)
+    data = task_source(tasks_fig).data
+    counts = np.asarray(data["count"])
+    assert counts.sum() == 100_000
+    assert len(counts) <= 2 * 2 * plots.PIXELS + 100  # two workers, ~2 bars a pixel, wide ones
+    assert counts.max() > 1
+    # every task lies inside a bar of its own worker's row
+    records = profilers[0].results
+    t0 = records[0].start_time  # the earliest record of all three profilers
+    start = np.array([r.start_time for r in records]) - t0
+    end = np.array([r.end_time for r in records]) - t0
+    row = np.array([r.worker_id for r in records]) - 140_000_000_000
+    left, right, bar_row = (np.asarray(data[c]) for c in ("left", "right", "row"))
+    for r in (0, 1):
+        mine = bar_row == r
+        order = np.argsort(left[mine])
+        l, rt = left[mine][order], right[mine][order]
+        idx = np.searchsorted(l, start[row == r], side="right") - 1
+        assert (idx >= 0).all()
+        assert (end[row == r] <= rt[idx] + 1e-9).all()
+    # the cache plot: one line per group, each resampled to about a point a pixel
+    assert sorted(line.name for line in cache_fig.renderers) == sorted(
+        ["load", "inc", "add-x", "sum-aggregate", "getitem"])
+    for line in cache_fig.renderers:
+        assert len(line.data_source.data["time"]) <= 2 * plots.PIXELS + 2
+
+
+# --------------------------------------------------------------------------
+# A real browser
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    return require_chromium()
+
+
+def test_require_chromium_skips_locally_but_fails_in_ci(monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.delenv("CHROMIUM", raising=False)
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception):
+        require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="CI"):
+        require_chromium()
+
+
+def session_processes(session_id):
+    """Processes (zombies included) still in the session the browser ran in."""
+    left = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == session_id:
+                left.append(proc)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return left
+
+
+def chromium_descendants():
+    """Chromium processes, or the helper's supervisor, still below this process."""
+    left = []
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in proc.name().lower() or "SUBREAPER" in " ".join(proc.cmdline()):
+                left.append(proc)
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+def test_browser_helper_reports_thrown_errors(chromium, tmp_path):
+    page = tmp_path / "broken.html"
+    page.write_text(
+        "<html><body><p>before</p>"
+        "<script>throw new Error('deliberate boom')</script>"
+        "<script>setTimeout(() => { throw new TypeError('later boom') }, 0);"
+        "Promise.reject(new Error('rejected boom'));"
+        "console.error('logged boom')</script>"
+        "</body></html>"
+    )
+    result = open_in_chromium(page)
+    text = "\n".join(result.errors)
+    for boom in ("deliberate boom", "later boom", "rejected boom", "logged boom"):
+        assert boom in text
+    assert session_processes(result.pid) == []
+
+
+def test_browser_helper_sees_a_clean_page_as_clean(chromium, tmp_path):
+    page = tmp_path / "clean.html"
+    page.write_text("<html><body><p id=p>before</p><script>"
+                    "document.getElementById('p').textContent = 'after script';"
+                    "console.log('just saying')</script></body></html>")
+    result = open_in_chromium(page)
+    assert result.errors == []
+    assert "after script" in result.dom
+    assert result.console == ["console.log: just saying"]
+    assert session_processes(result.pid) == []
+    assert chromium_descendants() == []
+
+
+def test_browser_helper_kills_chromium_on_timeout(chromium, tmp_path):
+    page = tmp_path / "hang.html"
+    page.write_text("<html><body><script>while (true) {}</script></body></html>")
+    with pytest.raises(BrowserError, match="timed out") as info:
+        open_in_chromium(page, timeout=3)
+    assert session_processes(info.value.pid) == []
+    assert chromium_descendants() == []
+
+
+def assert_rendered(result, n_figures):
+    assert result.errors == []
+    assert result.ready, "BokehJS did not finish rendering"
+    assert result.dom.count('class="bk-Figure') == n_figures
+    assert result.dom.count("<canvas") >= n_figures
+
+
+def test_saved_profile_renders_in_chromium(chromium, small_profile, tmp_path):
+    path = tmp_path / "profile.html"
+    plots.visualize(small_profile, filename=str(path), show=False)
+    frames = (
+        "Object.values(Bokeh.index).flatMap(function walk(view) {"
+        "  const mine = view.frame ? [[view.frame.bbox.left, view.frame.bbox.right]] : [];"
+        "  return mine.concat((view.child_views || []).flatMap(walk)); })"
+    )
+    result = open_in_chromium(path, wait_for=BOKEH_RENDERED, evaluate=frames)
+    assert_rendered(result, 3)
+    # the three plot frames, and so their time axes, line up
+    assert len(result.value) == 3 and len({tuple(frame) for frame in result.value}) == 1
+    assert session_processes(result.pid) == []
+
+
+def test_big_profile_renders_in_chromium(chromium, big_html):
+    result = open_in_chromium(big_html[2], wait_for=BOKEH_RENDERED)
+    assert_rendered(result, 3)

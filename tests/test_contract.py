@@ -1,0 +1,406 @@
+"""One contract, every scheduler: results, callbacks, errors, interrupts."""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import signal
+import threading
+import time
+import traceback
+from operator import add, mul
+
+import pytest
+
+import localsched
+from localsched.callbacks import Callback
+from localsched.graph import CycleError
+from localsched.local import get_sync
+from localsched.multiprocessing import get as get_processes
+from localsched.threaded import get as get_threads
+
+SCHEDULERS = {
+    "sync": get_sync,
+    "threads": get_threads,
+    "processes": lambda dsk, keys, **kw: get_processes(dsk, keys, num_workers=2, **kw),
+}
+
+
+@pytest.fixture(params=list(SCHEDULERS))
+def get(request):
+    return SCHEDULERS[request.param]
+
+
+@pytest.fixture
+def scheduler_name(get, request):
+    return request.node.callspec.params["get"]
+
+
+def inc(x):
+    return x + 1
+
+
+def fail(x):
+    raise ValueError(f"bad input {x}")
+
+
+def pid_and_thread(_=None):
+    return os.getpid(), threading.get_ident()
+
+
+# -- results -------------------------------------------------------------------
+
+
+def test_results_have_the_nesting_of_keys(get):
+    dsk = {"a": 1, "b": (inc, "a"), "c": (add, "a", "b"), ("x", 0): (mul, "c", 10)}
+    assert get(dsk, "c") == 3
+    assert get(dsk, ("x", 0)) == 30
+    assert get(dsk, ["a", ["b", [("x", 0)]]]) == (1, (2, (30,)))
+    assert get(dsk, []) == ()
+
+
+def test_spec_aliases_nested_tasks_and_containers(get):
+    dsk = {
+        "a": 1,
+        "b": "a",  # alias
+        "c": (add, (inc, "a"), (inc, (inc, "b"))),  # nested tasks
+        "d": (sum, ["a", "b", (inc, "c")]),  # list argument
+        "e": (dict, [["k", "d"]]),
+        "f": (len, {"x": "a", "y": ("c", 1)}),  # dict argument with literal tuple
+        "g": [1, 2],  # data
+        "h": ["a", (inc, "b")],  # a list of keys is computed
+        b"bytes": (inc, 1.5),
+        7: (inc, 7.5),
+        ("t", 1): (add, b"bytes", 7),
+    }
+    assert get(dsk, ["b", "c", "d", "e", "f", "g", "h", ("t", 1)]) == (
+        1, 5, 8, {"k": 8}, 2, [1, 2], [1, 2], 11.0,
+    )
+
+
+def test_tasks_that_are_not_needed_do_not_run(get):
+    dsk = {"a": 1, "b": (inc, "a"), "boom": (fail, "a")}
+    assert get(dsk, "b") == 2
+
+
+def test_results_of_finished_intermediates_are_released(get):
+    seen = {}
+
+    def posttask(key, result, dsk, state, worker_id):
+        seen[key] = (set(state["cache"]), set(state["released"]))
+
+    dsk = {"a": (inc, 1), "b": (inc, "a"), "c": (inc, "b")}
+    assert get(dsk, "c", callbacks=[Callback(posttask=posttask)]) == 4
+    cache_after_c, released_after_c = seen["c"]
+    assert "a" in released_after_c and "b" in released_after_c
+    assert cache_after_c == {"c"}
+
+
+# -- callbacks -------------------------------------------------------------------
+
+
+class Recorder(Callback):
+    """Records every hook call, using dask's underscored method names."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _start(self, dsk):
+        self.calls.append(("start",))
+
+    def _start_state(self, dsk, state):
+        self.calls.append(("start_state", state.ntasks))
+
+    def _pretask(self, key, dsk, state):
+        self.calls.append(("pretask", key))
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.calls.append(("posttask", key, result))
+
+    def _finish(self, dsk, state, errored):
+        self.calls.append(("finish", errored))
+
+
+def test_all_five_callbacks_fire_in_order(get):
+    rec = Recorder()
+    dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "b")}
+    with rec:
+        assert get(dsk, "c") == 3
+    assert rec.calls == [
+        ("start",),
+        ("start_state", 2),
+        ("pretask", "b"),
+        ("posttask", "b", 2),
+        ("pretask", "c"),
+        ("posttask", "c", 3),
+        ("finish", False),
+    ]
+    assert Callback.active == set()
+
+
+def test_plain_method_names_keywords_and_raw_tuples(get):
+    calls = []
+
+    class Plain(Callback):
+        def pretask(self, key, dsk, state):
+            calls.append(("method", key))
+
+    raw = (lambda dsk: calls.append(("raw-start",)), None, None, None,
+           lambda dsk, state, errored: calls.append(("raw-finish", errored)))
+    kw = Callback(posttask=lambda key, result, dsk, state, wid: calls.append(("kw", key)))
+    assert get({"x": (inc, 1)}, "x", callbacks=[Plain(), raw, kw]) == 2
+    assert sorted(calls) == sorted(
+        [("method", "x"), ("raw-start",), ("kw", "x"), ("raw-finish", False)]
+    )
+
+
+def test_register_and_unregister(get):
+    rec = Recorder()
+    rec.register()
+    try:
+        assert rec._callback in Callback.active
+        get({"x": (inc, 1)}, "x")
+    finally:
+        rec.unregister()
+    assert Callback.active == set()
+    get({"x": (inc, 1)}, "x")
+    assert rec.calls.count(("start",)) == 1
+
+
+def test_finish_fires_with_errored_on_failure(get):
+    rec = Recorder()
+    with pytest.raises(ValueError, match="bad input 1"):
+        get({"a": 1, "b": (fail, "a")}, "b", callbacks=[rec])
+    assert rec.calls[0] == ("start",)
+    assert rec.calls[-1] == ("finish", True)
+
+
+def test_finish_fires_for_callbacks_whose_start_ran_when_a_start_fails(get):
+    rec = Recorder()
+
+    def bad_start(dsk):
+        raise RuntimeError("callback broke")
+
+    with pytest.raises(RuntimeError, match="callback broke"):
+        get({"x": (inc, 1)}, "x", callbacks=[rec, Callback(start=bad_start)])
+    assert rec.calls == [("start",), ("finish", True)]
+
+
+def _copy(x):
+    return {k: _copy(v) for k, v in x.items()} if isinstance(x, dict) else type(x)(x)
+
+
+def test_state_exposes_dasks_fields(get):
+    snapshots = []
+
+    def posttask(key, result, dsk, state, worker_id):
+        snapshots.append({name: _copy(state[name]) for name in state})
+
+    dsk = {"a": 1, "b": (inc, "a"), "c": (inc, "a"), "d": (add, "b", "c")}
+    get(dsk, "d", callbacks=[Callback(posttask=posttask)])
+    assert len(snapshots) == 3
+    last = snapshots[-1]
+    assert set(last) >= {"dependencies", "dependents", "waiting", "waiting_data", "cache",
+                         "ready", "running", "finished", "released"}
+    assert last["dependencies"]["d"] == {"b", "c"}
+    assert last["dependents"]["a"] == {"b", "c"}
+    assert last["finished"] == {"b", "c", "d"}
+    assert last["cache"] == {"d": 4}
+    assert last["released"] >= {"a", "b", "c"}
+    assert last["ready"] == [] and last["waiting"] == {}
+    first = snapshots[0]  # after the first of b and c
+    assert first["waiting"] == {"d": {"b", "c"} - first["finished"]}
+    assert len(first["finished"]) == 1
+    assert set(first["ready"]) | first["running"] == {"b", "c"} - first["finished"]
+
+
+def test_inner_get_does_not_fire_outer_callbacks(get):
+    rec = Recorder()
+
+    def nested(x):
+        return get_sync({"inner": (inc, x)}, "inner")
+
+    with rec:
+        assert get({"a": 1, "b": (nested, "a")}, "b") == 2
+    keys = [c[1] for c in rec.calls if c[0] == "pretask"]
+    assert keys == ["b"]
+
+
+def test_callbacks_never_run_concurrently(get):
+    lock = threading.Lock()
+    inside = []
+    overlaps = []
+
+    def hook(*args):
+        if not lock.acquire(blocking=False):
+            overlaps.append(args[0])
+            return
+        try:
+            inside.append(1)
+            time.sleep(0)  # let other threads run while we are inside
+        finally:
+            lock.release()
+
+    cb = Callback(pretask=hook, posttask=hook)
+    dsk = {("x", i): (inc, i) for i in range(200)}
+    dsk["total"] = (sum, list(dsk))
+    # Two computations at once, from two threads, with the same callback.
+    barrier = threading.Barrier(2)
+    results = []
+
+    def run():
+        barrier.wait()
+        results.append(get(dsk, "total", callbacks=[cb]))
+
+    other = threading.Thread(target=run)
+    other.start()
+    run()
+    other.join()
+    assert results == [sum(range(1, 201))] * 2
+    assert overlaps == []
+    assert len(inside) == 2 * 2 * 201
+
+
+def slow_task(i):
+    time.sleep(0.2)
+    return i
+
+
+def test_pre_and_posttask_bracket_execution_not_queueing(get):
+    """dask's process scheduler timed from dispatch: with batching, twelve
+    0.2 s tasks all appeared to last 1.6 s."""
+    started = {}
+    spans = {}
+
+    def pretask(key, dsk, state):
+        started[key] = time.time()
+
+    def posttask(key, result, dsk, state, worker_id):
+        spans[key] = (started[key], time.time(), state.timing)
+
+    dsk = {("t", i): (slow_task, i) for i in range(12)}
+    get(dsk, list(dsk), callbacks=[Callback(pretask=pretask, posttask=posttask)])
+    assert len(spans) == 12
+    for pre, post, (t0, t1) in spans.values():
+        assert 0.19 <= t1 - t0 < 0.5  # the worker's own measurement
+        # The callbacks bracket the execution, give or take a hand-off.
+        assert post - pre < (t1 - t0) + 0.15
+
+
+# -- options and errors -------------------------------------------------------
+
+
+def test_unknown_options_are_a_type_error_naming_them(get):
+    with pytest.raises(TypeError, match="not_an_option"):
+        get({"x": 1}, "x", not_an_option=True)
+
+
+def test_missing_requested_key(get):
+    with pytest.raises(KeyError, match="'nope'"):
+        get({"x": 1}, ["x", "nope"])
+    assert get({"x": 1}, "x") == 1
+
+
+def test_unhashable_key(get):
+    with pytest.raises(TypeError, match="unhashable"):
+        get({"x": 1}, [["x"], {"no": 1}])
+
+
+def test_cycle_is_shown(get):
+    dsk = {"a": (inc, "c"), "b": (inc, "a"), "c": (inc, "b"), "d": (inc, "c")}
+    with pytest.raises(CycleError) as info:
+        get(dsk, "d")
+    msg = str(info.value)
+    assert "'a' -> 'c' -> 'b' -> 'a'" in msg or "'c' -> 'b' -> 'a' -> 'c'" in msg \
+        or "'b' -> 'a' -> 'c' -> 'b'" in msg
+    assert info.value.cycle[0] == info.value.cycle[-1]
+    assert get({"x": (inc, 1)}, "x") == 2
+
+
+def test_missing_dependency_names_key_and_task():
+    pytest.importorskip("dask")
+    from dask._task_spec import Task, TaskRef
+
+    for get in SCHEDULERS.values():
+        dsk = {"b": Task("b", inc, TaskRef("a"))}
+        with pytest.raises(KeyError, match="'a'.*needed by task 'b'"):
+            get(dsk, "b")
+
+
+def test_task_error_keeps_its_type_and_shows_the_task_code(get, scheduler_name):
+    with pytest.raises(ValueError, match="bad input 1") as info:
+        get({"a": 1, "b": (fail, "a")}, "b")
+    exc = info.value
+    assert "while computing task 'b'" in getattr(exc, "__notes__", [])
+    if scheduler_name == "processes":
+        # The worker's traceback travels as the cause.
+        assert type(exc.__cause__).__name__ == "RemoteTraceback"
+        assert "in fail" in str(exc.__cause__)
+        assert 'raise ValueError(f"bad input {x}")' in str(exc.__cause__)
+    else:
+        frames = [f.name for f in traceback.extract_tb(exc.__traceback__)]
+        assert frames[-1] == "fail"
+    # The next computation works.
+    assert get({"a": 1, "b": (inc, "a")}, "b") == 2
+
+
+def fail_with_pid(x):
+    raise ValueError(os.getpid(), threading.get_ident())
+
+
+def test_rerun_exceptions_locally_runs_the_task_in_the_caller(get):
+    with pytest.raises(ValueError) as info:
+        get({"a": 1, "b": (fail_with_pid, "a")}, "b", rerun_exceptions_locally=True)
+    assert info.value.args == (os.getpid(), threading.get_ident())
+
+
+def test_keyboard_interrupt_returns_promptly_and_next_call_works(get, scheduler_name):
+    release = threading.Event()
+    started = threading.Event()
+    rec = Recorder()
+
+    def pretask(key, dsk, state):
+        started.set()
+
+    main = threading.get_ident()
+
+    def interrupter():
+        started.wait(30)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    if scheduler_name == "threads":
+        dsk = {"long": (release.wait, 60)}
+    else:  # sync: runs in this thread; processes: the worker is killed
+        dsk = {"long": (time.sleep, 60)}
+    t = threading.Thread(target=interrupter)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            get(dsk, "long", callbacks=[rec, Callback(pretask=pretask)])
+        elapsed = time.monotonic() - t0
+    finally:
+        release.set()
+        t.join()
+    assert elapsed < 10  # far less than the 60 s task
+    assert rec.calls[-1] == ("finish", True)
+    assert get({"x": (inc, 1)}, "x") == 2
+
+
+def test_contextvars_of_the_caller_are_visible(get, scheduler_name):
+    if scheduler_name == "processes":
+        pytest.skip("context variables do not cross process boundaries")
+    var = contextvars.ContextVar("var", default="unset")
+    token = var.set("caller")
+    try:
+        assert get({"x": (var.get,)}, "x") == "caller"
+    finally:
+        var.reset(token)
+
+
+def test_delayed_front_on_each_scheduler(scheduler_name):
+    x = localsched.delayed(inc)(1)
+    y = localsched.delayed(add)(x, localsched.delayed(inc)(x))
+    name = {"sync": "sync", "threads": "threads", "processes": "processes"}[scheduler_name]
+    assert y.compute(scheduler=name) == 5
+    assert localsched.compute(x, [y], scheduler=SCHEDULERS[scheduler_name]) == (2, [5])
