@@ -297,6 +297,9 @@ def get_async(
                 cbs.append(c)
     starts, start_states, pretasks, posttasks, finishes = unpack_callbacks(cbs)
 
+    # Callbacks see the graph as a Mapping (dask hands schedulers an
+    # expression object with __dask_graph__; dask's callbacks expect a dict).
+    dsk = as_mapping(dsk)
     started: list = []  # finish hooks of callbacks whose start ran
     errored = True
     run = None
@@ -309,7 +312,7 @@ def get_async(
                         cb[0](dsk)
                 if cb[4] is not None:
                     started.append(cb[4])
-        run = _Run(as_mapping(dsk), keys)
+        run = _Run(dsk, keys)
         state = run.state = State(run)
         for f in start_states:
             with _callback_lock:

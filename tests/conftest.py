@@ -21,6 +21,14 @@ def _stop_shared_pools() -> None:
         mod = sys.modules.get(name)
         if mod is not None:
             mod.shutdown()
+    # multiprocessing's own helper processes (started by the forkserver start
+    # method) are process-wide singletons; stop them too between tests.
+    fs = sys.modules.get("multiprocessing.forkserver")
+    if fs is not None and hasattr(fs._forkserver, "_stop"):
+        fs._forkserver._stop()
+    rt = sys.modules.get("multiprocessing.resource_tracker")
+    if rt is not None and hasattr(rt._resource_tracker, "_stop"):
+        rt._resource_tracker._stop()
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,254 @@
+"""What each scheduler promises beyond the shared contract."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from multiprocessing.pool import ThreadPool
+from operator import add
+
+import pytest
+
+import localsched
+from localsched import multiprocessing as lmp
+from localsched import threaded
+from localsched.callbacks import Callback
+from localsched.local import get_sync
+
+
+def inc(x):
+    return x + 1
+
+
+def whoami(*_):
+    return os.getpid()
+
+
+def thread_name(*_):
+    return threading.current_thread().name
+
+
+# -- sync ------------------------------------------------------------------------
+
+
+def test_sync_runs_in_the_callers_thread():
+    assert get_sync({"x": (threading.get_ident,)}, "x") == threading.get_ident()
+
+
+def test_sync_long_chain_has_no_recursion_limit():
+    n = 100_000
+    dsk = {"c0": 0}
+    for i in range(1, n):
+        dsk[f"c{i}"] = (inc, f"c{i - 1}")
+    assert get_sync(dsk, f"c{n - 1}") == n - 1
+
+
+def test_long_chain_on_threads_and_processes():
+    dsk = {"c0": 0}
+    for i in range(1, 20_000):
+        dsk[f"c{i}"] = (add, f"c{i - 1}", 1)
+    assert threaded.get(dsk, "c19999") == 19_999
+    assert lmp.get(dsk, "c19999", num_workers=2) == 19_999
+
+
+# -- threads ---------------------------------------------------------------------
+
+
+def test_threads_default_pool_is_reused():
+    names1 = set(threaded.get({("n", i): (thread_name, i) for i in range(20)},
+                              [("n", i) for i in range(20)], num_workers=2))
+    pool = threaded.default_pool(2)
+    names2 = set(threaded.get({("n", i): (thread_name, i) for i in range(20)},
+                              [("n", i) for i in range(20)], num_workers=2))
+    assert threaded.default_pool(2) is pool
+    assert all(n.startswith("localsched-worker") for n in names1 | names2)
+    assert len(names1 | names2) <= 2
+
+
+def test_threads_num_workers_defaults_to_cpu_count():
+    threaded.get({"x": 1}, "x")
+    assert (os.cpu_count() or 1) in threaded._pools
+
+
+def test_threads_accept_an_executor_and_a_threadpool():
+    dsk = {"a": 1, "b": (inc, "a"), "c": (thread_name, "b")}
+    with ThreadPoolExecutor(2, thread_name_prefix="mine") as ex:
+        assert threaded.get(dsk, "c", pool=ex).startswith("mine")
+    tp = ThreadPool(2)
+    try:
+        assert threaded.get(dsk, ["b", "c"], pool=tp, num_workers=2)[0] == 2
+    finally:
+        tp.close()
+        tp.join()
+
+
+def test_threads_reject_a_non_pool():
+    with pytest.raises(TypeError, match="pool="):
+        threaded.get({"x": 1}, "x", pool="not a pool")
+
+
+def test_get_inside_a_task_does_not_deadlock():
+    """The outer computation holds the only worker while the inner one runs."""
+
+    def outer(x):
+        return threaded.get({"a": x, "b": (inc, "a")}, "b", num_workers=1)
+
+    assert threaded.get({"x": 1, "y": (outer, "x")}, "y", num_workers=1) == 2
+
+
+def test_num_workers_is_validated():
+    with pytest.raises(ValueError, match="num_workers"):
+        threaded.get({"x": 1}, "x", num_workers=0)
+    with pytest.raises(ValueError, match="num_workers"):
+        lmp.get({"x": 1}, "x", num_workers=-1)
+
+
+def test_foreign_process_executor_works_with_pool_option():
+    dsk = {"a": 1, "b": (inc, "a"), "c": (whoami, "b")}
+    with ProcessPoolExecutor(1) as ex:
+        b, pid = threaded.get(dsk, ["b", "c"], pool=ex)
+    assert b == 2 and pid != os.getpid()
+
+
+# -- processes -------------------------------------------------------------------
+
+
+def test_processes_run_in_worker_processes_and_reuse_them():
+    keys = [("w", i) for i in range(8)]
+    dsk = {k: (whoami, k[1]) for k in keys}
+    pids = set(lmp.get(dsk, keys, num_workers=2))
+    pool_pids = set(lmp.default_pool(2).pids)
+    assert os.getpid() not in pids and pids <= pool_pids
+    assert set(lmp.get(dsk, keys, num_workers=2)) <= pool_pids
+
+
+def test_processes_ship_lambdas_and_closures():
+    offset = 10
+    dsk = {"a": 1, "b": (lambda x: x + offset, "a")}
+    assert lmp.get(dsk, "b", num_workers=1) == 11
+
+
+_initialized = []
+
+
+def _init(value):
+    _initialized.append(value)
+
+
+def _read_init():
+    return list(_initialized)
+
+
+@pytest.mark.parametrize("context", ["spawn", "fork", "forkserver"])
+def test_processes_start_methods_and_initializer(context):
+    out = lmp.get({"x": (_read_init,)}, "x", num_workers=1, context=context,
+                  initializer=_init, initargs=("ready",))
+    assert out == ["ready"]
+
+
+def test_processes_unknown_start_method():
+    with pytest.raises(ValueError, match="context must be one of"):
+        lmp.get({"x": 1}, "x", context="teleport")
+
+
+def test_processes_chunksize_batches_are_correct():
+    dsk = {("x", i): (inc, i) for i in range(500)}
+    dsk["total"] = (sum, [("x", i) for i in range(500)])
+    assert lmp.get(dsk, "total", num_workers=2, chunksize=50) == sum(range(1, 501))
+    with pytest.raises(ValueError, match="chunksize"):
+        lmp.get(dsk, "total", chunksize=0)
+
+
+def _die(how):
+    if how == "exit":
+        os._exit(3)
+    os.kill(os.getpid(), signal.SIGSEGV if how == "segv" else signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how, said", [("exit", "exit code 3"),
+                                       ("segv", "killed by SIGSEGV"),
+                                       ("kill", "killed by SIGKILL")])
+def test_dying_worker_names_the_task_and_the_pool_recovers(how, said):
+    rec = []
+    cb = Callback(finish=lambda dsk, state, errored: rec.append(errored))
+    dsk = {"a": 1, "fine": (inc, "a"), "doomed": (_die, how), "after": (add, "fine", "doomed")}
+    with pytest.raises(lmp.WorkerDiedError) as info:
+        lmp.get(dsk, "after", num_workers=2, callbacks=[cb])
+    msg = str(info.value)
+    assert "while running task 'doomed'" in msg and said in msg
+    assert rec == [True]
+    # The next computation works, on a replaced worker.
+    assert lmp.get({"a": 1, "b": (inc, "a")}, "b", num_workers=2) == 2
+
+
+class Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("no pickling me")
+
+
+def _raise_unpicklable():
+    raise Unpicklable("bad")
+
+
+def _return_unpicklable():
+    return threading.Lock()
+
+
+def test_processes_unpicklable_exception_and_result_are_explained():
+    with pytest.raises(lmp.RemoteError, match="Unpicklable: bad"):
+        lmp.get({"x": (_raise_unpicklable,)}, "x", num_workers=1)
+    with pytest.raises(TypeError, match="could not pickle the result"):
+        lmp.get({"x": (_return_unpicklable,)}, "x", num_workers=1)
+    assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+
+
+def test_processes_records_name_the_worker_process():
+    seen = []
+    cb = Callback(posttask=lambda key, res, dsk, state, wid: seen.append((wid, res)))
+    lmp.get({("p", i): (whoami, i) for i in range(4)}, [("p", i) for i in range(4)],
+            num_workers=2, callbacks=[cb])
+    assert seen and all(wid == pid for wid, pid in seen)
+
+
+def test_process_pool_rejects_bad_arguments():
+    with pytest.raises(ValueError):
+        lmp.ProcessPool(0)
+    with pytest.raises(TypeError, match="initializer"):
+        lmp.ProcessPool(1, initializer=42)
+    with pytest.raises(TypeError, match="pool="):
+        lmp.get({"x": 1}, "x", pool=ProcessPoolExecutor, context="spawn")
+
+
+def test_process_pool_as_plain_executor_and_cancel_kills_running_work(tmp_path):
+    fifo = str(tmp_path / "started")
+    os.mkfifo(fifo)
+    with lmp.ProcessPool(1) as pool:
+        assert pool.submit(pow, 2, 5).result() == 32
+        (pid,) = pool.pids
+        fut = pool.submit(_write_then_sleep, fifo)
+        with open(fifo, "rb") as f:
+            assert f.read(1) == b"x"  # the task is running now
+        assert fut.cancel() is True
+        with pytest.raises(lmp.WorkerDiedError):
+            fut.result(timeout=30)
+        assert pool.submit(pow, 3, 2).result() == 9
+        assert pool.pids != [pid]
+
+
+def _write_then_sleep(path):
+    import time
+
+    with open(path, "wb") as f:
+        f.write(b"x")
+    time.sleep(60)
+
+
+def test_scheduler_names_in_compute():
+    x = localsched.delayed(inc)(1)
+    for name in ("threads", "threading", "processes", "multiprocessing", "sync",
+                 "synchronous", "single-threaded"):
+        assert localsched.compute(x, scheduler=name) == (2,)
+    with pytest.raises(ValueError, match="unknown scheduler 'gpu'"):
+        localsched.compute(x, scheduler="gpu")
