@@ -15,23 +15,36 @@ diagnostics live in ``localsched.diagnostics``.  Heavy modules load lazily.
 
 from __future__ import annotations
 
-from .callbacks import Callback
-from .delayed import Delayed, compute, delayed
-from .threaded import get
+import importlib
 
 __version__ = "0.1.0"
 
 __all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "__version__"]
 
+# PEP 562: public names load their modules on first use, so ``import
+# localsched`` stays cheap (the thread pool machinery pulls in logging).
+_LAZY = {
+    "get": ("threaded", "get"),
+    "get_sync": ("local", "get_sync"),
+    "compute": ("delayed", "compute"),
+    "delayed": ("delayed", "delayed"),
+    "Delayed": ("delayed", "Delayed"),
+    "Callback": ("callbacks", "Callback"),
+}
+_SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",
+               "multiprocessing", "order", "threaded", "utils", "cli"}
+
 
 def __getattr__(name: str):
-    # PEP 562: submodules and names that need them, on first use.
-    if name == "get_sync":
-        from .local import get_sync
-
-        return get_sync
-    if name in ("diagnostics", "multiprocessing", "local", "threaded", "core", "graph", "order"):
-        import importlib
-
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module}", __name__), attr)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'localsched' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)

@@ -60,9 +60,11 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import Future
 from queue import Empty, SimpleQueue
-from typing import Any, Callable, Hashable, Iterable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys

@@ -26,6 +26,7 @@ localsched.get : the threaded scheduler used by default
 
 from __future__ import annotations
 
+import contextvars
 import operator
 import uuid
 from typing import Any, Callable, Optional
@@ -223,6 +224,12 @@ def _collect_graph(values) -> dict:
     return dsk
 
 
+#: The scheduler ``compute`` uses when none is named ("threads" unless set,
+#: e.g. by ``localsched profile --scheduler``).
+default_scheduler: contextvars.ContextVar = contextvars.ContextVar(
+    "localsched_default_scheduler", default="threads"
+)
+
 _SCHEDULER_NAMES = {
     "threads": ("threaded", "get"),
     "threading": ("threaded", "get"),
@@ -241,7 +248,7 @@ def get_scheduler(scheduler=None) -> Callable:
     'get_sync'
     """
     if scheduler is None:
-        scheduler = "threads"
+        scheduler = default_scheduler.get()
     if callable(scheduler):
         return scheduler
     try:

@@ -1,1 +1,64 @@
-"""Diagnostics built on the five scheduler callbacks."""
+"""Diagnostics built on the five scheduler callbacks.
+
+Wrap a computation in ``with`` blocks (or ``register()`` them once):
+
+>>> from localsched.diagnostics import Profiler, ResourceProfiler, CacheProfiler
+>>> from localsched.local import get_sync
+>>> with Profiler() as prof, CacheProfiler() as cprof:
+...     get_sync({'a': (abs, -1), 'b': (abs, 'a')}, 'b')
+1
+>>> [r.key for r in prof.results], [r.key for r in cprof.results]
+(['a', 'b'], ['a', 'b'])
+
+then ``visualize([prof, rprof, cprof])`` for one picture on a shared time
+axis.  Every record's times are epoch seconds (``time.time()``), taken where
+the event happened, so the profilers line up.
+
+Writing your own: subclass ``localsched.callbacks.Callback`` and override
+any of ``_start(dsk)``, ``_start_state(dsk, state)``, ``_pretask(key, dsk,
+state)``, ``_posttask(key, result, dsk, state, worker_id)``, ``_finish(dsk,
+state, errored)``:
+
+>>> from localsched.callbacks import Callback
+>>> class PrintKeys(Callback):
+...     def _pretask(self, key, dsk, state):
+...         print("starting", key)
+>>> with PrintKeys():
+...     get_sync({'x': (len, [1, 2])}, 'x')
+starting x
+2
+
+The plotting module (and so bokeh) is imported only when you plot.
+"""
+
+from __future__ import annotations
+
+from .cache import CacheProfiler
+from .profile import Profiler
+from .progress import ProgressBar
+from .records import CacheData, ResourceData, TaskData
+from .resource import ResourceProfiler
+
+__all__ = [
+    "Profiler",
+    "ResourceProfiler",
+    "CacheProfiler",
+    "ProgressBar",
+    "TaskData",
+    "ResourceData",
+    "CacheData",
+    "visualize",
+]
+
+
+def visualize(profilers, filename="profile.html", show=True, save=True, mode=None,
+              **figure_kwargs):
+    """Stack the profilers' Bokeh plots on one aligned time axis.
+
+    See ``localsched.diagnostics.plots.visualize`` (bokeh is imported here,
+    on first use).
+    """
+    from .plots import visualize as _visualize
+
+    return _visualize(profilers, filename=filename, show=show, save=save, mode=mode,
+                      **figure_kwargs)

@@ -1,0 +1,162 @@
+"""CacheProfiler: how long each task result stayed in the scheduler's cache.
+
+A result enters the cache when its task ends (``state.timing[1]``, measured
+by the worker) and leaves it when the scheduler drops it, which happens when
+its last dependent has finished; requested outputs stay until the end.
+
+Leaving is detected incrementally: when a task finishes, only *its*
+dependencies can have just been released, so ``_posttask`` checks those
+against the live ``state["released"]`` set -- O(dependencies) per task, never
+a scan of the whole cache.  Whatever is still cached when the computation
+ends is freed at the finish time.  All times are epoch seconds (time.time).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable, Optional
+
+from ..callbacks import Callback
+from ..utils import funcname
+from .records import CacheData
+
+__all__ = ["CacheProfiler"]
+
+# Placeholder for CacheProfiler._current when no computation runs.
+_NO_RUN = (None,)
+
+
+class CacheProfiler(Callback):
+    """Record when each task result entered and left the scheduler's cache.
+
+    Parameters
+    ----------
+    metric : callable, optional
+        Applied to each result to give its size, e.g. ``len`` or
+        ``cachey.nbytes``.  Default: every result counts 1.
+    metric_name : str, optional
+        Label of the metric in plots.  Default: the metric's name, or
+        ``"tasks"`` when no metric is given.
+
+    ``cache_time`` is the end of the task (measured by its worker) and
+    ``free_time`` the end of the task whose completion released the result,
+    or the end of the computation for results still cached then (outputs).
+    Both are epoch seconds (``time.time``).  Entering a ``with`` block clears
+    earlier results; data keys of the graph (not tasks) are not recorded.
+
+    Examples
+    --------
+    >>> from operator import add
+    >>> from localsched.local import get_sync
+    >>> dsk = {'x': [1, 2, 3], 'y': (sum, 'x'), 'z': (add, 'y', 1)}
+    >>> with CacheProfiler() as cprof:
+    ...     get_sync(dsk, 'z')
+    7
+    >>> sorted((r.key, r.metric) for r in cprof.results)
+    [('y', 1), ('z', 1)]
+    >>> all(r.cache_time <= r.free_time for r in cprof.results)
+    True
+    >>> cprof.metric_name
+    'tasks'
+    >>> CacheProfiler(metric=len).metric_name
+    'len'
+
+    See Also
+    --------
+    Profiler, ResourceProfiler, localsched.diagnostics.plots.visualize
+    """
+
+    #: The record class of ``results`` (read by the plotting code).
+    record_type = CacheData
+
+    def __init__(self, metric: Optional[Callable[[Any], float]] = None,
+                 metric_name: Optional[str] = None):
+        if metric is not None and not callable(metric):
+            raise TypeError(f"CacheProfiler metric= must be callable, got {metric!r}")
+        if metric_name is not None and not isinstance(metric_name, str):
+            raise TypeError(f"CacheProfiler metric_name= must be a str, got {metric_name!r}")
+        self._metric = metric
+        if metric_name is None:
+            metric_name = "tasks" if metric is None else funcname(metric)
+        #: Label of the metric (read by the plotting code).
+        self.metric_name = metric_name
+
+        # Per running computation, keyed by id(state) so computations in
+        # several threads (or a get nested in a task of the sync scheduler)
+        # don't mix: (state, cached, dependencies, released, dsk) where
+        # ``cached`` maps key -> (metric, cache_time) for results still in the
+        # cache.  ``_current`` is the one whose callback fired last: the
+        # common case needs no dict lookup.
+        self._live: dict[int, tuple] = {}
+        self._current: tuple = _NO_RUN
+        # Raw (key, dsk, metric, cache_time, free_time) of freed results;
+        # CacheData are built when ``results`` is read.
+        self._raw: list = []
+        self._built: list[CacheData] = []
+        self._build_lock = threading.Lock()
+
+    def __enter__(self):
+        self.clear()
+        return super().__enter__()
+
+    def _start_state(self, dsk, state):
+        # Look the live structures up once, not per task: Mapping access on
+        # the state is a Python-level call.
+        run = (state, {}, state["dependencies"], state["released"], dsk)
+        self._live[id(state)] = run
+        self._current = run
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        run = self._current
+        if run[0] is not state:  # another computation's callbacks interleaved
+            run = self._current = self._live[id(state)]
+        _, cached, dependencies, released, graph = run
+        end = state.timing[1]
+        metric = self._metric
+        cached[key] = (1 if metric is None else metric(result), end)
+        # Only this task's dependencies can have been released by its end.
+        for dep in dependencies[key]:
+            if dep in released:
+                entry = cached.pop(dep, None)
+                if entry is not None:  # None: a data key, or freed already
+                    self._raw.append((dep, graph, entry[0], entry[1], end))
+
+    def _finish(self, dsk, state, errored):
+        run = self._live.pop(id(state), None)
+        if run is None:  # the computation failed before its state was built
+            return
+        if self._current is run:
+            self._current = _NO_RUN  # don't keep the graph and results alive
+        now = time.time()
+        _, cached, _, _, graph = run
+        raw = self._raw
+        for key, (metric, cache_time) in cached.items():
+            raw.append((key, graph, metric, cache_time, max(now, cache_time)))
+
+    @property
+    def results(self) -> list[CacheData]:
+        """One :class:`CacheData` per freed task result, in order of freeing."""
+        with self._build_lock:
+            raw, built = self._raw, self._built
+            if len(built) < len(raw):
+                built.extend(
+                    CacheData(key, dsk[key], metric, t0, t1)
+                    for key, dsk, metric, t0, t1 in raw[len(built):]
+                )
+            return list(built)
+
+    def clear(self) -> None:
+        """Forget all finished records (computations still running keep going)."""
+        with self._build_lock:
+            self._raw = []
+            self._built = []
+
+    def visualize(self, **kwargs):
+        """Plot cache use over time with bokeh; see ``localsched.diagnostics.plots.visualize``."""
+        from .plots import visualize
+
+        return visualize(self, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} results>"

@@ -1,0 +1,281 @@
+"""ResourceProfiler: memory and CPU of this process and its children over time.
+
+A background *thread* (not a tracker process: nothing to guard with
+``if __name__ == "__main__"`` under the spawn start method, and nothing that
+could end up measuring itself) takes a sample every ``dt`` seconds:
+
+    timer()  ->  ResourceData(time, mem, cpu)  ->  results
+                      ^
+    _ProcessTree: psutil.Process per pid, this process + descendants
+
+One psutil.Process object is kept per pid across samples, because
+``cpu_percent()`` reports the CPU used since the previous call *on the same
+object*; a fresh object would always report 0.
+
+Sampling runs while anyone needs it, counted by ``_users``: the ``with``
+block is one user, every running computation (``_start`` .. ``_finish``) is
+another.  So a profiler used as a ``with`` block samples for the whole block,
+also between computations, and one registered with ``register()`` samples
+only while a computation runs.  However they overlap, there is at most one
+sampler thread.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import warnings
+from typing import Callable, Optional
+
+import psutil
+
+from ..callbacks import Callback
+from .records import ResourceData
+
+__all__ = ["ResourceProfiler"]
+
+#: Name of the sampler thread (tests look for it to check it is gone).
+THREAD_NAME = "localsched-resource-sampler"
+
+# A process can vanish, turn zombie or hide its details between listing
+# and measuring it; ZombieProcess is a NoSuchProcess.
+_GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
+
+
+class _ProcessTree:
+    """This process and its descendants, with psutil handles kept per pid."""
+
+    def __init__(self):
+        self._root = psutil.Process()
+        self._known: dict[int, psutil.Process] = {self._root.pid: self._root}
+
+    def measure(self) -> tuple[float, float]:
+        """(RSS in MB, CPU percent), summed over the process and its descendants."""
+        try:
+            children = self._root.children(recursive=True)
+        except _GONE:
+            children = []
+        known = {self._root.pid: self._root}
+        for child in children:
+            old = self._known.get(child.pid)
+            # Process.__eq__ compares pid *and* creation time: a reused pid
+            # is a new process and must not inherit the old one's CPU counter.
+            known[child.pid] = old if old is not None and old == child else child
+        # Children gone since the last sample drop out here.
+        self._known = known
+
+        rss = 0
+        cpu = 0.0
+        for proc in known.values():
+            try:
+                with proc.oneshot():
+                    proc_rss = proc.memory_info().rss
+                    proc_cpu = proc.cpu_percent(interval=None)
+            except _GONE:
+                continue
+            rss += proc_rss
+            cpu += proc_cpu
+        return rss / 1e6, cpu
+
+
+class ResourceProfiler(Callback):
+    """Sample memory (MB) and CPU (%) of this process and all its children.
+
+    Samples are taken every ``dt`` seconds by a background thread, plus one
+    when sampling starts and one when it stops, so even a short block has two.
+    ``mem`` is the resident set size in MB (10**6 bytes) and ``cpu`` the CPU
+    percent (100 = one core busy), both summed over this process and all its
+    descendants, e.g. process-pool workers.  ``time`` is in epoch seconds from
+    ``timer`` (default ``time.time``, the clock of the other profilers).
+
+    In a ``with`` block it samples for the whole block (earlier results are
+    cleared on entry); registered globally with ``register()`` or passed as
+    ``callbacks=`` it samples only while a computation runs.  If sampling
+    fails (say, the timer raises), leaving the block raises RuntimeError from
+    that error; the end of a computation warns instead.
+
+    Parameters
+    ----------
+    dt : float
+        Seconds between samples, > 0.
+    timer : callable, keyword-only
+        Returns the current time of a sample; inject a fake clock in tests.
+
+    Examples
+    --------
+    >>> from localsched.local import get_sync
+    >>> with ResourceProfiler(dt=0.01) as rprof:
+    ...     get_sync({'x': (sum, range(10))}, 'x')
+    45
+    >>> len(rprof.results) >= 2
+    True
+    >>> all(r.mem > 0 and r.cpu >= 0 for r in rprof.results)
+    True
+    >>> sample = rprof.sample()   # one sample now, outside any block too
+    >>> sample == rprof.results[-1]
+    True
+
+    See Also
+    --------
+    Profiler, CacheProfiler, localsched.diagnostics.plots.visualize
+    """
+
+    #: The record class of ``results`` (read by the plotting code).
+    record_type = ResourceData
+
+    def __init__(self, dt: float = 1, *, timer: Callable[[], float] = time.time):
+        if isinstance(dt, bool) or not isinstance(dt, (int, float)) or not dt > 0:
+            raise ValueError(
+                f"ResourceProfiler dt must be a positive number of seconds, got {dt!r}"
+            )
+        if not callable(timer):
+            raise TypeError(f"ResourceProfiler timer= must be callable, got {timer!r}")
+        self._dt = float(dt)
+        self._timer = timer
+
+        # Guards _results and _tree: sample() may be called by the sampler
+        # thread and by the thread that starts/stops sampling.
+        self._sample_lock = threading.Lock()
+        self._results: list[ResourceData] = []
+        self._tree: Optional[_ProcessTree] = None
+
+        # Guards _users, _thread and _stop: computations in several threads
+        # and the with block may start and stop sampling concurrently.
+        self._run_lock = threading.Lock()
+        self._users = 0
+        self._thread: Optional[threading.Thread] = None
+        self._stop: Optional[threading.Event] = None
+        # What made the sampler thread stop early (re-raised when stopping).
+        self._failure: Optional[BaseException] = None
+
+    @property
+    def dt(self) -> float:
+        """Seconds between samples."""
+        return self._dt
+
+    # -- sampling ------------------------------------------------------------
+
+    def sample(self) -> ResourceData:
+        """Take one sample now, append it to ``results`` and return it."""
+        with self._sample_lock:
+            if self._tree is None:
+                self._tree = _ProcessTree()
+            t = self._timer()
+            mem, cpu = self._tree.measure()
+            record = ResourceData(t, mem, cpu)
+            self._results.append(record)
+        return record
+
+    def _sample_until(self, stop: threading.Event) -> None:
+        """The sampler thread: a sample now, one every ``dt``, one when ``stop`` is set.
+
+        The first sample is taken here rather than by the thread that starts
+        sampling, so a computation's start does not wait for the process
+        listing (milliseconds: psutil reads every /proc entry).
+        """
+        try:
+            self.sample()
+            while not stop.wait(self._dt):
+                self.sample()
+            self.sample()
+        except BaseException as exc:  # noqa: B036 -- re-raised by _release
+            self._failure = exc
+
+    def _acquire(self) -> None:
+        """One more user of sampling; the first starts the sampler thread."""
+        with self._run_lock:
+            if self._users:
+                self._users += 1
+                return
+            with self._sample_lock:
+                # Fresh handles: CPU percent is then measured from this
+                # start, not averaged over the idle gap since last time.
+                self._tree = None
+            self._failure = None
+            stop = threading.Event()
+            thread = threading.Thread(
+                target=self._sample_until, args=(stop,), name=THREAD_NAME, daemon=True
+            )
+            thread.start()
+            self._stop, self._thread = stop, thread
+            self._users = 1
+
+    def _release(self) -> Optional[BaseException]:
+        """One user fewer; the last stops the thread, which takes a final sample, and joins it.
+
+        Returns what made the sampler thread fail, if anything.
+        """
+        with self._run_lock:
+            if self._users == 0:
+                raise RuntimeError("ResourceProfiler stopped more often than started")
+            self._users -= 1
+            if self._users:
+                return
+            stop, thread = self._stop, self._thread
+            self._stop = self._thread = None
+            stop.set()
+            # The thread never takes _run_lock, so joining under it is safe.
+            thread.join()
+            failure, self._failure = self._failure, None
+        return failure
+
+    @property
+    def running(self) -> bool:
+        """Whether the sampler thread is running."""
+        return self._thread is not None
+
+    # -- the with block and the callbacks --------------------------------------
+
+    def __enter__(self):
+        self.clear()
+        self._acquire()
+        try:
+            return super().__enter__()
+        except BaseException:
+            self._release()
+            raise
+
+    def __exit__(self, *args):
+        try:
+            super().__exit__(*args)
+        finally:
+            failure = self._release()
+        if failure is not None:
+            raise RuntimeError("ResourceProfiler could not take a sample") from failure
+
+    def _start(self, dsk):
+        self._acquire()
+
+    def _finish(self, dsk, state, errored):
+        failure = self._release()
+        if failure is not None:
+            # Warn, don't raise: raising here would fail a computation that
+            # succeeded and skip the finish hooks of the other callbacks.
+            warnings.warn(
+                f"ResourceProfiler could not take a sample: {failure!r}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    # -- results -----------------------------------------------------------
+
+    @property
+    def results(self) -> list[ResourceData]:
+        """The samples so far, oldest first (a copy)."""
+        with self._sample_lock:
+            return list(self._results)
+
+    def clear(self) -> None:
+        """Forget all samples."""
+        with self._sample_lock:
+            self._results = []
+
+    def visualize(self, **kwargs):
+        """Plot memory and CPU with bokeh; see ``localsched.diagnostics.plots.visualize``."""
+        from .plots import visualize
+
+        return visualize(self, **kwargs)
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"<{type(self).__name__} dt={self._dt}: {len(self._results)} samples, {state}>"
