@@ -17,6 +17,10 @@ from __future__ import annotations
 
 import importlib
 
+# Imported eagerly: the submodule ``localsched.delayed`` would otherwise
+# shadow the function of the same name once anything imported it.
+from .delayed import Delayed, compute, delayed
+
 __version__ = "0.1.0"
 
 __all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "__version__"]
@@ -26,9 +30,6 @@ __all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "__ve
 _LAZY = {
     "get": ("threaded", "get"),
     "get_sync": ("local", "get_sync"),
-    "compute": ("delayed", "compute"),
-    "delayed": ("delayed", "delayed"),
-    "Delayed": ("delayed", "Delayed"),
     "Callback": ("callbacks", "Callback"),
 }
 _SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",

@@ -99,9 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``localsched`` command; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     if args.command == "profile":
-        _take_trailing_output(args)
+        _take_trailing_output(args, fenced="--" in argv)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
     return _run_profiled(args, _script_workload(args))
@@ -179,15 +180,14 @@ def _run_profiled(args, workload) -> int:
     return status
 
 
-def _take_trailing_output(args) -> None:
+def _take_trailing_output(args, fenced: bool) -> None:
     """``localsched profile SCRIPT.py ARGS -o FILE``: a final ``-o FILE`` (or
-    ``--output FILE`` / ``--output=FILE``) is localsched's, unless the script's
-    arguments were fenced with ``--``."""
+    ``--output FILE`` / ``--output=FILE``) is localsched's, unless the command
+    line has a ``--`` (argparse drops it; then all of ARGS is the script's)."""
     rest = args.args
     if rest[:1] == ["--"]:
         args.args = rest[1:]
-        return
-    if "--" in rest:
+    if fenced:
         return
     if len(rest) >= 2 and rest[-2] in ("-o", "--output"):
         args.output, args.args = rest[-1], rest[:-2]

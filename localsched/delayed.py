@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import contextvars
 import operator
-import uuid
+import os
 from typing import Any, Callable, Optional
 
 from .utils import funcname
@@ -157,7 +157,7 @@ class _DelayedFunction:
             task = (_apply, self.func, list(targs), tkw)
         else:
             task = (self.func, *targs)
-        return Delayed(f"{self.name}-{uuid.uuid4().hex}", task, tuple(inputs.values()))
+        return Delayed(f"{self.name}-{_token()}", task, tuple(inputs.values()))
 
     def __repr__(self) -> str:
         return f"delayed({self.name})"
@@ -203,8 +203,14 @@ def delayed(obj: Any, *, name: Optional[str] = None):
         task = (_identity, arg)
     else:
         task = (_Literal(obj),)
-    return Delayed(f"{name or type(obj).__name__}-{uuid.uuid4().hex}", task,
+    return Delayed(f"{name or type(obj).__name__}-{_token()}", task,
                    tuple(inputs.values()))
+
+
+def _token() -> str:
+    """A random hex token that makes a key unique (and has a digit, so that
+    ``key_split`` recognises it)."""
+    return os.urandom(12).hex() + "0"
 
 
 def _identity(x):
