@@ -151,8 +151,7 @@ class State(Mapping):
         keys = run.keys
         if name in ("dependencies", "dependents"):
             if name not in self._static:
-                adj = run.deps if name == "dependencies" else run.dependents
-                self._static[name] = {keys[i]: {keys[j] for j in adj[i]} for i in run.needed}
+                self._static[name] = _Adjacency(run, name == "dependencies")
             return self._static[name]
         status = run.status
         deps = run.deps
@@ -188,6 +187,34 @@ class State(Mapping):
 
     def __repr__(self) -> str:
         return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
+
+
+class _Adjacency(Mapping):
+    """``state["dependencies"]`` / ``state["dependents"]``: key -> set of keys,
+    computed per lookup from the compiled graph (building the whole dict
+    would cost more than a typical callback spends on a run)."""
+
+    def __init__(self, run: "_Run", forward: bool):
+        self._run = run
+        self._forward = forward
+
+    def _adjacency(self) -> list:
+        return self._run.deps if self._forward else self._run.dependents
+
+    def __getitem__(self, key):
+        run = self._run
+        i = run.index[key]
+        if not run.in_run[i]:
+            raise KeyError(key)
+        keys = run.keys
+        return {keys[j] for j in self._adjacency()[i]}
+
+    def __iter__(self):
+        keys = self._run.keys
+        return (keys[i] for i in self._run.needed)
+
+    def __len__(self) -> int:
+        return len(self._run.needed)
 
 
 def run_batch(
@@ -378,7 +405,9 @@ class _Run:
         # into the cache up front, as does requested data.
         self.refs = refs = [0] * len(deps)
         self.cache = cache = {}
+        self.in_run = in_run = bytearray(len(deps))  # runs, or is data it uses
         for i in run_order:
+            in_run[i] = 1
             for d in deps[i]:
                 refs[d] += 1
                 if is_data[d] and status[d] != DONE:
@@ -388,6 +417,9 @@ class _Run:
             if is_data[i]:
                 status[i] = DONE
                 cache[keys[i]] = specs[i][1]
+        for i, s in enumerate(status):
+            if s == DONE:
+                in_run[i] = 1
         self.ready: list = []
         self.state: Optional[State] = None
         self._dependents: Optional[list] = None
@@ -406,9 +438,9 @@ class _Run:
 
     @property
     def needed(self) -> list:
-        """The indices taking part: tasks that run and the data they use."""
-        status = self.status
-        return [i for i in range(len(status)) if status[i] == DONE] + self.order
+        """The indices taking part: data the tasks use, then the tasks."""
+        is_data, in_run = self.specs, self.in_run
+        return [i for i, r in enumerate(in_run) if r and is_data[i][0] == DATA] + self.order
 
     def results(self):
         cache = self.cache

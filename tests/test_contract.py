@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections.abc import Mapping
 import signal
 import threading
 import time
@@ -187,7 +188,9 @@ def test_finish_fires_for_callbacks_whose_start_ran_when_a_start_fails(get):
 
 
 def _copy(x):
-    return {k: _copy(v) for k, v in x.items()} if isinstance(x, dict) else type(x)(x)
+    if isinstance(x, Mapping):
+        return {k: _copy(v) for k, v in x.items()}
+    return type(x)(x)
 
 
 def test_state_exposes_dasks_fields(get):
