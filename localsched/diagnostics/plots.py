@@ -327,8 +327,8 @@ def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = Non
                palette=None, **figure_kwargs):
     """Task stream: one row per worker, one bar per task, coloured by task group.
 
-    Workers (``worker_id``) take rows 0..n-1 in sorted order, labelled with
-    their id.  A bar spans the task's ``start_time`` to ``end_time``; x is in
+    Workers (``worker_id``) take rows 0..n-1 in sorted order, labelled
+    "worker 0", "worker 1", ...; the hover shows the id itself.  A bar spans the task's ``start_time`` to ``end_time``; x is in
     seconds since ``t0`` (default: the earliest start; record times are epoch
     seconds).  ``palette`` is a sequence of colours or a ``{group: colour}``
     mapping; hovering shows the key, group, a short repr of the task and its
@@ -362,7 +362,9 @@ def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], figure_kwarg
     if "y_range" not in figure_kwargs:
         fig.y_range = Range1d(-0.5, max(len(worker_ids), 1) - 0.5)
     fig.yaxis.ticker = list(range(len(worker_ids)))
-    fig.yaxis.major_label_overrides = {row: str(w) for row, w in enumerate(worker_ids)}
+    # Thread idents and pids are long and meaningless on an axis: rows are
+    # numbered, and the hover names the worker's own id.
+    fig.yaxis.major_label_overrides = {row: f"worker {row}" for row in range(len(worker_ids))}
     fig.ygrid.grid_line_color = None
 
     px = _pixel(x_range, float(table.end.max() - t0) if n else 0.0)

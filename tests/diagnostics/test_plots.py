@@ -105,9 +105,10 @@ def test_task_stream_has_one_bar_per_task_on_its_workers_row(small_profile):
     assert data["key"] == ["load-a1b2c3d4", "('inc-ffee0011', 0)", "('inc-ffee0011', 1)",
                            "total-99aa88bb"]
     assert data["group"] == ["load", "inc", "inc", "total"]
-    # workers 10, 20, 30 take rows 0, 1, 2 in sorted order, labelled by id
+    # workers 10, 20, 30 take rows 0, 1, 2 in sorted order; the hover names them
     assert data["row"].tolist() == [2, 0, 1, 2]
-    assert fig.yaxis[0].major_label_overrides == {0: "10", 1: "20", 2: "30"}
+    assert fig.yaxis[0].major_label_overrides == {0: "worker 0", 1: "worker 1", 2: "worker 2"}
+    assert data["worker"] == ["30", "10", "20", "30"]
     assert list(fig.yaxis[0].ticker.ticks) == [0, 1, 2]
     # x is seconds since the earliest start
     assert data["left"].tolist() == [0.0, 0.5, 1.0, 2.0]
