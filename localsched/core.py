@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import contextvars
 import heapq
-import sys
 import threading
 import time
 from collections.abc import Mapping

@@ -147,6 +147,10 @@ class CompiledGraph:
         self.is_data = is_data
 
 
+_POS_0 = (0,)
+_POS_01 = (0, 1)
+
+
 def compile_graph(dsk: Mapping) -> CompiledGraph:
     """Compile a graph: dependencies by index and one spec per key.
 
@@ -161,12 +165,39 @@ def compile_graph(dsk: Mapping) -> CompiledGraph:
     deps: list = [()] * len(keys)
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
-    for i, key in enumerate(keys):
-        value = dsk[key]
+    get = index.get
+    # This loop runs once per task: the common shapes are handled inline.
+    for i, (key, value) in enumerate(dsk.items()):
         tv = type(value)
         if tv is tuple and value and callable(value[0]):
-            specs[i], d = _compile_task(value, index)
-            deps[i] = d
+            n = len(value)
+            if n == 3:  # (func, x, y): the commonest task shape
+                a, b = value[1], value[2]
+                ta, tb = type(a), type(b)
+                if (ta is str or ta is tuple and a and not callable(a[0])) and (
+                    tb is str or tb is tuple and b and not callable(b[0])
+                ):
+                    try:
+                        ja, jb = get(a), get(b)
+                    except TypeError:
+                        ja = jb = -1  # an unhashable literal tuple: general path
+                    if ja is not None and jb is not None and ja != -1:
+                        deps[i] = (ja, jb) if ja != jb else (ja,)
+                        specs[i] = (CALL, value[0], value[1:], _POS_01)
+                        continue
+            elif n == 2:  # (func, x)
+                a = value[1]
+                ta = type(a)
+                if ta is str or ta is tuple and a and not callable(a[0]):
+                    try:
+                        ja = get(a)
+                    except TypeError:
+                        ja = -1
+                    if ja is not None and ja != -1:
+                        deps[i] = (ja,)
+                        specs[i] = (CALL, value[0], value[1:], _POS_0)
+                        continue
+            specs[i], deps[i] = _compile_task(value, index)
         elif node_type is not None and isinstance(value, node_type):
             dep_keys = tuple(value.dependencies)
             try:
@@ -219,8 +250,8 @@ def _compile_task(task: tuple, index: dict):
         elif ta is tuple:
             break  # a literal tuple may contain keys
     else:
-        if len(dep) > 1:
-            dep = dict.fromkeys(dep)
+        if len(dep) > 1 and len(set(dep)) != len(dep):
+            dep = dict.fromkeys(dep)  # the same key twice: depend on it once
         return (CALL, task[0], args, tuple(keypos)), tuple(dep)
     spec, found = _compile_structure(task, index)
     return (NESTED, spec), tuple(index[k] for k in dict.fromkeys(found))

@@ -13,11 +13,10 @@ ends is freed at the finish time.  All times are epoch seconds (time.time).
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Callable, Optional
 
-from ..callbacks import Callback
+from .collector import Collector
 from ..utils import funcname
 from .records import CacheData
 
@@ -27,7 +26,7 @@ __all__ = ["CacheProfiler"]
 _NO_RUN = (None,)
 
 
-class CacheProfiler(Callback):
+class CacheProfiler(Collector):
     """Record when each task result entered and left the scheduler's cache.
 
     Parameters
@@ -67,7 +66,6 @@ class CacheProfiler(Callback):
     Profiler, ResourceProfiler, localsched.diagnostics.plots.visualize
     """
 
-    #: The record class of ``results`` (read by the plotting code).
     record_type = CacheData
 
     def __init__(self, metric: Optional[Callable[[Any], float]] = None,
@@ -92,13 +90,7 @@ class CacheProfiler(Callback):
         self._current: tuple = _NO_RUN
         # Raw (key, dsk, metric, cache_time, free_time) of freed results;
         # CacheData are built when ``results`` is read.
-        self._raw: list = []
-        self._built: list[CacheData] = []
-        self._build_lock = threading.Lock()
-
-    def __enter__(self):
-        self.clear()
-        return super().__enter__()
+        super().__init__()
 
     def _start_state(self, dsk, state):
         # Look the live structures up once, not per task: Mapping access on
@@ -134,29 +126,10 @@ class CacheProfiler(Callback):
         for key, (metric, cache_time) in cached.items():
             raw.append((key, graph, metric, cache_time, max(now, cache_time)))
 
-    @property
-    def results(self) -> list[CacheData]:
-        """One :class:`CacheData` per freed task result, in order of freeing."""
-        with self._build_lock:
-            raw, built = self._raw, self._built
-            if len(built) < len(raw):
-                built.extend(
-                    CacheData(key, dsk[key], metric, t0, t1)
-                    for key, dsk, metric, t0, t1 in raw[len(built):]
-                )
-            return list(built)
-
-    def clear(self) -> None:
-        """Forget all finished records (computations still running keep going)."""
-        with self._build_lock:
-            self._raw = []
-            self._built = []
-
-    def visualize(self, **kwargs):
-        """Plot cache use over time with bokeh; see ``localsched.diagnostics.plots.visualize``."""
-        from .plots import visualize
-
-        return visualize(self, **kwargs)
+    @staticmethod
+    def _build(raw: tuple) -> CacheData:
+        key, dsk, metric, cache_time, free_time = raw
+        return CacheData(key, dsk[key], metric, cache_time, free_time)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} results>"

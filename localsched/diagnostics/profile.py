@@ -12,15 +12,13 @@ charged for the wait, and records of all profilers share one clock.
 
 from __future__ import annotations
 
-import threading
-
-from ..callbacks import Callback
+from .collector import Collector
 from .records import TaskData
 
 __all__ = ["Profiler"]
 
 
-class Profiler(Callback):
+class Profiler(Collector):
     """Record the start and end time (epoch seconds) and the worker of every task.
 
     Entering a ``with`` block clears earlier results; every computation inside
@@ -54,53 +52,17 @@ class Profiler(Callback):
     ResourceProfiler, CacheProfiler, localsched.diagnostics.plots.visualize
     """
 
-    #: The record class of ``results`` (read by the plotting code).
     record_type = TaskData
-
-    def __init__(self):
-        # Raw (key, (start, end), worker_id, dsk) tuples appended by
-        # _posttask; list.append is atomic, so computations running in
-        # several threads at once can share one profiler.
-        self._raw: list = []
-        # TaskData built from the first len(self._built) raw entries.
-        self._built: list[TaskData] = []
-        # Guards the lazy build against two readers extending _built at once.
-        self._build_lock = threading.Lock()
-
-    def __enter__(self):
-        self.clear()
-        return super().__enter__()
 
     def _posttask(self, key, result, dsk, state, worker_id):
         # Keep this to one append: it runs once per task in the scheduler's
         # loop.  The task itself is looked up in dsk only when reading results.
         self._raw.append((key, state.timing, worker_id, dsk))
 
-    @property
-    def results(self) -> list[TaskData]:
-        """One :class:`TaskData` per executed task, in order of completion."""
-        with self._build_lock:
-            raw, built = self._raw, self._built
-            if len(built) < len(raw):
-                built.extend(
-                    TaskData(key, dsk[key], timing[0], timing[1], worker_id)
-                    for key, timing, worker_id, dsk in raw[len(built):]
-                )
-            return list(built)
-
-    def clear(self) -> None:
-        """Forget all records."""
-        with self._build_lock:
-            # Rebind rather than .clear(): a computation appending right now
-            # then lands in the old list, never half in each.
-            self._raw = []
-            self._built = []
-
-    def visualize(self, **kwargs):
-        """Plot the task stream with bokeh; see ``localsched.diagnostics.plots.visualize``."""
-        from .plots import visualize
-
-        return visualize(self, **kwargs)
+    @staticmethod
+    def _build(raw: tuple) -> TaskData:
+        key, timing, worker_id, dsk = raw
+        return TaskData(key, dsk[key], timing[0], timing[1], worker_id)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._raw)} tasks>"

@@ -30,6 +30,7 @@ from typing import Callable, Optional
 import psutil
 
 from ..callbacks import Callback
+from .collector import Collector
 from .records import ResourceData
 
 __all__ = ["ResourceProfiler"]
@@ -270,11 +271,7 @@ class ResourceProfiler(Callback):
         with self._sample_lock:
             self._results = []
 
-    def visualize(self, **kwargs):
-        """Plot memory and CPU with bokeh; see ``localsched.diagnostics.plots.visualize``."""
-        from .plots import visualize
-
-        return visualize(self, **kwargs)
+    visualize = Collector.visualize
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -1,43 +1,13 @@
 """CacheProfiler: when each task result entered and left the scheduler's cache."""
 
-import importlib
 import time
 from operator import add, truediv
 
-import psutil
 import pytest
 
-from localsched.callbacks import Callback
 from localsched.diagnostics.cache import CacheProfiler
 from localsched.diagnostics.profile import Profiler
 from localsched.diagnostics.records import CacheData
-
-SCHEDULERS = {
-    "sync": ("localsched.local", "get_sync"),
-    "threads": ("localsched.threaded", "get"),
-    "processes": ("localsched.multiprocessing", "get"),
-}
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_callbacks():
-    assert not Callback.active, "a previous test left callbacks registered"
-    yield
-    leftover = set(Callback.active)
-    Callback.active.difference_update(leftover)  # don't cascade into later tests
-    assert not leftover, f"test left callbacks registered: {leftover}"
-    children = psutil.Process().children(recursive=True)
-    assert not children, f"test left child processes behind: {children}"
-
-
-@pytest.fixture(params=list(SCHEDULERS))
-def scheduler(request):
-    module_name, attr = SCHEDULERS[request.param]
-    module = importlib.import_module(module_name)
-    yield request.param, getattr(module, attr)
-    shutdown = getattr(module, "shutdown", None)
-    if shutdown is not None:
-        shutdown()
 
 
 def inc(x):
@@ -178,20 +148,3 @@ def test_nested_computation_does_not_mix_with_outer():
     # The inner output is freed when the inner computation ends, before o2 ends.
     assert ran["i2"].end_time <= cache["i2"].free_time <= ran["o2"].end_time
     assert not cprof._live
-
-
-def test_visualize_delegates_to_plots(monkeypatch):
-    import sys
-    import types
-
-    calls = []
-    fake = types.ModuleType("localsched.diagnostics.plots")
-    fake.visualize = lambda profilers, **kw: calls.append((profilers, kw)) or "figure"
-    monkeypatch.setitem(sys.modules, "localsched.diagnostics.plots", fake)
-    import localsched.diagnostics as diag
-
-    monkeypatch.setattr(diag, "plots", fake, raising=False)
-    cprof = CacheProfiler()
-    assert cprof.visualize(show=False) == "figure"
-    assert calls == [(cprof, {"show": False})]
-    assert CacheProfiler.record_type is CacheData

@@ -1,45 +1,14 @@
 """Profiler: one TaskData per executed task, timed by the worker, on every scheduler."""
 
-import importlib
 import os
 import threading
 import time
 from operator import add, truediv
 
-import psutil
 import pytest
 
-from localsched.callbacks import Callback
 from localsched.diagnostics.profile import Profiler
 from localsched.diagnostics.records import TaskData
-
-SCHEDULERS = {
-    "sync": ("localsched.local", "get_sync"),
-    "threads": ("localsched.threaded", "get"),
-    "processes": ("localsched.multiprocessing", "get"),
-}
-
-
-@pytest.fixture(autouse=True)
-def no_leftover_callbacks():
-    assert not Callback.active, "a previous test left callbacks registered"
-    yield
-    leftover = set(Callback.active)
-    Callback.active.difference_update(leftover)  # don't cascade into later tests
-    assert not leftover, f"test left callbacks registered: {leftover}"
-    children = psutil.Process().children(recursive=True)
-    assert not children, f"test left child processes behind: {children}"
-
-
-@pytest.fixture(params=list(SCHEDULERS))
-def scheduler(request):
-    """(name, get function); stops the scheduler's reusable pool afterwards."""
-    module_name, attr = SCHEDULERS[request.param]
-    module = importlib.import_module(module_name)
-    yield request.param, getattr(module, attr)
-    shutdown = getattr(module, "shutdown", None)
-    if shutdown is not None:
-        shutdown()
 
 
 def inc(x):
@@ -179,20 +148,3 @@ def test_processes_time_execution_not_queueing():
         assert 0.19 <= r.end_time - r.start_time < 0.35, r
     assert len({r.worker_id for r in results}) <= 2
     assert os.getpid() not in {r.worker_id for r in results}
-
-
-def test_visualize_delegates_to_plots(monkeypatch):
-    import sys
-    import types
-
-    calls = []
-    fake = types.ModuleType("localsched.diagnostics.plots")
-    fake.visualize = lambda profilers, **kw: calls.append((profilers, kw)) or "figure"
-    monkeypatch.setitem(sys.modules, "localsched.diagnostics.plots", fake)
-    import localsched.diagnostics as diag
-
-    monkeypatch.setattr(diag, "plots", fake, raising=False)
-    prof = Profiler()
-    assert prof.visualize(show=False, save=False) == "figure"
-    assert calls == [(prof, {"show": False, "save": False})]
-    assert Profiler.record_type is TaskData

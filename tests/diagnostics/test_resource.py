@@ -4,7 +4,6 @@ Threads are ordered with events and pipes, never sleeps; times come from a
 fake clock.
 """
 
-import importlib
 import itertools
 import os
 import subprocess
@@ -20,38 +19,9 @@ from localsched.diagnostics import resource
 from localsched.diagnostics.records import ResourceData
 from localsched.diagnostics.resource import THREAD_NAME, ResourceProfiler
 
-SCHEDULERS = {
-    "sync": ("localsched.local", "get_sync"),
-    "threads": ("localsched.threaded", "get"),
-    "processes": ("localsched.multiprocessing", "get"),
-}
-
 
 def sampler_threads():
     return [t for t in threading.enumerate() if t.name == THREAD_NAME]
-
-
-@pytest.fixture(autouse=True)
-def no_leftovers():
-    assert not Callback.active, "a previous test left callbacks registered"
-    assert not sampler_threads(), "a previous test left a sampler thread running"
-    yield
-    leftover = set(Callback.active)
-    Callback.active.difference_update(leftover)  # don't cascade into later tests
-    assert not leftover, f"test left callbacks registered: {leftover}"
-    children = psutil.Process().children(recursive=True)
-    assert not children, f"test left child processes behind: {children}"
-    assert not sampler_threads(), "test left a sampler thread running"
-
-
-@pytest.fixture(params=list(SCHEDULERS))
-def scheduler(request):
-    module_name, attr = SCHEDULERS[request.param]
-    module = importlib.import_module(module_name)
-    yield request.param, getattr(module, attr)
-    shutdown = getattr(module, "shutdown", None)
-    if shutdown is not None:
-        shutdown()
 
 
 class FakeClock:
@@ -364,19 +334,3 @@ def test_process_handles_are_kept_across_samples():
         child.wait(timeout=30)
     tree.measure()
     assert child.pid not in tree._known
-
-
-def test_visualize_delegates_to_plots(monkeypatch):
-    import types
-
-    calls = []
-    fake = types.ModuleType("localsched.diagnostics.plots")
-    fake.visualize = lambda profilers, **kw: calls.append((profilers, kw)) or "figure"
-    monkeypatch.setitem(sys.modules, "localsched.diagnostics.plots", fake)
-    import localsched.diagnostics as diag
-
-    monkeypatch.setattr(diag, "plots", fake, raising=False)
-    rprof = ResourceProfiler()
-    assert rprof.visualize(filename="x.html") == "figure"
-    assert calls == [(rprof, {"filename": "x.html"})]
-    assert ResourceProfiler.record_type is ResourceData
