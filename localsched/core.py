@@ -188,6 +188,16 @@ class State(Mapping):
         return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
 
 
+class _Overlay(dict):
+    """A batch's own results, falling back to the shared cache (set as
+    ``.shared``): dict lookups stay in C except on a miss."""
+
+    __slots__ = ("shared",)
+
+    def __missing__(self, key):
+        return self.shared[key]
+
+
 class _Adjacency(Mapping):
     """``state["dependencies"]`` / ``state["dependents"]``: key -> set of keys,
     computed per lookup from the compiled graph (building the whole dict
@@ -230,8 +240,9 @@ def run_batch(
     ``batch`` holds ``(i, key, spec)``; dependency results are read from
     ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the batch
     stops at the first failure.  With ``write_back`` (a batch with internal
-    dependencies, or a process worker) results are stored into ``data`` so
-    later tasks in the batch find them.  With ``announce``, a first record
+    dependencies, or a process worker) results are stored into ``data`` (an
+    overlay of the shared cache, or the shipped inputs) so later tasks in the
+    batch find them.  With ``announce``, a first record
     ``(i, None, None, start, 0.0, worker_id)`` says the batch has started.
     """
     token = _task_context.set(True)
@@ -609,9 +620,15 @@ class _Run:
                             k = keys[d]
                             data[k] = cache[k]
                 write_back = True
+            elif len(batch) > 1:
+                # Results made inside the batch stay in the worker's overlay:
+                # only this thread writes the shared cache.
+                data = _Overlay()
+                data.shared = cache
+                write_back = True
             else:
                 data = cache
-                write_back = len(batch) > 1
+                write_back = False
             announce = False
             if pretasks and stream:
                 # The worker announces when the batch starts; each later task
