@@ -97,14 +97,72 @@ def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
                         if ns != needs:
                             resort = True
                         need[v] = max([x + j for j, x in enumerate(ns)])
-    if not resort:
-        return out  # the walk already took the hungriest branch first
-    # Pass 2: the same walk, hungriest dependency first.
+    # Who consumes each result, among the tasks that run.
+    consumers: list = [[] for _ in range(n)]
+    shared = False
+    for v in out:
+        for d in deps[v]:
+            c = consumers[d]
+            c.append(v)
+            if len(c) == 2:
+                shared = True
+    if not (resort or shared):
+        return out  # a forest: the walk already is the order
+    return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out))
+
+
+def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> list:
+    """Pass 2: the depth-first walk (hungriest dependency first when
+    ``resort``), plus one rule for results with several consumers:
+
+    A task whose inputs are all computed runs at once if that lets some
+    input go, because it is that input's last consumer: one result more,
+    at least one less.  Without the rule, a walk that computes shared inputs
+    for one consumer keeps them all alive until the walk reaches the others
+    (two reductions over the same leaves would hold every leaf).
+    """
+    n = len(deps)
+    state = bytearray(n)  # 0 unseen, 1 on the walk, 2 emitted
+    rem = [len(c) for c in consumers]  # consumers not yet emitted
+    missing = [0] * n  # inputs not yet emitted
     for i in range(n):
-        if state[i] == 2 and not is_data[i]:
-            state[i] = 0
-    out = []
+        if is_data[i]:
+            state[i] = 2
+        else:
+            missing[i] = len(deps[i])
+    for i in range(n):
+        if is_data[i]:
+            for c in consumers[i]:
+                missing[c] -= 1
+    out: list = []
     append = out.append
+
+    def emit(v: int) -> None:
+        work = [v]
+        while work:
+            x = work.pop()
+            if state[x] == 2:
+                continue
+            state[x] = 2
+            append(x)
+            for u in deps[x]:
+                r = rem[u] - 1
+                rem[u] = r
+                if r == 1:  # one consumer left: is it ready to release u?
+                    for last in consumers[u]:
+                        if state[last] != 2:
+                            if not missing[last]:
+                                work.append(last)
+                            break
+            for c in consumers[x]:
+                m = missing[c] - 1
+                missing[c] = m
+                if not m and state[c] != 2:
+                    for u in deps[c]:
+                        if rem[u] == 1:
+                            work.append(c)
+                            break
+
     for root in outputs:
         if state[root]:
             continue
@@ -119,16 +177,20 @@ def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
                     if not state[ds[0]]:
                         walk.append(ds[0])
                 elif ds:
-                    # Least hungry pushed first, so the hungriest is walked
-                    # first; among equals, the first-listed (stable sort).
-                    for d in sorted(ds[::-1], key=need.__getitem__):
+                    if resort:
+                        # Least hungry pushed first, so the hungriest is
+                        # walked first; among equals the first-listed.
+                        ds = sorted(ds[::-1], key=need.__getitem__)
+                    else:
+                        ds = ds[::-1]
+                    for d in ds:
                         if not state[d]:
                             walk.append(d)
             else:
                 walk.pop()
                 if s == 1:
-                    state[v] = 2
-                    append(v)
+                    emit(v)
+    assert len(out) == ntasks
     return out
 
 

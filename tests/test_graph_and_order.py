@@ -118,8 +118,37 @@ def test_order_is_topological_and_culls():
         assert all(pos[d] < pos[i] for d in g.deps[i])
 
 
+def tree_over(leaves, dsk, name):
+    level, depth = leaves, 0
+    while len(level) > 2:
+        nxt = []
+        for j in range(0, len(level) - 1, 2):
+            k = (name, depth, j)
+            dsk[k] = (add, level[j], level[j + 1])
+            nxt.append(k)
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level, depth = nxt, depth + 1
+    return (add, *level) if len(level) == 2 else (neg, level[0])
+
+
+def interleaved_reductions(n):
+    """Two tree reductions over the same leaves: a walk that finishes one
+    reduction first would hold every leaf for the other."""
+    dsk = {("x", i): (neg, i) for i in range(n)}
+    dsk["a"] = tree_over([("x", i) for i in range(n)], dsk, "ta")
+    dsk["b"] = tree_over([("x", i) for i in range(n)], dsk, "tb")
+    dsk["out"] = (add, "a", "b")
+    return dsk, "out"
+
+
+def test_shared_inputs_are_released_by_running_their_last_consumer_early():
+    dsk, out = interleaved_reductions(512)
+    assert our_peak(dsk, out) <= 2 * 10 + 4  # both trees' pending levels, not 512 leaves
+
+
 @pytest.mark.parametrize("build", [lambda: tree(4096), lambda: chains_then_reduce(50, 40),
-                                   lambda: stencil(30, 30)])
+                                   lambda: stencil(30, 30), lambda: interleaved_reductions(512)])
 def test_peak_live_results_no_worse_than_dask(build):
     dsk, out = build()
     assert our_peak(dsk, out) <= dask_peak(dsk, out)
