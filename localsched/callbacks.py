@@ -11,7 +11,8 @@ with another callback:
     when the task starts executing on its worker;
 ``posttask(key, result, dsk, state, worker_id)``
     when the task has finished executing (``state.timing`` holds the
-    worker-measured ``(start, end)`` epoch seconds of that task);
+    worker-measured ``(start, end)`` epoch seconds of that task, and
+    ``state.freed`` the keys whose results its end released from the cache);
 ``finish(dsk, state, errored)``
     once, for every callback whose ``start`` ran -- on success, on error and
     on ``KeyboardInterrupt`` (``errored`` is True for the latter two).

@@ -114,8 +114,10 @@ class State(Mapping):
       unfinished dependents of a cached key): snapshots computed on access,
       so read them now and then, not per task.
 
-    Attributes: ``ntasks`` (tasks that will run), ``timing`` (the
-    ``(start, end)`` epoch seconds of the task whose posttask is firing).
+    Attributes, for the task whose posttask is firing: ``timing`` (its
+    ``(start, end)`` epoch seconds, measured by the worker) and ``freed`` (the
+    keys whose results its end released from the cache); and ``ntasks``
+    (tasks that will run).
     """
 
     FIELDS = (
@@ -137,6 +139,7 @@ class State(Mapping):
         self.released: set = set()
         self.ntasks: int = run.ntasks
         self.timing: tuple = (0.0, 0.0)
+        self.freed: list = []
         self._static: dict = {}
 
     def __getitem__(self, name: str):
@@ -487,8 +490,8 @@ class _Run:
             for i in self.order:
                 key = keys[i]
                 if pretasks:
-                    for f in pretasks:
-                        with _callback_lock:
+                    with _callback_lock:
+                        for f in pretasks:
                             f(key, dsk, state)
                 status[i] = RUNNING
                 if token is None:
@@ -506,16 +509,19 @@ class _Run:
                 cache[key] = value
                 status[i] = DONE
                 finished.add(key)
+                freed = []
                 for d in deps[i]:
                     refs[d] -= 1
                     if not refs[d] and not is_output[d]:
                         k = keys[d]
                         del cache[k]
                         released.add(k)
+                        freed.append(k)
                 if posttasks:
-                    state.timing = (t0, t1)
-                    for f in posttasks:
-                        with _callback_lock:
+                    with _callback_lock:
+                        state.timing = (t0, t1)
+                        state.freed = freed
+                        for f in posttasks:
                             f(key, value, dsk, state, wid)
         except BaseException as exc:
             if status[i] == RUNNING and isinstance(exc, Exception):
@@ -543,9 +549,10 @@ class _Run:
         on_interrupt,
     ):
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
-        deps, dependents, refs = self.deps, self.dependents, self.refs
+        deps, dependents, refs, is_output = self.deps, self.dependents, self.refs, self.is_output
         state = self.state
         finished = state.finished
+        released = state.released
         priority = [0] * len(keys)
         for p, i in enumerate(self.order):
             priority[i] = p
@@ -703,8 +710,8 @@ class _Run:
                     if ok is None or (pretasks and not stream):
                         # A batch started (or, without a record stream, we
                         # only learn it now): the task began.
-                        for f in pretasks:
-                            with _callback_lock:
+                        with _callback_lock:
+                            for f in pretasks:
                                 f(key, dsk, state)
                         if ok is None:
                             continue
@@ -722,24 +729,27 @@ class _Run:
                         if not w and status[d] == WAITING:
                             status[d] = READY
                             heapq.heappush(ready, (priority[d], d))
+                    freed = []
                     for d in deps[i]:
                         r = refs[d] - 1
                         refs[d] = r
-                        if not r and not self.is_output[d]:
+                        if not r and not is_output[d]:
                             k = keys[d]
                             del cache[k]
-                            state.released.add(k)
+                            released.add(k)
+                            freed.append(k)
                     if posttasks:
-                        state.timing = (t0, t1)
-                        for f in posttasks:
-                            with _callback_lock:
+                        with _callback_lock:
+                            state.timing = (t0, t1)
+                            state.freed = freed
+                            for f in posttasks:
                                 f(key, value, dsk, state, wid)
                     if pretasks:
                         nxt = successor.pop(i, None)
                         if nxt is not None:
                             k2 = keys[nxt]
-                            for f in pretasks:
-                                with _callback_lock:
+                            with _callback_lock:
+                                for f in pretasks:
                                     f(k2, dsk, state)
         except BaseException as exc:
             cancelled.append(True)

@@ -88,11 +88,12 @@ def test_results_of_finished_intermediates_are_released(get):
     seen = {}
 
     def posttask(key, result, dsk, state, worker_id):
-        seen[key] = (set(state["cache"]), set(state["released"]))
+        seen[key] = (set(state["cache"]), set(state["released"]), list(state.freed))
 
     dsk = {"a": (inc, 1), "b": (inc, "a"), "c": (inc, "b")}
     assert get(dsk, "c", callbacks=[Callback(posttask=posttask)]) == 4
-    cache_after_c, released_after_c = seen["c"]
+    assert [seen[k][2] for k in "abc"] == [[], ["a"], ["b"]]
+    cache_after_c, released_after_c, _ = seen["c"]
     assert "a" in released_after_c and "b" in released_after_c
     assert cache_after_c == {"c"}
 

@@ -4,11 +4,10 @@ A result enters the cache when its task ends (``state.timing[1]``, measured
 by the worker) and leaves it when the scheduler drops it, which happens when
 its last dependent has finished; requested outputs stay until the end.
 
-Leaving is detected incrementally: when a task finishes, only *its*
-dependencies can have just been released, so ``_posttask`` checks those
-against the live ``state["released"]`` set -- O(dependencies) per task, never
-a scan of the whole cache.  Whatever is still cached when the computation
-ends is freed at the finish time.  All times are epoch seconds (time.time).
+Leaving is read from ``state.freed``: the keys the scheduler released when
+the task whose posttask fires ended -- O(released) per task, never a scan of
+the cache.  Whatever is still cached when the computation ends is freed at
+the finish time.  All times are epoch seconds (time.time).
 """
 
 from __future__ import annotations
@@ -82,7 +81,7 @@ class CacheProfiler(Collector):
 
         # Per running computation, keyed by id(state) so computations in
         # several threads (or a get nested in a task of the sync scheduler)
-        # don't mix: (state, cached, dependencies, released, dsk) where
+        # don't mix: (state, cached, dsk) where
         # ``cached`` maps key -> (metric, cache_time) for results still in the
         # cache.  ``_current`` is the one whose callback fired last: the
         # common case needs no dict lookup.
@@ -93,9 +92,8 @@ class CacheProfiler(Collector):
         super().__init__()
 
     def _start_state(self, dsk, state):
-        # Look the live structures up once, not per task: Mapping access on
-        # the state is a Python-level call.
-        run = (state, {}, state["dependencies"], state["released"], dsk)
+        # (state, cached, dsk): ``cached`` maps key -> (metric, cache_time).
+        run = (state, {}, dsk)
         self._live[id(state)] = run
         self._current = run
 
@@ -103,16 +101,14 @@ class CacheProfiler(Collector):
         run = self._current
         if run[0] is not state:  # another computation's callbacks interleaved
             run = self._current = self._live[id(state)]
-        _, cached, dependencies, released, graph = run
+        cached = run[1]
         end = state.timing[1]
         metric = self._metric
         cached[key] = (1 if metric is None else metric(result), end)
-        # Only this task's dependencies can have been released by its end.
-        for dep in dependencies[key]:
-            if dep in released:
-                entry = cached.pop(dep, None)
-                if entry is not None:  # None: a data key, or freed already
-                    self._raw.append((dep, graph, entry[0], entry[1], end))
+        for dep in state.freed:  # released as this task ended
+            entry = cached.pop(dep, None)
+            if entry is not None:  # None: a data key
+                self._raw.append((dep, dsk, entry[0], entry[1], end))
 
     def _finish(self, dsk, state, errored):
         run = self._live.pop(id(state), None)
@@ -121,7 +117,7 @@ class CacheProfiler(Collector):
         if self._current is run:
             self._current = _NO_RUN  # don't keep the graph and results alive
         now = time.time()
-        _, cached, _, _, graph = run
+        _, cached, graph = run
         raw = self._raw
         for key, (metric, cache_time) in cached.items():
             raw.append((key, graph, metric, cache_time, max(now, cache_time)))
