@@ -10,7 +10,7 @@ Data flow for a pool (threads or processes)::
     compile graph ─► cull ─► order (priorities)
     ready heap ──pop──► batch ──submit(run_batch)──► run_batch: for each task
          ▲                                             t0, execute spec, t1
-         │                                             emit((i, ok, value, t0, t1, wid))
+         │                                             emit([(i, ok, value, t0, t1, wid), ...])
     process record ◄── events (SimpleQueue) ◄──────────┘   (per task, as it ends)
       cache result, release inputs,                  future done ──► events
       newly ready dependents ─► ready heap           (the worker is free again)
@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import contextvars
 import heapq
+from contextlib import nullcontext
 import threading
 import time
 from collections.abc import Mapping
@@ -229,6 +230,12 @@ class _Adjacency(Mapping):
         return len(self._run.needed)
 
 
+# A worker hands finished records over at least this often (seconds): many
+# short tasks share one hand-off, and the scheduler still learns within about
+# a millisecond when a task ends (a long task's record goes out at once).
+FLUSH_INTERVAL = 1e-3
+
+
 def run_batch(
     batch: list,
     data: dict,
@@ -238,37 +245,47 @@ def run_batch(
     *,
     emit: Callable,
 ):
-    """Run a batch of specs in order, on a worker; emit one record per task.
+    """Run a batch of specs in order, on a worker; emit lists of records.
 
     ``batch`` holds ``(i, key, spec)``; dependency results are read from
-    ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the batch
-    stops at the first failure.  With ``write_back`` (a batch with internal
+    ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the
+    batch stops at the first failure.  Records are handed to ``emit`` in
+    lists: whenever ``FLUSH_INTERVAL`` has passed since the last hand-off, on
+    a failure, and at the end.  With ``write_back`` (a batch with internal
     dependencies, or a process worker) results are stored into ``data`` (an
     overlay of the shared cache, or the shipped inputs) so later tasks in the
-    batch find them.  With ``announce``, a first record
-    ``(i, None, None, start, 0.0, worker_id)`` says the batch has started.
+    batch find them.  With ``announce``, a first record ``(i, None, None,
+    start, 0.0, worker_id)`` says at once that the batch has started.
     """
     token = _task_context.set(True)
     wid = _process_worker_id or threading.get_ident()
     now = time.time
+    buf: list = []
     try:
+        last = now()
         if announce:
-            emit((batch[0][0], None, None, now(), 0.0, wid))
+            emit([(batch[0][0], None, None, last, 0.0, wid)])
         for i, key, spec in batch:
-            if cancelled is not None and cancelled:
-                return
+            if cancelled:
+                break
             t0 = now()
             try:
                 value = execute(spec, data)
             except BaseException as exc:  # noqa: B036 -- reported, not swallowed
-                emit((i, False, exc, t0, now(), wid))
-                return
+                buf.append((i, False, exc, t0, now(), wid))
+                break
             t1 = now()
             if write_back:
                 data[key] = value
-            emit((i, True, value, t0, t1, wid))
+            buf.append((i, True, value, t0, t1, wid))
+            if t1 - last >= FLUSH_INTERVAL:
+                emit(buf)
+                buf = []
+                last = t1
     finally:
         _task_context.reset(token)
+        if buf:
+            emit(buf)
 
 
 _ALLOWED_OPTIONS = frozenset()
@@ -569,6 +586,7 @@ class _Run:
                 status[i] = READY
         heapq.heapify(ready)
 
+        hooks_lock = _callback_lock if (pretasks or posttasks) else nullcontext()
         events: SimpleQueue = SimpleQueue()
         put = events.put
         get_event = events.get
@@ -677,8 +695,8 @@ class _Run:
                     item = get_event(True, 0.1)
                 except Empty:
                     continue
-                if type(item) is tuple:
-                    records = (item,)
+                if type(item) is list:  # records, about a millisecond's worth
+                    records = item
                 else:  # a batch's future: the worker is free again
                     batch = inflight.pop(item)
                     idle += 1
@@ -700,55 +718,54 @@ class _Run:
                                 )
                         continue
                     records = item.result()
-                for i, ok, value, t0, t1, wid in records:
-                    if status[i] != RUNNING:
-                        raise InvalidStateError(
-                            f"task {keys[i]!r} reported as finished while "
-                            f"{STATE_NAMES[status[i]]}"
-                        )
-                    key = keys[i]
-                    if ok is None or (pretasks and not stream):
-                        # A batch started (or, without a record stream, we
-                        # only learn it now): the task began.
-                        with _callback_lock:
+                # Callbacks fire under the lock; taken once per list of records.
+                with hooks_lock:
+                    for i, ok, value, t0, t1, wid in records:
+                        if status[i] != RUNNING:
+                            raise InvalidStateError(
+                                f"task {keys[i]!r} reported as finished while "
+                                f"{STATE_NAMES[status[i]]}"
+                            )
+                        key = keys[i]
+                        if ok is None or (pretasks and not stream):
+                            # A batch started (or, without a record stream, we
+                            # only learn it now): the task began.
                             for f in pretasks:
                                 f(key, dsk, state)
-                        if ok is None:
-                            continue
-                    if not ok:
-                        fail(i, value)
-                    cache[key] = value
-                    status[i] = DONE
-                    finished.add(key)
-                    remaining -= 1
-                    total_time += t1 - t0
-                    total_count += 1
-                    for d in dependents[i]:
-                        w = waiting[d] - 1
-                        waiting[d] = w
-                        if not w and status[d] == WAITING:
-                            status[d] = READY
-                            heapq.heappush(ready, (priority[d], d))
-                    freed = []
-                    for d in deps[i]:
-                        r = refs[d] - 1
-                        refs[d] = r
-                        if not r and not is_output[d]:
-                            k = keys[d]
-                            del cache[k]
-                            released.add(k)
-                            freed.append(k)
-                    if posttasks:
-                        with _callback_lock:
+                            if ok is None:
+                                continue
+                        if not ok:
+                            fail(i, value)
+                        cache[key] = value
+                        status[i] = DONE
+                        finished.add(key)
+                        remaining -= 1
+                        total_time += t1 - t0
+                        total_count += 1
+                        for d in dependents[i]:
+                            w = waiting[d] - 1
+                            waiting[d] = w
+                            if not w and status[d] == WAITING:
+                                status[d] = READY
+                                heapq.heappush(ready, (priority[d], d))
+                        freed = []
+                        for d in deps[i]:
+                            r = refs[d] - 1
+                            refs[d] = r
+                            if not r and not is_output[d]:
+                                k = keys[d]
+                                del cache[k]
+                                released.add(k)
+                                freed.append(k)
+                        if posttasks:
                             state.timing = (t0, t1)
                             state.freed = freed
                             for f in posttasks:
                                 f(key, value, dsk, state, wid)
-                    if pretasks:
-                        nxt = successor.pop(i, None)
-                        if nxt is not None:
-                            k2 = keys[nxt]
-                            with _callback_lock:
+                        if pretasks:
+                            nxt = successor.pop(i, None)
+                            if nxt is not None:
+                                k2 = keys[nxt]
                                 for f in pretasks:
                                     f(k2, dsk, state)
         except BaseException as exc:
@@ -769,7 +786,7 @@ def _is_raw_callback(x) -> bool:
 def _run_batch_collect(items: list, data: dict, write_back: bool) -> list:
     """run_batch for executors without a record stream: return the records."""
     out: list = []
-    run_batch(items, data, write_back, emit=out.append)
+    run_batch(items, data, write_back, emit=out.extend)
     return out
 
 

@@ -11,7 +11,7 @@ How a batch travels::
     ────────────────        ──────────────────────────────      ──────────────
     submit(run_batch, …) ─► pending ─► idle worker? send ─────► recv, run tasks
                                                                  │ records, sent every
-    emit(record) ◄──────────── unpickle records ◄───────────────┘ millisecond or so
+    emit(records) ◄─────────── unpickle records ◄───────────────┘ millisecond or so
     future done ◄───────────── "end" message / worker died (sentinel)
 
 The listener watches every worker's pipe *and* its process sentinel, so a
@@ -51,12 +51,6 @@ from .core import get_async
 __all__ = ["get", "ProcessPool", "WorkerDiedError", "RemoteTraceback", "shutdown"]
 
 START_METHODS = ("spawn", "fork", "forkserver")
-
-# A worker sends its finished records at least this often (seconds), so the
-# scheduler learns promptly when a long task ends, while many short tasks
-# share one message.
-FLUSH_INTERVAL = 1e-3
-
 
 class WorkerDiedError(RuntimeError):
     """A worker process died while running a task."""
@@ -138,17 +132,8 @@ def _worker_main(conn, out, initializer_payload: Optional[bytes]) -> None:
             return
         if not payload:
             return  # the pool is shutting down
-        buf: list = []
-        last = [time.monotonic()]
-
-        def emit(record, buf=buf, last=last):
-            buf.append(record)
-            now = time.monotonic()
-            # A start announcement or a failure goes out at once.
-            if now - last[0] >= FLUSH_INTERVAL or record[1] is not True:
-                send(_dump_records(buf, b"r"))
-                buf.clear()
-                last[0] = now
+        def emit(records):  # run_batch already groups records by time
+            send(_dump_records(records, b"r"))
 
         try:
             fn, args, kwargs, streams = pickle.loads(payload)
@@ -163,7 +148,7 @@ def _worker_main(conn, out, initializer_payload: Optional[bytes]) -> None:
                 return
             continue
         if streams:
-            message = _dump_records(buf, b"e")
+            message = b"e"
         else:
             try:
                 message = b"v" + dumps(result)
@@ -357,7 +342,8 @@ class ProcessPool(Executor):
 
     ``submit(fn, *args, emit=None, **kwargs)`` runs ``fn(*args, **kwargs)`` in a
     worker; if ``emit`` is given, the worker's function receives an ``emit``
-    of its own and everything it emits arrives at ``emit`` here, in order,
+    of its own, taking lists of records, and every list it emits arrives at
+    ``emit`` here, in order,
     before the future completes.  Cancelling a running future kills its
     worker (a replacement starts).
 
@@ -508,10 +494,8 @@ class ProcessPool(Executor):
         if tag == b"v":  # the return value of a plain submit
             self._finish(worker, job, None, pickle.loads(body))
             return True
-        records = pickle.loads(body)
-        if job is not None and job.emit is not None:
-            for r in records:
-                job.emit(r)
+        if tag == b"r" and job is not None and job.emit is not None:
+            job.emit(pickle.loads(body))
         if tag == b"e":
             self._finish(worker, job, None, None)
         return True
