@@ -5,9 +5,10 @@ by the worker) and leaves it when the scheduler drops it, which happens when
 its last dependent has finished; requested outputs stay until the end.
 
 Leaving is read from ``state.freed``: the keys the scheduler released when
-the task whose posttask fires ended -- O(released) per task, never a scan of
-the cache.  Whatever is still cached when the computation ends is freed at
-the finish time.  All times are epoch seconds (time.time).
+the task whose posttask fires ended.  The hook only appends one tuple per
+task -- (key, end, metric, freed) -- and entries are matched with exits when
+``results`` is read.  Whatever is still cached when the computation ends is
+freed at the finish time.  All times are epoch seconds (time.time).
 """
 
 from __future__ import annotations
@@ -80,35 +81,31 @@ class CacheProfiler(Collector):
         self.metric_name = metric_name
 
         # Per running computation, keyed by id(state) so computations in
-        # several threads (or a get nested in a task of the sync scheduler)
-        # don't mix: (state, cached, dsk) where
-        # ``cached`` maps key -> (metric, cache_time) for results still in the
-        # cache.  ``_current`` is the one whose callback fired last: the
-        # common case needs no dict lookup.
+        # several threads (or a get nested in a task) don't mix:
+        # (state, events, dsk) where ``events`` holds one raw
+        # (key, end_time, metric, freed_keys) tuple per finished task.
+        # ``_current`` is the one whose callback fired last: the common case
+        # needs no dict lookup.
         self._live: dict[int, tuple] = {}
         self._current: tuple = _NO_RUN
-        # Raw (key, dsk, metric, cache_time, free_time) of freed results;
-        # CacheData are built when ``results`` is read.
+        # One raw (dsk, events, finish_time) per finished computation; the
+        # CacheData are worked out when ``results`` is read.
         super().__init__()
 
     def _start_state(self, dsk, state):
-        # (state, cached, dsk): ``cached`` maps key -> (metric, cache_time).
-        run = (state, {}, dsk)
+        run = (state, [], dsk)
         self._live[id(state)] = run
         self._current = run
 
     def _posttask(self, key, result, dsk, state, worker_id):
+        # Collect cheaply: one tuple per task; matching entries to exits
+        # happens when results are read.
         run = self._current
         if run[0] is not state:  # another computation's callbacks interleaved
             run = self._current = self._live[id(state)]
-        cached = run[1]
-        end = state.timing[1]
         metric = self._metric
-        cached[key] = (1 if metric is None else metric(result), end)
-        for dep in state.freed:  # released as this task ended
-            entry = cached.pop(dep, None)
-            if entry is not None:  # None: a data key
-                self._raw.append((dep, dsk, entry[0], entry[1], end))
+        run[1].append((key, state.timing[1], 1 if metric is None else metric(result),
+                       state.freed))
 
     def _finish(self, dsk, state, errored):
         run = self._live.pop(id(state), None)
@@ -116,16 +113,24 @@ class CacheProfiler(Collector):
             return
         if self._current is run:
             self._current = _NO_RUN  # don't keep the graph and results alive
-        now = time.time()
-        _, cached, graph = run
-        raw = self._raw
-        for key, (metric, cache_time) in cached.items():
-            raw.append((key, graph, metric, cache_time, max(now, cache_time)))
+        self._raw.append((run[2], run[1], time.time()))
 
     @staticmethod
-    def _build(raw: tuple) -> CacheData:
-        key, dsk, metric, cache_time, free_time = raw
-        return CacheData(key, dsk[key], metric, cache_time, free_time)
+    def _records(raw: tuple) -> list:
+        """The CacheData of one computation, in order of freeing."""
+        dsk, events, finish_time = raw
+        entered: dict = {}
+        out = []
+        for key, end, metric, freed in events:
+            entered[key] = (metric, end)
+            for dep in freed:
+                entry = entered.pop(dep, None)
+                if entry is not None:  # None: a data key, not a task
+                    out.append(CacheData(dep, dsk[dep], entry[0], entry[1], end))
+        for key, (metric, cache_time) in entered.items():  # still cached at the end
+            out.append(CacheData(key, dsk[key], metric, cache_time,
+                                 max(finish_time, cache_time)))
+        return out
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} results>"
+        return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} computations>"

@@ -17,7 +17,8 @@ class Collector(Callback):
 
     Subclasses append raw tuples to ``self._raw`` from their hooks (one
     ``list.append``, atomic, so computations in several threads can share a
-    collector) and implement ``_build(raw)`` to turn one into a record.
+    collector) and implement ``_records(raw)``: the list of records one raw
+    entry stands for.
     """
 
     #: The record class of ``results`` (read by the plotting code).
@@ -25,12 +26,13 @@ class Collector(Callback):
 
     def __init__(self):
         self._raw: list = []
-        # Records built from the first len(self._built) raw entries.
+        # Records built from the first self._done raw entries.
         self._built: list = []
+        self._done = 0
         # Guards the lazy build against two readers extending _built at once.
         self._build_lock = threading.Lock()
 
-    def _build(self, raw: tuple):
+    def _records(self, raw: tuple) -> list:
         raise NotImplementedError
 
     def __enter__(self):
@@ -42,8 +44,10 @@ class Collector(Callback):
         """The records so far, oldest first (a copy)."""
         with self._build_lock:
             raw, built = self._raw, self._built
-            if len(built) < len(raw):
-                built.extend(map(self._build, raw[len(built):]))
+            if self._done < len(raw):
+                for entry in raw[self._done:]:
+                    built.extend(self._records(entry))
+                self._done = len(raw)
             return list(built)
 
     def clear(self) -> None:
@@ -53,6 +57,7 @@ class Collector(Callback):
             # then lands in the old list, never half in each.
             self._raw = []
             self._built = []
+            self._done = 0
 
     def visualize(self, **kwargs):
         """Plot the records with bokeh; see ``localsched.diagnostics.plots.visualize``."""

@@ -60,9 +60,9 @@ class Profiler(Collector):
         self._raw.append((key, state.timing, worker_id, dsk))
 
     @staticmethod
-    def _build(raw: tuple) -> TaskData:
+    def _records(raw: tuple) -> list:
         key, timing, worker_id, dsk = raw
-        return TaskData(key, dsk[key], timing[0], timing[1], worker_id)
+        return [TaskData(key, dsk[key], timing[0], timing[1], worker_id)]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._raw)} tasks>"
