@@ -68,7 +68,7 @@ if TYPE_CHECKING:
 
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
-from .order import order
+from .order import order_and_consumers
 
 __all__ = ["get_async", "State", "InvalidStateError", "in_task"]
 
@@ -425,7 +425,8 @@ class _Run:
         self.specs = specs = g.specs
         is_data = g.is_data
         # The run order also culls: tasks no output needs are left out.
-        self.order = run_order = order(deps, is_data, outputs, keys)
+        self.order, self.dependents = order_and_consumers(deps, is_data, outputs, keys)
+        run_order = self.order
         self.ntasks = len(run_order)
         self.is_output = is_output = bytearray(len(deps))
         for i in outputs:
@@ -452,19 +453,6 @@ class _Run:
                 in_run[i] = 1
         self.ready: list = []
         self.state: Optional[State] = None
-        self._dependents: Optional[list] = None
-
-    @property
-    def dependents(self) -> list:
-        """For each task, the dependents that will run (built on first use)."""
-        if self._dependents is None:
-            out: list = [[] for _ in self.deps]
-            deps = self.deps
-            for i in self.order:
-                for d in deps[i]:
-                    out[d].append(i)
-            self._dependents = out
-        return self._dependents
 
     @property
     def needed(self) -> list:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from .graph import CycleError
 
-__all__ = ["order", "dependents_of", "peak_live", "find_cycle"]
+__all__ = ["order", "order_and_consumers", "dependents_of", "peak_live", "find_cycle"]
 
 
 def dependents_of(deps: list) -> list:
@@ -52,6 +52,12 @@ def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
     ``keys`` (optional) are used only to name the keys of a cycle.
     Raises CycleError if the needed part of the graph has a cycle.
     """
+    return order_and_consumers(deps, is_data, outputs, keys)[0]
+
+
+def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = None):
+    """``order(...)`` and, for each index, the tasks in it that consume it
+    (the schedulers need both; the walk builds both)."""
     n = len(deps)
     # Pass 1: depth-first post-order from the outputs, children as listed.
     # It culls, finds cycles (an edge back to a task still on the walk), and
@@ -107,8 +113,8 @@ def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
             if len(c) == 2:
                 shared = True
     if not (resort or shared):
-        return out  # a forest: the walk already is the order
-    return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out))
+        return out, consumers  # a forest: the walk already is the order
+    return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out)), consumers
 
 
 def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> list:
