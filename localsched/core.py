@@ -133,6 +133,10 @@ class State(Mapping):
         "released",
     )
 
+    # Slots: callbacks read state.timing and state.freed once per task.
+    __slots__ = ("_run", "cache", "finished", "released", "ntasks", "timing", "freed",
+                 "_static", "__weakref__")
+
     def __init__(self, run: "_Run"):
         self._run = run
         self.cache: dict = run.cache
@@ -490,7 +494,9 @@ class _Run:
         released = state.released
         now = time.time
         wid = threading.get_ident()
-        token = _task_context.set(True) if not (pretasks or posttasks) else None
+        # Tasks run in this thread: a get inside one (or inside a callback)
+        # ignores the globally registered callbacks.
+        token = _task_context.set(True)
         try:
             for i in self.order:
                 key = keys[i]
@@ -499,18 +505,9 @@ class _Run:
                         for f in pretasks:
                             f(key, dsk, state)
                 status[i] = RUNNING
-                if token is None:
-                    tok = _task_context.set(True)
-                    t0 = now()
-                    try:
-                        value = execute(specs[i], cache)
-                    finally:
-                        t1 = now()
-                        _task_context.reset(tok)
-                else:
-                    t0 = now()
-                    value = execute(specs[i], cache)
-                    t1 = now()
+                t0 = now()
+                value = execute(specs[i], cache)
+                t1 = now()
                 cache[key] = value
                 status[i] = DONE
                 finished.add(key)
@@ -533,8 +530,7 @@ class _Run:
                 _add_note(exc, f"while computing task {keys[i]!r}")
             raise
         finally:
-            if token is not None:
-                _task_context.reset(token)
+            _task_context.reset(token)
 
     # -- pools -------------------------------------------------------------
 

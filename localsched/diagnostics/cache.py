@@ -13,7 +13,6 @@ freed at the finish time.  All times are epoch seconds (time.time).
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Optional
 
 from .collector import Collector
@@ -21,10 +20,6 @@ from ..utils import funcname
 from .records import CacheData
 
 __all__ = ["CacheProfiler"]
-
-# Placeholder for CacheProfiler._current when no computation runs.
-_NO_RUN = (None,)
-
 
 class CacheProfiler(Collector):
     """Record when each task result entered and left the scheduler's cache.
@@ -80,45 +75,21 @@ class CacheProfiler(Collector):
         #: Label of the metric (read by the plotting code).
         self.metric_name = metric_name
 
-        # Per running computation, keyed by id(state) so computations in
-        # several threads (or a get nested in a task) don't mix:
-        # (state, events, dsk) where ``events`` holds one raw
-        # (key, end_time, metric, freed_keys) tuple per finished task.
-        # ``_current`` is the one whose callback fired last: the common case
-        # needs no dict lookup.
-        self._live: dict[int, tuple] = {}
-        self._current: tuple = _NO_RUN
-        # One raw (dsk, events, finish_time) per finished computation; the
-        # CacheData are worked out when ``results`` is read.
         super().__init__()
 
-    def _start_state(self, dsk, state):
-        run = (state, [], dsk)
-        self._live[id(state)] = run
-        self._current = run
-
     def _posttask(self, key, result, dsk, state, worker_id):
-        # Collect cheaply: one tuple per task; matching entries to exits
-        # happens when results are read.
-        run = self._current
-        if run[0] is not state:  # another computation's callbacks interleaved
-            run = self._current = self._live[id(state)]
+        # One small append per task (freed keys as a tuple: tuples of atoms
+        # leave the garbage collector's tracking); entries and exits are
+        # matched when results are read.
         metric = self._metric
-        run[1].append((key, state.timing[1], 1 if metric is None else metric(result),
-                       state.freed))
-
-    def _finish(self, dsk, state, errored):
-        run = self._live.pop(id(state), None)
-        if run is None:  # the computation failed before its state was built
-            return
-        if self._current is run:
-            self._current = _NO_RUN  # don't keep the graph and results alive
-        self._raw.append((run[2], run[1], time.time()))
+        freed = state.freed
+        self._events(state).append((key, state.timing[1],
+                                    1 if metric is None else metric(result),
+                                    tuple(freed) if freed else ()))
 
     @staticmethod
-    def _records(raw: tuple) -> list:
+    def _records(dsk, events: list, finish_time: float) -> list:
         """The CacheData of one computation, in order of freeing."""
-        dsk, events, finish_time = raw
         entered: dict = {}
         out = []
         for key, end, metric, freed in events:

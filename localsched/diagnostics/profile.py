@@ -55,14 +55,13 @@ class Profiler(Collector):
     record_type = TaskData
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        # Keep this to one append: it runs once per task in the scheduler's
-        # loop.  The task itself is looked up in dsk only when reading results.
-        self._raw.append((key, state.timing, worker_id, dsk))
+        # One small append per task; the task itself is looked up in dsk
+        # only when results are read.
+        self._events(state).append((key, state.timing, worker_id))
 
     @staticmethod
-    def _records(raw: tuple) -> list:
-        key, timing, worker_id, dsk = raw
-        return [TaskData(key, dsk[key], timing[0], timing[1], worker_id)]
+    def _records(dsk, events: list, finish_time: float) -> list:
+        return [TaskData(key, dsk[key], t[0], t[1], wid) for key, t, wid in events]
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__}: {len(self._raw)} tasks>"
+        return f"<{type(self).__name__}: {len(self._raw)} computations>"
