@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
-from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
+from .graph import A_TASK, CALL, DATA, NESTED, NODE, as_mapping, compile_graph, execute, flatten_keys
 from .order import order_and_consumers
 
 __all__ = ["get_async", "State", "InvalidStateError", "in_task"]
@@ -234,6 +234,10 @@ class _Adjacency(Mapping):
         return len(self._run.needed)
 
 
+# Seconds of (measured) work a batch is sized to: enough to make the
+# hand-off to a worker cheap next to the work, small enough to balance.
+BATCH_BUDGET = 2e-3
+
 # A worker hands finished records over at least this often (seconds): many
 # short tasks share one hand-off, and the scheduler still learns within about
 # a millisecond when a task ends (a long task's record goes out at once).
@@ -243,7 +247,6 @@ FLUSH_INTERVAL = 1e-3
 def run_batch(
     batch: list,
     data: dict,
-    write_back: bool,
     cancelled=None,
     announce: bool = False,
     *,
@@ -251,15 +254,19 @@ def run_batch(
 ):
     """Run a batch of specs in order, on a worker; emit lists of records.
 
-    ``batch`` holds ``(i, key, spec)``; dependency results are read from
-    ``data``.  A record is ``(i, ok, value, start, end, worker_id)``; the
-    batch stops at the first failure.  Records are handed to ``emit`` in
-    lists: whenever ``FLUSH_INTERVAL`` has passed since the last hand-off, on
-    a failure, and at the end.  With ``write_back`` (a batch with internal
-    dependencies, or a process worker) results are stored into ``data`` (an
-    overlay of the shared cache, or the shipped inputs) so later tasks in the
-    batch find them.  With ``announce``, a first record ``(i, None, None,
-    start, 0.0, worker_id)`` says at once that the batch has started.
+    ``batch`` holds ``(i, key, spec, store, drop, send)``; dependency results
+    are read from ``data`` (the shared cache, an overlay of it, or the inputs
+    shipped to a process).  ``store``: keep the result in ``data`` for later
+    tasks of the batch; ``drop``: keys this task was the last in-batch user
+    of, deleted from ``data`` after it ran; ``send``: the record carries the
+    result (else None: only this batch needed it).  A record is ``(i, ok, value,
+    start, end, worker_id)``; the batch stops at the first failure.  Records
+    are handed to ``emit`` in lists: whenever ``FLUSH_INTERVAL`` has passed
+    since the last hand-off, on a failure, and at the end.  With
+    ``announce`` (someone listens for task starts), a first record ``(i,
+    None, None, start, 0.0, worker_id)`` says at once that the batch has
+    started, and finished records are handed over before each next task
+    starts, so its start is known when it happens.
     """
     token = _task_context.set(True)
     wid = _process_worker_id or threading.get_ident()
@@ -269,9 +276,12 @@ def run_batch(
         last = now()
         if announce:
             emit([(batch[0][0], None, None, last, 0.0, wid)])
-        for i, key, spec in batch:
+        for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
+            if announce and buf:
+                emit(buf)
+                buf = []
             t0 = now()
             try:
                 value = execute(spec, data)
@@ -279,9 +289,12 @@ def run_batch(
                 buf.append((i, False, exc, t0, now(), wid))
                 break
             t1 = now()
-            if write_back:
+            if store:
                 data[key] = value
-            buf.append((i, True, value, t0, t1, wid))
+            for k in drop:
+                del data[k]
+            buf.append((i, True, value if send else None, t0, t1, wid))
+            value = None
             if t1 - last >= FLUSH_INTERVAL:
                 emit(buf)
                 buf = []
@@ -367,6 +380,9 @@ def get_async(
     errored = True
     run = None
     state = None
+    # From here on, a get inside a task or a callback is nested: it ignores
+    # the globally registered callbacks.
+    context_token = _task_context.set(True)
     try:
         if starts or finishes:
             for cb in cbs:
@@ -399,10 +415,26 @@ def get_async(
         result = run.results()
         errored = False
     finally:
-        for f in started:
+        try:
+            _finish_all(started, dsk, state, errored)
+        finally:
+            _task_context.reset(context_token)
+    return result
+
+
+def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
+    """Call every finish hook, even when one raises; then raise the first
+    error (chained to the computation's own error, if any)."""
+    first = None
+    for f in hooks:
+        try:
             with _callback_lock:
                 f(dsk, state, errored)
-    return result
+        except BaseException as exc:  # noqa: B036 -- re-raised below
+            if first is None:
+                first = exc
+    if first is not None:
+        raise first
 
 
 class _Run:
@@ -494,9 +526,6 @@ class _Run:
         released = state.released
         now = time.time
         wid = threading.get_ident()
-        # Tasks run in this thread: a get inside one (or inside a callback)
-        # ignores the globally registered callbacks.
-        token = _task_context.set(True)
         try:
             for i in self.order:
                 key = keys[i]
@@ -529,8 +558,6 @@ class _Run:
             if status[i] == RUNNING and isinstance(exc, Exception):
                 _add_note(exc, f"while computing task {keys[i]!r}")
             raise
-        finally:
-            _task_context.reset(token)
 
     # -- pools -------------------------------------------------------------
 
@@ -579,65 +606,92 @@ class _Run:
         # After position p of a batch finishes, the next one starts.
         successor: dict = {}
         remaining = self.ntasks
-        # Adaptive batching: measured task time so far (seconds) and count.
-        total_time = 0.0
-        total_count = 0
+        # Adaptive batching: measured [total seconds, count] per function.
+        group_of = [_spec_group(spec) for spec in specs]
+        gstats: dict = {}
+        limit = chunksize or 256  # tasks per batch at most
         ctx = contextvars.copy_context()
 
+        def estimate(i: int):
+            """Mean measured duration of i's function so far, or None."""
+            st = gstats.get(group_of[i])
+            return None if st is None else st[0] / st[1]
+
         def dispatch(idle: int) -> None:
-            # Tasks per batch: about 2 ms of work when tasks are known to be
-            # short; one at a time while durations are unknown or long, so
+            # A batch holds about BATCH_BUDGET seconds of work, judged by
+            # the measured durations of each task's function: a task whose
+            # function has not been timed yet, or is slow, goes alone, so
             # long tasks spread over all workers.
-            if not total_count or total_time > total_count * 1e-3:
-                cap = 1
-            else:
-                cap = int(min(256, 2e-3 * total_count / max(total_time, 1e-9)))
-            per = cap if chunksize is None else min(cap, chunksize)
-            # Leave ready work for the other idle workers.
-            per = max(1, min(per, len(ready) // (idle * 2)))
-            batch = []
-            while ready and len(batch) < per:
-                i = heapq.heappop(ready)[1]
-                status[i] = RUNNING
-                batch.append(i)
-            # Grow by dependents whose unfinished inputs are all in the batch:
-            # they could not start before the batch ends anyway.
-            if cap > 1:
+            i = heapq.heappop(ready)[1]
+            status[i] = RUNNING
+            batch = [i]
+            spent = estimate(i)
+            if spent is not None and spent < BATCH_BUDGET:
+                # Leave ready work for the other idle workers.
+                pops = min(limit, max(1, len(ready) // (idle * 2)))
+                while ready and len(batch) < pops:
+                    e = estimate(ready[0][1])
+                    if e is None or spent + e > BATCH_BUDGET:
+                        break
+                    i = heapq.heappop(ready)[1]
+                    status[i] = RUNNING
+                    batch.append(i)
+                    spent += e
+                # Grow by dependents whose unfinished inputs are all in the
+                # batch: they could not start before the batch ends anyway.
                 inside: dict = {}
                 j = 0
-                while j < len(batch) and len(batch) < cap:
+                while j < len(batch) and len(batch) < limit:
                     i = batch[j]
                     j += 1
                     for d in dependents[i]:
                         if status[d] != WAITING:
                             continue
                         c = inside.get(d, 0) + 1
+                        inside[d] = c
                         if c == waiting[d]:
-                            status[d] = RUNNING
-                            batch.append(d)
-                        else:
-                            inside[d] = c
+                            e = estimate(d)
+                            if e is not None and spent + e <= BATCH_BUDGET:
+                                status[d] = RUNNING
+                                batch.append(d)
+                                spent += e
                 if len(batch) > 1:
                     batch.sort(key=priority.__getitem__)
-            items = [(i, keys[i], specs[i]) for i in batch]
+            # What each task must keep for later tasks of the batch, and what
+            # it was the last in-batch user of: the worker drops those, so a
+            # batch holds no more results than a task-by-task run would.
+            inb = set(batch) if len(batch) > 1 or pack_data else ()
+            last_use: dict = {}
+            if len(batch) > 1 or pack_data:
+                for p, i in enumerate(batch):
+                    for d in deps[i]:
+                        if pack_data or d in inb:
+                            last_use[d] = p
+            drops: list = [[] for _ in batch]
+            for d, p in last_use.items():  # (the scheduler keeps its own copy)
+                drops[p].append(keys[d])
+            # A result only later tasks of this batch use never travels back
+            # (unless a callback or a local re-run may want it): the record
+            # carries None, so the worker need not hold it until it reports.
+            keep_all = bool(posttasks) or rerun_exceptions_locally
+            items = [(i, keys[i], specs[i], i in last_use, drops[p],
+                      keep_all or is_output[i] or not inb
+                      or not all(c in inb for c in dependents[i]))
+                     for p, i in enumerate(batch)]
             if pack_data:
-                inb = set(batch)
                 data = {}
                 for i in batch:
                     for d in deps[i]:
                         if d not in inb:
                             k = keys[d]
                             data[k] = cache[k]
-                write_back = True
             elif len(batch) > 1:
                 # Results made inside the batch stay in the worker's overlay:
                 # only this thread writes the shared cache.
                 data = _Overlay()
                 data.shared = cache
-                write_back = True
             else:
                 data = cache
-                write_back = False
             announce = False
             if pretasks and stream:
                 # The worker announces when the batch starts; each later task
@@ -645,13 +699,17 @@ class _Run:
                 announce = True
                 for a, b in zip(batch, batch[1:]):
                     successor[a] = b
-            if stream and not pack_data:  # threads: run in a copy of the caller's context
-                fut = submit(ctx.copy().run, run_batch, items, data, write_back, cancelled,
-                             announce, emit=put)
-            elif stream:  # a process pool that routes ``emit`` back to this process
-                fut = submit(run_batch, items, data, True, None, announce, emit=put)
-            else:
-                fut = submit(_run_batch_collect, items, data, write_back)
+            try:
+                if stream and not pack_data:  # threads: in a copy of the caller's context
+                    fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
+                                 announce, emit=put)
+                elif stream:  # a process pool that routes ``emit`` back to this process
+                    fut = submit(run_batch, items, data, None, announce, emit=put)
+                else:
+                    fut = submit(_run_batch_collect, items, data)
+            except Exception as exc:  # e.g. a task or an input that cannot be pickled
+                _add_note(exc, "while sending " + _name_tasks([keys[i] for i in batch]))
+                raise
             inflight[fut] = batch
             fut.add_done_callback(put)
 
@@ -688,11 +746,13 @@ class _Run:
                     if exc is not None:
                         # The whole batch failed (a worker died, a batch could
                         # not be sent): name the task that was running.
-                        lost = next((i for i in batch if status[i] == RUNNING), batch[0])
+                        # Records a worker had not sent yet died with it: any
+                        # unreported task of the batch may have been running.
+                        lost = [keys[i] for i in batch if status[i] == RUNNING]
                         naming = getattr(exc, "for_task", None)
                         if naming is not None:
-                            raise naming(keys[lost]) from exc
-                        _add_note(exc, f"while computing task {keys[lost]!r}")
+                            raise naming(lost) from exc
+                        _add_note(exc, "while computing " + _name_tasks(lost))
                         raise exc
                     if stream:
                         for i in batch:
@@ -724,8 +784,12 @@ class _Run:
                         status[i] = DONE
                         finished.add(key)
                         remaining -= 1
-                        total_time += t1 - t0
-                        total_count += 1
+                        st = gstats.get(group_of[i])
+                        if st is None:
+                            gstats[group_of[i]] = [t1 - t0, 1]
+                        else:
+                            st[0] += t1 - t0
+                            st[1] += 1
                         for d in dependents[i]:
                             w = waiting[d] - 1
                             waiting[d] = w
@@ -759,6 +823,15 @@ class _Run:
             raise
 
 
+def _name_tasks(keys: list) -> str:
+    """'task 'x'' or 'one of tasks 'x', 'y', ...' (at most five named)."""
+    if len(keys) == 1:
+        return f"task {keys[0]!r}"
+    shown = ", ".join(repr(k) for k in keys[:5])
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return f"one of tasks {shown}{more}"
+
+
 def _is_raw_callback(x) -> bool:
     return (
         type(x) is tuple
@@ -767,11 +840,23 @@ def _is_raw_callback(x) -> bool:
     )
 
 
-def _run_batch_collect(items: list, data: dict, write_back: bool) -> list:
+def _run_batch_collect(items: list, data: dict) -> list:
     """run_batch for executors without a record stream: return the records."""
     out: list = []
-    run_batch(items, data, write_back, emit=out.extend)
+    run_batch(items, data, emit=out.extend)
     return out
+
+
+def _spec_group(spec: tuple):
+    """What a task's duration is estimated by: its function (as an id)."""
+    kind = spec[0]
+    if kind == CALL:
+        return id(spec[1])
+    if kind == NESTED and spec[1][0] == A_TASK:
+        return id(spec[1][1])
+    if kind == NODE:
+        return id(getattr(spec[1], "func", None) or type(spec[1]))
+    return kind  # aliases, other structures
 
 
 def _rerun_locally(spec, cache, key, exc):

@@ -60,10 +60,11 @@ class WorkerDiedError(RuntimeError):
         self.pid = pid
         self.exitcode = exitcode
 
-    def for_task(self, key) -> "WorkerDiedError":
-        """The same error, naming the task the worker was running."""
+    def for_task(self, keys: list) -> "WorkerDiedError":
+        """The same error, naming the task the worker was running (or the
+        tasks it may have been running, when it died with records unsent)."""
         return WorkerDiedError(
-            f"{self.args[0]} while running task {key!r}", self.pid, self.exitcode
+            f"{self.args[0]} while running {core._name_tasks(keys)}", self.pid, self.exitcode
         )
 
 
@@ -121,10 +122,14 @@ def _worker_main(conn, out, initializer_payload: Optional[bytes]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     core._process_worker_id = os.getpid()
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
-    if initializer_payload is not None:
-        init, initargs = cloudpickle.loads(initializer_payload)
-        init(*initargs)
     send = out.send_bytes
+    if initializer_payload is not None:
+        try:
+            init, initargs = pickle.loads(initializer_payload)
+            init(*initargs)
+        except BaseException as exc:  # noqa: B036 -- reported, then the worker ends
+            _send_quietly(send, b"i" + _dump_exception(exc))
+            return
     while True:
         try:
             payload = conn.recv_bytes()
@@ -296,8 +301,18 @@ class _SubprocessWorker(_Worker):
         self.pid = self.proc.pid
         self.conn = Connection(to_parent_r, writable=False)
         self.out = Connection(to_child_w, readable=False)
+        # Readable when the process ends, even if a grandchild it forked
+        # still holds its pipe open (Linux; elsewhere the pipe must close).
+        try:
+            self._exit_fd: Optional[int] = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self._exit_fd = None
         self.out.send_bytes(pickle.dumps(sys.path))
         self.out.send_bytes(init_payload or b"")
+
+    @property
+    def handles(self) -> list:
+        return [self.conn] if self._exit_fd is None else [self.conn, self._exit_fd]
 
     def kill(self) -> None:
         self.proc.kill()
@@ -307,6 +322,12 @@ class _SubprocessWorker(_Worker):
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def close(self) -> None:
+        super().close()
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
 
 
 class _MPWorker(_Worker):
@@ -378,12 +399,14 @@ class ProcessPool(Executor):
         self._method = context
         self._ctx = multiprocessing.get_context(context)
         self._init_payload = (
-            cloudpickle.dumps((initializer, tuple(initargs))) if initializer else None
+            dumps((initializer, tuple(initargs))) if initializer else None
         )
         # _lock guards _pending, _closed and each worker's .job.
         self._lock = threading.Lock()
         self._pending: deque = deque()
         self._closed = False
+        # The initializer's exception, once a worker reported one.
+        self._broken: Optional[BaseException] = None
         self._wake_r, self._wake_w = self._ctx.Pipe(duplex=False)
         self._workers: list[_Worker] = [self._start_worker() for _ in range(num_workers)]
         self._listener = threading.Thread(
@@ -408,6 +431,8 @@ class ProcessPool(Executor):
         with self._lock:
             if self._closed:
                 raise RuntimeError("cannot submit to a ProcessPool after shutdown")
+            if self._broken is not None:
+                raise RuntimeError(f"the process pool's initializer failed: {self._broken!r}")
             self._pending.append(job)
         self._wake_w.send_bytes(b"")
         return future
@@ -419,9 +444,10 @@ class ProcessPool(Executor):
                 self._pending.remove(job)
                 return True
             worker = job.worker
-        if worker is not None and worker.job is job:
-            worker.kill()
-            return True
+            # Under the lock: the worker cannot have moved on to another job.
+            if worker is not None and worker.job is job:
+                worker.kill()
+                return True
         return False
 
     def kill(self, futures: Iterable[Future]) -> None:
@@ -451,6 +477,26 @@ class ProcessPool(Executor):
                 pass  # the worker died; its sentinel reports it
 
     def _listen(self) -> None:
+        try:
+            self._listen_loop()
+        except BaseException as exc:  # noqa: B036 -- nothing may hang on a dead listener
+            self._broken = RuntimeError(f"the process pool's listener thread failed: {exc!r}")
+            self._break(self._broken)
+            raise
+        finally:
+            # Whatever still runs or waits can never complete now.
+            self._break(RuntimeError("the process pool was shut down"))
+
+    def _break(self, exc: BaseException) -> None:
+        """Fail every pending and running job with ``exc``."""
+        with self._lock:
+            jobs = list(self._pending) + [w.job for w in self._workers if w.job is not None]
+            self._pending.clear()
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_exception(exc)
+
+    def _listen_loop(self) -> None:
         while True:
             owner = {}
             for w in self._workers:
@@ -487,6 +533,21 @@ class ProcessPool(Executor):
             return False
         job = worker.job
         tag, body = msg[:1], msg[1:]
+        try:
+            return self._handle(worker, job, tag, body)
+        except Exception as exc:  # e.g. a result that cannot be unpickled here
+            err = RuntimeError(f"could not read a message from worker process {worker.pid}: "
+                               f"{exc!r}")
+            err.__cause__ = exc
+            self._finish(worker, job, err)
+            return True
+
+    def _handle(self, worker: _Worker, job, tag: bytes, body: bytes) -> bool:
+        if tag == b"i":  # the initializer failed: every worker would fail alike
+            exc = unpack_exception(pickle.loads(body))
+            self._broken = exc
+            self._break(RuntimeError(f"the process pool's initializer failed: {exc!r}"))
+            return True
         if tag == b"x":
             exc = unpack_exception(pickle.loads(body))
             self._finish(worker, job, exc)
@@ -521,18 +582,28 @@ class ProcessPool(Executor):
                 break
             if not self._receive(worker):
                 break
-        code = worker.join()
+        code = worker.join(5)
+        if code is None:  # closed its pipe but lives on: make sure it is gone
+            worker.kill()
+            code = worker.join()
         pid = worker.pid
         job = worker.job
         worker.close()
-        if not self._closed:
+        if job is not None and not job.future.done():
+            if self._broken is not None:
+                err: BaseException = RuntimeError(
+                    f"the process pool's initializer failed: {self._broken!r}")
+            else:
+                err = WorkerDiedError(
+                    f"worker process {pid} died ({_describe_exit(code)})", pid, code)
+            job.future.set_exception(err)
+        if not self._closed and self._broken is None:
             fresh = self._start_worker()
             with self._lock:
                 self._workers[self._workers.index(worker)] = fresh
-        if job is not None and not job.future.done():
-            job.future.set_exception(
-                WorkerDiedError(f"worker process {pid} died ({_describe_exit(code)})", pid, code)
-            )
+        elif self._broken is not None:
+            with self._lock:
+                self._workers.remove(worker)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
@@ -586,9 +657,15 @@ _pools_lock = threading.Lock()
 def default_pool(num_workers: int, context: str = "spawn", initializer=None,
                  initargs: tuple = ()) -> ProcessPool:
     """The shared pool for these settings, created on first use."""
-    key = (num_workers, context, initializer, tuple(initargs))
+    # By value: a new lambda with the same code is the same initializer, and
+    # unhashable initargs are fine.
+    init_key = dumps((initializer, tuple(initargs))) if initializer is not None else None
+    key = (num_workers, context, init_key)
     with _pools_lock:
         pool = _pools.get(key)
+        if pool is not None and pool._broken is not None:
+            pool.shutdown(wait=False)  # e.g. its initializer failed: try afresh
+            pool = None
         if pool is None:
             pool = _pools[key] = ProcessPool(
                 num_workers, context=context, initializer=initializer, initargs=initargs
