@@ -1,0 +1,168 @@
+"""Regressions: failure paths that once hung, leaked or misreported."""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+
+import pytest
+
+from localsched import multiprocessing as lmp
+from localsched import threaded
+from localsched.callbacks import Callback
+from localsched.local import get_sync
+
+
+def inc(x):
+    return x + 1
+
+
+class _ArrivesBroken:
+    """Pickles in the worker, cannot be unpickled in the parent."""
+
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    if os.environ.get("LOCALSCHED_TEST_IN_WORKER") != "1":
+        raise RuntimeError("cannot rebuild in parent")
+    return None
+
+
+def _make_broken():
+    os.environ["LOCALSCHED_TEST_IN_WORKER"] = "1"
+    return _ArrivesBroken()
+
+
+def test_unreadable_result_fails_the_task_instead_of_hanging():
+    with pytest.raises(RuntimeError, match="could not read a message from worker"):
+        lmp.get({"x": (_make_broken,)}, "x", num_workers=1)
+    assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+
+
+def _failing_init():
+    raise ValueError("init failed")
+
+
+def test_failing_initializer_is_reported_and_not_respawned_forever():
+    with pytest.raises(RuntimeError, match="initializer failed.*init failed"):
+        lmp.get({"x": (inc, 1)}, "x", num_workers=2, initializer=_failing_init)
+
+
+def test_initializer_pools_are_shared_by_value():
+    for _ in range(3):
+        assert lmp.get({"x": (inc, 1)}, "x", num_workers=1,
+                       initializer=lambda: None, initargs=()) == 2
+    assert len(lmp._pools) == 1
+
+
+def test_shutdown_resolves_running_work(tmp_path):
+    fifo = str(tmp_path / "started")
+    os.mkfifo(fifo)
+    pool = lmp.ProcessPool(1)
+    fut = pool.submit(_write_then_sleep, fifo)
+    with open(fifo, "rb") as f:
+        f.read(1)
+    pool.shutdown(wait=False)
+    with pytest.raises(RuntimeError, match="shut down"):
+        fut.result(timeout=30)
+
+
+def _write_then_sleep(path):
+    import time
+
+    with open(path, "wb") as f:
+        f.write(b"x")
+    time.sleep(60)
+
+
+def test_unsendable_task_is_named():
+    with pytest.raises(TypeError, match="pickle") as info:
+        lmp.get({"y": (inc, threading.Lock())}, "y", num_workers=1)
+    assert "while sending task 'y'" in info.value.__notes__
+
+
+@pytest.mark.parametrize("get", [get_sync, threaded.get, lmp.get])
+def test_every_finish_hook_runs_when_one_raises(get):
+    calls = []
+
+    def bad_finish(dsk, state, errored):
+        raise RuntimeError("finish failed")
+
+    good = Callback(start=lambda dsk: calls.append("start"),
+                    finish=lambda dsk, state, errored: calls.append("finish"))
+    with pytest.raises(RuntimeError, match="finish failed"):
+        get({"x": (inc, 1)}, "x", callbacks=[Callback(finish=bad_finish), good])
+    assert calls == ["start", "finish"]
+
+
+@pytest.mark.parametrize("get", [get_sync, threaded.get])
+def test_get_inside_a_callback_ignores_global_callbacks(get):
+    starts = []
+    inner = []
+
+    def posttask(key, result, dsk, state, wid):
+        inner.append(get_sync({"y": (inc, 1)}, "y"))
+
+    with Callback(start=lambda dsk: starts.append(1)):
+        get({"x": (inc, 1)}, "x", callbacks=[Callback(posttask=posttask)])
+    assert starts == [1] and inner == [2]
+
+
+def test_independent_tasks_run_concurrently_even_after_fast_ones():
+    """Fast tasks measured first must not make the batcher pile dependents
+    of unknown duration onto one worker: here they must meet at a barrier."""
+    barrier = threading.Barrier(4, timeout=30)
+
+    def meet(_):
+        barrier.wait()
+        return 1
+
+    dsk = {("fast", i): (inc, i) for i in range(300)}
+    dsk.update({("meet", j): (meet, ("fast", 0)) for j in range(4)})
+    dsk["out"] = (sum, [("meet", j) for j in range(4)] + [("fast", i) for i in range(300)])
+    assert threaded.get(dsk, "out", num_workers=4) == 4 + sum(range(1, 301))
+
+
+class Obj:
+    pass
+
+
+def test_batched_chains_hold_no_more_results_than_a_sequential_run():
+    live = weakref.WeakSet()
+    peak = [0]
+
+    def step(_=None):
+        o = Obj()
+        live.add(o)
+        peak[0] = max(peak[0], len(live))
+        return o
+
+    dsk = {"t0": (step,)}
+    for i in range(1, 2000):
+        dsk[f"t{i}"] = (step, f"t{i - 1}")
+    dsk["out"] = (len, [f"t{1999}"])
+    assert threaded.get(dsk, "out", num_workers=2) == 1
+    assert peak[0] <= 4
+
+
+def test_chunksize_bounds_the_whole_batch():
+    sizes = []
+    dsk = {"c0": 0}
+    for i in range(1, 500):
+        dsk[f"c{i}"] = (inc, f"c{i - 1}")
+    real_submit = threaded.default_pool(2).submit
+
+    def spy(fn, *args, **kwargs):
+        sizes.append(len(args[1]))  # ctx.run, run_batch, items, ...
+        return real_submit(fn, *args, **kwargs)
+
+    from concurrent.futures import Executor
+
+    class Spy(Executor):
+        submit = staticmethod(spy)
+
+    assert threaded.get(dsk, "c499", pool=Spy(), num_workers=2, chunksize=3) == 499
+    assert max(sizes) <= 3
