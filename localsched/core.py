@@ -305,9 +305,6 @@ def run_batch(
             emit(buf)
 
 
-_ALLOWED_OPTIONS = frozenset()
-
-
 def get_async(
     submit: Optional[Callable[..., Future]],
     num_workers: int,
@@ -505,15 +502,6 @@ class _Run:
             return cache[k]
 
         return build(self.out_keys)
-
-    def _release_inputs(self, i: int) -> None:
-        refs = self.refs
-        for d in self.deps[i]:
-            refs[d] -= 1
-            if not refs[d] and not self.is_output[d]:
-                k = self.keys[d]
-                del self.cache[k]
-                self.state.released.add(k)
 
     # -- synchronous -------------------------------------------------------
 

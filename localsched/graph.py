@@ -266,16 +266,8 @@ def _compile_structure(x: Any, index: dict):
 
 def _compile_arg(x: Any, index: dict, found: list):
     tx = type(x)
-    if tx is tuple:
-        if x and callable(x[0]):
-            return (A_TASK, x[0], tuple(_compile_arg(a, index, found) for a in x[1:]))
-        try:
-            if x in index:
-                found.append(x)
-                return (A_KEY, x)
-        except TypeError:
-            pass
-        return (A_TUPLE, tuple(_compile_arg(a, index, found) for a in x))
+    if tx is tuple and x and callable(x[0]):
+        return (A_TASK, x[0], tuple(_compile_arg(a, index, found) for a in x[1:]))
     if tx is list:
         return (A_LIST, tuple(_compile_arg(a, index, found) for a in x))
     if tx is dict:
@@ -284,8 +276,10 @@ def _compile_arg(x: Any, index: dict, found: list):
         if x in index:
             found.append(x)
             return (A_KEY, x)
-    except TypeError:
+    except TypeError:  # unhashable: a literal, or a tuple holding keys
         pass
+    if tx is tuple:
+        return (A_TUPLE, tuple(_compile_arg(a, index, found) for a in x))
     return (A_LIT, x)
 
 

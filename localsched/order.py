@@ -33,16 +33,7 @@ from __future__ import annotations
 
 from .graph import CycleError
 
-__all__ = ["order", "order_and_consumers", "dependents_of", "peak_live", "find_cycle"]
-
-
-def dependents_of(deps: list) -> list:
-    """The reverse adjacency of ``deps``: for each index, who depends on it."""
-    out: list = [[] for _ in deps]
-    for i, ds in enumerate(deps):
-        for d in ds:
-            out[d].append(i)
-    return out
+__all__ = ["order", "order_and_consumers", "peak_live", "find_cycle"]
 
 
 def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
