@@ -39,12 +39,16 @@ the batch is small, it adds every dependent whose unfinished dependencies
 are all inside the batch (a chain, or a whole small sub-tree) and sorts the
 batch by priority, which keeps it topological.  The worker runs it in order,
 so a 10,000-task chain costs one hand-off per batch instead of one per task.
-How many tasks go in a batch adapts to the measured task durations: batches
-of short tasks grow, tasks longer than a millisecond go one per dispatch.
+A batch holds about BATCH_BUDGET seconds of work, judged by the measured
+mean duration of each task's function: a task whose function has not been
+timed yet, or is slow, goes alone, so long tasks spread over all workers.
+A result only later tasks of the same batch need is dropped by the worker
+after its last use there and never travels back.
 
-Timing.  A batch is only given to an idle worker, so its first task starts
-at dispatch, and the task after position p starts when p's record arrives:
-that is when ``pretask`` fires.  ``posttask`` fires when the record arrives,
+Timing.  Workers hand records over in lists, about once a millisecond.
+When someone listens for task starts, a worker announces each batch as it
+starts and hands over finished records before each next task starts; that
+is when ``pretask`` fires.  ``posttask`` fires when the record arrives,
 and ``state.timing`` holds the ``(start, end)`` epoch seconds the worker
 measured around the call itself.
 
@@ -490,8 +494,8 @@ class _Run:
     @property
     def needed(self) -> list:
         """The indices taking part: data the tasks use, then the tasks."""
-        is_data, in_run = self.specs, self.in_run
-        return [i for i, r in enumerate(in_run) if r and is_data[i][0] == DATA] + self.order
+        specs, in_run = self.specs, self.in_run
+        return [i for i, r in enumerate(in_run) if r and specs[i][0] == DATA] + self.order
 
     def results(self):
         cache = self.cache
