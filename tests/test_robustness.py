@@ -106,8 +106,8 @@ def test_get_inside_a_callback_ignores_global_callbacks(get):
     def posttask(key, result, dsk, state, wid):
         inner.append(get_sync({"y": (inc, 1)}, "y"))
 
-    with Callback(start=lambda dsk: starts.append(1)):
-        get({"x": (inc, 1)}, "x", callbacks=[Callback(posttask=posttask)])
+    with Callback(start=lambda dsk: starts.append(1)), Callback(posttask=posttask):
+        get({"x": (inc, 1)}, "x")
     assert starts == [1] and inner == [2]
 
 

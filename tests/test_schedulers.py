@@ -69,7 +69,7 @@ def test_threads_default_pool_is_reused():
 
 def test_threads_num_workers_defaults_to_cpu_count():
     threaded.get({"x": 1}, "x")
-    assert (os.cpu_count() or 1) in threaded._pools
+    assert (None, os.cpu_count() or 1) in threaded._pools  # (main thread, workers)
 
 
 def test_threads_accept_an_executor_and_a_threadpool():
