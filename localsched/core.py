@@ -8,12 +8,12 @@ Data flow for a pool (threads or processes)::
     caller thread (the scheduler)                    workers
     ─────────────────────────────                    ───────
     compile graph ─► cull ─► order (priorities)
-    ready heap ──Planner──► batch ──submit(run_batch)──► run_batch: for each task
+    ready stack ─Planner──► batch ──submit(run_batch)──► run_batch: for each task
          ▲                                                 t0, execute spec, t1
          │                                                 emit([record, ...])
     Run.complete(record) ◄── events (SimpleQueue) ◄────────┘  (as tasks end)
       cache result, release inputs,                      future done ──► events
-      newly ready dependents ─► ready heap               (the worker is free again)
+      newly ready dependents ─► ready stack              (the worker is free again)
 
 Only the caller's thread touches the scheduler state and fires callbacks, so
 the callbacks of one computation never run concurrently.  There is no
@@ -33,9 +33,11 @@ the cache, unless i is a requested output.  Both loops (inline and pool)
 finish tasks through the same ``Run.complete``.
 
 Task selection.  ``order.order`` gives each task a static priority: its
-position in a depth-first post-order from the outputs.  Ready tasks sit in a
-heap keyed by that priority, so the one that finishes the current branch is
-dispatched first.
+position in a depth-first post-order from the outputs.  Ready tasks sit on a
+stack: those a finished task made ready go on top, sorted so the lowest
+priority is taken first.  The branch just advanced is continued before older
+ready work (dask's rule), which holds fewer results than following the
+static order strictly.
 
 Batches.  ``batching.Planner`` hands a worker a contiguous stretch of that
 order (about ``BATCH_BUDGET`` seconds of measured work), so a batch runs
@@ -61,7 +63,6 @@ tasks inline, in priority order, in the caller's thread.
 from __future__ import annotations
 
 import contextvars
-import heapq
 import os
 import threading
 import time
@@ -284,7 +285,7 @@ class _Overlay(dict):
 FLUSH_INTERVAL = 1e-3
 # ... and as soon as this many records carrying results wait, so that the
 # results in flight between worker and scheduler stay few (memory).
-FLUSH_RESULTS = 8
+FLUSH_RESULTS = 1
 
 
 def run_batch(
@@ -549,9 +550,10 @@ class Run:
         for i, s in enumerate(status):
             if s == DONE:
                 in_run[i] = 1
-        # waiting[i]: unfinished dependencies; READY tasks go on the heap.
+        # waiting[i]: unfinished dependencies.  READY tasks wait on a stack,
+        # the next on top (lowest priority last): see ``complete``.
         self.waiting = waiting = [0] * len(keys)
-        self.ready: list = []
+        ready = []
         for i in run_order:
             w = 0
             for d in deps[i]:
@@ -560,8 +562,9 @@ class Run:
             waiting[i] = w
             if not w:
                 status[i] = READY
-                self.ready.append((priority[i], i))
-        heapq.heapify(self.ready)
+                ready.append(i)
+        ready.reverse()
+        self.ready: list = ready
         self.remaining = self.ntasks
         self.state: Optional[State] = None
         self.tracker: Optional[_Tracker] = None
@@ -607,12 +610,23 @@ class Run:
         self.state.finished.add(key)
         self.remaining -= 1
         waiting = self.waiting
+        new = None
         for d in self.dependents[i]:
             w = waiting[d] - 1
             waiting[d] = w
             if not w and status[d] == WAITING:
                 status[d] = READY
-                heapq.heappush(self.ready, (self.priority[d], d))
+                if new is None:
+                    new = [d]
+                else:
+                    new.append(d)
+        if new is not None:
+            # The ready rule (dask's): the dependents a task just made ready
+            # go on top of the stack, lowest priority last, so the branch it
+            # advanced is continued before older ready work.
+            if len(new) > 1:
+                new.sort(key=self.priority.__getitem__, reverse=True)
+            self.ready.extend(new)
         freed = []
         refs, is_output = self.refs, self.is_output
         for d in self.deps[i]:
@@ -630,13 +644,15 @@ class Run:
     # -- synchronous -------------------------------------------------------
 
     def run_inline(self, dsk, pretasks, posttasks):
-        """Run every task in priority order in this thread."""
+        """Run every task in this thread, by the ready rule."""
         keys, specs, cache = self.keys, self.specs, self.cache
         state = self.state
         start, complete = self.start, self.complete
         now = time.time
         wid = threading.get_ident()
-        for i in self.order:
+        ready = self.ready
+        while ready:
+            i = ready.pop()
             key = keys[i]
             if pretasks:
                 for f in pretasks:
@@ -823,6 +839,8 @@ class Run:
                             k2 = keys[nxt]
                             for f in pretasks:
                                 f(k2, dsk, state)
+                # Hold no result past its release while waiting for the next list.
+                records = item = value = None
         except BaseException as exc:
             cancelled.append(True)
             stopped = now()
