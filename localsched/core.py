@@ -107,10 +107,12 @@ class State(Mapping):
       keys), ``released`` (live set of keys whose results left the cache);
     - ``dependencies`` and ``dependents`` (key -> set of keys, per lookup);
     - ``ready`` (list of keys, next first), ``running`` (set), ``waiting``
-      (dict key -> set of unfinished dependencies, for tasks not yet ready),
-      ``waiting_data`` (dict key -> set of unfinished dependents, for cached
-      keys): built on first access, then kept up to date as tasks move, so
-      each later access costs only the changes since.
+      (Mapping key -> set of unfinished dependencies, for tasks not yet
+      ready), ``waiting_data`` (dict key -> set of unfinished dependents, for
+      cached keys): snapshots built on access from what is live -- ready and
+      running tasks, the cache -- so an access costs O(ready + running +
+      cache), never a walk of the graph (``len(state["waiting"])`` included),
+      and a run nobody asks about pays nothing.
 
     Attributes, for the task whose posttask is firing: ``timing`` (its
     ``(start, end)`` epoch seconds, measured by the worker), ``freed`` (the
@@ -165,13 +167,16 @@ class State(Mapping):
             if name not in self._static:
                 self._static[name] = _Adjacency(run, name == "dependencies")
             return self._static[name]
-        if name in ("ready", "running", "waiting", "waiting_data"):
-            tracker = run.tracker
-            if tracker is None:
-                tracker = run.tracker = _Tracker(run)
-            if name == "ready":
-                return list(tracker.ready)
-            return getattr(tracker, name)
+        if name == "ready":
+            return run.ready_keys()
+        if name == "running":
+            return run.running_keys()
+        if name == "waiting":
+            return _Waiting(run)
+        if name == "waiting_data":
+            keys, status, index, dependents = run.keys, run.status, run.index, run.dependents
+            return {k: {keys[j] for j in dependents[index[k]] if status[j] != DONE}
+                    for k in run.cache}
         raise KeyError(name)
 
     def __iter__(self):
@@ -184,63 +189,36 @@ class State(Mapping):
         return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
 
 
-class _Tracker:
-    """dask's ``ready``/``running``/``waiting``/``waiting_data``, kept live.
-
-    Built from the run's state when a callback first asks (O(graph), once),
-    then updated by ``Run`` on each move (O(changes)); runs nobody asks
-    about never pay for it.
-    """
+class _Waiting(Mapping):
+    """``state["waiting"]``: key -> its unfinished dependencies, for tasks not
+    yet ready.  Its length costs O(ready + running), not O(graph) (dask's
+    ProgressBar asks for it ten times a second); a lookup costs one task's
+    dependencies; only iterating it walks the graph."""
 
     def __init__(self, run: "Run"):
-        keys, status, deps, dependents = run.keys, run.status, run.deps, run.dependents
-        self.run = run
-        order = run.order
-        # ready: an insertion-ordered set (dict), in priority order at first.
-        self.ready: dict = {}
-        self.running: set = set()
-        self.waiting: dict = {}
-        for i in order:
-            s = status[i]
-            if s == RUNNING:
-                self.running.add(keys[i])
-            elif s == READY:
-                self.ready[keys[i]] = None
-            elif s == WAITING:
-                self.waiting[keys[i]] = {keys[d] for d in deps[i] if status[d] != DONE}
-        self.waiting_data: dict = {
-            k: {keys[j] for j in dependents[run.index[k]] if status[j] != DONE}
-            for k in run.cache
-        }
+        self._run = run
 
-    def started(self, i: int) -> None:
-        key = self.run.keys[i]
-        self.ready.pop(key, None)
-        self.waiting.pop(key, None)
-        self.running.add(key)
-
-    def completed(self, i: int, freed: list) -> None:
-        run = self.run
+    def __getitem__(self, key):
+        run = self._run
+        i = run.index.get(key)
+        if i is None or not run.in_run[i] or run.status[i] != WAITING:
+            raise KeyError(key)
         keys, status = run.keys, run.status
-        key = keys[i]
-        self.running.discard(key)
-        waiting, ready, waiting_data = self.waiting, self.ready, self.waiting_data
-        for d in run.dependents[i]:
-            w = waiting.get(keys[d])
-            if w is not None:
-                w.discard(key)
-                if not w:
-                    del waiting[keys[d]]
-                    if status[d] == READY:
-                        ready[keys[d]] = None
-        for d in run.deps[i]:
-            wd = waiting_data.get(keys[d])
-            if wd is not None:
-                wd.discard(key)
-        for k in freed:
-            waiting_data.pop(k, None)
-        if key in run.cache:
-            waiting_data[key] = {keys[j] for j in run.dependents[i] if status[j] != DONE}
+        return {keys[d] for d in run.deps[i] if status[d] != DONE}
+
+    def __iter__(self):
+        run = self._run
+        keys, status = run.keys, run.status
+        return (keys[i] for i in run.order if status[i] == WAITING)
+
+    def __len__(self) -> int:
+        run = self._run
+        status = run.status
+        ready = sum(1 for i in run.ready if status[i] == READY)
+        return run.remaining - ready - len(run.running_keys())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 class _Adjacency(Mapping):
@@ -285,7 +263,12 @@ class _Overlay(dict):
 FLUSH_INTERVAL = 1e-3
 # ... and as soon as this many records carrying results wait, so that the
 # results in flight between worker and scheduler stay few (memory).
-FLUSH_RESULTS = 1
+FLUSH_RESULTS = 8
+# When someone listens for task starts, finished records go out before the
+# next task starts if this long has passed since the last hand-off: a
+# pretask fires at most this late, and microsecond tasks do not pay one
+# hand-off each (dask's ProgressBar listens for starts).
+ANNOUNCE_INTERVAL = 1e-4
 
 
 def run_batch(
@@ -307,8 +290,9 @@ def run_batch(
     last hand-off or ``FLUSH_RESULTS`` records carry results, on a failure,
     and at the end.  With ``announce`` (someone listens for task starts), a
     first record ``(i, None, None, start, 0.0, worker_id)`` says at once that
-    the batch has started, and finished records are handed over before each
-    next task starts, so its start is known when it happens.
+    the batch has started, and finished records are handed over before the
+    next task starts (at most every ``ANNOUNCE_INTERVAL``), so its start is
+    known within that when it happens.
     """
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
@@ -323,9 +307,11 @@ def run_batch(
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
-            if announce and buf:
+            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
                 emit(buf)
                 buf = []
+                carried = 0
+                last = now()
             t0 = now()
             try:
                 value = execute(spec, data)
@@ -567,7 +553,9 @@ class Run:
         self.ready: list = ready
         self.remaining = self.ntasks
         self.state: Optional[State] = None
-        self.tracker: Optional[_Tracker] = None
+        # Batches on their way (pool loop), or the task running inline.
+        self.flights: dict = {}
+        self.current: Optional[int] = None
 
     @property
     def needed(self) -> list:
@@ -585,6 +573,18 @@ class Run:
 
         return build(self.out_keys)
 
+    def ready_keys(self) -> list:
+        """Keys of the READY tasks, the next first (O(ready))."""
+        keys, status = self.keys, self.status
+        return [keys[i] for i in reversed(self.ready) if status[i] == READY]
+
+    def running_keys(self) -> set:
+        """Keys of the tasks running now (O(running))."""
+        keys, status = self.keys, self.status
+        if self.current is not None:
+            return {keys[self.current]}
+        return {keys[i] for f in self.flights.values() for i in f.batch if status[i] == RUNNING}
+
     # -- the moves ------------------------------------------------------------
 
     def start(self, i: int) -> None:
@@ -593,8 +593,6 @@ class Run:
             raise InvalidStateError(
                 f"task {self.keys[i]!r} started while {STATE_NAMES[self.status[i]]}")
         self.status[i] = RUNNING
-        if self.tracker is not None:
-            self.tracker.started(i)
 
     def complete(self, i: int, value) -> list:
         """RUNNING -> DONE: store the result, wake dependents, release inputs
@@ -637,8 +635,6 @@ class Run:
                 del self.cache[k]
                 self.state.released.add(k)
                 freed.append(k)
-        if self.tracker is not None:
-            self.tracker.completed(i, freed)
         return freed
 
     # -- synchronous -------------------------------------------------------
@@ -658,6 +654,7 @@ class Run:
                 for f in pretasks:
                     f(key, dsk, state)
             start(i)
+            self.current = i
             t0 = now()
             try:
                 value = execute(specs[i], cache)
@@ -670,6 +667,7 @@ class Run:
                 state.running_since[key] = (t0, wid)  # interrupted
                 raise
             t1 = now()
+            self.current = None
             freed = complete(i, value)
             if posttasks:
                 state.timing = (t0, t1)
@@ -704,7 +702,7 @@ class Run:
         get_event = events.get
         cancelled: list = []  # made non-empty to stop in-process batches early
         inflight: dict = {}  # future -> _Flight
-        flights: dict = {}  # batch serial -> _Flight
+        flights = self.flights  # batch serial -> _Flight
         # After position p of a batch finishes, the next one starts.
         successor: dict = {}
         keep_all = bool(posttasks) or rerun_exceptions_locally
@@ -714,10 +712,6 @@ class Run:
 
         def dispatch() -> None:
             batch = planner.next_batch()
-            tracker = self.tracker
-            if tracker is not None:
-                for i in batch:
-                    tracker.started(i)
             items, data = planner.items(batch, keep_all=keep_all, pack_data=pack_data)
             if not pack_data and len(batch) > 1:
                 # Results made inside the batch stay in the worker's overlay:
