@@ -47,6 +47,7 @@ import cloudpickle
 from . import core
 from .callbacks import Callback
 from .core import get_async
+from .options import check_options, dask_config, pool_size
 
 __all__ = ["get", "ProcessPool", "WorkerDiedError", "RemoteTraceback", "shutdown"]
 
@@ -692,30 +693,44 @@ def get(
     num_workers: Optional[int] = None,
     pool: Optional[Executor] = None,
     callbacks: Optional[Iterable] = None,
-    rerun_exceptions_locally: bool = False,
+    rerun_exceptions_locally: Optional[bool] = None,
     chunksize: Optional[int] = None,
     context: Optional[str] = None,
     initializer: Optional[Callable] = None,
     initargs: tuple = (),
+    cache: Optional[dict] = None,
+    func_dumps: Optional[Callable] = None,
+    func_loads: Optional[Callable] = None,
+    **options,
 ):
     """Compute ``keys`` of ``dsk`` on worker processes.
 
     Parameters
     ----------
     num_workers : int, optional
-        Worker processes (default: the number of CPUs).
+        Worker processes (default: dask's ``num_workers`` config, else the
+        pool's size with ``pool=``, else the number of CPUs).
     pool : Executor, optional
         A ``ProcessPool`` or any ``concurrent.futures`` process executor to
-        run on instead of the shared pool.
+        run on instead of the shared pool (default: dask's ``pool`` config).
     context : {"spawn", "fork", "forkserver"}, optional
-        Start method of the shared pool's workers (default "spawn").
+        Start method of the shared pool's workers (default: dask's
+        ``multiprocessing.context`` config, else "spawn").
     initializer, initargs
-        Run in each worker process when it starts.
+        Run in each worker process when it starts (default: dask's
+        ``multiprocessing.initializer`` config).
     chunksize : int, optional
-        At most this many ready tasks per message to a worker (default:
-        adaptive, about 2 ms of work per message).
-    callbacks, rerun_exceptions_locally
+        At most this many tasks per message to a worker (default: dask's
+        ``chunksize`` config, else adaptive, about 2 ms of work per message).
+    func_dumps, func_loads
+        Accepted for dask compatibility (dask's config keys too); localsched
+        always ships tasks with pickle, falling back to cloudpickle.
+    callbacks, rerun_exceptions_locally, cache
         See ``localsched.core.get_async``.
+    **options
+        Keywords other dask schedulers take (``optimize_graph=``, ...), as
+        ``dask.compute`` forwards them: accepted and ignored.  Anything else
+        raises TypeError.
 
     A task's exception is re-raised here as the same type, with the worker's
     traceback text attached as its ``__cause__``.
@@ -723,10 +738,20 @@ def get(
     >>> get({'x': (sum, [1, 2])}, 'x', num_workers=1)
     3
     """
+    if options:
+        check_options(options, "localsched.multiprocessing.get")
+    if pool is None:
+        pool = dask_config("pool")
     if num_workers is None:
-        num_workers = os.cpu_count() or 1
-    if not isinstance(num_workers, int) or num_workers < 1:
+        num_workers = dask_config("num_workers")
+    if num_workers is None:
+        num_workers = pool_size(pool) if pool is not None else (os.cpu_count() or 1)
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
         raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    if rerun_exceptions_locally is None:
+        rerun_exceptions_locally = bool(dask_config("rerun_exceptions_locally", False))
+    if chunksize is None:
+        chunksize = dask_config("chunksize")
     if pool is not None:
         if context is not None or initializer is not None:
             raise TypeError("context= and initializer= configure the shared pool; "
@@ -735,7 +760,10 @@ def get(
             raise TypeError(f"pool= must be a concurrent.futures.Executor, got "
                             f"{type(pool).__name__}")
     else:
-        pool = default_pool(num_workers, context or "spawn", initializer, initargs)
+        context = context or dask_config("multiprocessing.context", "spawn")
+        if initializer is None:
+            initializer = dask_config("multiprocessing.initializer")
+        pool = default_pool(num_workers, context, initializer, initargs)
     ours = isinstance(pool, ProcessPool)
     return get_async(
         pool.submit,
@@ -745,6 +773,7 @@ def get(
         callbacks=callbacks,
         rerun_exceptions_locally=rerun_exceptions_locally,
         chunksize=chunksize,
+        cache=cache,
         pack_data=True,
         stream=ours,
         unpack_exception=unpack_exception,

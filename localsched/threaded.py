@@ -76,8 +76,10 @@ class ThreadPool(Executor):
             if not self._idle.acquire(blocking=False) and len(self._threads) < self.num_workers:
                 t = threading.Thread(target=self._worker, daemon=True,
                                      name=f"{self._name}-{len(self._threads)}")
-                t.start()
+                # Listed before it starts: a Ctrl-C landing inside start()
+                # must not leave a thread that shutdown() knows nothing of.
                 self._threads.append(t)
+                t.start()
         return future
 
     def _worker(self) -> None:
@@ -120,7 +122,8 @@ class ThreadPool(Executor):
             self._work.put(None)
         if wait:
             for t in threads:
-                t.join()
+                if t.ident is not None:  # (never started if start() was interrupted)
+                    t.join()
 
 
 # Shared pools by (thread, worker count); thread is None for the main thread.
