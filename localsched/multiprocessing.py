@@ -742,6 +742,13 @@ def get(
         check_options(options, "localsched.multiprocessing.get")
     if pool is None:
         pool = dask_config("pool")
+    if pool is not None:
+        if context is not None or initializer is not None:
+            raise TypeError("context= and initializer= configure the shared pool; "
+                            "they cannot be combined with pool=")
+        if not isinstance(pool, Executor):
+            raise TypeError(f"pool= must be a concurrent.futures.Executor, got "
+                            f"{type(pool).__name__}")
     if num_workers is None:
         num_workers = dask_config("num_workers")
     if num_workers is None:
@@ -752,14 +759,7 @@ def get(
         rerun_exceptions_locally = bool(dask_config("rerun_exceptions_locally", False))
     if chunksize is None:
         chunksize = dask_config("chunksize")
-    if pool is not None:
-        if context is not None or initializer is not None:
-            raise TypeError("context= and initializer= configure the shared pool; "
-                            "they cannot be combined with pool=")
-        if not isinstance(pool, Executor):
-            raise TypeError(f"pool= must be a concurrent.futures.Executor, got "
-                            f"{type(pool).__name__}")
-    else:
+    if pool is None:
         context = context or dask_config("multiprocessing.context", "spawn")
         if initializer is None:
             initializer = dask_config("multiprocessing.initializer")
