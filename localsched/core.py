@@ -30,7 +30,7 @@ states, and a move the state does not allow raises InvalidStateError::
 ``waiting[i]`` counts the unfinished dependencies of i; ``refs[i]`` the
 unfinished dependents of i.  When ``refs[i]`` drops to zero the result leaves
 the cache, unless i is a requested output.  Both loops (inline and pool)
-finish tasks through the same ``Run.complete``.
+finish tasks through the same ``Run._mover`` step.
 
 Task selection.  ``order.order`` gives each task a static priority: its
 position in a depth-first post-order from the outputs.  Ready tasks sit on a
@@ -476,7 +476,8 @@ def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
 class Run:
     """One computation: the compiled, culled graph and its live state.
 
-    Every state move goes through ``start`` and ``complete``, which check it.
+    Every state move is checked: a task starts only from READY (or joins a
+    batch from WAITING), and finishes only from RUNNING (``_mover``).
     """
 
     def __init__(self, dsk: Mapping, keys: Any, known: Optional[dict] = None):
@@ -522,33 +523,31 @@ class Run:
         self.refs = refs = [0] * len(deps)
         self.cache = cache = known if known is not None else {}
         self.in_run = in_run = bytearray(len(deps))  # runs, or is data it uses
-        for i in run_order:
-            in_run[i] = 1
-            for d in deps[i]:
-                refs[d] += 1
-                if is_data[d] and status[d] != DONE:
-                    status[d] = DONE
-                    cache[keys[d]] = specs[d][1]
-        for i in outputs:
-            if is_data[i]:
-                status[i] = DONE
-                cache[keys[i]] = specs[i][1]
-        for i, s in enumerate(status):
-            if s == DONE:
-                in_run[i] = 1
         # waiting[i]: unfinished dependencies.  READY tasks wait on a stack,
-        # the next on top (lowest priority last): see ``complete``.
+        # the next on top (lowest priority last): see ``_mover``.
         self.waiting = waiting = [0] * len(keys)
         ready = []
-        for i in run_order:
+        for i in run_order:  # (deps come before their dependents here)
+            in_run[i] = 1
             w = 0
             for d in deps[i]:
-                if status[d] != DONE:
+                refs[d] += 1
+                if is_data[d]:
+                    if not in_run[d]:
+                        in_run[d] = 1
+                        status[d] = DONE
+                        cache[keys[d]] = specs[d][1]
+                else:
                     w += 1
             waiting[i] = w
             if not w:
                 status[i] = READY
                 ready.append(i)
+        for i in outputs:
+            if is_data[i]:
+                in_run[i] = 1
+                status[i] = DONE
+                cache[keys[i]] = specs[i][1]
         ready.reverse()
         self.ready: list = ready
         self.remaining = self.ntasks
@@ -587,55 +586,55 @@ class Run:
 
     # -- the moves ------------------------------------------------------------
 
-    def start(self, i: int) -> None:
-        """READY -> RUNNING, for a task run inline."""
-        if self.status[i] != READY:
-            raise InvalidStateError(
-                f"task {self.keys[i]!r} started while {STATE_NAMES[self.status[i]]}")
-        self.status[i] = RUNNING
+    def _mover(self):
+        """``complete(i, value)``: RUNNING -> DONE: store the result, wake
+        dependents, release inputs no task needs any more; returns the
+        released keys.  A closure over the run's structures (it runs once
+        per task; locals are faster than attributes), used by both loops."""
+        status, keys, cache = self.status, self.keys, self.cache
+        waiting, dependents, deps, priority = self.waiting, self.dependents, self.deps, self.priority
+        refs, is_output, ready = self.refs, self.is_output, self.ready
+        finished, released = self.state.finished, self.state.released
+        push, by_priority = ready.extend, priority.__getitem__
 
-    def complete(self, i: int, value) -> list:
-        """RUNNING -> DONE: store the result, wake dependents, release inputs
-        no task needs any more.  Returns the released keys."""
-        status = self.status
-        if status[i] != RUNNING:
-            raise InvalidStateError(
-                f"task {self.keys[i]!r} reported as finished while {STATE_NAMES[status[i]]}")
-        keys = self.keys
-        key = keys[i]
-        self.cache[key] = value
-        status[i] = DONE
-        self.state.finished.add(key)
-        self.remaining -= 1
-        waiting = self.waiting
-        new = None
-        for d in self.dependents[i]:
-            w = waiting[d] - 1
-            waiting[d] = w
-            if not w and status[d] == WAITING:
-                status[d] = READY
-                if new is None:
-                    new = [d]
-                else:
-                    new.append(d)
-        if new is not None:
-            # The ready rule (dask's): the dependents a task just made ready
-            # go on top of the stack, lowest priority last, so the branch it
-            # advanced is continued before older ready work.
-            if len(new) > 1:
-                new.sort(key=self.priority.__getitem__, reverse=True)
-            self.ready.extend(new)
-        freed = []
-        refs, is_output = self.refs, self.is_output
-        for d in self.deps[i]:
-            r = refs[d] - 1
-            refs[d] = r
-            if not r and not is_output[d]:
-                k = keys[d]
-                del self.cache[k]
-                self.state.released.add(k)
-                freed.append(k)
-        return freed
+        def complete(i: int, value) -> list:
+            if status[i] != RUNNING:
+                raise InvalidStateError(
+                    f"task {keys[i]!r} reported as finished while {STATE_NAMES[status[i]]}")
+            key = keys[i]
+            cache[key] = value
+            status[i] = DONE
+            finished.add(key)
+            self.remaining -= 1
+            new = None
+            for d in dependents[i]:
+                w = waiting[d] - 1
+                waiting[d] = w
+                if not w and status[d] == WAITING:
+                    status[d] = READY
+                    if new is None:
+                        new = [d]
+                    else:
+                        new.append(d)
+            if new is not None:
+                # The ready rule (dask's): the dependents a task just made
+                # ready go on top of the stack, lowest priority last, so the
+                # branch it advanced is continued before older ready work.
+                if len(new) > 1:
+                    new.sort(key=by_priority, reverse=True)
+                push(new)
+            freed = []
+            for d in deps[i]:
+                r = refs[d] - 1
+                refs[d] = r
+                if not r and not is_output[d]:
+                    k = keys[d]
+                    del cache[k]
+                    released.add(k)
+                    freed.append(k)
+            return freed
+
+        return complete
 
     # -- synchronous -------------------------------------------------------
 
@@ -643,7 +642,8 @@ class Run:
         """Run every task in this thread, by the ready rule."""
         keys, specs, cache = self.keys, self.specs, self.cache
         state = self.state
-        start, complete = self.start, self.complete
+        status = self.status
+        complete = self._mover()
         now = time.time
         wid = threading.get_ident()
         ready = self.ready
@@ -653,7 +653,9 @@ class Run:
             if pretasks:
                 for f in pretasks:
                     f(key, dsk, state)
-            start(i)
+            if status[i] != READY:
+                raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+            status[i] = RUNNING
             self.current = i
             t0 = now()
             try:
@@ -694,7 +696,7 @@ class Run:
     ):
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
         state = self.state
-        complete = self.complete
+        complete = self._mover()
         planner = Planner(self, limit=chunksize)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()

@@ -208,6 +208,14 @@ def compile_graph(dsk: Mapping) -> CompiledGraph:
                         deps[i] = (ja,)
                         specs[i] = (CALL, value[0], value[1:], _POS_0)
                         continue
+                elif ta is int or ta is float:  # a number: a key, or a literal
+                    ja = get(a)
+                    if ja is None:
+                        specs[i] = (CALL, value[0], value[1:], ())
+                    else:
+                        deps[i] = (ja,)
+                        specs[i] = (CALL, value[0], value[1:], _POS_0)
+                    continue
             specs[i], deps[i] = _compile_task(value, index, key, taskref)
         elif node_type is not None and isinstance(value, node_type):
             dep_keys = tuple(value.dependencies)
