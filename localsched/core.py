@@ -77,6 +77,7 @@ from . import callbacks as _callbacks
 from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
+from .options import dask_config
 from .order import order_and_consumers
 
 __all__ = ["get_async", "State", "InvalidStateError", "in_task"]
@@ -414,6 +415,10 @@ def get_async(
     # Callbacks see the graph as a Mapping (dask hands schedulers an
     # expression object with __dask_graph__; dask's callbacks expect a dict).
     dsk = as_mapping(dsk)
+    if cache is None:
+        cache = dask_config("cache")  # as dask's get_async reads it
+        if cache is not None and not isinstance(cache, dict):
+            cache = None  # (dask also allows a cachey.Cache here; not a results dict)
     started: list = []  # finish hooks of callbacks whose start ran
     errored = True
     run = None
@@ -490,9 +495,10 @@ class Run:
                 raise TypeError(f"key {k!r} is unhashable; keys are str, bytes, int, "
                                 f"float or tuples of these") from None
         for k in flat:
-            if k not in dsk:
+            if k not in dsk and not (known and k in known):
                 raise KeyError(f"key {k!r} is not in the graph")
-        g = compile_graph(dsk)
+        # Results given in advance (dask's cache=) are data.
+        g = compile_graph(dsk, known)
         index = g.index
         outputs = [index[k] for k in flat]
         keys = self.keys = g.keys
@@ -500,13 +506,6 @@ class Run:
         deps = self.deps = g.deps
         self.specs = specs = g.specs
         is_data = g.is_data
-        if known:  # results given in advance (dask's cache=): data now
-            for k, v in known.items():
-                i = index.get(k)
-                if i is not None:
-                    specs[i] = (DATA, v)
-                    deps[i] = ()
-                    is_data[i] = True
         # The run order also culls: tasks no output needs are left out.
         self.order, self.dependents = order_and_consumers(deps, is_data, outputs, keys)
         run_order = self.order

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional
 
 __all__ = [
     "compile_graph",
@@ -67,14 +67,18 @@ class CycleError(ValueError):
         super().__init__("cycle in graph: " + " -> ".join(repr(k) for k in cycle))
 
 
-class MissingDependencyError(KeyError):
-    """A task depends on a key that is not in the graph."""
+class MissingDependencyError(KeyError, ValueError):
+    """A task depends on a key that is not in the graph.
+
+    A KeyError (the key is missing) and, as dask raises, a ValueError.
+    """
 
     def __init__(self, missing: Hashable, needed_by: Hashable):
         self.missing = missing
         self.needed_by = needed_by
         super().__init__(
-            f"key {missing!r} is not in the graph; it is needed by task {needed_by!r}"
+            f"Missing dependency: key {missing!r} is not in the graph; "
+            f"it is needed by task {needed_by!r}"
         )
 
     def __str__(self) -> str:  # KeyError's str() would repr the message
@@ -161,13 +165,16 @@ _POS_0 = (0,)
 _POS_01 = (0, 1)
 
 
-def compile_graph(dsk: Mapping) -> CompiledGraph:
+def compile_graph(dsk: Mapping, known: Optional[Mapping] = None) -> CompiledGraph:
     """Compile a graph: dependencies by index and one spec per key.
 
-    Raises MissingDependencyError for an explicit dependency (a dask
-    ``TaskRef``) on a key the graph lacks.
+    ``known``: results given in advance (dask's ``cache=``); those keys are
+    data, whether or not the graph has them.  Raises MissingDependencyError
+    for an explicit dependency (a dask ``TaskRef``) on a key neither has.
     """
     keys = list(dsk)
+    if known:
+        keys += [k for k in known if k not in dsk]
     index = {k: i for i, k in enumerate(keys)}
     if len(index) != len(keys):  # only a strange Mapping can do this
         raise ValueError("graph has duplicate keys")
@@ -177,8 +184,17 @@ def compile_graph(dsk: Mapping) -> CompiledGraph:
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
     get = index.get
+    if known:
+        for k, v in known.items():
+            i = index[k]
+            specs[i] = (DATA, v)
+            is_data[i] = True
+        items = ((k, v) for k, v in dsk.items() if k not in known)
+    else:
+        items = dsk.items()
     # This loop runs once per task: the common shapes are handled inline.
-    for i, (key, value) in enumerate(dsk.items()):
+    for key, value in items:
+        i = index[key]
         tv = type(value)
         if tv is tuple and value and callable(value[0]):
             n = len(value)

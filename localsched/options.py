@@ -45,6 +45,9 @@ FORWARDED_OPTIONS = frozenset({
     # dask.base.compute / persist / dask.local.get_async / dask.multiprocessing.get
     "optimize_graph", "traverse", "get_id", "pack_exception", "raise_exception",
     "dumps", "loads",
+    # dask's first callback keywords, still accepted (and ignored) by its
+    # get_async, and passed by its own tests
+    "start_callback", "end_callback",
     # dask.distributed.Client.get / compute
     "workers", "allow_other_workers", "resources", "sync", "asynchronous",
     "direct", "retries", "priority", "fifo_timeout", "actors", "restrictions",

@@ -13,12 +13,13 @@ runs first), so ready tasks are always picked to finish the current branch.
 
 A tree reduction of four leaves: each pair is reduced as soon as it exists,
 so at most four results are ever live (the first pair's sum, the
-second pair's two leaves and their new sum).
+second pair's two leaves and their new sum).  Among equal dependencies the
+last-listed goes first, as in dask's order:
 
 >>> deps = [(), (), (0, 1), (), (), (3, 4), (2, 5)]   # 0..6; 6 is the root
 >>> order(deps, [False] * 7, outputs=[6])
-[0, 1, 2, 3, 4, 5, 6]
->>> peak_live([0, 1, 2, 3, 4, 5, 6], deps)
+[4, 3, 5, 1, 0, 2, 6]
+>>> peak_live([4, 3, 5, 1, 0, 2, 6], deps)
 4
 
 Cycles are found here too:
@@ -59,7 +60,9 @@ def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = 
     for i in range(n):
         if is_data[i]:
             state[i] = 2  # need 0: in memory before the run starts
-    # Children are pushed in reverse so that the first-listed is walked first.
+    # Children are pushed as listed, so the last-listed is walked first: among
+    # equals dask's order does the same, and users (and dask's own tests)
+    # see independent inputs of one task computed last-to-first.
     out: list = []
     append = out.append
     resort = False  # does any task list a less hungry dependency first?
@@ -72,7 +75,7 @@ def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = 
             s = state[v]
             if s == 0:
                 state[v] = 1
-                for d in reversed(deps[v]):
+                for d in deps[v]:
                     sd = state[d]
                     if sd == 0:
                         walk.append(d)
@@ -174,12 +177,11 @@ def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> li
                     if not state[ds[0]]:
                         walk.append(ds[0])
                 elif ds:
+                    # Pushed as listed, so the last-listed is walked first;
+                    # with ``resort`` the least hungry is pushed first, so the
+                    # hungriest is walked first (among equals the last-listed).
                     if resort:
-                        # Least hungry pushed first, so the hungriest is
-                        # walked first; among equals the first-listed.
-                        ds = sorted(ds[::-1], key=need.__getitem__)
-                    else:
-                        ds = ds[::-1]
+                        ds = sorted(ds, key=need.__getitem__)
                     for d in ds:
                         if not state[d]:
                             walk.append(d)
