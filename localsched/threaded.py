@@ -29,6 +29,17 @@ _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
+def _reset_after_fork() -> None:
+    """A forked child has none of its parent's threads: forget their pools."""
+    global _pools_lock
+    _pools.clear()
+    _pools_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
 def default_pool(num_workers: int) -> ThreadPoolExecutor:
     """The shared pool with ``num_workers`` threads, created on first use."""
     with _pools_lock:
