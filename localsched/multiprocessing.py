@@ -65,7 +65,7 @@ def default_pool(num_workers: int, context: str = "spawn", initializer=None,
     key = (num_workers, context, init_key)
     with _pools_lock:
         pool = _pools.get(key)
-        if pool is not None and pool._broken is not None:
+        if pool is not None and pool.broken is not None:
             pool.shutdown(wait=False)
             pool = None
         if pool is None:

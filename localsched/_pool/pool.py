@@ -406,14 +406,19 @@ class ProcessPool(Executor):
         # listener lives as long as the workers, unlike the caller's thread.
         self._listener = threading.Thread(target=self._listen, name="localsched-process-pool",
                                           daemon=True)
+        _live_pools.add(self)  # before the first fork: fork workers let go of its pipes
         self._listener.start()
         self._started.wait()
         if self._start_error is not None:
             self._listener.join()
             raise self._start_error
-        _live_pools.add(self)
 
     # -- the caller's side ---------------------------------------------------
+
+    @property
+    def broken(self) -> Optional[BrokenProcessPool]:
+        """Why the pool cannot run work any more, or None while it can."""
+        return self._broken
 
     @property
     def pids(self) -> list[int]:
@@ -771,7 +776,8 @@ class ProcessPool(Executor):
         with self._lock:  # (a closed descriptor's number may be reused at once)
             os.close(self._wake_r)
             os.close(self._wake_w)
-            self._wake_w = -1
+            self._wake_r = self._wake_w = -1
+        _live_pools.discard(self)
 
     # -- a forked child ------------------------------------------------------
 
@@ -779,19 +785,16 @@ class ProcessPool(Executor):
         """In a child forked from the owner: close the inherited pipe ends
         (held open here, they would keep workers from seeing their parent
         exit) without touching the parent's workers."""
+        # Only what is still open: a closed descriptor's number may belong
+        # to something else by now.  (Worker.close is idempotent.)
         for w in self._workers:
-            try:
-                w.close()
-            except OSError:
-                pass
+            w.close()
             if isinstance(w, _MPWorker):
                 w.forget()
         for fd in (self._wake_r, self._wake_w):
-            try:
+            if fd >= 0:
                 os.close(fd)
-            except OSError:
-                pass
-        self._wake_w = -1
+        self._wake_r = self._wake_w = -1
 
 
 def _let_go_of_pools_in_child() -> None:
