@@ -482,7 +482,13 @@ class ProgressBar(Callback):
         self._t0 = self._timer()
 
     def _start_state(self, dsk, state):
-        if not self._owns(dsk) or not state.ntasks:
+        if not self._owns(dsk):
+            return
+        if not state.ntasks:
+            # Nothing to run: no drawing thread, but the final line (one
+            # completed bar) is still drawn at finish, as dask's bar does.
+            self.renderer = self._choose_renderer()
+            self._state = state
             return
         if self._group_by is not None:
             self._count_groups(state)
@@ -507,6 +513,8 @@ class ProgressBar(Callback):
     def _finish(self, dsk, state, errored):
         if not self._owns(dsk):
             return
+        #: Seconds the last computation took (as dask's ProgressBar keeps it).
+        self.last_duration = self._timer() - self._t0
         try:
             if self._thread is not None:
                 self._stop.set()
