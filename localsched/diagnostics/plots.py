@@ -48,6 +48,8 @@ localsched.diagnostics.records : TaskData, ResourceData, CacheData
 
 from __future__ import annotations
 
+import warnings
+
 import reprlib
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -662,6 +664,13 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
     >>> task_fig.select_one({'name': 'tasks'}).data_source.data['left'].tolist()
     [0.5]
     """
+    if "file_path" in figure_kwargs:  # dask's old name for filename
+        warnings.warn("file_path= is deprecated; use filename=", FutureWarning, stacklevel=2)
+        filename = figure_kwargs.pop("file_path")
+    # dask's keyword for the longest label shown (task-group names in legends).
+    label_size = figure_kwargs.pop("label_size", None)
+    # dask's title names the whole plot: it goes on the top figure only.
+    title = figure_kwargs.pop("title", None)
     if not isinstance(profilers, (list, tuple)):
         profilers = [profilers]
     if not profilers:
@@ -693,13 +702,31 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
             metric_name = getattr(profiler, "metric_name", "tasks")
             fig = _plot_cache(table, metric_name, x_range, t0, colors, figure_kwargs)
         figures.append(fig)
-    layout = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above")
+    if title is not None:
+        figures[0].title.text = title
+    if label_size is not None:
+        _shorten_legends(figures, int(label_size))
+    if len(figures) == 1:
+        layout = figures[0]  # one profiler: its figure, as dask returns
+    else:
+        layout = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above")
 
     if save:
         _save(layout, filename=filename, resources=resources, title="localsched profile")
     if show:
         _display(layout, filename if save else None, resources)
     return layout
+
+
+def _shorten_legends(figures: list, size: int) -> None:
+    """Cut legend labels to ``size`` characters (dask's ``label_size``)."""
+    for fig in figures:
+        for legend in fig.legend:
+            for item in legend.items:
+                label = item.label
+                value = getattr(label, "value", None) if label is not None else None
+                if isinstance(value, str) and len(value) > size:
+                    item.label = value[: max(1, size - 1)] + "…"
 
 
 def _in_notebook() -> bool:

@@ -295,9 +295,25 @@ def test_figures_share_one_x_range_from_the_global_earliest_time(small_profile, 
 
 
 def test_visualize_takes_a_single_profiler_and_passes_figure_kwargs(small_profile):
-    layout = plots.visualize(small_profile[0], save=False, show=False, height=222)
-    (fig,) = figures_of(layout)
-    assert fig.height == 222 and fig.x_range.start == 0.0
+    # One profiler: its figure itself, with the caller's settings (dask's API).
+    fig = plots.visualize(small_profile[0], save=False, show=False, height=222, width=500,
+                          tools="hover", title="Not the default")
+    assert fig.height == 222 and fig.width == 500 and fig.x_range.start == 0.0
+    assert fig.title.text == "Not the default"
+    assert any(type(t).__name__ == "HoverTool" for t in fig.tools)
+
+
+def test_visualize_accepts_dasks_keywords(small_profile, tmp_path):
+    layout = plots.visualize(list(small_profile), save=False, show=False, label_size=5,
+                             title="Not the default")
+    figs = figures_of(layout)
+    assert figs[0].title.text == "Not the default"
+    labels = [item.label.value for f in figs for lg in f.legend for item in lg.items
+              if getattr(item.label, "value", None)]
+    assert all(len(label) <= 5 for label in labels)
+    with pytest.warns(FutureWarning, match="file_path"):
+        plots.visualize(small_profile[0], show=False, file_path=str(tmp_path / "old.html"))
+    assert (tmp_path / "old.html").exists()
 
 
 def test_visualize_refuses_what_it_cannot_plot(small_profile):
