@@ -526,7 +526,7 @@ def test_auto_display_picks_widget_in_a_notebook(monkeypatch):
 
 
 def _renderer_used(pb):
-    pb._timer = FakeClock()
+    pb._clock = FakeClock()
     get_sync(CHAIN, "a", callbacks=[pb])
     return pb.renderer
 
