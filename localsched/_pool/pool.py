@@ -439,13 +439,14 @@ class ProcessPool(Executor):
         self._check_owner()
         body = dumps((fn, args, kwargs, emit is not None))  # may raise: not sendable
         future = _JobFuture(self)
+        job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
+        job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit)
+        del body
         with self._lock:
             if self._broken is not None:
                 raise BrokenProcessPool(str(self._broken)) from self._broken
             if self._closed:
                 raise RuntimeError("cannot submit to a ProcessPool after shutdown")
-            job_id = next(self._ids)
-            job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit)
             self._pending.append(job)
             self._wake()
         return future
