@@ -47,6 +47,19 @@ def test_dask_scheduler_suite(module, dask_tests_dir, tmp_path):
     assert sum(o.outcome == "passed" for o in result.outcomes) >= 3
 
 
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("module", harness.DASK_DIAGNOSTICS_MODULES)
+def test_dask_diagnostics_suite(module, dask_tests_dir, tmp_path):
+    """dask's own diagnostics tests, run on localsched's diagnostics."""
+    result = harness.run_suite(module, tmp_path, timeout=240)
+    problems = result.problems()
+    assert not problems, (
+        f"dask/{module}.py against localsched: {len(problems)} did not pass\n"
+        + "\n".join(problems)
+    )
+    assert sum(o.outcome == "passed" for o in result.outcomes) >= 3
+
+
 class TestGetSyncContract(dask_utils_test.GetFunctionTestMixin):
     get = staticmethod(localsched.local.get_sync)
 

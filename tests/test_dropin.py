@@ -356,3 +356,67 @@ def test_traceback_shows_the_users_frames_without_scheduler_internals_between(na
     # Between the scheduler's own loop and the user's function: nothing.
     internals = [f for f in frames if f.name in ("run_batch", "execute", "_run_arg")]
     assert internals == []
+
+
+# -- 5. memory stays depth-first under batching ---------------------------------------
+
+
+class _Live:
+    """Counts live result objects (this process), and their peak."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.live = self.peak = 0
+
+    def made(self):
+        with self.lock:
+            self.live += 1
+            self.peak = max(self.peak, self.live)
+
+    def freed(self):
+        with self.lock:
+            self.live -= 1
+
+
+_COUNTER = _Live()
+
+
+class _Result:
+    __slots__ = ("v", "__weakref__")
+
+    def __init__(self, v):
+        self.v = v
+        _COUNTER.made()
+
+    def __del__(self):
+        _COUNTER.freed()
+
+
+def _leaf(i):
+    return _Result(i)
+
+
+def _combine(a, b):
+    return _Result(a.v + b.v)
+
+
+def test_threaded_run_of_a_wide_tree_holds_few_results_at_once():
+    # 2048 tiny leaves reduced pairwise: a sequential depth-first run holds
+    # about log2(2048) + 1 = 12 results; batching held over 1000 before.
+    n = 2048
+    dsk = {("leaf", i): (_leaf, i) for i in range(n)}
+    keys = [("leaf", i) for i in range(n)]
+    level = 0
+    while len(keys) > 1:
+        level += 1
+        nxt = []
+        for j in range(0, len(keys), 2):
+            dsk[("t", level, j // 2)] = (_combine, keys[j], keys[j + 1])
+            nxt.append(("t", level, j // 2))
+        keys = nxt
+    for _ in range(2):  # the second run has every function timed: big batches
+        _COUNTER.peak = _COUNTER.live
+        result = threaded.get(dsk, keys[0], num_workers=2)
+        assert result.v == sum(range(n))
+        del result
+    assert _COUNTER.peak - _COUNTER.live <= 24

@@ -74,6 +74,7 @@ class CacheProfiler(Collector):
             metric_name = "tasks" if metric is None else funcname(metric)
         #: Label of the metric (read by the plotting code).
         self.metric_name = metric_name
+        self._metric_name = metric_name  # dask's attribute name
 
         super().__init__()
 

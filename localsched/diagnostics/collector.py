@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from timeit import default_timer
 from typing import ClassVar
 
 from ..callbacks import Callback
@@ -51,7 +52,16 @@ class Collector(Callback):
 
     def __enter__(self):
         self.clear()
+        # dask's attributes: when the with block began and ended, on
+        # timeit.default_timer's clock (as dask's profilers keep them).
+        self.start_time = default_timer()
         return super().__enter__()
+
+    def __exit__(self, *args):
+        try:
+            super().__exit__(*args)
+        finally:
+            self.end_time = default_timer()
 
     def _start_state(self, dsk, state):
         run = (state, [], dsk)
@@ -98,3 +108,10 @@ class Collector(Callback):
         from .plots import visualize
 
         return visualize(self, **kwargs)
+
+    def _plot(self, **kwargs):
+        """This profiler's figure alone (what dask's ``visualize`` asks each
+        profiler for)."""
+        from .plots import visualize
+
+        return visualize(self, show=False, save=False, **kwargs)

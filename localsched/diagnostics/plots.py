@@ -8,7 +8,7 @@ The clock
 ---------
 Records carry epoch seconds (``time.time()`` on the machine where the event
 happened).  Each figure's x axis is ``record time - t0`` in seconds, labelled
-"time (s)".  ``t0`` defaults to the earliest time in the figure's own records;
+"Time (s)".  ``t0`` defaults to the earliest time in the figure's own records;
 ``visualize`` passes every figure the earliest time across *all* profilers, and
 one shared x range, so the figures line up and zoom together.
 
@@ -47,6 +47,8 @@ localsched.diagnostics.records : TaskData, ResourceData, CacheData
 """
 
 from __future__ import annotations
+
+import warnings
 
 import reprlib
 import tempfile
@@ -112,7 +114,7 @@ def _figure(title: str, y_label: str, x_range, figure_kwargs: dict) -> figure:
         opts[_RENAMED.get(key, key)] = value
     if x_range is not None:
         opts["x_range"] = x_range
-    return figure(x_axis_label="time (s)", y_axis_label=y_label, **opts)
+    return figure(x_axis_label="Time (s)", y_axis_label=y_label, **opts)
 
 
 # --------------------------------------------------------------------------
@@ -377,7 +379,7 @@ def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], figure_kwarg
         y="row", left="left", right="right", height=0.8, fill_color="color",
         line_color=None, source=data, name="tasks",
     )
-    fig.add_tools(HoverTool(renderers=[renderer], tooltips=tooltips + [("worker", "@worker")]))
+    _hover(fig, renderers=[renderer], tooltips=tooltips + [("worker", "@worker")])
     first_row: dict[str, int] = {}
     for index, group in enumerate(data["group"]):
         first_row.setdefault(group, index)
@@ -509,18 +511,18 @@ def _plot_resources(table: _Resources, x_range, t0, figure_kwargs: dict):
     peak_mem = float(np.nanmax(mem)) if len(mem) else 0.0
     if "y_range" not in figure_kwargs:
         fig.y_range = Range1d(0, max(100.0, peak_cpu * 1.05))
-    fig.extra_y_ranges = {"memory": Range1d(0, max(1.0, peak_mem * 1.1))}
+    # No memory measured yet: 0..100 MB, as dask draws an empty profile.
+    fig.extra_y_ranges = {"memory": Range1d(0, peak_mem * 1.1 if peak_mem > 0 else 100.0)}
     fig.add_layout(LinearAxis(y_range_name="memory", axis_label="Memory (MB)"), "right")
     source = {"time": time, "cpu": cpu, "mem": mem}
     cpu_line = fig.line("time", "cpu", source=source, color=Category10[10][0], line_width=2,
                         name="cpu")
     mem_line = fig.line("time", "mem", source=source, color=Category10[10][1], line_width=2,
                         y_range_name="memory", name="memory")
-    fig.add_tools(HoverTool(
-        renderers=[cpu_line],
-        mode="vline",
-        tooltips=[("time", "@time{0.000} s"), ("CPU", "@cpu{0.0} %"), ("memory", "@mem{0.0} MB")],
-    ))
+    _hover(fig,
+           renderers=[cpu_line],
+           mode="vline",
+           tooltips=[("time", "@time{0.000} s"), ("CPU", "@cpu{0.0} %"), ("memory", "@mem{0.0} MB")])
     _legend(fig, [("CPU", cpu_line, None), ("Memory", mem_line, None)], click_hide=True)
     return fig
 
@@ -545,7 +547,7 @@ def plot_cache(results: Sequence[CacheData], metric_name: str = "tasks", x_range
     >>> fig = plot_cache([CacheData(('x-abc123', 0), None, 1, 10.0, 12.0),
     ...                   CacheData(('x-abc123', 1), None, 1, 11.0, 13.0)])
     >>> [r.name for r in fig.renderers], fig.yaxis[0].axis_label
-    (['x'], 'tasks')
+    (['x'], 'Cache Size (tasks)')
     >>> data = fig.renderers[0].data_source.data
     >>> list(zip(data['time'].tolist(), data['value'].tolist()))
     [(0.0, 0.0), (0.0, 1.0), (1.0, 2.0), (2.0, 1.0), (3.0, 0.0)]
@@ -557,7 +559,7 @@ def plot_cache(results: Sequence[CacheData], metric_name: str = "tasks", x_range
 
 def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, figure_kwargs: dict):
     t0 = _t0(table, t0)
-    fig = _figure("Cache", metric_name, x_range, figure_kwargs)
+    fig = _figure("Cache", f"Cache Size ({metric_name})", x_range, figure_kwargs)
     lines = []
     if len(table.cached):
         end_time = float(table.bounds()[1])
@@ -578,10 +580,9 @@ def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, figure_kwa
             lines.append(line)
     if "y_range" not in figure_kwargs:
         fig.y_range.start = 0
-    fig.add_tools(HoverTool(
-        renderers=lines,
-        tooltips=[("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")],
-    ))
+    _hover(fig,
+           renderers=lines,
+           tooltips=[("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")])
     _legend(fig, [(line.name, line, None) for line in lines], click_hide=True)
     return fig
 
@@ -662,6 +663,14 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
     >>> task_fig.select_one({'name': 'tasks'}).data_source.data['left'].tolist()
     [0.5]
     """
+    if "file_path" in figure_kwargs:  # dask's old name for filename
+        warnings.warn("The file_path keyword argument is deprecated and will be removed in a "
+                      "future release; use filename= instead.", FutureWarning, stacklevel=2)
+        filename = figure_kwargs.pop("file_path")
+    # dask's keyword for the longest label shown (task-group names in legends).
+    label_size = figure_kwargs.pop("label_size", None)
+    # dask's title names the whole plot: it goes on the top figure only.
+    title = figure_kwargs.pop("title", None)
     if not isinstance(profilers, (list, tuple)):
         profilers = [profilers]
     if not profilers:
@@ -693,13 +702,42 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
             metric_name = getattr(profiler, "metric_name", "tasks")
             fig = _plot_cache(table, metric_name, x_range, t0, colors, figure_kwargs)
         figures.append(fig)
-    layout = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above")
+    if title is not None:
+        figures[0].title.text = title
+    if label_size is not None:
+        _shorten_legends(figures, int(label_size))
+    if len(figures) == 1:
+        layout = figures[0]  # one profiler: its figure, as dask returns
+    else:
+        layout = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above")
 
     if save:
         _save(layout, filename=filename, resources=resources, title="localsched profile")
     if show:
         _display(layout, filename if save else None, resources)
     return layout
+
+
+def _hover(fig, **props) -> None:
+    """Our hover settings, on the hover tool the caller asked for (dask's
+    ``tools="hover"``) or on a new one: never two hover tools."""
+    mine = [t for t in fig.tools if isinstance(t, HoverTool)]
+    if mine:
+        for name, value in props.items():
+            setattr(mine[0], name, value)
+    else:
+        fig.add_tools(HoverTool(**props))
+
+
+def _shorten_legends(figures: list, size: int) -> None:
+    """Cut legend labels to ``size`` characters (dask's ``label_size``)."""
+    for fig in figures:
+        for legend in fig.legend:
+            for item in legend.items:
+                label = item.label
+                value = getattr(label, "value", None) if label is not None else None
+                if isinstance(value, str) and len(value) > size:
+                    item.label = value[: max(1, size - 1)] + "…"
 
 
 def _in_notebook() -> bool:

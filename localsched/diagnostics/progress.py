@@ -305,6 +305,10 @@ def _import_ipywidgets():
     return ipywidgets
 
 
+# What ``ProgressBar._timer`` is before any drawing thread ran: not alive.
+_NEVER_STARTED = threading.Thread(target=lambda: None, name="localsched-progress-never-started")
+
+
 def in_notebook() -> bool:
     """Whether this runs in a Jupyter kernel that can show ipywidgets.
 
@@ -439,7 +443,8 @@ class ProgressBar(Callback):
         self._dt = float(dt)
         self._out = out
         self._group_by = group_by
-        self._timer = timer
+        self._clock = timer
+        self._last_thread: Optional[threading.Thread] = None
         self._display = display
         self._text: Optional[TextRenderer] = None
         self._widget: Optional[WidgetRenderer] = None
@@ -469,6 +474,18 @@ class ProgressBar(Callback):
         self._group_done: list = []
         self._group_of: dict = {}
 
+    # dask's ProgressBar attributes, read by dask's own tests and users' code.
+    @property
+    def _running(self) -> bool:
+        """Whether a computation is being shown (dask's attribute)."""
+        return self._state is not None
+
+    @property
+    def _timer(self):
+        """The drawing thread of the last computation shown (dask's name),
+        or a thread that never ran."""
+        return self._last_thread or _NEVER_STARTED
+
     def _owns(self, dsk) -> bool:
         owner = self._owner
         return owner is not None and owner[1] is dsk and owner[0] == threading.get_ident()
@@ -479,10 +496,16 @@ class ProgressBar(Callback):
         if self._owner is not None:
             return  # already showing a computation: leave this one undrawn
         self._owner = (threading.get_ident(), dsk)
-        self._t0 = self._timer()
+        self._t0 = self._clock()
 
     def _start_state(self, dsk, state):
-        if not self._owns(dsk) or not state.ntasks:
+        if not self._owns(dsk):
+            return
+        if not state.ntasks:
+            # Nothing to run: no drawing thread, but the final line (one
+            # completed bar) is still drawn at finish, as dask's bar does.
+            self.renderer = self._choose_renderer()
+            self._state = state
             return
         if self._group_by is not None:
             self._count_groups(state)
@@ -498,6 +521,7 @@ class ProgressBar(Callback):
         )
         thread.start()
         self._stop, self._thread = stop, thread
+        self._last_thread = thread
 
     def _count_group(self, key, result, dsk, state, worker_id):
         # The per-task cost of grouping: a dict lookup and an increment.
@@ -507,6 +531,8 @@ class ProgressBar(Callback):
     def _finish(self, dsk, state, errored):
         if not self._owns(dsk):
             return
+        #: Seconds the last computation took (as dask's ProgressBar keeps it).
+        self.last_duration = self._clock() - self._t0
         try:
             if self._thread is not None:
                 self._stop.set()
@@ -538,7 +564,7 @@ class ProgressBar(Callback):
             state = self._state
             if state is None:
                 return False
-            elapsed = self._timer() - self._t0
+            elapsed = self._clock() - self._t0
             if not self._shown and elapsed < self._minimum:
                 return False
             total = state.ntasks

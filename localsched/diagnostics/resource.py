@@ -25,6 +25,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from timeit import default_timer
 from typing import Callable, Optional
 
 import psutil
@@ -144,6 +145,7 @@ class ResourceProfiler(Callback):
         # and the with block may start and stop sampling concurrently.
         self._run_lock = threading.Lock()
         self._users = 0
+        self._closed_users = 0  # holders whose release close() already did
         self._thread: Optional[threading.Thread] = None
         self._stop: Optional[threading.Event] = None
         # What made the sampler thread stop early (re-raised when stopping).
@@ -185,6 +187,7 @@ class ResourceProfiler(Callback):
     def _acquire(self) -> None:
         """One more user of sampling; the first starts the sampler thread."""
         with self._run_lock:
+            self._closed_users = 0  # a fresh start: older holders are gone
             if self._users:
                 self._users += 1
                 return
@@ -208,6 +211,9 @@ class ResourceProfiler(Callback):
         """
         with self._run_lock:
             if self._users == 0:
+                if self._closed_users:  # a user from before close()
+                    self._closed_users -= 1
+                    return None
                 raise RuntimeError("ResourceProfiler stopped more often than started")
             self._users -= 1
             if self._users:
@@ -229,6 +235,7 @@ class ResourceProfiler(Callback):
 
     def __enter__(self):
         self.clear()
+        self.start_time = default_timer()  # dask's attribute (see Collector)
         self._acquire()
         try:
             return super().__enter__()
@@ -241,6 +248,7 @@ class ResourceProfiler(Callback):
             super().__exit__(*args)
         finally:
             failure = self._release()
+            self.end_time = default_timer()
         if failure is not None:
             raise RuntimeError("ResourceProfiler could not take a sample") from failure
 
@@ -266,12 +274,39 @@ class ResourceProfiler(Callback):
         with self._sample_lock:
             return list(self._results)
 
+    @results.setter
+    def results(self, samples) -> None:
+        """Replace the samples (dask's profilers allow it: plot given data)."""
+        with self._sample_lock:
+            self._results = [s if isinstance(s, ResourceData) else ResourceData(*s)
+                             for s in samples]
+
     def clear(self) -> None:
         """Forget all samples."""
         with self._sample_lock:
             self._results = []
 
+    def close(self) -> None:
+        """Stop sampling now, whoever started it (idempotent; dask's method).
+        A later ``with`` block or computation starts it again."""
+        with self._run_lock:
+            users = self._users
+            if not users:
+                return
+            # The with blocks and computations still holding it will release
+            # it later: those releases are expected, not errors.
+            self._closed_users += users - 1
+            self._users = 1
+        failure = self._release()
+        if failure is not None:
+            raise RuntimeError("ResourceProfiler could not take a sample") from failure
+
+    def _is_running(self) -> bool:
+        """dask's name for ``running`` (a method there)."""
+        return self.running
+
     visualize = Collector.visualize
+    _plot = Collector._plot
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

@@ -56,6 +56,24 @@ from .localsched_swap import NOT_THE_CONTRACT, SKIP_PREFIX, SWAPPED_NAMES
 
 #: The dask test modules of the contract, in dask's ``dask/tests/``.
 DASK_TEST_MODULES = ("test_threaded", "test_multiprocessing", "test_local", "test_callbacks")
+#: dask's diagnostics tests (``dask/diagnostics/tests/``), run with dask's
+#: Profiler, ResourceProfiler, CacheProfiler, ProgressBar swapped for
+#: localsched's (and dask's get functions, as above).
+DASK_DIAGNOSTICS_MODULES = ("diagnostics/test_profiler", "diagnostics/test_progress")
+
+
+def _source_of(module: str) -> Path:
+    """The dask file of ``module`` ("test_local", "diagnostics/test_profiler")."""
+    package, _, name = module.rpartition("/")
+    base = dask_tests_dir()
+    if package:
+        base = base.parent / package / "tests"
+    return base / f"{name}.py"
+
+
+def _file_of(module: str) -> str:
+    """The name the copy of ``module`` gets in the work directory."""
+    return module.rpartition("/")[2] + ".py"
 
 #: Skips that say "this platform/interpreter does not apply", not "localsched
 #: failed": dask's tests for Windows-only behaviour, and for free-threading.
@@ -134,10 +152,9 @@ def _check_no_dask_import_left(source: str) -> None:
 def prepare(workdir: Path, modules=DASK_TEST_MODULES) -> dict:
     """Copy dask's test ``modules`` into ``workdir``, rewritten; a pytest.ini
     of their own.  Returns ``{module: [swaps]}``."""
-    source_dir = dask_tests_dir()
     swaps = {}
     for module in modules:
-        original = source_dir / f"{module}.py"
+        original = _source_of(module)
         rewritten = rewrite(original.read_text(encoding="utf-8"))
         (workdir / original.name).write_text(rewritten.source, encoding="utf-8")
         swaps[module] = rewritten.swapped
@@ -277,9 +294,9 @@ def run_suite(module: str, workdir: Path, timeout: float = 240) -> SuiteResult:
     attempt = 0
     while True:
         attempt += 1
-        args = [f"{module}.py"] + [f"--deselect={o.nodeid}" for o in hung]
+        args = [_file_of(module)] + [f"--deselect={o.nodeid}" for o in hung]
         result = run_pytest(args, workdir, deadline - time.monotonic(),
-                            workdir / f"{module}.{attempt}.jsonl")
+                            workdir / f"{_file_of(module)}.{attempt}.jsonl")
         newly_hung = [o for o in result.outcomes if o.outcome == "hung"]
         result.outcomes = hung + result.outcomes
         if result.timed_out or not newly_hung:

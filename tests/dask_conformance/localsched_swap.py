@@ -48,7 +48,12 @@ SWAPPED_CALLBACK = {
     ("dask.callbacks", "Callback"): ("localsched.callbacks", "Callback"),
     ("dask.diagnostics", "Callback"): ("localsched.callbacks", "Callback"),
 }
-SWAPPED_NAMES = {**SWAPPED_GETS, **SWAPPED_CALLBACK}
+#: dask's diagnostics, swapped in the test files' imports for localsched's.
+SWAPPED_DIAGNOSTICS = {
+    ("dask.diagnostics", name): ("localsched.diagnostics", name)
+    for name in ("Profiler", "ResourceProfiler", "CacheProfiler", "ProgressBar")
+}
+SWAPPED_NAMES = {**SWAPPED_GETS, **SWAPPED_CALLBACK, **SWAPPED_DIAGNOSTICS}
 
 #: Every skip this plugin adds starts with this, so the harness can tell them
 #: from skips it did not expect.
@@ -78,6 +83,13 @@ NOT_THE_CONTRACT = {
         "dask's in benchmarks/bench_order.py and bench_memory.py), and dask.order is not "
         "part of the scheduler contract (test_local.py::test_ordering, which checks the "
         "order users see among independent inputs, runs and passes)",
+    "test_profiler.py::test_profiler":
+        "asserts that Profiler records hold dask's internal Task objects (TaskData.task); "
+        "localsched records the task as the user's graph gives it (the keys, times and "
+        "worker ids the rest of the test checks are covered by tests/diagnostics)",
+    "test_profiler.py::test_resource_profiler_multiple_gets":
+        "asserts that ResourceProfiler.results stays empty until its with block ends; "
+        "localsched's shows the samples taken so far (documented), which the test forbids",
     "test_callbacks.py::test_start_state_callback":
         "asserts that callbacks receive dask's internal task objects (dsk['x']() calls a "
         "DataNode dask converted the graph to); localsched hands callbacks the graph as the "

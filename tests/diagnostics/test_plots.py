@@ -117,7 +117,7 @@ def test_task_stream_has_one_bar_per_task_on_its_workers_row(small_profile):
     assert data["task"][0] == "len('abc')"
     assert data["duration"][1] == "1.5 s"
     assert isinstance(fig.select_one({"name": "tasks"}).glyph, HBar)
-    assert fig.xaxis[0].axis_label == "time (s)"
+    assert fig.xaxis[0].axis_label == "Time (s)"
 
 
 def test_task_stream_colours_by_group_with_a_legend_and_hover(small_profile):
@@ -238,7 +238,7 @@ def test_cache_has_one_line_per_group_not_per_key():
     steps = [r for r in fig.renderers if isinstance(r, GlyphRenderer) and isinstance(r.glyph, Step)]
     assert sorted(r.name for r in steps) == ["x", "y"]
     assert len(fig.renderers) == 2
-    assert fig.yaxis[0].axis_label == "tasks"
+    assert fig.yaxis[0].axis_label == "Cache Size (tasks)"
     x = fig.select_one({"name": "x"}).data_source.data
     y = fig.select_one({"name": "y"}).data_source.data
     assert max(x["value"]) == 5 and x["value"][-1] == 0
@@ -260,12 +260,12 @@ def test_cache_sums_the_metric_and_counts_unfreed_results_to_the_end():
         (0.0, 0.0), (0.0, 100.0), (1.0, 150.0), (2.0, 100.0), (2.0, 107.0),
         (3.0, 7.0), (3.0, 0.0),
     ]
-    assert fig.yaxis[0].axis_label == "nbytes"
+    assert fig.yaxis[0].axis_label == "Cache Size (nbytes)"
 
 
 def test_empty_results_still_make_figures(tmp_path):
     for fig in (plots.plot_tasks([]), plots.plot_resources([]), plots.plot_cache([])):
-        assert fig.xaxis[0].axis_label == "time (s)"
+        assert fig.xaxis[0].axis_label == "Time (s)"
     layout = plots.visualize(
         [profiler(TaskData, []), profiler(ResourceData, []), profiler(CacheData, [])],
         filename=tmp_path / "empty.html", show=False,
@@ -287,7 +287,7 @@ def test_figures_share_one_x_range_from_the_global_earliest_time(small_profile, 
     assert task_source(tasks).data["left"].tolist() == [0.5, 1.0, 1.5, 2.5]
     assert resources.select_one({"name": "cpu"}).data_source.data["time"][0] == 0.0
     assert cache.select_one({"name": "load"}).data_source.data["time"][0] == 1.5
-    assert [fig.xaxis[0].axis_label for fig in (tasks, resources, cache)] == ["time (s)"] * 3
+    assert [fig.xaxis[0].axis_label for fig in (tasks, resources, cache)] == ["Time (s)"] * 3
     # one colour per group across the task stream and the cache plot
     colour = dict(zip(task_source(tasks).data["group"], task_source(tasks).data["color"]))
     for line in cache.renderers:
@@ -295,9 +295,25 @@ def test_figures_share_one_x_range_from_the_global_earliest_time(small_profile, 
 
 
 def test_visualize_takes_a_single_profiler_and_passes_figure_kwargs(small_profile):
-    layout = plots.visualize(small_profile[0], save=False, show=False, height=222)
-    (fig,) = figures_of(layout)
-    assert fig.height == 222 and fig.x_range.start == 0.0
+    # One profiler: its figure itself, with the caller's settings (dask's API).
+    fig = plots.visualize(small_profile[0], save=False, show=False, height=222, width=500,
+                          tools="hover", title="Not the default")
+    assert fig.height == 222 and fig.width == 500 and fig.x_range.start == 0.0
+    assert fig.title.text == "Not the default"
+    assert [type(t).__name__ for t in fig.tools] == ["HoverTool"]  # just the one asked for
+
+
+def test_visualize_accepts_dasks_keywords(small_profile, tmp_path):
+    layout = plots.visualize(list(small_profile), save=False, show=False, label_size=5,
+                             title="Not the default")
+    figs = figures_of(layout)
+    assert figs[0].title.text == "Not the default"
+    labels = [item.label.value for f in figs for lg in f.legend for item in lg.items
+              if getattr(item.label, "value", None)]
+    assert all(len(label) <= 5 for label in labels)
+    with pytest.warns(FutureWarning, match="file_path"):
+        plots.visualize(small_profile[0], show=False, file_path=str(tmp_path / "old.html"))
+    assert (tmp_path / "old.html").exists()
 
 
 def test_visualize_refuses_what_it_cannot_plot(small_profile):
