@@ -366,6 +366,40 @@ def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait():
     assert _gone_within(pid, 10)
 
 
+_CTRL_C_SCRIPT = textwrap.dedent("""
+    import signal, threading, time
+    from localsched.callbacks import Callback
+    from localsched.multiprocessing import default_pool, get
+
+    get({"warm": (abs, -1)}, "warm", num_workers=1)
+    print(*default_pool(1).pids, flush=True)
+    started = threading.Event()
+    main = threading.get_ident()
+
+    def interrupter():
+        started.wait(60)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    threading.Thread(target=interrupter, daemon=True).start()
+    get({"long": (time.sleep, 60)}, "long", num_workers=1,
+        callbacks=[Callback(pretask=lambda key, dsk, state: started.set())])
+""")
+
+
+def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers():
+    proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_SCRIPT], cwd=ROOT,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=40)  # far less than the 60 s task
+    finally:
+        proc.kill()
+        proc.wait()
+    assert "KeyboardInterrupt" in err and proc.returncode != 0
+    (worker_pid,) = map(int, out.split())
+    assert _gone_within(worker_pid, 10)
+
+
 # -- 7. workers die with their parent ----------------------------------------------
 
 _PARENT = textwrap.dedent("""

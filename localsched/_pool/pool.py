@@ -3,18 +3,27 @@
 Why our own pool, not loky
 ==========================
 loky (joblib's reusable, crash-tolerant executor) was weighed as the
-backbone.  It does not meet the need: a loky future carries only the final
-result, while the scheduler needs each task's record *while the batch
-runs* (``pretask``/``posttask`` fire as tasks start and end, and
-dependents are released early).  Streaming through loky would need a side
-channel per worker next to its queues, i.e. the pipes and the listener
-this module already is.  Measured on the overhead benchmark's tree
-(2 workers, batches collected whole, no stream), loky's executor costs
-about as much per task as ours, so it buys no speed either: see
-``benchmarks/README.md``.  What this pool takes from loky and CPython's
-ProcessPoolExecutor instead is their discipline: a worker is busy until its
-job's last message is read, a pool whose workers cannot start is broken
-loudly instead of respawned in a loop, and workers die with their parent.
+backbone, and measured (``benchmarks/bench_pool_backends.py``, loky 3.7,
+the overhead benchmark's 114k-task tree on 2 workers, best of 3; the range
+of two runs on a noisy 2-core machine):
+
+    dask.multiprocessing.get                    140-160 µs/task
+    localsched on this pool (records streamed)   11-12  µs/task   12.5-13x dask
+    localsched on loky's executor (no stream)    10-14  µs/task   11.5-14x dask
+    localsched on ProcessPoolExecutor (same)     10-12  µs/task   14x dask
+
+Speed does not decide it: every backend clears the 3x bar by far, because
+batching makes the hand-offs few, and none is clearly faster.  The record stream does: a loky (or
+CPython) future carries only its final result, while the scheduler needs
+each task's record *while its batch runs*, so ``pretask``/``posttask``
+fire as tasks start and end and dependents are released early.  Streaming
+through loky would need a side channel per worker next to its queues, which
+is the pipes and listener of this module over again, plus a dependency;
+and loky's workers re-import the main module, as multiprocessing's spawn
+does, which this pool's spawn avoids.  What this pool takes from loky and
+CPython instead is their discipline: a worker is busy until its job's last
+message is read, a pool whose workers cannot start is broken loudly, never
+respawned in a loop, and workers die with their parent.
 
 How a job travels::
 
@@ -430,13 +439,14 @@ class ProcessPool(Executor):
         self._check_owner()
         body = dumps((fn, args, kwargs, emit is not None))  # may raise: not sendable
         future = _JobFuture(self)
+        job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
+        job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit)
+        del body
         with self._lock:
             if self._broken is not None:
                 raise BrokenProcessPool(str(self._broken)) from self._broken
             if self._closed:
                 raise RuntimeError("cannot submit to a ProcessPool after shutdown")
-            job_id = next(self._ids)
-            job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit)
             self._pending.append(job)
             self._wake()
         return future
