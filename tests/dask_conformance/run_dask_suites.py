@@ -103,8 +103,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write every outcome here")
     options = parser.parse_args(argv)
 
-    # The harness package lives next to this file.
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    # Test the checkout this file is in (not an installed localsched), with
+    # the harness package next to this file.
+    here = Path(__file__).resolve()
+    sys.path[:0] = [str(here.parents[2]), str(here.parents[1])]
     extra = ["-k", options.keyword] if options.keyword else []
     runs = {"localsched": options.scheduler}
     if options.compare:
