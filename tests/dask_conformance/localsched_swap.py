@@ -21,9 +21,7 @@ Loaded with ``-p dask_conformance.localsched_swap`` into the pytest run that
    refuses to run if one of them no longer exists (the list must not rot);
 3. refuses to run if a test module still holds one of dask's original get
    functions or dask's Callback as a module global (a swap that missed);
-4. writes one JSON line per test phase to ``$LOCALSCHED_CONFORMANCE_REPORT``
-   (started, outcome, the crash line, skip reason) so the harness reads exact
-   test ids and errors, even from a run it had to kill.
+(The outcomes reach the harness through the ``reporting`` plugin.)
 
 Nothing here runs unless pytest loads it as a plugin; importing it (as
 ``--doctest-modules`` does) has no side effects.
@@ -31,7 +29,6 @@ Nothing here runs unless pytest loads it as a plugin; importing it (as
 
 from __future__ import annotations
 
-import json
 import os
 
 import pytest
@@ -101,7 +98,6 @@ NOT_THE_CONTRACT = {
 }
 
 _originals: dict = {}
-_report = None
 
 
 def _resolve(module: str, name: str):
@@ -132,27 +128,10 @@ def install_swaps() -> dict:
     return replaced
 
 
-def _write(record: dict) -> None:
-    if _report is not None:
-        _report.write(json.dumps(record) + "\n")
-        _report.flush()
-
-
 def pytest_configure(config):
-    global _report
     replaced = install_swaps()
     _originals.update({fn: "dask" for fn in replaced})
     _originals[_resolve("dask.callbacks", "Callback")] = "dask"
-    path = os.environ.get("LOCALSCHED_CONFORMANCE_REPORT")
-    if path:
-        _report = open(path, "a", encoding="utf-8")
-
-
-def pytest_unconfigure(config):
-    global _report
-    if _report is not None:
-        _report.close()
-        _report = None
 
 
 def pytest_report_header(config):
@@ -201,33 +180,3 @@ def _is_original(value) -> bool:
         return value in _originals
     except TypeError:  # unhashable module global
         return False
-
-
-def pytest_collectreport(report):
-    if report.failed:
-        _write({"nodeid": report.nodeid, "when": "collect", "outcome": "error",
-                "message": _crash_line(report)})
-
-
-def pytest_runtest_logstart(nodeid, location):
-    _write({"nodeid": nodeid, "when": "start"})
-
-
-def pytest_runtest_logreport(report):
-    if report.when == "call" or report.outcome != "passed":
-        record = {"nodeid": report.nodeid, "when": report.when, "outcome": report.outcome}
-        if report.skipped and isinstance(report.longrepr, tuple):
-            record["message"] = report.longrepr[2].removeprefix("Skipped: ")
-        elif report.failed:
-            record["message"] = _crash_line(report)
-        _write(record)
-
-
-def _crash_line(report) -> str:
-    crash = getattr(report.longrepr, "reprcrash", None)
-    if crash is not None:
-        return f"{crash.message.splitlines()[0] if crash.message else ''} " \
-               f"({os.path.basename(crash.path)}:{crash.lineno})"
-    text = str(report.longrepr).strip().splitlines()
-    errors = [line for line in text if line.startswith("E ")]
-    return (errors or text or [""])[-1][:300]
