@@ -18,6 +18,10 @@ another.  So a profiler used as a ``with`` block samples for the whole block,
 also between computations, and one registered with ``register()`` samples
 only while a computation runs.  However they overlap, there is at most one
 sampler thread.
+
+Samples reach ``results`` when sampling stops: at the end of the ``with``
+block, or of each computation when registered -- as dask's profiler, whose
+tracker process hands its samples over only then.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import threading
 import time
 import warnings
+from timeit import default_timer
 from typing import Callable, Optional
 
 import psutil
@@ -91,7 +96,11 @@ class ResourceProfiler(Callback):
 
     In a ``with`` block it samples for the whole block (earlier results are
     cleared on entry); registered globally with ``register()`` or passed as
-    ``callbacks=`` it samples only while a computation runs.  If sampling
+    ``callbacks=`` it samples only while a computation runs.  The samples
+    appear in ``results`` when sampling stops (the block's or the
+    computation's end); ``start_time`` and ``end_time`` are when it last
+    started and stopped, in ``timeit.default_timer()`` seconds as dask has
+    them.  If sampling
     fails (say, the timer raises), leaving the block raises RuntimeError from
     that error; the end of a computation warns instead.
 
@@ -134,11 +143,17 @@ class ResourceProfiler(Callback):
         self._dt = float(dt)
         self._timer = timer
 
-        # Guards _results and _tree: sample() may be called by the sampler
-        # thread and by the thread that starts/stops sampling.
+        # Guards _results, _pending, _collecting and _tree: sample() may be
+        # called by the sampler thread and by the thread that starts/stops
+        # sampling.
         self._sample_lock = threading.Lock()
         self._results: list[ResourceData] = []
+        # Samples of the sampling period in progress, published when it stops.
+        self._pending: list[ResourceData] = []
+        self._collecting = False
         self._tree: Optional[_ProcessTree] = None
+        self.start_time: Optional[float] = None
+        self.end_time: Optional[float] = None
 
         # Guards _users, _thread and _stop: computations in several threads
         # and the with block may start and stop sampling concurrently.
@@ -148,6 +163,8 @@ class ResourceProfiler(Callback):
         self._stop: Optional[threading.Event] = None
         # What made the sampler thread stop early (re-raised when stopping).
         self._failure: Optional[BaseException] = None
+        # Whether close() ended the current sampling period early.
+        self._closed = False
 
     @property
     def dt(self) -> float:
@@ -157,14 +174,15 @@ class ResourceProfiler(Callback):
     # -- sampling ------------------------------------------------------------
 
     def sample(self) -> ResourceData:
-        """Take one sample now, append it to ``results`` and return it."""
+        """Take one sample now and return it; it joins ``results`` at once when
+        not sampling, else when sampling stops."""
         with self._sample_lock:
             if self._tree is None:
                 self._tree = _ProcessTree()
             t = self._timer()
             mem, cpu = self._tree.measure()
             record = ResourceData(t, mem, cpu)
-            self._results.append(record)
+            (self._pending if self._collecting else self._results).append(record)
         return record
 
     def _sample_until(self, stop: threading.Event) -> None:
@@ -192,6 +210,10 @@ class ResourceProfiler(Callback):
                 # Fresh handles: CPU percent is then measured from this
                 # start, not averaged over the idle gap since last time.
                 self._tree = None
+                self._collecting = True
+            self.start_time = default_timer()
+            self.end_time = None
+            self._closed = False
             self._failure = None
             stop = threading.Event()
             thread = threading.Thread(
@@ -208,21 +230,44 @@ class ResourceProfiler(Callback):
         """
         with self._run_lock:
             if self._users == 0:
+                if self._closed:  # close() already stopped it for every user
+                    return None
                 raise RuntimeError("ResourceProfiler stopped more often than started")
             self._users -= 1
             if self._users:
-                return
-            stop, thread = self._stop, self._thread
-            self._stop = self._thread = None
-            stop.set()
-            # The thread never takes _run_lock, so joining under it is safe.
-            thread.join()
-            failure, self._failure = self._failure, None
+                return None
+            return self._stop_sampling()
+
+    def _stop_sampling(self) -> Optional[BaseException]:
+        """Stop and join the sampler thread, publish its samples (under _run_lock)."""
+        stop, thread = self._stop, self._thread
+        self._stop = self._thread = None
+        stop.set()
+        # The thread never takes _run_lock, so joining under it is safe.
+        thread.join()
+        with self._sample_lock:
+            self._results.extend(self._pending)
+            self._pending = []
+            self._collecting = False
+        self.end_time = default_timer()
+        failure, self._failure = self._failure, None
         return failure
+
+    def close(self) -> None:
+        """Stop sampling now, whoever still uses it (dask's name); idempotent."""
+        with self._run_lock:
+            if self._users:
+                self._users = 0
+                self._closed = True
+                self._stop_sampling()
 
     @property
     def running(self) -> bool:
         """Whether the sampler thread is running."""
+        return self._thread is not None
+
+    def _is_running(self) -> bool:
+        # dask's name for ``running``.
         return self._thread is not None
 
     # -- the with block and the callbacks --------------------------------------
@@ -262,14 +307,21 @@ class ResourceProfiler(Callback):
 
     @property
     def results(self) -> list[ResourceData]:
-        """The samples so far, oldest first (a copy)."""
+        """The samples of the finished sampling periods, oldest first (a copy)."""
         with self._sample_lock:
             return list(self._results)
+
+    @results.setter
+    def results(self, samples) -> None:
+        # dask's results is a plain list attribute that callers may replace.
+        with self._sample_lock:
+            self._results = [ResourceData(*sample) for sample in samples]
 
     def clear(self) -> None:
         """Forget all samples."""
         with self._sample_lock:
             self._results = []
+            self._pending = []
 
     visualize = Collector.visualize
 

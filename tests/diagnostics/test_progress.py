@@ -231,12 +231,37 @@ def test_minimum_with_fake_clock():
 
 
 @pytest.mark.parametrize("dsk, keys", [({"x": 1}, "x"), ({}, []), ({"x": 1, "y": "x"}, ["x"])])
-def test_graph_without_tasks_prints_nothing(dsk, keys):
+def test_graph_without_tasks_prints_one_completed_bar(dsk, keys):
+    """As dask's bar does (issue 7.4): nothing to wait for is done, and says so."""
     out = io.StringIO()
     pb = ProgressBar(out=out, timer=FakeClock())
     get_sync(dsk, keys, callbacks=[pb])
-    assert out.getvalue() == ""
-    assert pb.renderer is None and not pb.running
+    assert out.getvalue() == "\r" + BAR_100 + "  0.0s\n"
+    assert not pb.running and not drawing_threads()
+    assert pb._timer is None  # no drawing thread was started for it
+
+
+def test_last_duration_holds_the_last_runs_seconds():
+    clock = FakeClock(now=10.0)
+    pb = ProgressBar(out=io.StringIO(), timer=clock)
+    assert pb.last_duration is None
+    advance = Callback(posttask=lambda key, result, dsk, state, wid: setattr(clock, "now", 12.5))
+    get_sync(CHAIN, "d", callbacks=[pb, advance])
+    assert pb.last_duration == 2.5
+    with pytest.raises(ZeroDivisionError):
+        get_sync(FAILING, "d", callbacks=[pb])
+    assert pb.last_duration == 0.0  # the clock stood still in the failing run
+
+
+def test_dask_names_of_the_drawing_state():
+    """dask's tests read ``_running`` and the last drawing thread as ``_timer``."""
+    pb = ProgressBar(out=io.StringIO(), dt=3600)
+    seen = []
+    probe = Callback(pretask=lambda key, dsk, state: seen.append(pb._running))
+    get_sync(CHAIN, "d", callbacks=[pb, probe])
+    assert seen and all(seen)
+    assert not pb._running and isinstance(pb._timer, threading.Thread)
+    assert not pb._timer.is_alive()
 
 
 # -- errors ---------------------------------------------------------------------
@@ -511,7 +536,7 @@ def test_auto_display_picks_widget_in_a_notebook(monkeypatch):
 
 
 def _renderer_used(pb):
-    pb._timer = FakeClock()
+    pb._clock = FakeClock()
     get_sync(CHAIN, "a", callbacks=[pb])
     return pb.renderer
 
