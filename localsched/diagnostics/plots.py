@@ -534,7 +534,7 @@ def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], label_size: 
                                line_dash="dashed", hatch_pattern="/", hatch_color="black",
                                hatch_alpha=0.5, source=data, name="interrupted")
         renderers.append(interrupted)
-        extra_legend.append(("interrupted (running at the stop)", interrupted, None))
+        extra_legend.append(("interrupted", interrupted, None))
     if table.transfers:
         extra_legend += _transfer_legend(fig, renderers[0])
 
