@@ -107,3 +107,61 @@ def test_dask_diagnostics_tests_pass_against_localsched(tmp_path):
     # the whole suite ran: every test dask has there, minus the deselected ones
     assert len(outcomes) >= 25
     assert not set(DESELECTED) & set(outcomes)
+
+
+def inc(x):
+    return x + 1
+
+
+DSK = {"x": 1, "a": (inc, "x"), "b": (inc, "a"), "c": (max, "a", "b")}
+
+
+@needs_dask_registration
+def test_profilers_time_and_free_under_dasks_own_scheduler():
+    """dask's state is a plain dict without timing or freed keys: the
+    profilers time tasks from pretask to posttask and read frees from it."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.threaded import get as dask_get
+
+    from localsched.diagnostics import CacheProfiler, Profiler
+
+    # A pool of our own: dask's default one would outlive the test.
+    with ThreadPoolExecutor(2) as pool, Profiler() as prof, CacheProfiler() as cprof:
+        before = time.time()
+        assert dask_get(DSK, "c", pool=pool) == 3
+        after = time.time()
+    records = {r.key: r for r in prof.results}
+    assert sorted(records) == ["a", "b", "c"]
+    for r in records.values():
+        assert before <= r.start_time <= r.end_time <= after
+        assert isinstance(r.worker_id, int)
+    assert records["a"].end_time <= records["b"].start_time
+    cached = {r.key: r for r in cprof.results}
+    assert sorted(cached) == ["a", "b", "c"]
+    # 'a' leaves the cache when 'c', its last dependent, ends
+    assert cached["a"].free_time == cached["c"].cache_time
+    assert cached["b"].free_time == cached["c"].cache_time
+    assert all(r.cache_time <= r.free_time <= after for r in cached.values())
+
+
+def test_registered_profiler_fires_once_per_task_on_localsched_with_dask_imported():
+    """dask's registry is read by localsched's schedulers too: a Callback in
+    both must not fire twice."""
+    from localsched.diagnostics import Profiler
+    from localsched.threaded import get
+
+    seen = []
+    prof = Profiler()
+    counter = Callback(posttask=lambda key, result, dsk, state, wid: seen.append(key))
+    prof.register()
+    counter.register()
+    try:
+        assert get(DSK, "c") == 3
+    finally:
+        prof.unregister()
+        counter.unregister()
+    assert sorted(r.key for r in prof.results) == ["a", "b", "c"]
+    assert sorted(seen) == ["a", "b", "c"]
+    assert not any(type(cb).__name__ == "_ForDask" for cb in dask.callbacks.Callback.active)
