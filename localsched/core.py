@@ -279,6 +279,7 @@ def run_batch(
     announce: bool = False,
     *,
     emit: Callable,
+    where: Optional[list] = None,
 ):
     """Run a batch of tasks in order, on a worker; emit lists of records.
 
@@ -293,7 +294,9 @@ def run_batch(
     first record ``(i, None, None, start, 0.0, worker_id)`` says at once that
     the batch has started, and finished records are handed over before the
     next task starts (at most every ``ANNOUNCE_INTERVAL``), so its start is
-    known within that when it happens.
+    known within that when it happens.  ``where`` (a list shared with the
+    scheduler, threads only) receives ``(worker_id, start)`` once, so a batch
+    that is stopped before it reports anything can still be placed.
     """
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
@@ -303,6 +306,8 @@ def run_batch(
     carried = 0
     try:
         last = now()
+        if where is not None:  # (threads) who runs the batch, from when
+            where.append((wid, last))
         if announce:
             emit([(batch[0][0], None, None, last, 0.0, wid)])
         for i, key, spec, store, drop, send in batch:
@@ -732,7 +737,7 @@ class Run:
             try:
                 if stream and not pack_data:  # threads: in a copy of the caller's context
                     fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
-                                 announce, emit=put)
+                                 announce, emit=put, where=flight.where)
                 elif stream:  # a process pool that routes ``emit`` back to this process
                     fut = submit(run_batch, items, data, None, announce, emit=put)
                 else:
@@ -850,13 +855,14 @@ class _Flight:
     """A batch on its way: what the scheduler knows of it, to say which of
     its tasks was running when a computation stops."""
 
-    __slots__ = ("batch", "dispatched", "last_end", "worker_id")
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where")
 
     def __init__(self, batch: list, dispatched: float):
         self.batch = batch
         self.dispatched = dispatched
         self.last_end = dispatched
         self.worker_id = None
+        self.where: list = []  # (worker_id, start) from a thread worker
 
     def seen(self, t: float, wid) -> None:
         self.last_end = t
@@ -868,9 +874,13 @@ class _Flight:
         for i in self.batch:
             if run.status[i] == RUNNING:
                 key = run.keys[i]
+                started, wid = self.last_end, self.worker_id
+                if self.where:
+                    where_wid, where_start = self.where[0]
+                    wid = wid if wid is not None else where_wid
+                    started = max(started, where_start)
                 if key not in run.state.failed:
-                    run.state.running_since[key] = (min(self.last_end, stopped),
-                                                    self.worker_id)
+                    run.state.running_since[key] = (min(started, stopped), wid)
                 return
 
 

@@ -13,9 +13,10 @@ freed at the finish time.  All times are epoch seconds (time.time).
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional
 
-from .collector import Collector
+from .collector import Collector, FinishedRun
 from ..utils import funcname
 from .records import CacheData
 
@@ -74,7 +75,6 @@ class CacheProfiler(Collector):
             metric_name = "tasks" if metric is None else funcname(metric)
         #: Label of the metric (read by the plotting code).
         self.metric_name = metric_name
-        self._metric_name = metric_name  # dask's attribute name
 
         super().__init__()
 
@@ -87,6 +87,24 @@ class CacheProfiler(Collector):
         self._events(state).append((key, state.timing[1],
                                     1 if metric is None else metric(result),
                                     tuple(freed) if freed else ()))
+
+    def _dask_posttask(self, key, result, dsk, state, worker_id):
+        # dask's state has no timing and no freed: the result entered now,
+        # and the inputs this task's end released are those of its
+        # dependencies now in state["released"].
+        end = time.time()
+        metric = self._metric
+        released = state["released"]
+        freed = tuple(d for d in state["dependencies"].get(key, ()) if d in released)
+        self._events(state).append((key, end, 1 if metric is None else metric(result), freed))
+
+    @property
+    def _metric_name(self) -> str:
+        # dask's name for it.
+        return self.metric_name
+
+    def _build(self, run: FinishedRun) -> None:
+        self._built.extend(self._records(run.dsk, run.events, run.finished))
 
     @staticmethod
     def _records(dsk, events: list, finish_time: float) -> list:

@@ -1,33 +1,61 @@
 """What the profilers share: raw events collected cheaply in the hot path,
 plain records built on read, ``clear()``, ``visualize()`` and a ``with``
-block that starts from a clean slate."""
+block that starts from a clean slate.
+
+Two kinds of scheduler fire the hooks.  localsched's own hands over a
+:class:`~localsched.core.State` whose ``timing`` and ``freed`` say what
+happened, so one ``posttask`` per task is all a profiler needs.  dask's
+schedulers (``dask.threaded.get`` and friends, which fire the hooks a
+profiler registers with dask, see ``_dask_callback``) hand over a plain
+dict, so there a profiler also needs ``pretask`` to learn when a task
+starts; localsched's own runs never pay for that hook.
+"""
 
 from __future__ import annotations
 
 import threading
 import time
 from timeit import default_timer
-from typing import ClassVar
+from typing import Any, ClassVar, NamedTuple, Optional
 
 from ..callbacks import Callback
 
-__all__ = ["Collector"]
+__all__ = ["Collector", "FinishedRun"]
 
 # Placeholder for Collector._current when no computation runs.
-_NO_RUN = (None,)
+_NO_RUN = (None, None, None, 0.0, None)
+
+
+class FinishedRun(NamedTuple):
+    """The raw material of one finished computation, turned into records on read.
+
+    ``started``/``finished``: epoch seconds of ``start_state`` and ``finish``;
+    ``extra``: what a profiler kept from the state at the finish (or None).
+    """
+
+    dsk: Any
+    events: list
+    started: float
+    finished: float
+    extra: Any
 
 
 class Collector(Callback):
     """Base of the profilers that record per task.
 
-    Each computation gets a run ``(state, events, dsk)``; a subclass's
-    ``_posttask`` appends one small tuple of plain values to
+    Each computation gets a run ``(state, events, dsk, started, starts)``; a
+    subclass's ``_posttask`` appends one small tuple of plain values to
     ``self._events(state)`` -- no graph, no records: tuples of atoms are
     dropped from the garbage collector's tracking, so a 100,000-task profile
-    does not slow the collections down.  When the computation finishes
-    (also on error) its events are kept as one raw entry, and
-    ``_records(dsk, events, finish_time)`` turns them into records when
+    does not slow the collections down.  (``starts`` is only used under
+    dask's schedulers: key -> epoch seconds of its ``pretask``.)  When the
+    computation finishes (also on error) it is kept as one
+    :class:`FinishedRun`, and ``_build(run)`` turns it into records when
     ``results`` is read.
+
+    ``start_time`` and ``end_time`` are when the last ``with`` block was
+    entered and left, in ``timeit.default_timer()`` seconds as dask's
+    profilers have them (durations only: record times are epoch seconds).
     """
 
     #: The record class of ``results`` (read by the plotting code).
@@ -39,21 +67,33 @@ class Collector(Callback):
         # callback fired last, so the common case needs no dict lookup.
         self._live: dict = {}
         self._current: tuple = _NO_RUN
-        # One (dsk, events, finish_time) per finished computation.
+        # One FinishedRun per finished computation.
         self._raw: list = []
         # Records built from the first self._done raw entries.
-        self._built: list = []
         self._done = 0
-        # Guards the lazy build against two readers extending _built at once.
+        self._reset_built()
+        # Guards the lazy build against two readers extending at once.
         self._build_lock = threading.Lock()
+        self.start_time: Optional[float] = None
+        self.end_time: Optional[float] = None
 
-    def _records(self, dsk, events: list, finish_time: float) -> list:
+    def _reset_built(self) -> None:
+        """Forget the records built so far (subclasses keep more lists)."""
+        self._built: list = []
+
+    def _build(self, run: FinishedRun) -> None:
+        """Turn one finished computation into records, appended to ``_built``."""
         raise NotImplementedError
+
+    def _at_finish(self, run: tuple, state) -> Any:
+        """What to keep from ``state`` when a computation finishes (the
+        ``extra`` of its FinishedRun); called once per computation."""
+        return None
+
+    # -- the with block ----------------------------------------------------------
 
     def __enter__(self):
         self.clear()
-        # dask's attributes: when the with block began and ended, on
-        # timeit.default_timer's clock (as dask's profilers keep them).
         self.start_time = default_timer()
         return super().__enter__()
 
@@ -63,15 +103,24 @@ class Collector(Callback):
         finally:
             self.end_time = default_timer()
 
+    # -- the hooks -------------------------------------------------------------------
+
     def _start_state(self, dsk, state):
-        run = (state, [], dsk)
+        run = (state, [], dsk, time.time(), {})
         self._live[id(state)] = run
         self._current = run
+
+    def _run_of(self, state) -> tuple:
+        """The run the computation ``state`` belongs to."""
+        run = self._current
+        if run[0] is not state:  # another computation's callbacks interleaved
+            run = self._current = self._live[id(state)]
+        return run
 
     def _events(self, state) -> list:
         """The event list of the computation ``state`` belongs to."""
         run = self._current
-        if run[0] is not state:  # another computation's callbacks interleaved
+        if run[0] is not state:
             run = self._current = self._live[id(state)]
         return run[1]
 
@@ -81,18 +130,38 @@ class Collector(Callback):
             return
         if self._current is run:
             self._current = _NO_RUN  # don't keep the graph and results alive
-        self._raw.append((run[2], run[1], time.time()))  # append: atomic
+        finished = time.time()
+        extra = self._at_finish(run, state)
+        self._raw.append(FinishedRun(run[2], run[1], run[3], finished, extra))  # atomic
+
+    def _dask_pretask(self, key, dsk, state):
+        # dask's schedulers fire pretask when they hand the task to a worker.
+        self._run_of(state)[4][key] = time.time()
+
+    @property
+    def _dask_callback(self) -> tuple:
+        """The hooks dask's own schedulers fire (see the module docstring)."""
+        return (None, self._start_state, self._dask_pretask, self._dask_posttask, self._finish)
+
+    def _dask_posttask(self, key, result, dsk, state, worker_id):
+        raise NotImplementedError
+
+    # -- reading ------------------------------------------------------------------------
+
+    def _ensure_built(self) -> None:
+        """Build the records of runs finished since the last read (under the lock)."""
+        raw = self._raw
+        if self._done < len(raw):
+            for run in raw[self._done:]:
+                self._build(run)
+            self._done = len(raw)
 
     @property
     def results(self) -> list:
         """The records of the finished computations, oldest first (a copy)."""
         with self._build_lock:
-            raw, built = self._raw, self._built
-            if self._done < len(raw):
-                for entry in raw[self._done:]:
-                    built.extend(self._records(*entry))
-                self._done = len(raw)
-            return list(built)
+            self._ensure_built()
+            return list(self._built)
 
     def clear(self) -> None:
         """Forget all records."""
@@ -100,8 +169,9 @@ class Collector(Callback):
             # Rebind rather than .clear(): a computation finishing right now
             # then lands in the old list, never half in each.
             self._raw = []
-            self._built = []
             self._done = 0
+            self._reset_built()
+        self.start_time = self.end_time = None
 
     def visualize(self, **kwargs):
         """Plot the records with bokeh; see ``localsched.diagnostics.plots.visualize``."""

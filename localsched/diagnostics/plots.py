@@ -12,21 +12,34 @@ happened).  Each figure's x axis is ``record time - t0`` in seconds, labelled
 ``visualize`` passes every figure the earliest time across *all* profilers, and
 one shared x range, so the figures line up and zoom together.
 
+What the task stream shows
+--------------------------
+One row per worker ("worker 0", "worker 1", ... in the axis and the hover);
+a bar per task, coloured by task group (the legend shortens long group
+names to ``label_size`` characters; the hover has them in full).  Tasks that
+raised are red and hatched, tasks cut short by Ctrl-C or another task's
+error are hatched and drawn up to the stop, and on the process scheduler
+thin grey (inputs sent) and red (result received) segments show the time a
+task spent travelling.
+
 Big runs
 --------
 A browser cannot draw 100,000 glyphs quickly, and a standalone HTML file
 holding all of them is large.  Instead of dropping records, what would be
 narrower than a pixel is aggregated, assuming the time span is drawn ``PIXELS``
-pixels wide:
+pixels wide.  Above ``AGGREGATE_ABOVE`` tasks (or transfer segments):
 
-* task stream, above ``AGGREGATE_ABOVE`` tasks: on each worker's row, sub-pixel
-  bars that start in the same pixel column are merged into one bar spanning
-  them, coloured by the group with most tasks in it; its hover says how many
-  tasks and which groups it covers.  Bars a pixel wide or wider stay as they
-  are.  At most about two bars per pixel per worker remain.
-* cache and resources, when a line has more than two points a pixel: the line
-  is resampled to the *maximum* within each pixel column, so peaks survive
-  (a cache level that lasted a microsecond still shows).
+* bars a pixel wide or wider stay as they are;
+* the narrower ones become one bar per worker and pixel column, spanning the
+  part of the column no wide bar covers, whose *height* is the share of that
+  part the worker was busy.  So a row's painted area is exactly its busy
+  time: a worker busy 0.2 s of 20 s looks nearly empty, one busy 20 s full.
+  The bar is coloured by the group with most time in it; its hover says how
+  many tasks and which groups it covers.
+
+Cache and resource lines with more than two points a pixel are resampled to
+the *maximum* within each pixel column, so peaks survive (a cache level that
+lasted a microsecond still shows).
 
 Every ``plot_*`` function takes ``x_range`` (a bokeh range to share with other
 figures; with a numeric ``Range1d`` its span sets the pixel size) and ``t0``.
@@ -48,12 +61,12 @@ localsched.diagnostics.records : TaskData, ResourceData, CacheData
 
 from __future__ import annotations
 
-import warnings
-
+import html
 import reprlib
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 try:
@@ -61,9 +74,9 @@ try:
     from bokeh.io import output_notebook as _output_notebook
     from bokeh.io import save as _save
     from bokeh.io import show as _show
-    from bokeh.layouts import gridplot
-    from bokeh.models import HoverTool, Legend, LegendItem, LinearAxis, Range1d
-    from bokeh.palettes import Category10, Category20, turbo
+    from bokeh.layouts import column, gridplot
+    from bokeh.models import Div, HoverTool, Legend, LegendItem, LinearAxis, Range1d
+    from bokeh.palettes import Category10, Category20, all_palettes, linear_palette, turbo
     from bokeh.plotting import figure
     from bokeh.resources import Resources
     from bokeh.util.browser import view as _view_in_browser
@@ -72,13 +85,22 @@ except ImportError as exc:  # numpy comes with bokeh
         "localsched's diagnostic plots need bokeh; install it with `pip install bokeh`"
     ) from exc
 
-from ..utils import funcname, key_split
-from .records import CacheData, ResourceData, TaskData
+from ..utils import funcname
+from .records import (
+    CacheData,
+    FailedTaskData,
+    InterruptedTaskData,
+    ResourceData,
+    TaskData,
+    TransferData,
+)
+from .summary import Summary, format_seconds, groups_of, summarize
 
-__all__ = ["plot_tasks", "plot_resources", "plot_cache", "visualize", "PIXELS", "AGGREGATE_ABOVE"]
+__all__ = ["plot_tasks", "plot_resources", "plot_cache", "visualize", "summary_html",
+           "PIXELS", "AGGREGATE_ABOVE"]
 
 #: Width in pixels the time span is assumed to be drawn at when deciding what
-#: is "narrower than a pixel"; a little wider than the default figure, so a
+#: is "narrower than a pixel"; a little wider than a typical figure, so a
 #: wide browser window still shows no seams.
 PIXELS = 1000
 
@@ -89,10 +111,28 @@ AGGREGATE_ABOVE = 10_000
 #: Longest task repr shown in a hover; task arguments can be huge arrays.
 REPR_LIMIT = 100
 
+#: Default longest legend label (dask's ``label_size``); hovers show the full name.
+LABEL_SIZE = 30
+
+#: At most this many task groups in a legend (the largest by time).
+LEGEND_ITEMS = 20
+
+#: Pixels a legend may use when the figure's width is not fixed (it stretches
+#: with the page): legends are laid out in as many columns as fit this.
+LEGEND_WIDTH = 560
+
+#: Height of a full task bar, in rows; aggregated bars are this times their occupancy.
+ROW_HEIGHT = 0.8
+#: Height of a transfer segment, in rows (drawn under the task bars).
+TRANSFER_HEIGHT = 0.3
+
+FAILED_COLOR = "#d62728"
+SEND_COLOR = "#9e9e9e"
+RECEIVE_COLOR = "#e8544e"
+
 _FIGURE_DEFAULTS: dict[str, Any] = {
-    "width": 800,
     "height": 300,
-    "tools": "xpan,xwheel_zoom,box_zoom,reset,save",
+    "tools": "hover,xpan,xwheel_zoom,box_zoom,reset,save",
     "toolbar_location": "above",
     # Equal borders on every figure keep the stacked plot frames (and so
     # their time axes) aligned, even though only one has a right-hand axis.
@@ -107,14 +147,41 @@ _RENAMED = {"plot_width": "width", "plot_height": "height"}
 def _figure(title: str, y_label: str, x_range, figure_kwargs: dict) -> figure:
     """A figure with the shared defaults, overridden by the caller's kwargs.
 
+    Without a fixed ``width`` the figure stretches to the page's width.
     Unknown keyword arguments are left for bokeh to reject, loudly.
     """
     opts = dict(_FIGURE_DEFAULTS, title=title)
     for key, value in figure_kwargs.items():
         opts[_RENAMED.get(key, key)] = value
+    if "width" not in opts and "sizing_mode" not in opts:
+        opts["sizing_mode"] = "stretch_width"
     if x_range is not None:
         opts["x_range"] = x_range
     return figure(x_axis_label="Time (s)", y_axis_label=y_label, **opts)
+
+
+def _hover(fig, renderers: list, tooltips, **settings) -> None:
+    """Point the figure's hover tools (from its ``tools``) at ``renderers``.
+
+    Configured rather than added: a figure asked for ``tools="hover"`` has
+    exactly that one tool, and one without hover gets none.
+    """
+    for tool in fig.tools:
+        if isinstance(tool, HoverTool):
+            tool.renderers = list(renderers)
+            tool.tooltips = tooltips
+            for name, value in settings.items():
+                setattr(tool, name, value)
+
+
+def _message(fig, text: str, x_range, y: float) -> None:
+    """Write ``text`` in the middle of an empty figure (a renderer: bokeh
+    then has something to draw and no reason to warn about empty plots)."""
+    start, end = getattr(fig.x_range, "start", None), getattr(fig.x_range, "end", None)
+    x = (start + end) / 2 if isinstance(start, (int, float)) and isinstance(end, (int, float)) \
+        else 0.5
+    fig.text(x=[x], y=[y], text=[text], text_align="center", text_baseline="middle",
+             text_color="#666666", text_font_size="14pt", name="message")
 
 
 # --------------------------------------------------------------------------
@@ -130,31 +197,28 @@ def _pixel(x_range, span: float) -> float:
     return span / PIXELS if span > 0 else 0.0
 
 
-def _groups_of(keys: Sequence) -> list[str]:
-    """``key_split`` of every key, computed once per distinct name part.
-
-    key_split looks only at a tuple key's first element, so the many keys
-    of one collection (``('x-abc123', 0)``, ``('x-abc123', 1)``, ...) cost
-    one call.
-    """
-    memo: dict = {}
-    groups = []
-    for key in keys:
-        name = key[0] if isinstance(key, tuple) and key else key
-        try:
-            group = memo[name]
-        except KeyError:
-            group = memo[name] = key_split(key)
-        groups.append(group)
-    return groups
+def _palette_named(name: str, n: int) -> list:
+    """``n`` colours from the bokeh palette family ``name`` ("Viridis", ...)."""
+    try:
+        family = all_palettes[name]
+    except KeyError:
+        raise ValueError(f"unknown bokeh palette {name!r}; see bokeh.palettes.all_palettes") \
+            from None
+    if n in family:
+        return list(family[n])
+    largest = family[max(family)]
+    if n <= len(largest):
+        return list(linear_palette(largest, max(n, 1)))
+    return list(largest)
 
 
 def _colors(groups: Iterable[str], palette) -> dict[str, str]:
     """Map each group to a colour.
 
     ``palette`` is None (a categorical palette sized to the number of groups),
-    a sequence of colours (cycled over the sorted groups) or a mapping from
-    group to colour, which must cover every group.
+    the name of a bokeh palette family (``"Viridis"``), a sequence of colours
+    (cycled over the sorted groups) or a mapping from group to colour, which
+    must cover every group.
     """
     names = sorted(set(groups))
     if isinstance(palette, Mapping):
@@ -162,7 +226,9 @@ def _colors(groups: Iterable[str], palette) -> dict[str, str]:
         if missing:
             raise ValueError(f"palette has no colour for groups {missing[:5]}")
         return {name: palette[name] for name in names}
-    if palette is None:
+    if isinstance(palette, str):
+        palette = _palette_named(palette, len(names))
+    elif palette is None:
         if len(names) <= 10:
             palette = Category10[10]
         elif len(names) <= 20:
@@ -195,19 +261,18 @@ def _short_repr(task: Any, limit: int = REPR_LIMIT) -> str:
         text = f"{funcname(task[0])}({', '.join(_repr.repr(arg) for arg in task[1:])})"
     else:
         text = _repr.repr(task)
-    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+    return _shorten(text, limit)
 
 
-def _format_seconds(seconds: float) -> str:
+def _shorten(text: str, limit: int) -> str:
     """
-    >>> _format_seconds(0.00042), _format_seconds(1.5), _format_seconds(0.012)
-    ('420 \u00b5s', '1.5 s', '12 ms')
+    >>> _shorten('dictitems-frequencies-aggregate', 12)
+    'dictitems-f\u2026'
     """
-    if seconds >= 1:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} \u00b5s"
+    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "\u2026"
+
+
+_format_seconds = format_seconds
 
 
 def _floats(values: Sequence) -> np.ndarray:
@@ -228,17 +293,40 @@ class _Tasks:
     end: np.ndarray
     workers: Sequence
     groups: list[str]
+    failed: list = field(default_factory=list)
+    interrupted: list = field(default_factory=list)
+    transfers: list = field(default_factory=list)
 
     @classmethod
-    def of(cls, results: Sequence[TaskData]) -> _Tasks:
+    def of(cls, results: Sequence[TaskData], failed: Sequence[FailedTaskData] = (),
+           interrupted: Sequence[InterruptedTaskData] = (),
+           transfers: Sequence[TransferData] = ()) -> _Tasks:
+        extra = (list(failed), list(interrupted), list(transfers))
         if not results:
             empty = np.empty(0)
-            return cls((), (), empty, empty, (), [])
+            return cls((), (), empty, empty, (), [], *extra)
         keys, tasks, start, end, workers = zip(*results)
-        return cls(keys, tasks, _floats(start), _floats(end), workers, _groups_of(keys))
+        return cls(keys, tasks, _floats(start), _floats(end), workers, groups_of(keys), *extra)
+
+    def all_groups(self) -> set:
+        return set(self.groups) | set(groups_of(r.key for r in self.failed)) \
+            | set(groups_of(r.key for r in self.interrupted))
 
     def bounds(self) -> tuple[float, float] | None:
-        return (self.start.min(), self.end.max()) if len(self.start) else None
+        lows, highs = [], []
+        if len(self.start):
+            lows.append(self.start.min())
+            highs.append(self.end.max())
+        for r in self.failed:
+            lows.append(r.start_time)
+            highs.append(r.end_time)
+        for r in self.interrupted:
+            lows.append(r.start_time)
+            highs.append(r.stop_time)
+        if self.transfers:
+            lows.append(min(r.send_start for r in self.transfers))
+            highs.append(max(r.receive_end for r in self.transfers))
+        return (float(min(lows)), float(max(highs))) if lows else None
 
 
 @dataclass
@@ -272,7 +360,10 @@ class _Cache:
             empty = np.empty(0)
             return cls(empty, empty, empty, [])
         keys, _, metric, cached, freed = zip(*results)
-        return cls(_floats(metric), _floats(cached), _floats(freed), _groups_of(keys))
+        return cls(_floats(metric), _floats(cached), _floats(freed), groups_of(keys))
+
+    def all_groups(self) -> set:
+        return set(self.groups)
 
     def bounds(self) -> tuple[float, float] | None:
         if not len(self.cached):
@@ -293,21 +384,32 @@ def _codes(groups: list[str], names: list[str]) -> np.ndarray:
     return np.fromiter((index[g] for g in groups), dtype=np.int64, count=len(groups))
 
 
-def _legend(fig, items: list[tuple[str, Any, int | None]], click_hide: bool = False) -> None:
+def _legend(fig, items: list[tuple[str, Any, int | None]], label_size: int,
+            click_hide: bool = False) -> None:
     """Add a horizontal legend above the frame (leaving the time axis aligned).
 
-    ``items`` are ``(label, renderer, row index or None)``; the first 24 are shown.
+    ``items`` are ``(label, renderer, row index or None)``.  Labels are cut
+    to ``label_size`` characters, and the items laid out in as many columns
+    as fit the figure's fixed width (or ``LEGEND_WIDTH`` when it stretches),
+    so the legend stays inside the page whatever the names.
     """
     if not items:
         return
+    labels = [_shorten(label, label_size) for label, _, _ in items]
     legend_items = [
-        LegendItem(label=label, renderers=[renderer], **({} if index is None else {"index": index}))
-        for label, renderer, index in items[:24]
+        LegendItem(label=text, renderers=[renderer], **({} if index is None else {"index": index}))
+        for text, (_, renderer, index) in zip(labels, items)
     ]
+    # An item: 12 px glyph, its gap, ~6 px a character at 8pt, the spacing.
+    item_px = 12 + 6 + 6.5 * max(len(text) for text in labels) + 14
+    available = LEGEND_WIDTH
+    if fig.sizing_mode is None and fig.width:
+        available = max(fig.width - (fig.min_border_left or 0) - (fig.min_border_right or 0), 100)
     legend = Legend(
         items=legend_items,
         orientation="horizontal",
-        ncols=min(len(legend_items), 6),
+        ncols=int(max(1, min(len(legend_items), available // item_px))),
+        location="top_left",
         label_text_font_size="8pt",
         glyph_width=12,
         glyph_height=12,
@@ -324,154 +426,403 @@ def _legend(fig, items: list[tuple[str, Any, int | None]], click_hide: bool = Fa
 # --------------------------------------------------------------------------
 # Task stream
 
+_TASK_TOOLTIPS = [("key", "@key"), ("group", "@group"), ("task", "@task"),
+                  ("status", "@status"), ("worker", "@worker")]
+_COLUMNS = ("left", "right", "row", "height", "color", "key", "group", "task", "status", "count")
+
 
 def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = None,
-               palette=None, **figure_kwargs):
+               palette=None, label_size: int = LABEL_SIZE, *,
+               failed: Sequence[FailedTaskData] = (),
+               interrupted: Sequence[InterruptedTaskData] = (),
+               transfers: Sequence[TransferData] = (), **figure_kwargs):
     """Task stream: one row per worker, one bar per task, coloured by task group.
 
     Workers (``worker_id``) take rows 0..n-1 in sorted order, labelled
-    "worker 0", "worker 1", ...; the hover shows the id itself.  A bar spans the task's ``start_time`` to ``end_time``; x is in
-    seconds since ``t0`` (default: the earliest start; record times are epoch
-    seconds).  ``palette`` is a sequence of colours or a ``{group: colour}``
-    mapping; hovering shows the key, group, a short repr of the task and its
-    duration.  Above ``AGGREGATE_ABOVE`` tasks, sub-pixel bars are merged
-    (see the module docstring); the source's ``count`` column says how many
-    tasks each bar stands for.  Other keyword arguments go to
+    "worker 0", "worker 1", ... on the axis and in the hover.  A bar spans
+    the task's ``start_time`` to ``end_time``; x is in seconds since ``t0``
+    (default: the earliest time; record times are epoch seconds).
+    ``palette`` is a bokeh palette name, a sequence of colours or a ``{group:
+    colour}`` mapping; legend labels are cut to ``label_size`` characters
+    (the hover shows the full group).  ``failed``, ``interrupted`` and
+    ``transfers`` records (``Profiler.failed`` ...) are drawn too, see the
+    module docstring, as is the aggregation above ``AGGREGATE_ABOVE`` tasks:
+    the source's ``count`` column says how many tasks each bar stands for,
+    ``height`` its height in rows.  Other keyword arguments go to
     ``bokeh.plotting.figure``.
 
     >>> from localsched.diagnostics.records import TaskData
     >>> fig = plot_tasks([TaskData('a-1', (len, 'ab'), 5.0, 6.0, 2),
     ...                   TaskData('b-1', (len, 'c'), 5.5, 7.0, 1)], width=400)
     >>> data = fig.select_one({'name': 'tasks'}).data_source.data
-    >>> data['row'].tolist(), data['right'].tolist(), data['task']
-    ([1, 0], [1.0, 2.0], ["len('ab')", "len('c')"])
+    >>> data['row'].tolist(), data['right'].tolist(), data['task'], data['worker']
+    ([1, 0], [1.0, 2.0], ["len('ab')", "len('c')"], ['worker 1', 'worker 0'])
     """
-    table = _Tasks.of(results)
-    return _plot_tasks(table, x_range, t0, _colors(table.groups, palette), figure_kwargs)
+    table = _Tasks.of(results, failed, interrupted, transfers)
+    return _plot_tasks(table, x_range, t0, _colors(table.all_groups(), palette), label_size,
+                       figure_kwargs)
 
 
-def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], figure_kwargs: dict):
+def _worker_rows(table: _Tasks) -> dict:
+    ids = set(table.workers)
+    ids.update(r.worker_id for r in table.failed)
+    ids.update(r.worker_id for r in table.interrupted)
+    ids.update(r.worker_id for r in table.transfers)
+    known = [w for w in ids if w is not None]
+    try:
+        known.sort()
+    except TypeError:  # ids of mixed types
+        known.sort(key=repr)
+    if None in ids:  # a failure the scheduler could not place: its own, last row
+        known.append(None)
+    return {worker: row for row, worker in enumerate(known)}
+
+
+def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], label_size: int,
+                figure_kwargs: dict):
     t0 = _t0(table, t0)
     n = len(table.start)
-    try:
-        worker_ids = sorted(set(table.workers))
-    except TypeError:  # ids of mixed types
-        worker_ids = sorted(set(table.workers), key=repr)
-    row_of = {worker: row for row, worker in enumerate(worker_ids)}
+    row_of = _worker_rows(table)
+    names = [("unknown worker" if w is None else f"worker {row}") for w, row in row_of.items()]
     rows = np.fromiter((row_of[w] for w in table.workers), dtype=np.int64, count=n)
 
-    fig = _figure("Task stream", "worker", x_range, figure_kwargs)
+    fig = _figure("Task stream", "Worker", x_range, figure_kwargs)
     if "y_range" not in figure_kwargs:
-        fig.y_range = Range1d(-0.5, max(len(worker_ids), 1) - 0.5)
-    fig.yaxis.ticker = list(range(len(worker_ids)))
+        fig.y_range = Range1d(-0.5, max(len(row_of), 1) - 0.5)
+    fig.yaxis.ticker = list(range(len(row_of)))
     # Thread idents and pids are long and meaningless on an axis: rows are
-    # numbered, and the hover names the worker's own id.
-    fig.yaxis.major_label_overrides = {row: f"worker {row}" for row in range(len(worker_ids))}
+    # numbered, and the hover says the same.
+    fig.yaxis.major_label_overrides = dict(enumerate(names))
     fig.ygrid.grid_line_color = None
 
-    px = _pixel(x_range, float(table.end.max() - t0) if n else 0.0)
+    bounds = table.bounds()
+    px = _pixel(x_range, bounds[1] - t0 if bounds else 0.0)
+    renderers = []
+
+    # Transfers first: drawn under the task bars, they show in the gaps.
+    if table.transfers:
+        data = _transfer_bars(table.transfers, row_of, t0, px)
+        data["worker"] = [names[r] for r in data["row"].tolist()]
+        renderers.append(fig.hbar(y="row", left="left", right="right", height="height",
+                                  fill_color="color", line_color=None, source=data,
+                                  name="transfers"))
+
     if n > AGGREGATE_ABOVE and px > 0:
-        data, tooltips = _aggregated_bars(table, rows, t0, px, colors)
+        data = _aggregated_bars(table, rows, t0, px, colors)
     else:
-        data, tooltips = _task_bars(table, rows, t0, colors)
-    data["worker"] = [str(worker_ids[row]) for row in data["row"].tolist()]
-    renderer = fig.hbar(
-        y="row", left="left", right="right", height=0.8, fill_color="color",
-        line_color=None, source=data, name="tasks",
-    )
-    _hover(fig, renderers=[renderer], tooltips=tooltips + [("worker", "@worker")])
-    first_row: dict[str, int] = {}
-    for index, group in enumerate(data["group"]):
-        first_row.setdefault(group, index)
-    _legend(fig, [(group, renderer, index) for group, index in sorted(first_row.items())])
+        data = _task_bars(table, rows, t0, colors)
+    data["worker"] = [names[r] for r in data["row"].tolist()]
+    tasks = fig.hbar(y="row", left="left", right="right", height="height", fill_color="color",
+                     line_color=None, source=data, name="tasks")
+    renderers.append(tasks)
+
+    extra_legend = []
+    if table.failed:
+        data = _failed_bars(table.failed, row_of, t0)
+        data["worker"] = [names[r] for r in data["row"].tolist()]
+        failed = fig.hbar(y="row", left="left", right="right", height="height",
+                          fill_color="color", line_color="black", line_width=1,
+                          hatch_pattern="x", hatch_color="white", hatch_alpha=0.8,
+                          source=data, name="failed")
+        renderers.append(failed)
+        extra_legend.append(("failed", failed, None))
+    if table.interrupted:
+        data = _interrupted_bars(table.interrupted, row_of, t0, colors)
+        data["worker"] = [names[r] for r in data["row"].tolist()]
+        interrupted = fig.hbar(y="row", left="left", right="right", height="height",
+                               fill_color="color", fill_alpha=0.6, line_color="black",
+                               line_dash="dashed", hatch_pattern="/", hatch_color="black",
+                               hatch_alpha=0.5, source=data, name="interrupted")
+        renderers.append(interrupted)
+        extra_legend.append(("interrupted", interrupted, None))
+    if table.transfers:
+        extra_legend += _transfer_legend(fig, renderers[0])
+
+    _hover(fig, renderers, _TASK_TOOLTIPS + [("tasks", "@count")])
+    legend = _group_legend(fig, table, colors)
+    _legend(fig, legend + extra_legend, label_size)
+    if not n and not table.failed and not table.interrupted:
+        _message(fig, "No task finished", x_range, 0.0)
     return fig
 
 
-def _task_bars(table: _Tasks, rows: np.ndarray, t0: float, colors: dict[str, str]):
+def _group_legend(fig, table: _Tasks, colors: dict) -> list:
+    """Legend items for the groups with most time (of one invisible glyph per
+    group: the legend then does not depend on which bars a group won)."""
+    totals: dict = {}
+    durations = (table.end - table.start).tolist()
+    for group, d in zip(table.groups, durations):
+        totals[group] = totals.get(group, 0.0) + d
+    for r, group in zip(table.failed, groups_of(r.key for r in table.failed)):
+        totals.setdefault(group, 0.0)
+    for r, group in zip(table.interrupted, groups_of(r.key for r in table.interrupted)):
+        totals.setdefault(group, 0.0)
+    if not totals:
+        return []
+    shown = sorted(totals, key=lambda g: (-totals[g], g))[:LEGEND_ITEMS]
+    nan = np.full(len(shown), np.nan)
+    key = fig.hbar(y=nan, left=nan, right=nan, height=ROW_HEIGHT,
+                   fill_color=[colors[g] for g in shown], line_color=None, name="legend")
+    return [(group, key, i) for i, group in enumerate(shown)]
+
+
+def _transfer_legend(fig, renderer) -> list:
+    colors = set(renderer.data_source.data["color"])
+    items = []
+    for label, color in (("sending inputs", SEND_COLOR), ("receiving result", RECEIVE_COLOR)):
+        if color in colors:
+            index = renderer.data_source.data["color"].index(color)
+            items.append((label, renderer, index))
+    return items
+
+
+def _task_bars(table: _Tasks, rows: np.ndarray, t0: float, colors: dict[str, str]) -> dict:
     """One bar per task."""
     n = len(rows)
-    data = {
+    return {
         "left": table.start - t0,
         "right": table.end - t0,
         "row": rows,
+        "height": np.full(n, ROW_HEIGHT),
         "color": [colors[g] for g in table.groups],
         "key": [str(key) for key in table.keys],
         "group": list(table.groups),
         "task": [_short_repr(task) for task in table.tasks],
-        "duration": [_format_seconds(d) for d in (table.end - table.start).tolist()],
+        "status": [f"took {format_seconds(d)}" for d in (table.end - table.start).tolist()],
         "count": np.ones(n, dtype=np.int64),
     }
-    tooltips = [("key", "@key"), ("group", "@group"), ("task", "@task"), ("duration", "@duration")]
-    return data, tooltips
 
 
-def _aggregated_bars(table: _Tasks, rows: np.ndarray, t0: float, px: float, colors):
-    """Bars a pixel wide or wider as they are; narrower ones merged per pixel column.
+def _failed_bars(failed: list, row_of: dict, t0: float) -> dict:
+    return {
+        "left": np.array([r.start_time for r in failed]) - t0,
+        "right": np.array([r.end_time for r in failed]) - t0,
+        "row": np.array([row_of[r.worker_id] for r in failed], dtype=np.int64),
+        "height": np.full(len(failed), ROW_HEIGHT),
+        "color": [FAILED_COLOR] * len(failed),
+        "key": [str(r.key) for r in failed],
+        "group": groups_of(r.key for r in failed),
+        "task": [_short_repr(r.task) for r in failed],
+        "status": [f"FAILED after {format_seconds(r.end_time - r.start_time)}: {r.error}"
+                   for r in failed],
+        "count": np.ones(len(failed), dtype=np.int64),
+    }
 
-    Merging is cut at pixel-column boundaries (not only at wide bars or a
-    change of worker), so that an aggregate never spans more than two pixels:
-    it cannot paint a visible idle gap as busy, and the colours still follow
-    the task groups along the time axis.
+
+def _interrupted_bars(interrupted: list, row_of: dict, t0: float, colors: dict) -> dict:
+    groups = groups_of(r.key for r in interrupted)
+    return {
+        "left": np.array([r.start_time for r in interrupted]) - t0,
+        "right": np.array([r.stop_time for r in interrupted]) - t0,
+        "row": np.array([row_of[r.worker_id] for r in interrupted], dtype=np.int64),
+        "height": np.full(len(interrupted), ROW_HEIGHT),
+        "color": [colors[g] for g in groups],
+        "key": [str(r.key) for r in interrupted],
+        "group": groups,
+        "task": [_short_repr(r.task) for r in interrupted],
+        "status": [f"INTERRUPTED: running for {format_seconds(r.stop_time - r.start_time)} "
+                   f"when the computation stopped" for r in interrupted],
+        "count": np.ones(len(interrupted), dtype=np.int64),
+    }
+
+
+def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
+    """Grey segments for inputs sent, red ones for results received."""
+    keys, rows, lefts, rights, kinds = [], [], [], [], []
+    for r in transfers:
+        row = row_of[r.worker_id]
+        if r.start_time > r.send_start:
+            keys.append(r.key)
+            rows.append(row)
+            lefts.append(r.send_start)
+            rights.append(r.start_time)
+            kinds.append(0)
+        if r.receive_end > r.end_time:
+            keys.append(r.key)
+            rows.append(row)
+            lefts.append(r.end_time)
+            rights.append(r.receive_end)
+            kinds.append(1)
+    left = np.asarray(lefts, dtype=float) - t0
+    right = np.asarray(rights, dtype=float) - t0
+    row = np.asarray(rows, dtype=np.int64)
+    kind = np.asarray(kinds, dtype=np.int64)
+    what = ("sending inputs", "receiving result")
+    color = (SEND_COLOR, RECEIVE_COLOR)
+    if len(left) <= AGGREGATE_ABOVE or px <= 0:
+        return {
+            "left": left, "right": right, "row": row,
+            "height": np.full(len(left), TRANSFER_HEIGHT),
+            "color": [color[k] for k in kinds],
+            "key": [str(k) for k in keys],
+            "group": [what[k] for k in kinds],
+            "task": [""] * len(left),
+            "status": [f"{what[k]}: {format_seconds(b - a)}"
+                       for k, a, b in zip(kinds, lefts, rights)],
+            "count": np.ones(len(left), dtype=np.int64),
+        }
+    parts = []
+    for k in (0, 1):
+        mine = kind == k
+        bars = _occupancy_bars(left[mine], right[mine], row[mine], px, TRANSFER_HEIGHT)
+        count = bars["count"]
+        parts.append({
+            **bars,
+            "color": [color[k]] * len(count),
+            "key": [f"{c} transfers" for c in count.tolist()],
+            "group": [what[k]] * len(count),
+            "task": [""] * len(count),
+            "status": [f"{what[k]}: {format_seconds(b)} in {format_seconds(e)}"
+                       for b, e in zip(bars["busy"].tolist(), bars["extent"].tolist())],
+        })
+    return {c: _concat([p[c] for p in parts]) for c in _COLUMNS}
+
+
+def _concat(parts: list):
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    return [x for p in parts for x in p]
+
+
+def _occupancy_bars(start: np.ndarray, end: np.ndarray, rows: np.ndarray, px: float,
+                    full: float, groups: np.ndarray | None = None) -> dict:
+    """Bars whose painted area per row equals the rows' busy time.
+
+    Intervals (``start``/``end`` in seconds, on ``rows``) a pixel wide or
+    wider become one bar each, ``full`` high.  The narrower ones are cut at
+    pixel columns (``px`` seconds): each (row, column) they touch becomes
+    one bar spanning the column's part no wide interval covers, as high as
+    the share of that part they fill -- so its area is their busy time there.
+
+    Returns ``left``, ``right``, ``row``, ``height``, ``count`` (intervals a
+    bar stands for), ``busy`` and ``extent`` (seconds), ``members`` (for
+    each bar, the interval indices, in start order) and, with ``groups``
+    (an int code per interval), ``weights``: per bar, ``[(code, seconds,
+    intervals), ...]`` most seconds first.
+
+    >>> bars = _occupancy_bars(np.array([0.1, 0.5, 2.0]), np.array([0.2, 0.6, 5.0]),
+    ...                        np.array([0, 0, 0]), 1.0, 0.8)
+    >>> bars['left'].tolist(), bars['right'].tolist(), bars['height'].round(3).tolist()
+    ([0.0, 2.0], [1.0, 5.0], [0.16, 0.8])
     """
-    n = len(rows)
-    order = np.lexsort((table.start, rows))
-    start, end, row = table.start[order], table.end[order], rows[order]
-    names = sorted(colors)
-    codes = _codes(table.groups, names)[order]
-
+    order = np.lexsort((start, rows))
+    start, end, rows = start[order], end[order], rows[order]
     wide = (end - start) >= px
-    column = np.floor((start - t0) / px).astype(np.int64)
-    new_bar = np.ones(n, dtype=bool)
-    new_bar[1:] = (row[1:] != row[:-1]) | (column[1:] != column[:-1]) | wide[1:] | wide[:-1]
-    firsts = np.flatnonzero(new_bar)
-    lasts = np.r_[firsts[1:], n] - 1
-    bar = np.cumsum(new_bar) - 1
-    count = lasts - firsts + 1
-    left = start[firsts]
-    right = np.maximum.reduceat(end, firsts)
-    busy = np.add.reduceat(end - start, firsts)
+    small = np.flatnonzero(~wide)
+    big = np.flatnonzero(wide)
 
-    # Tasks per (bar, group); sorted by bar, then most tasks first (ties: by
-    # group name, lexsort being stable), so each bar's first pair dominates.
-    n_groups = max(len(names), 1)
-    pairs, per_pair = np.unique(bar * n_groups + codes, return_counts=True)
-    by = np.lexsort((-per_pair, pairs // n_groups))
-    pair_bar, pair_group, per_pair = pairs[by] // n_groups, pairs[by] % n_groups, per_pair[by]
-    leading = np.r_[True, pair_bar[1:] != pair_bar[:-1]]
-    dominant = pair_group[leading]  # one per bar, in bar order
+    s, e, r = start[small], end[small], rows[small]
+    col0 = np.floor(s / px).astype(np.int64)
+    col1 = np.floor(e / px).astype(np.int64)
+    first_part = np.minimum(e, (col0 + 1) * px) - s
+    second_part = np.where(col1 > col0, e - col1 * px, 0.0)
+    # Cells (row, column) as one sortable int; columns may be negative when
+    # records lie left of a shared x range, hence the offset.
+    offset = int(min(col0.min(initial=0), 0))
+    width = int(max(col1.max(initial=0), 0)) - offset + 2
+    cell0 = r * width + (col0 - offset)
+    cell1 = r * width + (col1 - offset)
+    touched = second_part > 0
+    entry_cell = np.r_[cell0, cell1[touched]]
+    entry_busy = np.r_[first_part, second_part[touched]]
+    entry_member = np.r_[small, small[touched]]
+    keep = entry_busy > 0
+    entry_cell, entry_busy, entry_member = entry_cell[keep], entry_busy[keep], entry_member[keep]
+    cells, inverse = np.unique(entry_cell, return_inverse=True)
+    busy = np.bincount(inverse, weights=entry_busy, minlength=len(cells))
+    count = np.bincount(inverse, minlength=len(cells))
+    cell_row = cells // width
+    cell_col = cells % width + offset
+    a = cell_col * px
+    b = (cell_col + 1) * px
+    # Shrink each cell to the part no wide interval covers: a wide interval
+    # starting in the cell ends its free part, one ending there starts it.
+    if len(big) and len(cells):
+        for times, limit in ((start[big], np.minimum), (end[big], np.maximum)):
+            wcell = rows[big] * width + (np.floor(times / px).astype(np.int64) - offset)
+            at = np.searchsorted(cells, wcell)
+            hit = at < len(cells)
+            hit[hit] = cells[at[hit]] == wcell[hit]
+            if limit is np.minimum:
+                np.minimum.at(b, at[hit], times[hit])
+            else:
+                np.maximum.at(a, at[hit], times[hit])
+    free = b - a
+    bad = free <= 0  # overlapping records on one worker: fall back to the column
+    a[bad] = cell_col[bad] * px
+    b[bad] = a[bad] + px
+    height = np.minimum(busy / (b - a), 1.0) * full
 
-    covers: list[list[str]] = [[] for _ in range(len(firsts))]
-    for b, g, k in zip(pair_bar.tolist(), pair_group.tolist(), per_pair.tolist()):
-        covers[b].append(f"{names[g]} ({k})")
+    # Members per cell, in start order.
+    by_cell = np.lexsort((entry_member, inverse))
+    bounds = np.r_[0, np.cumsum(count)]
+    members_sorted = entry_member[by_cell]
+    members = [order[members_sorted[bounds[i]:bounds[i + 1]]] for i in range(len(cells))]
+    lo = np.minimum.reduceat(start[members_sorted], bounds[:-1]) if len(cells) else np.empty(0)
+    hi = np.maximum.reduceat(end[members_sorted], bounds[:-1]) if len(cells) else np.empty(0)
 
-    keys, tasks, durations = [], [], []
-    for i, (first, last, k) in enumerate(zip(firsts.tolist(), lasts.tolist(), count.tolist())):
-        if k == 1:
-            keys.append(str(table.keys[order[first]]))
-            tasks.append(_short_repr(table.tasks[order[first]]))
-            durations.append(_format_seconds(busy[i]))
-        else:
-            keys.append(f"{k} tasks: {_short_repr(table.keys[order[first]], 40)} \u2026 "
-                        f"{_short_repr(table.keys[order[last]], 40)}")
-            tasks.append("")
-            extent = _format_seconds(right[i] - left[i])
-            durations.append(f"{_format_seconds(busy[i])} busy in {extent}")
-    group = [names[g] for g in dominant.tolist()]
-    data = {
-        "left": left - t0,
-        "right": right - t0,
-        "row": row[firsts],
+    out = {
+        "left": np.r_[a, start[big]],
+        "right": np.r_[b, end[big]],
+        "row": np.r_[cell_row, rows[big]].astype(np.int64),
+        "height": np.r_[height, np.full(len(big), full)],
+        "count": np.r_[count, np.ones(len(big), dtype=np.int64)].astype(np.int64),
+        "busy": np.r_[busy, end[big] - start[big]],
+        "extent": np.r_[hi - lo, end[big] - start[big]],
+        "members": members + [order[[i]] for i in big],
+    }
+    if groups is not None:
+        codes = groups[order][entry_member]
+        n_groups = int(groups.max(initial=0)) + 1
+        pair = inverse * n_groups + codes
+        pairs, pair_inverse = np.unique(pair, return_inverse=True)
+        seconds = np.bincount(pair_inverse, weights=entry_busy, minlength=len(pairs))
+        tasks = np.bincount(pair_inverse, minlength=len(pairs))
+        rank = np.lexsort((-seconds, pairs // n_groups))
+        weights: list = [[] for _ in range(len(cells))]
+        for p in rank.tolist():
+            weights[int(pairs[p] // n_groups)].append(
+                (int(pairs[p] % n_groups), float(seconds[p]), int(tasks[p])))
+        weights += [[(int(groups[order][i]), float(end[i] - start[i]), 1)] for i in big]
+        out["weights"] = weights
+    return out
+
+
+def _aggregated_bars(table: _Tasks, rows: np.ndarray, t0: float, px: float, colors) -> dict:
+    """Bars a pixel wide or wider as they are; narrower ones by occupancy per
+    pixel column (see ``_occupancy_bars``)."""
+    names = sorted(set(table.groups))
+    codes = _codes(table.groups, names)
+    bars = _occupancy_bars(table.start - t0, table.end - t0, rows, px, ROW_HEIGHT, codes)
+    keys, tasks, status, group, covers = [], [], [], [], []
+    for members, weights, busy, extent in zip(bars["members"], bars["weights"],
+                                              bars["busy"].tolist(), bars["extent"].tolist()):
+        first, last = int(members[0]), int(members[-1])
+        group.append(names[weights[0][0]])
+        if len(members) == 1:
+            keys.append(str(table.keys[first]))
+            tasks.append(_short_repr(table.tasks[first]))
+            status.append(f"took {format_seconds(table.end[first] - table.start[first])}")
+            covers.append(names[weights[0][0]])
+            continue
+        keys.append(f"{len(members)} tasks: {_short_repr(table.keys[first], 40)} \u2026 "
+                    f"{_short_repr(table.keys[last], 40)}")
+        tasks.append("")
+        status.append(f"busy {format_seconds(busy)} in {format_seconds(extent)}")
+        shown = [f"{names[g]} ({k})" for g, _, k in weights[:5]]
+        covers.append(", ".join(shown) + (", \u2026" if len(weights) > 5 else ""))
+    return {
+        "left": bars["left"],
+        "right": bars["right"],
+        "row": bars["row"],
+        "height": bars["height"],
         "color": [colors[g] for g in group],
         "key": keys,
-        "group": group,
-        "groups": [", ".join(c[:5]) + (", \u2026" if len(c) > 5 else "") for c in covers],
+        "group": covers,
         "task": tasks,
-        "duration": durations,
-        "count": count,
+        "status": status,
+        "count": bars["count"],
     }
-    tooltips = [("key", "@key"), ("tasks", "@count"), ("groups", "@groups"), ("task", "@task"),
-                ("duration", "@duration")]
-    return data, tooltips
 
 
 # --------------------------------------------------------------------------
@@ -493,10 +844,11 @@ def plot_resources(results: Sequence[ResourceData], x_range=None, t0: float | No
     >>> fig.select_one({'name': 'memory'}).y_range_name, fig.extra_y_ranges['memory'].end
     ('memory', 165.0)
     """
-    return _plot_resources(_Resources.of(results), x_range, t0, figure_kwargs)
+    figure_kwargs.pop("label_size", None)
+    return _plot_resources(_Resources.of(results), x_range, t0, LABEL_SIZE, figure_kwargs)
 
 
-def _plot_resources(table: _Resources, x_range, t0, figure_kwargs: dict):
+def _plot_resources(table: _Resources, x_range, t0, label_size: int, figure_kwargs: dict):
     t0 = _t0(table, t0)
     order = np.argsort(table.time, kind="stable")
     time, cpu, mem = table.time[order] - t0, table.cpu[order], table.mem[order]
@@ -506,12 +858,13 @@ def _plot_resources(table: _Resources, x_range, t0, figure_kwargs: dict):
         firsts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
         time, cpu, mem = time[firsts], np.fmax.reduceat(cpu, firsts), np.fmax.reduceat(mem, firsts)
 
+    if x_range is None and "x_range" not in figure_kwargs:
+        x_range = Range1d(0.0, float(time[-1]) if len(time) and time[-1] > 0 else 1.0)
     fig = _figure("Resources", "CPU (%)", x_range, figure_kwargs)
     peak_cpu = float(np.nanmax(cpu)) if len(cpu) else 0.0
     peak_mem = float(np.nanmax(mem)) if len(mem) else 0.0
     if "y_range" not in figure_kwargs:
         fig.y_range = Range1d(0, max(100.0, peak_cpu * 1.05))
-    # No memory measured yet: 0..100 MB, as dask draws an empty profile.
     fig.extra_y_ranges = {"memory": Range1d(0, peak_mem * 1.1 if peak_mem > 0 else 100.0)}
     fig.add_layout(LinearAxis(y_range_name="memory", axis_label="Memory (MB)"), "right")
     source = {"time": time, "cpu": cpu, "mem": mem}
@@ -519,11 +872,13 @@ def _plot_resources(table: _Resources, x_range, t0, figure_kwargs: dict):
                         name="cpu")
     mem_line = fig.line("time", "mem", source=source, color=Category10[10][1], line_width=2,
                         y_range_name="memory", name="memory")
-    _hover(fig,
-           renderers=[cpu_line],
-           mode="vline",
-           tooltips=[("time", "@time{0.000} s"), ("CPU", "@cpu{0.0} %"), ("memory", "@mem{0.0} MB")])
-    _legend(fig, [("CPU", cpu_line, None), ("Memory", mem_line, None)], click_hide=True)
+    _hover(fig, [cpu_line],
+           [("time", "@time{0.000} s"), ("CPU", "@cpu{0.0} %"), ("memory", "@mem{0.0} MB")],
+           mode="vline")
+    _legend(fig, [("CPU", cpu_line, None), ("Memory", mem_line, None)], label_size,
+            click_hide=True)
+    if not len(time):
+        _message(fig, "No resource samples", x_range, 50.0)
     return fig
 
 
@@ -532,16 +887,18 @@ def _plot_resources(table: _Resources, x_range, t0, figure_kwargs: dict):
 
 
 def plot_cache(results: Sequence[CacheData], metric_name: str = "tasks", x_range=None,
-               t0: float | None = None, palette=None, **figure_kwargs):
+               t0: float | None = None, palette=None, label_size: int = LABEL_SIZE,
+               **figure_kwargs):
     """What each task group holds in the cache over time: one line per group.
 
     A group's line is the sum of ``metric`` over its results in the cache: a
     step up at each ``cache_time``, down at each ``free_time`` (a result never
     freed counts until the last time in the records).  x is in seconds since
     ``t0`` (default: the earliest ``cache_time``; record times are epoch
-    seconds); the y axis is labelled ``metric_name``.  Lines with more steps
-    than pixels keep each pixel's maximum.  ``palette`` as for ``plot_tasks``;
-    other keyword arguments go to ``bokeh.plotting.figure``.
+    seconds); the y axis is labelled ``Cache Size (metric_name)``.  Lines with
+    more steps than pixels keep each pixel's maximum.  ``palette`` and
+    ``label_size`` as for ``plot_tasks``; other keyword arguments go to
+    ``bokeh.plotting.figure``.
 
     >>> from localsched.diagnostics.records import CacheData
     >>> fig = plot_cache([CacheData(('x-abc123', 0), None, 1, 10.0, 12.0),
@@ -554,10 +911,11 @@ def plot_cache(results: Sequence[CacheData], metric_name: str = "tasks", x_range
     """
     table = _Cache.of(results)
     return _plot_cache(table, metric_name, x_range, t0, _colors(table.groups, palette),
-                       figure_kwargs)
+                       label_size, figure_kwargs)
 
 
-def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, figure_kwargs: dict):
+def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, label_size: int,
+                figure_kwargs: dict):
     t0 = _t0(table, t0)
     fig = _figure("Cache", f"Cache Size ({metric_name})", x_range, figure_kwargs)
     lines = []
@@ -580,10 +938,15 @@ def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, figure_kwa
             lines.append(line)
     if "y_range" not in figure_kwargs:
         fig.y_range.start = 0
-    _hover(fig,
-           renderers=lines,
-           tooltips=[("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")])
-    _legend(fig, [(line.name, line, None) for line in lines], click_hide=True)
+    _hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")])
+    # The largest groups first: the legend may not have room for all.
+    lines.sort(key=lambda line: -float(np.max(line.data_source.data["value"])))
+    _legend(fig, [(line.name, line, None) for line in lines[:LEGEND_ITEMS]], label_size,
+            click_hide=True)
+    if not lines:
+        _message(fig, "Nothing was cached", x_range, 0.5)
+        if "y_range" not in figure_kwargs:
+            fig.y_range = Range1d(0, 1)
     return fig
 
 
@@ -625,30 +988,108 @@ def _step_max(time: np.ndarray, value: np.ndarray, px: float):
 
 
 # --------------------------------------------------------------------------
+# The summary
+
+
+def summary_html(summary: Summary, label_size: int = 60) -> str:
+    """The summary as a small HTML block (what ``visualize`` puts above the plots).
+
+    >>> from localsched.diagnostics.summary import summarize
+    >>> from localsched.diagnostics.records import TaskData
+    >>> 'parallel efficiency' in summary_html(summarize([TaskData('a-1', None, 0.0, 1.0, 1)]))
+    True
+    """
+    esc = html.escape
+    if summary.tasks == 0:
+        head = "<b>No task finished.</b> "
+    else:
+        head = ""
+    eff = "n/a" if summary.efficiency is None else f"{summary.efficiency:.0%}"
+    facts = [
+        ("wall time", format_seconds(summary.wall)),
+        ("tasks run", f"{summary.tasks:,}"),
+        ("failed", f"{summary.failed:,}"),
+        ("interrupted", f"{summary.interrupted:,}"),
+        ("workers", f"{summary.workers}"),
+        ("busy", format_seconds(summary.busy)),
+        ("parallel efficiency", eff),
+    ]
+    cell = "padding:1px 10px 1px 0;white-space:nowrap"
+    parts = [
+        '<div class="localsched-summary" style="font:13px sans-serif;max-width:100%;'
+        'overflow-x:auto">',
+        f"<p style='margin:4px 0'>{head}" + " &middot; ".join(
+            f"{esc(name)} <b>{esc(value)}</b>" for name, value in facts) + "</p>",
+    ]
+    if summary.groups:
+        parts.append("<table style='border-collapse:collapse;font-size:12px'>"
+                     f"<tr><th style='{cell};text-align:left'>task group</th>"
+                     f"<th style='{cell};text-align:right'>tasks</th>"
+                     f"<th style='{cell};text-align:right'>total</th>"
+                     f"<th style='{cell};text-align:right'>mean</th>"
+                     f"<th style='{cell};text-align:right'>share</th></tr>")
+        for g in summary.groups:
+            parts.append(
+                f"<tr><td style='{cell}' title='{esc(g.name, quote=True)}'>"
+                f"{esc(_shorten(g.name, label_size))}</td>"
+                f"<td style='{cell};text-align:right'>{g.count:,}</td>"
+                f"<td style='{cell};text-align:right'>{esc(format_seconds(g.total))}</td>"
+                f"<td style='{cell};text-align:right'>{esc(format_seconds(g.mean))}</td>"
+                f"<td style='{cell};text-align:right'>{g.share:.0%}</td></tr>")
+        parts.append("</table>")
+        if summary.other_groups:
+            parts.append(f"<p style='margin:2px 0'>({summary.other_groups} more groups)</p>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------
 # Everything together
 
 _TABLES = {TaskData: _Tasks, ResourceData: _Resources, CacheData: _Cache}
 
 
+def _table_of(profiler):
+    kind = getattr(profiler, "record_type", None)
+    if kind not in _TABLES:
+        raise TypeError(
+            f"cannot plot {type(profiler).__name__}: its record_type must be TaskData, "
+            f"ResourceData or CacheData, not {kind!r}"
+        )
+    if kind is TaskData:
+        return _Tasks.of(profiler.results, getattr(profiler, "failed", ()),
+                         getattr(profiler, "interrupted", ()), getattr(profiler, "transfers", ()))
+    return _TABLES[kind].of(profiler.results)
+
+
 def visualize(profilers, filename: str = "profile.html", show: bool = True, save: bool = True,
-              mode: str | None = None, palette=None, **figure_kwargs):
+              mode: str | None = None, palette=None, label_size: int = LABEL_SIZE,
+              **figure_kwargs):
     """Stack the figures of one or more profilers on one shared time axis.
 
     ``profilers`` is a profiler or a list of them; each has ``.results`` (a
     list of records) and a ``record_type`` class attribute (TaskData,
-    ResourceData or CacheData; a cache profiler also has ``.metric_name``).
+    ResourceData or CacheData; a cache profiler also has ``.metric_name``, a
+    task profiler may have ``failed``, ``interrupted`` and ``transfers``).
     Every figure's x is seconds since the earliest record time across *all*
     profilers (records hold epoch seconds), on one shared ``Range1d``, so the
     figures line up and pan and zoom together.  Task groups keep one colour
-    across the task stream and the cache plot.
+    across the task stream and the cache plot; legend labels are cut to
+    ``label_size`` characters.  The page opens with a summary of the task
+    profilers' records (:func:`localsched.diagnostics.summary.summarize`).
 
-    ``save`` writes a standalone HTML file to ``filename``.  ``mode`` is the
+    ``save`` writes a standalone HTML file to ``filename`` (dask's deprecated
+    ``file_path=`` still works, with a FutureWarning).  ``mode`` is the
     BokehJS resources mode: None means ``"inline"`` (the library is embedded,
     so the file works offline), ``"cdn"`` makes it smaller but needs the
-    internet.  ``show`` displays the layout inline when running in a Jupyter
+    internet.  ``show`` displays the page inline when running in a Jupyter
     kernel, otherwise it opens the saved (or a temporary) file in a browser.
-    Other keyword arguments go to every ``bokeh.plotting.figure``.  Returns
-    the bokeh layout.
+    Other keyword arguments go to every ``bokeh.plotting.figure`` (a
+    ``title`` goes to the top one only); without ``width`` the figures
+    stretch to the page's width.
+
+    Returns, as dask does, the figure for one profiler and the grid of
+    figures for several.
 
     >>> from types import SimpleNamespace
     >>> from localsched.diagnostics.records import TaskData, ResourceData
@@ -663,81 +1104,71 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
     >>> task_fig.select_one({'name': 'tasks'}).data_source.data['left'].tolist()
     [0.5]
     """
-    if "file_path" in figure_kwargs:  # dask's old name for filename
-        warnings.warn("The file_path keyword argument is deprecated and will be removed in a "
-                      "future release; use filename= instead.", FutureWarning, stacklevel=2)
+    if "file_path" in figure_kwargs:
+        warnings.warn("The file_path keyword argument is deprecated; use filename instead",
+                      FutureWarning, stacklevel=3)
         filename = figure_kwargs.pop("file_path")
-    # dask's keyword for the longest label shown (task-group names in legends).
-    label_size = figure_kwargs.pop("label_size", None)
-    # dask's title names the whole plot: it goes on the top figure only.
-    title = figure_kwargs.pop("title", None)
     if not isinstance(profilers, (list, tuple)):
         profilers = [profilers]
     if not profilers:
         raise ValueError("visualize needs at least one profiler")
     resources = Resources(mode=mode or "inline")  # an unknown mode fails before any work
-    tables = []
-    for profiler in profilers:
-        kind = getattr(profiler, "record_type", None)
-        if kind not in _TABLES:
-            raise TypeError(
-                f"cannot plot {type(profiler).__name__}: its record_type must be TaskData, "
-                f"ResourceData or CacheData, not {kind!r}"
-            )
-        tables.append((profiler, _TABLES[kind].of(profiler.results)))
+    tables = [(profiler, _table_of(profiler)) for profiler in profilers]
 
     bounds = [b for _, table in tables if (b := table.bounds()) is not None]
     t0 = float(min(b[0] for b in bounds)) if bounds else 0.0
     span = float(max(b[1] for b in bounds)) - t0 if bounds else 0.0
     x_range = Range1d(0.0, span if span > 0 else 1.0)
-    colors = _colors(set().union(*(getattr(table, "groups", ()) for _, table in tables)), palette)
+    colors = _colors(set().union(*(table.all_groups() for _, table in tables
+                                   if hasattr(table, "all_groups"))), palette)
 
     figures = []
-    for profiler, table in tables:
+    for i, (profiler, table) in enumerate(tables):
+        kwargs = figure_kwargs
+        if i and "title" in figure_kwargs:  # the caller's title names the whole stack
+            kwargs = {k: v for k, v in figure_kwargs.items() if k != "title"}
         if isinstance(table, _Tasks):
-            fig = _plot_tasks(table, x_range, t0, colors, figure_kwargs)
+            fig = _plot_tasks(table, x_range, t0, colors, label_size, kwargs)
         elif isinstance(table, _Resources):
-            fig = _plot_resources(table, x_range, t0, figure_kwargs)
+            fig = _plot_resources(table, x_range, t0, label_size, kwargs)
         else:
             metric_name = getattr(profiler, "metric_name", "tasks")
-            fig = _plot_cache(table, metric_name, x_range, t0, colors, figure_kwargs)
+            fig = _plot_cache(table, metric_name, x_range, t0, colors, label_size, kwargs)
+        if i and "title" in figure_kwargs:
+            fig.title = None
         figures.append(fig)
-    if title is not None:
-        figures[0].title.text = title
-    if label_size is not None:
-        _shorten_legends(figures, int(label_size))
     if len(figures) == 1:
-        layout = figures[0]  # one profiler: its figure, as dask returns
+        plot = figures[0]
     else:
-        layout = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above")
+        for fig in figures[:-1]:  # one time axis label, at the bottom
+            fig.xaxis.axis_label = None
+        stretch = figures[0].sizing_mode == "stretch_width"
+        plot = gridplot([[fig] for fig in figures], merge_tools=True, toolbar_location="above",
+                        **({"sizing_mode": "stretch_width"} if stretch else {}))
+
+    page = plot
+    task_tables = [(p, t) for p, t in tables if isinstance(t, _Tasks)]
+    if task_tables:
+        summary = _summary_of(task_tables)
+        div = Div(text=summary_html(summary), sizing_mode="stretch_width")
+        page = column(div, plot, sizing_mode="stretch_width")
 
     if save:
-        _save(layout, filename=filename, resources=resources, title="localsched profile")
+        _save(page, filename=filename, resources=resources, title="localsched profile")
     if show:
-        _display(layout, filename if save else None, resources)
-    return layout
+        _display(page, filename if save else None, resources)
+    return plot
 
 
-def _hover(fig, **props) -> None:
-    """Our hover settings, on the hover tool the caller asked for (dask's
-    ``tools="hover"``) or on a new one: never two hover tools."""
-    mine = [t for t in fig.tools if isinstance(t, HoverTool)]
-    if mine:
-        for name, value in props.items():
-            setattr(mine[0], name, value)
-    else:
-        fig.add_tools(HoverTool(**props))
-
-
-def _shorten_legends(figures: list, size: int) -> None:
-    """Cut legend labels to ``size`` characters (dask's ``label_size``)."""
-    for fig in figures:
-        for legend in fig.legend:
-            for item in legend.items:
-                label = item.label
-                value = getattr(label, "value", None) if label is not None else None
-                if isinstance(value, str) and len(value) > size:
-                    item.label = value[: max(1, size - 1)] + "…"
+def _summary_of(task_tables: list) -> Summary:
+    """One summary over the task profilers of a report."""
+    results, failed, interrupted, walls = [], [], [], []
+    for profiler, table in task_tables:
+        results += profiler.results
+        failed += table.failed
+        interrupted += table.interrupted
+        walls += getattr(profiler, "walls", None) or []
+    return summarize(results, failed, interrupted, walls=walls or None)
 
 
 def _in_notebook() -> bool:

@@ -7,15 +7,29 @@ The hot path is one tuple append per task (``_posttask``); the
 Times are the worker's own measurement, ``state.timing``: epoch seconds
 (``time.time()``) taken in the worker thread or worker process around the
 task's execution.  So a task that waited in a process pool's queue is not
-charged for the wait, and records of all profilers share one clock.
+charged for the wait, and records of all profilers share one clock.  On the
+process scheduler ``state.transfer`` adds, per task, the seconds spent
+shipping its inputs there and its result back (``transfers``).
+
+What did not finish is kept apart from ``results`` (whose records are
+dask's five-field ``TaskData``): ``failed`` (tasks that raised, read from
+``state.failed`` at the finish) and ``interrupted`` (tasks still running when
+the computation stopped, from ``state.running_since``).
 """
 
 from __future__ import annotations
 
-from .collector import Collector
-from .records import TaskData
+import time
+
+from .collector import Collector, FinishedRun
+from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
+from .summary import Summary, summarize
 
 __all__ = ["Profiler"]
+
+#: Longest exception message kept in a FailedTaskData (messages can embed
+#: whole arrays).
+MESSAGE_LIMIT = 500
 
 
 class Profiler(Collector):
@@ -23,9 +37,10 @@ class Profiler(Collector):
 
     Entering a ``with`` block clears earlier results; every computation inside
     the block adds to them.  A computation that fails keeps the records of the
-    tasks that finished before the failure.  The profiler can also be passed
-    per call (``callbacks=[prof]``) or registered with ``register()``; then it
-    accumulates until ``clear()``.
+    tasks that finished before the failure in ``results``; the task that
+    raised is in ``failed`` and the tasks cut short in ``interrupted``.  The
+    profiler can also be passed per call (``callbacks=[prof]``) or registered
+    with ``register()``; then it accumulates until ``clear()``.
 
     ``worker_id`` is the thread ident for the sync and threaded schedulers
     and the worker's process id for the process scheduler.
@@ -43,6 +58,9 @@ class Profiler(Collector):
     >>> r = prof.results[0]
     >>> r.task == (add, 'x', 10) and r.start_time <= r.end_time
     True
+    >>> s = prof.summary()
+    >>> s.tasks, s.failed, [g.name for g in s.groups]
+    (2, 0, ['y', 'z'])
     >>> prof.clear()
     >>> prof.results
     []
@@ -54,14 +72,99 @@ class Profiler(Collector):
 
     record_type = TaskData
 
+    def _reset_built(self) -> None:
+        self._built = []
+        self._failed: list = []
+        self._interrupted: list = []
+        self._transfers: list = []
+        self._walls: list = []  # (start_state, finish) epoch seconds per computation
+
     def _posttask(self, key, result, dsk, state, worker_id):
         # One small append per task; the task itself is looked up in dsk
         # only when results are read.
-        self._events(state).append((key, state.timing, worker_id))
+        self._events(state).append(
+            (key, state.timing, worker_id, getattr(state, "transfer", None))
+        )
 
-    @staticmethod
-    def _records(dsk, events: list, finish_time: float) -> list:
-        return [TaskData(key, dsk[key], t[0], t[1], wid) for key, t, wid in events]
+    def _dask_posttask(self, key, result, dsk, state, worker_id):
+        end = time.time()
+        run = self._run_of(state)
+        run[1].append((key, (run[4].pop(key, end), end), worker_id, None))
+
+    def _at_finish(self, run: tuple, state):
+        """(failed, running) at the finish, as plain values: exceptions become text."""
+        failed = []
+        for key, (exc, start, end, worker) in dict(getattr(state, "failed", None) or {}).items():
+            failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
+        running = getattr(state, "running_since", None)
+        if running is not None:
+            running = [(key, start, worker) for key, (start, worker) in dict(running).items()]
+        else:
+            # dask's schedulers: handed out (pretask) but never reported back.
+            running = [(key, start, None) for key, start in run[4].items()]
+        return failed, running
+
+    def _build(self, run: FinishedRun) -> None:
+        dsk = run.dsk
+        self._built.extend(TaskData(key, dsk[key], t[0], t[1], w) for key, t, w, _ in run.events)
+        for key, t, w, transfer in run.events:
+            if transfer and (transfer[0] or transfer[1]):
+                send, receive = transfer
+                self._transfers.append(
+                    TransferData(key, w, t[0] - send, t[0], t[1], t[1] + receive))
+        failed, running = run.extra or ((), ())
+        for key, start, end, worker, exc_type, message in failed:
+            self._failed.append(
+                FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))
+        for key, start, worker in running:
+            self._interrupted.append(
+                InterruptedTaskData(key, dsk.get(key), start, max(run.finished, start), worker))
+        self._walls.append((run.started, run.finished))
+
+    def _read(self, name: str) -> list:
+        with self._build_lock:
+            self._ensure_built()
+            return list(getattr(self, name))
+
+    @property
+    def failed(self) -> list:
+        """:class:`FailedTaskData` of the tasks that raised, oldest run first (a copy)."""
+        return self._read("_failed")
+
+    @property
+    def interrupted(self) -> list:
+        """:class:`InterruptedTaskData` of the tasks running when a computation
+        was stopped (Ctrl-C, another task's error), up to the stop (a copy)."""
+        return self._read("_interrupted")
+
+    @property
+    def transfers(self) -> list:
+        """:class:`TransferData` of the process-pool tasks that spent time
+        travelling (empty on threads and sync) (a copy)."""
+        return self._read("_transfers")
+
+    @property
+    def walls(self) -> list:
+        """``(start, finish)`` epoch seconds of every finished computation."""
+        return self._read("_walls")
+
+    def summary(self, top: int = 10) -> Summary:
+        """The numbers to read first: wall time, tasks, workers, efficiency, top groups.
+
+        See :class:`localsched.diagnostics.summary.Summary`.
+        """
+        with self._build_lock:
+            self._ensure_built()
+            return summarize(self._built, self._failed, self._interrupted,
+                             walls=self._walls, top=top)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._raw)} computations>"
+
+
+def _message(exc: BaseException) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a broken __str__ must not break the profile
+        text = "<unprintable>"
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "\u2026"

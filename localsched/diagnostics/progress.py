@@ -6,8 +6,8 @@ Who does what::
     ────────────────────────────              ─────────────────────────
     _start        t0 = timer()
     _start_state  group totals (once) ──────► start: wait(dt) ─► draw()
-    _posttask     group_done[g] += 1                  snapshot: len(state.finished),
-                  (only with group_by)                state.ntasks, group_done
+    _posttask     group_done[g] += 1                  snapshot: len(finished set),
+                  (only with group_by)                total, group_done
     _finish       stop.set(); join() ◄──────          ─► Progress ─► renderer.render()
                   final draw, same path
 
@@ -305,10 +305,6 @@ def _import_ipywidgets():
     return ipywidgets
 
 
-# What ``ProgressBar._timer`` is before any drawing thread ran: not alive.
-_NEVER_STARTED = threading.Thread(target=lambda: None, name="localsched-progress-never-started")
-
-
 def in_notebook() -> bool:
     """Whether this runs in a Jupyter kernel that can show ipywidgets.
 
@@ -338,8 +334,10 @@ class ProgressBar(Callback):
 
     A background thread redraws every ``dt`` seconds while a computation
     runs; the last draw shows 100% and the elapsed time, and ends the line.
-    Nothing is shown for a computation shorter than ``minimum`` seconds or
-    without tasks.  On an error the bar stays where it was and its line is
+    Nothing is shown for a computation shorter than ``minimum`` seconds; a
+    graph without tasks (``{'x': 1}``) shows one completed bar, as dask's
+    does.  ``last_duration`` holds the seconds the last computation took.
+    On an error the bar stays where it was and its line is
     ended.  Times are elapsed seconds of ``timer`` (default
     ``time.monotonic``) since the computation started.
 
@@ -444,8 +442,12 @@ class ProgressBar(Callback):
         self._out = out
         self._group_by = group_by
         self._clock = timer
-        self._last_thread: Optional[threading.Thread] = None
         self._display = display
+        #: Seconds the last computation shown by this bar took (None before any).
+        self.last_duration: Optional[float] = None
+        # The last drawing thread, kept after it stopped: dask's name for it,
+        # and dask's tests check it is no longer alive after a computation.
+        self._timer: Optional[threading.Thread] = None
         self._text: Optional[TextRenderer] = None
         self._widget: Optional[WidgetRenderer] = None
         #: The renderer of the current or last computation.
@@ -466,6 +468,8 @@ class ProgressBar(Callback):
         self._owner: Optional[tuple] = None  # (thread ident, dsk) of the shown computation
         self._t0 = 0.0
         self._state = None
+        self._total = 0
+        self._finished: Any = ()  # the live set of finished keys of the computation
         self._shown = False
         self._stop: Optional[threading.Event] = None
         self._thread: Optional[threading.Thread] = None
@@ -473,18 +477,6 @@ class ProgressBar(Callback):
         self._group_totals: list = []
         self._group_done: list = []
         self._group_of: dict = {}
-
-    # dask's ProgressBar attributes, read by dask's own tests and users' code.
-    @property
-    def _running(self) -> bool:
-        """Whether a computation is being shown (dask's attribute)."""
-        return self._state is not None
-
-    @property
-    def _timer(self):
-        """The drawing thread of the last computation shown (dask's name),
-        or a thread that never ran."""
-        return self._last_thread or _NEVER_STARTED
 
     def _owns(self, dsk) -> bool:
         owner = self._owner
@@ -501,17 +493,19 @@ class ProgressBar(Callback):
     def _start_state(self, dsk, state):
         if not self._owns(dsk):
             return
-        if not state.ntasks:
-            # Nothing to run: no drawing thread, but the final line (one
-            # completed bar) is still drawn at finish, as dask's bar does.
-            self.renderer = self._choose_renderer()
-            self._state = state
-            return
-        if self._group_by is not None:
+        # localsched's State counts its tasks; dask's plain dict state does not.
+        total = getattr(state, "ntasks", None)
+        if total is None:
+            total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+        self._total = total
+        self._finished = state["finished"]
+        if self._group_by is not None and total:
             self._count_groups(state)
         self.renderer = self._choose_renderer()
         # Set last: a computation with _state set can always be drawn.
         self._state = state
+        if not total:
+            return  # nothing to follow: only the final, completed bar is drawn
         stop = threading.Event()
         # Run in a copy of this context: output that routes by context
         # (ipykernel's cell of origin) goes where the computation started.
@@ -521,7 +515,7 @@ class ProgressBar(Callback):
         )
         thread.start()
         self._stop, self._thread = stop, thread
-        self._last_thread = thread
+        self._timer = thread
 
     def _count_group(self, key, result, dsk, state, worker_id):
         # The per-task cost of grouping: a dict lookup and an increment.
@@ -531,9 +525,8 @@ class ProgressBar(Callback):
     def _finish(self, dsk, state, errored):
         if not self._owns(dsk):
             return
-        #: Seconds the last computation took (as dask's ProgressBar keeps it).
-        self.last_duration = self._clock() - self._t0
         try:
+            self.last_duration = self._clock() - self._t0
             if self._thread is not None:
                 self._stop.set()
                 self._thread.join()
@@ -549,7 +542,7 @@ class ProgressBar(Callback):
         """Draw the running computation now, as the drawing thread does every ``dt``.
 
         Returns whether anything was drawn (not before ``minimum`` seconds,
-        not when no computation with tasks runs).  Tests call it with a fake
+        not when no computation runs).  Tests call it with a fake
         clock instead of waiting for the thread.
         """
         return self._draw(RUNNING)
@@ -567,9 +560,9 @@ class ProgressBar(Callback):
             elapsed = self._clock() - self._t0
             if not self._shown and elapsed < self._minimum:
                 return False
-            total = state.ntasks
+            total = self._total
             # On success all tasks are done; on error the bar stays put.
-            done = total if status == FINISHED else min(len(state.finished), total)
+            done = total if status == FINISHED else min(len(self._finished), total)
             groups = tuple(
                 GroupProgress(name, d, t)
                 for name, d, t in zip(self._group_names, list(self._group_done), self._group_totals)
@@ -581,7 +574,7 @@ class ProgressBar(Callback):
     def _count_groups(self, state) -> None:
         """Group totals, and each task's group index, once per computation."""
         group_by = self._group_by
-        at_start = state.cache  # data keys (and nothing computed yet)
+        at_start = state["cache"]  # data keys (and nothing computed yet)
         memo: dict = {}
         index: dict = {}
         names: list = []
@@ -637,6 +630,11 @@ class ProgressBar(Callback):
     @property
     def running(self) -> bool:
         """Whether the drawing thread runs (a computation is being shown)."""
+        return self._thread is not None
+
+    @property
+    def _running(self) -> bool:
+        # dask's name for ``running``.
         return self._thread is not None
 
     def __repr__(self) -> str:

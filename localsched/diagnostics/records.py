@@ -4,15 +4,29 @@ All times are seconds since the epoch (``time.time()``), taken on the
 machine's wall clock where the event happened -- the worker thread or the
 worker process -- so records of different profilers line up on one axis.
 
+``TaskData`` keeps dask's five fields, so code that unpacks dask's records
+(``key, task, start, end, worker = record``) works unchanged; what dask does
+not record (failed and interrupted tasks, the time spent shipping a task to a
+process and its result back) has records of its own.
+
 >>> TaskData('x', (len, [1]), 10.0, 10.5, 0).end_time - 10.0
 0.5
+>>> FailedTaskData('y', None, 1.0, 2.0, 0, 'ZeroDivisionError', 'division by zero').error
+'ZeroDivisionError: division by zero'
 """
 
 from __future__ import annotations
 
-from typing import Any, Hashable, NamedTuple
+from typing import Any, Hashable, NamedTuple, Optional
 
-__all__ = ["TaskData", "ResourceData", "CacheData"]
+__all__ = [
+    "TaskData",
+    "FailedTaskData",
+    "InterruptedTaskData",
+    "TransferData",
+    "ResourceData",
+    "CacheData",
+]
 
 
 class TaskData(NamedTuple):
@@ -27,6 +41,66 @@ class TaskData(NamedTuple):
     start_time: float
     end_time: float
     worker_id: int
+
+
+class FailedTaskData(NamedTuple):
+    """A task that raised: when it ran, where, and what it raised.
+
+    The exception is kept as text (its type's name and ``str(exc)``), not as
+    the object, so a record never keeps a traceback's frames alive.
+    ``worker_id`` is None when the scheduler could not tell.
+    """
+
+    key: Hashable
+    task: Any
+    start_time: float
+    end_time: float
+    worker_id: Optional[int]
+    exc_type: str
+    message: str
+
+    @property
+    def error(self) -> str:
+        """``'Type: message'``, as a traceback's last line shows it."""
+        return f"{self.exc_type}: {self.message}" if self.message else self.exc_type
+
+
+class InterruptedTaskData(NamedTuple):
+    """A task that had started but not ended when the computation stopped
+    (Ctrl-C, or another task's error); ``stop_time`` is when it stopped."""
+
+    key: Hashable
+    task: Any
+    start_time: float
+    stop_time: float
+    worker_id: Optional[int]
+
+
+class TransferData(NamedTuple):
+    """Time a process-pool task spent travelling (epoch seconds).
+
+    ``send_start`` .. ``start_time``: its inputs were pickled, sent and
+    unpickled before it could start (only the first task of a batch pays
+    this; the others' is 0); ``end_time`` .. ``receive_end``: its result
+    travelled back to the scheduler.
+    """
+
+    key: Hashable
+    worker_id: int
+    send_start: float
+    start_time: float
+    end_time: float
+    receive_end: float
+
+    @property
+    def send(self) -> float:
+        """Seconds spent sending the inputs."""
+        return self.start_time - self.send_start
+
+    @property
+    def receive(self) -> float:
+        """Seconds spent getting the result back."""
+        return self.receive_end - self.end_time
 
 
 class ResourceData(NamedTuple):

@@ -18,6 +18,10 @@ another.  So a profiler used as a ``with`` block samples for the whole block,
 also between computations, and one registered with ``register()`` samples
 only while a computation runs.  However they overlap, there is at most one
 sampler thread.
+
+Samples reach ``results`` when sampling stops: at the end of the ``with``
+block, or of each computation when registered -- as dask's profiler, whose
+tracker process hands its samples over only then.
 """
 
 from __future__ import annotations
@@ -92,7 +96,11 @@ class ResourceProfiler(Callback):
 
     In a ``with`` block it samples for the whole block (earlier results are
     cleared on entry); registered globally with ``register()`` or passed as
-    ``callbacks=`` it samples only while a computation runs.  If sampling
+    ``callbacks=`` it samples only while a computation runs.  The samples
+    appear in ``results`` when sampling stops (the block's or the
+    computation's end); ``start_time`` and ``end_time`` are when it last
+    started and stopped, in ``timeit.default_timer()`` seconds as dask has
+    them.  If sampling
     fails (say, the timer raises), leaving the block raises RuntimeError from
     that error; the end of a computation warns instead.
 
@@ -135,21 +143,28 @@ class ResourceProfiler(Callback):
         self._dt = float(dt)
         self._timer = timer
 
-        # Guards _results and _tree: sample() may be called by the sampler
-        # thread and by the thread that starts/stops sampling.
+        # Guards _results, _pending, _collecting and _tree: sample() may be
+        # called by the sampler thread and by the thread that starts/stops
+        # sampling.
         self._sample_lock = threading.Lock()
         self._results: list[ResourceData] = []
+        # Samples of the sampling period in progress, published when it stops.
+        self._pending: list[ResourceData] = []
+        self._collecting = False
         self._tree: Optional[_ProcessTree] = None
+        self.start_time: Optional[float] = None
+        self.end_time: Optional[float] = None
 
         # Guards _users, _thread and _stop: computations in several threads
         # and the with block may start and stop sampling concurrently.
         self._run_lock = threading.Lock()
         self._users = 0
-        self._closed_users = 0  # holders whose release close() already did
         self._thread: Optional[threading.Thread] = None
         self._stop: Optional[threading.Event] = None
         # What made the sampler thread stop early (re-raised when stopping).
         self._failure: Optional[BaseException] = None
+        # Whether close() ended the current sampling period early.
+        self._closed = False
 
     @property
     def dt(self) -> float:
@@ -159,14 +174,15 @@ class ResourceProfiler(Callback):
     # -- sampling ------------------------------------------------------------
 
     def sample(self) -> ResourceData:
-        """Take one sample now, append it to ``results`` and return it."""
+        """Take one sample now and return it; it joins ``results`` at once when
+        not sampling, else when sampling stops."""
         with self._sample_lock:
             if self._tree is None:
                 self._tree = _ProcessTree()
             t = self._timer()
             mem, cpu = self._tree.measure()
             record = ResourceData(t, mem, cpu)
-            self._results.append(record)
+            (self._pending if self._collecting else self._results).append(record)
         return record
 
     def _sample_until(self, stop: threading.Event) -> None:
@@ -187,7 +203,6 @@ class ResourceProfiler(Callback):
     def _acquire(self) -> None:
         """One more user of sampling; the first starts the sampler thread."""
         with self._run_lock:
-            self._closed_users = 0  # a fresh start: older holders are gone
             if self._users:
                 self._users += 1
                 return
@@ -195,6 +210,10 @@ class ResourceProfiler(Callback):
                 # Fresh handles: CPU percent is then measured from this
                 # start, not averaged over the idle gap since last time.
                 self._tree = None
+                self._collecting = True
+            self.start_time = default_timer()
+            self.end_time = None
+            self._closed = False
             self._failure = None
             stop = threading.Event()
             thread = threading.Thread(
@@ -211,31 +230,50 @@ class ResourceProfiler(Callback):
         """
         with self._run_lock:
             if self._users == 0:
-                if self._closed_users:  # a user from before close()
-                    self._closed_users -= 1
+                if self._closed:  # close() already stopped it for every user
                     return None
                 raise RuntimeError("ResourceProfiler stopped more often than started")
             self._users -= 1
             if self._users:
-                return
-            stop, thread = self._stop, self._thread
-            self._stop = self._thread = None
-            stop.set()
-            # The thread never takes _run_lock, so joining under it is safe.
-            thread.join()
-            failure, self._failure = self._failure, None
+                return None
+            return self._stop_sampling()
+
+    def _stop_sampling(self) -> Optional[BaseException]:
+        """Stop and join the sampler thread, publish its samples (under _run_lock)."""
+        stop, thread = self._stop, self._thread
+        self._stop = self._thread = None
+        stop.set()
+        # The thread never takes _run_lock, so joining under it is safe.
+        thread.join()
+        with self._sample_lock:
+            self._results.extend(self._pending)
+            self._pending = []
+            self._collecting = False
+        self.end_time = default_timer()
+        failure, self._failure = self._failure, None
         return failure
+
+    def close(self) -> None:
+        """Stop sampling now, whoever still uses it (dask's name); idempotent."""
+        with self._run_lock:
+            if self._users:
+                self._users = 0
+                self._closed = True
+                self._stop_sampling()
 
     @property
     def running(self) -> bool:
         """Whether the sampler thread is running."""
         return self._thread is not None
 
+    def _is_running(self) -> bool:
+        # dask's name for ``running``.
+        return self._thread is not None
+
     # -- the with block and the callbacks --------------------------------------
 
     def __enter__(self):
         self.clear()
-        self.start_time = default_timer()  # dask's attribute (see Collector)
         self._acquire()
         try:
             return super().__enter__()
@@ -248,7 +286,6 @@ class ResourceProfiler(Callback):
             super().__exit__(*args)
         finally:
             failure = self._release()
-            self.end_time = default_timer()
         if failure is not None:
             raise RuntimeError("ResourceProfiler could not take a sample") from failure
 
@@ -270,40 +307,21 @@ class ResourceProfiler(Callback):
 
     @property
     def results(self) -> list[ResourceData]:
-        """The samples so far, oldest first (a copy)."""
+        """The samples of the finished sampling periods, oldest first (a copy)."""
         with self._sample_lock:
             return list(self._results)
 
     @results.setter
     def results(self, samples) -> None:
-        """Replace the samples (dask's profilers allow it: plot given data)."""
+        # dask's results is a plain list attribute that callers may replace.
         with self._sample_lock:
-            self._results = [s if isinstance(s, ResourceData) else ResourceData(*s)
-                             for s in samples]
+            self._results = [ResourceData(*sample) for sample in samples]
 
     def clear(self) -> None:
         """Forget all samples."""
         with self._sample_lock:
             self._results = []
-
-    def close(self) -> None:
-        """Stop sampling now, whoever started it (idempotent; dask's method).
-        A later ``with`` block or computation starts it again."""
-        with self._run_lock:
-            users = self._users
-            if not users:
-                return
-            # The with blocks and computations still holding it will release
-            # it later: those releases are expected, not errors.
-            self._closed_users += users - 1
-            self._users = 1
-        failure = self._release()
-        if failure is not None:
-            raise RuntimeError("ResourceProfiler could not take a sample") from failure
-
-    def _is_running(self) -> bool:
-        """dask's name for ``running`` (a method there)."""
-        return self.running
+            self._pending = []
 
     visualize = Collector.visualize
     _plot = Collector._plot

@@ -232,24 +232,36 @@ def test_minimum_with_fake_clock():
 
 @pytest.mark.parametrize("dsk, keys", [({"x": 1}, "x"), ({}, []), ({"x": 1, "y": "x"}, ["x"])])
 def test_graph_without_tasks_prints_one_completed_bar(dsk, keys):
-    # As dask's ProgressBar does: the user sees that the computation ran.
+    """As dask's bar does (issue 7.4): nothing to wait for is done, and says so."""
     out = io.StringIO()
     pb = ProgressBar(out=out, timer=FakeClock())
     get_sync(dsk, keys, callbacks=[pb])
-    lines = [line for line in out.getvalue().replace("\r", "\n").splitlines() if line.strip()]
-    assert len(lines) == 1 and "100% Completed" in lines[0]
-    assert not pb.running
+    assert out.getvalue() == "\r" + BAR_100 + "  0.0s\n"
+    assert not pb.running and not drawing_threads()
+    assert pb._timer is None  # no drawing thread was started for it
 
 
 def test_last_duration_holds_the_last_runs_seconds():
-    clock = FakeClock()
+    clock = FakeClock(now=10.0)
     pb = ProgressBar(out=io.StringIO(), timer=clock)
+    assert pb.last_duration is None
+    advance = Callback(posttask=lambda key, result, dsk, state, wid: setattr(clock, "now", 12.5))
+    get_sync(CHAIN, "d", callbacks=[pb, advance])
+    assert pb.last_duration == 2.5
+    with pytest.raises(ZeroDivisionError):
+        get_sync(FAILING, "d", callbacks=[pb])
+    assert pb.last_duration == 0.0  # the clock stood still in the failing run
 
-    def tick(*args):
-        clock.now += 2.5
 
-    get_sync(CHAIN, "d", callbacks=[pb, Callback(posttask=tick)])
-    assert pb.last_duration == 10.0  # four tasks, 2.5 s each on the fake clock
+def test_dask_names_of_the_drawing_state():
+    """dask's tests read ``_running`` and the last drawing thread as ``_timer``."""
+    pb = ProgressBar(out=io.StringIO(), dt=3600)
+    seen = []
+    probe = Callback(pretask=lambda key, dsk, state: seen.append(pb._running))
+    get_sync(CHAIN, "d", callbacks=[pb, probe])
+    assert seen and all(seen)
+    assert not pb._running and isinstance(pb._timer, threading.Thread)
+    assert not pb._timer.is_alive()
 
 
 # -- errors ---------------------------------------------------------------------
@@ -328,9 +340,7 @@ def test_drawing_thread_redraws_every_dt():
     assert not drawing_threads()
     running = [p for p in rec.seen if not p.final]
     assert len(running) >= 3
-    # (a draw may land before "a" has finished; the last ones see it done)
-    assert all(p.total == 2 and p.done in (0, 1) and p.status == "running" for p in running)
-    assert running[-1].done == 1
+    assert all(p.total == 2 and p.done == 1 and p.status == "running" for p in running)
     assert rec.seen[-1] == Progress(2, 2, 0.0, (), "finished")
     assert len(rec.seen) == len(running) + 1  # nothing drawn after the final line
 

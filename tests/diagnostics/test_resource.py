@@ -335,3 +335,30 @@ def test_process_handles_are_kept_across_samples():
         child.wait(timeout=30)
     tree.measure()
     assert child.pid not in tree._known
+
+
+def test_samples_reach_results_when_sampling_stops():
+    """As dask's: a ``with`` block's samples appear when it ends; registered,
+    each computation's when it ends."""
+    from localsched.local import get_sync
+
+    with ResourceProfiler(dt=3600, timer=FakeClock()) as rprof:
+        get_sync(DSK, "c")
+        assert rprof.results == []
+        rprof.sample()
+        assert rprof.results == []
+    assert [r.time for r in rprof.results] == [1000.0, 1001.0, 1002.0]
+
+
+def test_dask_names_close_is_running_and_settable_results():
+    with ResourceProfiler(dt=3600, timer=FakeClock()) as rprof:
+        assert rprof._is_running()
+        rprof.close()  # stops now, and the block's end does not complain
+        assert not rprof._is_running() and not sampler_threads()
+        assert len(rprof.results) == 2
+    rprof.close()  # idempotent
+    rprof.results = [(1.0, 2.0, 3.0)]
+    assert rprof.results == [ResourceData(1.0, 2.0, 3.0)]
+    with rprof:  # and it starts again
+        pass
+    assert len(rprof.results) == 2 and not rprof.running

@@ -1,0 +1,182 @@
+"""The numbers a person reads first, computed from plain task records.
+
+``summarize`` needs neither bokeh nor numpy: ``Profiler.summary()`` works
+wherever localsched does, and the HTML report shows the same object.
+
+Definitions (all seconds):
+
+* ``wall``: how long the computations took, from their ``start_state`` to
+  their ``finish`` (overlapping computations counted once); without those
+  times, from the earliest task start to the latest end.
+* ``busy``: task execution summed over workers -- finished, failed and
+  interrupted tasks alike (an interrupted one up to the stop).
+* ``workers``: workers that ran at least one task.
+* ``efficiency``: ``busy / (wall * workers)``; 1.0 means every worker
+  computed all the time; None when there is nothing to divide by.
+
+>>> from localsched.diagnostics.records import TaskData
+>>> s = summarize([TaskData(('load-1a2b3c4d', 0), None, 0.0, 3.0, 1),
+...                TaskData(('load-1a2b3c4d', 1), None, 0.0, 1.0, 2),
+...                TaskData('total-9f8e7d6c', None, 3.0, 4.0, 1)])
+>>> s.wall, s.tasks, s.workers, s.busy, s.efficiency
+(4.0, 3, 2, 5.0, 0.625)
+>>> [(g.name, g.count, g.total, g.mean, g.share) for g in s.groups]
+[('load', 2, 4.0, 2.0, 0.8), ('total', 1, 1.0, 1.0, 0.2)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable, Optional, Sequence
+
+from ..utils import key_split
+
+__all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds"]
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One task group: tasks, total and mean seconds, share of all busy time (0..1)."""
+
+    name: str
+    count: int
+    total: float
+    mean: float
+    share: float
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What a profile says at a glance; see the module docstring for the definitions.
+
+    ``groups`` holds the ``top`` groups by total time, most first;
+    ``other_groups`` counts the groups left out.  ``as_dict()`` gives plain
+    dicts and lists (for JSON); ``str()`` and ``repr()`` a small table.
+    """
+
+    wall: float
+    tasks: int
+    failed: int
+    interrupted: int
+    workers: int
+    busy: float
+    efficiency: Optional[float]
+    groups: tuple
+    other_groups: int = 0
+
+    def as_dict(self) -> dict:
+        """The summary as plain dicts and lists."""
+        return asdict(self)
+
+    def lines(self) -> list:
+        """The summary as lines of text (what ``str()`` joins)."""
+        eff = "n/a" if self.efficiency is None else f"{self.efficiency:.0%}"
+        out = [
+            f"wall time {format_seconds(self.wall)}, {self.tasks:,} tasks run, "
+            f"{self.failed:,} failed, {self.interrupted:,} interrupted",
+            f"{self.workers} worker{'s' if self.workers != 1 else ''}, "
+            f"busy {format_seconds(self.busy)}, parallel efficiency {eff}",
+        ]
+        if self.groups:
+            width = max(len("group"), *(len(g.name) for g in self.groups))
+            out.append(f"{'group':<{width}}  {'tasks':>9}  {'total':>9}  {'mean':>9}  share")
+            for g in self.groups:
+                out.append(f"{g.name:<{width}}  {g.count:>9,}  {format_seconds(g.total):>9}  "
+                           f"{format_seconds(g.mean):>9}  {g.share:>5.0%}")
+            if self.other_groups:
+                out.append(f"({self.other_groups} more groups)")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+    def __repr__(self) -> str:
+        return "Summary(\n  " + "\n  ".join(self.lines()) + "\n)"
+
+
+def format_seconds(seconds: float) -> str:
+    """
+    >>> format_seconds(0.00042), format_seconds(1.5), format_seconds(0.012), format_seconds(0)
+    ('420 \u00b5s', '1.5 s', '12 ms', '0 s')
+    """
+    if seconds >= 1 or seconds == 0:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} \u00b5s"
+
+
+def groups_of(keys: Iterable) -> list:
+    """``key_split`` of every key, computed once per distinct name part.
+
+    key_split looks only at a tuple key's first element, so the many keys
+    of one collection (``('x-abc123', 0)``, ``('x-abc123', 1)``, ...) cost
+    one call.
+
+    >>> groups_of([('x-1a2b3c4d', 0), ('x-1a2b3c4d', 1), 'y'])
+    ['x', 'x', 'y']
+    """
+    memo: dict = {}
+    groups = []
+    for key in keys:
+        name = key[0] if isinstance(key, tuple) and key else key
+        try:
+            group = memo[name]
+        except KeyError:
+            group = memo[name] = key_split(key)
+        except TypeError:  # an unhashable name part
+            group = key_split(key)
+        groups.append(group)
+    return groups
+
+
+def _union_length(intervals: Iterable) -> float:
+    total = 0.0
+    end = None
+    for a, b in sorted(intervals):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total
+
+
+def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = (),
+              walls: Optional[Sequence] = None, top: int = 10) -> Summary:
+    """A :class:`Summary` of task records.
+
+    ``results`` are TaskData, ``failed`` FailedTaskData and ``interrupted``
+    InterruptedTaskData; ``walls`` the ``(start, finish)`` epoch seconds of
+    the computations (``Profiler.walls``), if known.
+    """
+    spans = [(r[0], r[2], r[3], r[4]) for r in results]
+    spans += [(r[0], r[2], r[3], r[4]) for r in failed]
+    spans += [(r[0], r[2], r[3], r[4]) for r in interrupted]
+    if walls:
+        wall = _union_length(walls)
+    elif spans:
+        wall = max(s[2] for s in spans) - min(s[1] for s in spans)
+    else:
+        wall = 0.0
+    totals: dict = {}
+    counts: dict = {}
+    busy = 0.0
+    for (key, start, end, _), group in zip(spans, groups_of(s[0] for s in spans)):
+        d = max(end - start, 0.0)
+        busy += d
+        totals[group] = totals.get(group, 0.0) + d
+        counts[group] = counts.get(group, 0) + 1
+    workers = len({s[3] for s in spans if s[3] is not None})
+    efficiency = busy / (wall * workers) if wall > 0 and workers else None
+    ranked = sorted(totals, key=lambda g: (-totals[g], g))
+    groups = tuple(
+        GroupSummary(g, counts[g], totals[g], totals[g] / counts[g],
+                     totals[g] / busy if busy > 0 else 0.0)
+        for g in ranked[:top]
+    )
+    return Summary(wall=wall, tasks=len(results), failed=len(failed),
+                   interrupted=len(interrupted), workers=workers, busy=busy,
+                   efficiency=efficiency, groups=groups,
+                   other_groups=max(len(ranked) - top, 0))
