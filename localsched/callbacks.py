@@ -115,12 +115,32 @@ class _CallbackType(type):
                 _global_active = value if isinstance(value, set) else set(value)
 
 
-def _hold(hooks: tuple) -> None:
+# The hooks tuples localsched's callbacks put in dask's registry (dask's
+# schedulers then fire them), by our hooks tuple; active_callbacks() skips
+# them, so a localsched computation never fires a callback twice.
+_dask_mirrors: dict = {}
+
+
+def _dask_registry() -> Optional[set]:
+    """dask's ``Callback.active`` when dask's callbacks module is loaded."""
+    mod = sys.modules.get("dask.callbacks")
+    return getattr(mod.Callback, "active", None) if mod is not None else None
+
+
+def _hold(hooks: tuple, dask_hooks: Optional[tuple] = None) -> None:
     registry = _current_registry()
     with _registry_lock:
         key = (id(registry), hooks)
         _holds[key] = _holds.get(key, 0) + 1
         registry.add(hooks)
+        # At top level, also in dask's registry: a graph that dask's own
+        # scheduler runs fires this callback too (dask's diagnostics work
+        # the same way around localsched computations).
+        if dask_hooks is not None and registry is _global_active:
+            theirs = _dask_registry()
+            if theirs is not None and hooks not in _dask_mirrors:
+                _dask_mirrors[hooks] = dask_hooks
+                theirs.add(dask_hooks)
 
 
 def _release(hooks: tuple, everything: bool = False) -> None:
@@ -133,6 +153,11 @@ def _release(hooks: tuple, everything: bool = False) -> None:
         else:
             _holds.pop(key, None)
             registry.discard(hooks)
+            mirror = _dask_mirrors.pop(hooks, None) if registry is _global_active else None
+            if mirror is not None:
+                theirs = _dask_registry()
+                if theirs is not None:
+                    theirs.discard(mirror)
 
 
 class Callback(metaclass=_CallbackType):
@@ -186,8 +211,16 @@ class Callback(metaclass=_CallbackType):
             hooks.append(fn)
         return tuple(hooks)
 
+    @property
+    def _dask_callback(self) -> tuple:
+        """The hooks dask's own schedulers fire for this callback (registered
+        in dask's registry too while dask is imported).  The same hooks by
+        default; the profilers override it, since dask's state has no
+        ``timing``."""
+        return self._callback
+
     def __enter__(self):
-        _hold(self._callback)
+        _hold(self._callback, self._dask_callback)
         return self
 
     def __exit__(self, *args):
@@ -195,7 +228,7 @@ class Callback(metaclass=_CallbackType):
 
     def register(self) -> None:
         """Fire this callback for every computation until ``unregister()``."""
-        _hold(self._callback)
+        _hold(self._callback, self._dask_callback)
 
     def unregister(self) -> None:
         """Stop firing this callback (however often it was registered)."""
@@ -248,10 +281,11 @@ def active_callbacks() -> list:
     local = _local_active.get()
     with _registry_lock:
         cbs = list(_global_active if local is None else local)
+        mirrors = set(_dask_mirrors.values())
     dask_callbacks = sys.modules.get("dask.callbacks")
     if dask_callbacks is not None and local is None:
         for cb in list(getattr(dask_callbacks.Callback, "active", ())):
-            if cb not in cbs:
+            if cb not in cbs and cb not in mirrors:  # (ours, put there by _hold)
                 cbs.append(cb)
     return cbs
 
