@@ -10,17 +10,20 @@ Three rules, in order:
    ``func_dumps``/``func_loads``), exactly the keys dask's own schedulers read.
    dask is never imported here: a program that has not imported it cannot
    have set its config.
-3. A keyword that some dask scheduler knows but this one does not use
-   (``optimize_graph=`` for threads, ``workers=`` of distributed's get, ...)
-   is accepted and ignored, because ``dask.compute(x, scheduler=get,
-   optimize_graph=False)`` forwards it whatever the scheduler.  Anything else
-   is a typo and raises TypeError naming it and the closest known option:
+3. ``dask.compute(x, scheduler=get, **kwargs)`` forwards every extra
+   keyword to whichever scheduler runs, so a keyword meant for another
+   scheduler (``optimize_graph=`` for threads, ``workers=`` of
+   distributed's get, anything a future scheduler takes) is accepted and
+   ignored, as dask's own schedulers do; dask's tests pass even
+   ``bogus_keyword=10`` this way.  But a keyword that is a near miss of an
+   option we know is a typo, and raises TypeError naming it and the option
+   meant:
 
 >>> check_options({"num_worker": 2}, "localsched.threaded.get")
 Traceback (most recent call last):
   ...
 TypeError: localsched.threaded.get() got an unexpected option 'num_worker' (did you mean 'num_workers'?)
->>> check_options({"optimize_graph": False, "traverse": True}, "localsched.threaded.get")
+>>> check_options({"optimize_graph": False, "bogus_keyword": 10}, "localsched.threaded.get")
 """
 
 from __future__ import annotations
@@ -58,13 +61,15 @@ _KNOWN = sorted(OWN_OPTIONS | FORWARDED_OPTIONS)
 
 
 def check_options(options: dict, where: str) -> None:
-    """Raise TypeError for an option no dask scheduler knows; ignore the rest."""
+    """Raise TypeError for a near miss of a known option (a typo); accept
+    and ignore any other keyword, as dask's schedulers do (see above)."""
     for name in options:
         if name in FORWARDED_OPTIONS or name in OWN_OPTIONS:
             continue
-        close = difflib.get_close_matches(name, _KNOWN, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise TypeError(f"{where}() got an unexpected option {name!r}{hint}")
+        close = difflib.get_close_matches(name, _KNOWN, n=1, cutoff=0.8)
+        if close:
+            raise TypeError(f"{where}() got an unexpected option {name!r} "
+                            f"(did you mean {close[0]!r}?)")
 
 
 _MISSING = object()

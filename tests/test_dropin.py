@@ -162,6 +162,29 @@ def test_a_typo_still_names_the_option_and_the_close_match(name):
     get = getattr(__import__(module, fromlist=[func]), func)
     with pytest.raises(TypeError, match=r"'num_worker'.*did you mean 'num_workers'"):
         get({"a": 1}, "a", num_worker=2)
+    with pytest.raises(TypeError, match=r"'chunk_size'.*did you mean 'chunksize'"):
+        get({"a": 1}, "a", chunk_size=2)
+
+
+def test_keywords_meant_for_some_other_scheduler_are_ignored_as_dask_does(get):
+    # dask's own *_compute_forward_kwargs tests pass exactly this.
+    import dask
+
+    assert dask.delayed(abs)(-1).compute(scheduler=get, bogus_keyword=10) == 1
+
+
+def _with_lock(lock, i):
+    with lock:
+        return i
+
+
+def test_a_multiprocessing_manager_lock_works_inside_process_tasks():
+    # Spawned workers share the parent's authkey, as multiprocessing's do.
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Manager() as manager:
+        lock = manager.Lock()
+        assert get_processes({"a": (_with_lock, lock, 1)}, "a", num_workers=1) == 1
 
 
 def test_dask_scheduler_by_name_with_localsched_config():

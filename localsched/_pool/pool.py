@@ -277,7 +277,11 @@ class _SpawnedWorker(Worker):
         self._open_pidfd()
         self.exit_handle = self.pidfd  # without one, the pipe's end tells
         try:
-            self.out.send_bytes(pickle.dumps(sys.path))
+            # The parent's authkey too: a multiprocessing Manager's proxies
+            # (a Manager().Lock() passed to a task) authenticate with it, as
+            # they do in multiprocessing's own spawned children.
+            self.out.send_bytes(pickle.dumps(
+                (sys.path, bytes(multiprocessing.current_process().authkey))))
             self.out.send_bytes(init_payload or b"")
         except OSError:
             pass  # it died at once: its exit is a start-up failure

@@ -38,7 +38,9 @@ import sys, pickle
 from multiprocessing.connection import Connection
 jobs = Connection(int(sys.argv[1]), writable=False)
 out = Connection(int(sys.argv[2]), readable=False)
-sys.path[:] = pickle.loads(jobs.recv_bytes())
+sys.path[:], authkey = pickle.loads(jobs.recv_bytes())
+import multiprocessing
+multiprocessing.current_process().authkey = authkey
 init = jobs.recv_bytes()
 from localsched._pool.worker import main
 main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
