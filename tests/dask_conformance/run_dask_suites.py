@@ -100,10 +100,11 @@ def main(argv=None) -> int:
                         help="localsched get set as dask's default; like-dask: each collection's "
                              "own default, swapped for localsched's")
     parser.add_argument("--named", action="store_true",
-                        help='also make scheduler="threads"/"sync"/"processes" resolve to localsched')
+                        help='scheduler="threads"/"sync"/"processes" also resolve to localsched')
     parser.add_argument("--compare", action="store_true",
-                        help="also run with dask's schedulers; report only localsched's own failures")
-    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (0: none)")
+                        help="also run on dask's schedulers; report only localsched's own failures")
+    parser.add_argument("-n", "--workers", type=int, default=2,
+                        help="pytest-xdist workers (0: none)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--timeout", type=float, default=3600, help="whole run, seconds")
     parser.add_argument("--per-test-timeout", type=int, default=120)
