@@ -9,6 +9,10 @@ it runs nothing when imported.  From the repository root::
     .venv/bin/python tests/dask_conformance/run_dask_suites.py -k compute_forward_kwargs
     .venv/bin/python tests/dask_conformance/run_dask_suites.py --scheduler sync --named \\
         dask/bag/tests/test_bag.py
+    .venv/bin/python tests/dask_conformance/run_dask_suites.py --scheduler like-dask --compare
+
+(dask.dataframe needs pyarrow; without it that suite is one collection error:
+``pip install --target DIR pyarrow`` and put DIR on PYTHONPATH for the run.)
 
 Paths are relative to the installed dask package's parent (site-packages).
 The run sets ``dask.config.set(scheduler=<localsched get>)`` for the whole
@@ -91,12 +95,16 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("suites", nargs="*", default=list(DEFAULT_SUITES),
                         help="test files, relative to site-packages (default: a sample)")
-    parser.add_argument("--scheduler", default="threads", choices=["threads", "sync", "processes"])
+    parser.add_argument("--scheduler", default="threads",
+                        choices=["threads", "sync", "processes", "like-dask"],
+                        help="localsched get set as dask's default; like-dask: each collection's "
+                             "own default, swapped for localsched's")
     parser.add_argument("--named", action="store_true",
-                        help='also make scheduler="threads"/"sync"/"processes" resolve to localsched')
+                        help='scheduler="threads"/"sync"/"processes" also resolve to localsched')
     parser.add_argument("--compare", action="store_true",
-                        help="also run with dask's schedulers; report only localsched's own failures")
-    parser.add_argument("-n", "--workers", type=int, default=2, help="pytest-xdist workers (0: none)")
+                        help="also run on dask's schedulers; report only localsched's own failures")
+    parser.add_argument("-n", "--workers", type=int, default=2,
+                        help="pytest-xdist workers (0: none)")
     parser.add_argument("-k", dest="keyword", help="pytest -k expression")
     parser.add_argument("--timeout", type=float, default=3600, help="whole run, seconds")
     parser.add_argument("--per-test-timeout", type=int, default=120)
