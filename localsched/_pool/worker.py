@@ -95,14 +95,16 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     parent is gone.  ``close_first``: the parent's ends of the pipes, which a
     forked worker inherits and must drop, or the pipes would never close.
     """
+    # Ctrl-C in a terminal reaches the whole process group (a forked worker
+    # is in its parent's): the parent decides what to do, workers carry on
+    # until told.  First thing, so that a Ctrl-C during start-up cannot make
+    # the worker look like one that fails to start.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     for c in close_first:
         c.close()
     lifeline_fd = lifeline if isinstance(lifeline, int) else lifeline.fileno()
     if not _die_with_parent(lifeline_fd, parent_pid):
         return
-    # Ctrl-C in a terminal reaches the whole process group: the parent
-    # decides what to do, workers carry on until told.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from .. import core
     from ..callbacks import Callback
 
