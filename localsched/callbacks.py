@@ -41,10 +41,11 @@ localsched.diagnostics : ProgressBar, Profiler, ResourceProfiler, CacheProfiler
 
 from __future__ import annotations
 
+import contextvars
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, ClassVar, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 __all__ = [
     "Callback",
@@ -56,11 +57,85 @@ __all__ = [
 
 HOOKS = ("start", "start_state", "pretask", "posttask", "finish")
 
-# Guards Callback.active against concurrent register/unregister.
+# The registry.  At top level, ``Callback.active`` is the process-wide set
+# below.  While a computation runs (its tasks, and its own callbacks) the
+# context variable holds a registry of that context's own, empty at first:
+# inside a task ``Callback.active`` is empty, as in dask, and a get the task
+# calls fires only what the task registered itself, never the outer
+# computation's callbacks.  Context variables follow threads started with a
+# copied context, so this needs no swapping of global state.
+_global_active: set = set()
+_local_active: contextvars.ContextVar[Optional[set]] = contextvars.ContextVar(
+    "localsched_callbacks", default=None
+)
+# How many with-blocks / register() calls hold each hooks tuple: a callback
+# entered twice (nested, or from two threads) stays until the last exit.
+_holds: dict = {}
+# Guards _global_active and _holds against concurrent (un)registration.
+# Never held while a hook runs.
 _registry_lock = threading.Lock()
 
 
-class Callback:
+def in_computation() -> bool:
+    """Whether the calling code runs inside a computation (a task, or a
+    callback of a running computation)."""
+    return _local_active.get() is not None
+
+
+def enter_computation() -> contextvars.Token:
+    """Give the current context a fresh, empty callback registry (see above);
+    undo with ``_local_active.reset(token)``."""
+    return _local_active.set(set())
+
+
+def _current_registry() -> set:
+    local = _local_active.get()
+    return _global_active if local is None else local
+
+
+class _CallbackType(type):
+    """Makes ``Callback.active`` the registry of the current context."""
+
+    @property
+    def active(cls) -> set:
+        """The registered callbacks, as 5-tuples of hooks (or None).
+
+        Public for compatibility with dask; prefer ``register()`` or ``with``.
+        Empty inside a running task.
+        """
+        return _current_registry()
+
+    @active.setter
+    def active(cls, value: set) -> None:
+        global _global_active
+        if _local_active.get() is not None:
+            _local_active.set(set(value))
+        else:
+            with _registry_lock:
+                _global_active = value if isinstance(value, set) else set(value)
+
+
+def _hold(hooks: tuple) -> None:
+    registry = _current_registry()
+    with _registry_lock:
+        key = (id(registry), hooks)
+        _holds[key] = _holds.get(key, 0) + 1
+        registry.add(hooks)
+
+
+def _release(hooks: tuple, everything: bool = False) -> None:
+    registry = _current_registry()
+    with _registry_lock:
+        key = (id(registry), hooks)
+        left = 0 if everything else _holds.get(key, 1) - 1
+        if left > 0:
+            _holds[key] = left
+        else:
+            _holds.pop(key, None)
+            registry.discard(hooks)
+
+
+class Callback(metaclass=_CallbackType):
     """Base class for scheduler callbacks.
 
     Parameters
@@ -80,10 +155,6 @@ class Callback:
     starting x
     3
     """
-
-    #: The globally registered callbacks, as 5-tuples of hooks (or None).
-    #: Public for compatibility with dask; prefer ``register()``.
-    active: ClassVar[set] = set()
 
     def __init__(
         self,
@@ -116,23 +187,19 @@ class Callback:
         return tuple(hooks)
 
     def __enter__(self):
-        self._cm = add_callbacks(self)
-        self._cm.__enter__()
+        _hold(self._callback)
         return self
 
     def __exit__(self, *args):
-        self._cm.__exit__(*args)
-        del self._cm
+        _release(self._callback)
 
     def register(self) -> None:
         """Fire this callback for every computation until ``unregister()``."""
-        with _registry_lock:
-            Callback.active.add(self._callback)
+        _hold(self._callback)
 
     def unregister(self) -> None:
-        """Stop firing this callback globally."""
-        with _registry_lock:
-            Callback.active.discard(self._callback)
+        """Stop firing this callback (however often it was registered)."""
+        _release(self._callback, everything=True)
 
 
 def _own_hook(obj: Callback, name: str) -> Optional[Callable]:
@@ -174,13 +241,15 @@ def normalize_callback(cb: Any) -> tuple:
 
 
 def active_callbacks() -> list:
-    """The globally registered hooks: localsched's, and dask's when dask's
-    callbacks module is loaded (so ``with dask.diagnostics.ProgressBar():``
-    works around a localsched computation too)."""
+    """The registered hooks of the current context: localsched's, and at top
+    level dask's when dask's callbacks module is loaded (so ``with
+    dask.diagnostics.ProgressBar():`` works around a localsched computation
+    too)."""
+    local = _local_active.get()
     with _registry_lock:
-        cbs = list(Callback.active)
+        cbs = list(_global_active if local is None else local)
     dask_callbacks = sys.modules.get("dask.callbacks")
-    if dask_callbacks is not None:
+    if dask_callbacks is not None and local is None:
         for cb in list(getattr(dask_callbacks.Callback, "active", ())):
             if cb not in cbs:
                 cbs.append(cb)
@@ -208,12 +277,10 @@ def add_callbacks(*callbacks):
     1
     """
     tuples = [normalize_callback(cb) for cb in callbacks]
-    with _registry_lock:
-        new = [t for t in tuples if t not in Callback.active]
-        Callback.active.update(new)
+    for t in tuples:
+        _hold(t)
     try:
         yield
     finally:
-        with _registry_lock:
-            for t in new:
-                Callback.active.discard(t)
+        for t in tuples:
+            _release(t)

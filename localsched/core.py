@@ -8,59 +8,62 @@ Data flow for a pool (threads or processes)::
     caller thread (the scheduler)                    workers
     ─────────────────────────────                    ───────
     compile graph ─► cull ─► order (priorities)
-    ready heap ──pop──► batch ──submit(run_batch)──► run_batch: for each task
-         ▲                                             t0, execute spec, t1
-         │                                             emit([(i, ok, value, t0, t1, wid), ...])
-    process record ◄── events (SimpleQueue) ◄──────────┘   (per task, as it ends)
-      cache result, release inputs,                  future done ──► events
-      newly ready dependents ─► ready heap           (the worker is free again)
+    ready stack ─Planner──► batch ──submit(run_batch)──► run_batch: for each task
+         ▲                                                 t0, execute spec, t1
+         │                                                 emit([record, ...])
+    Run.complete(record) ◄── events (SimpleQueue) ◄────────┘  (as tasks end)
+      cache result, release inputs,                      future done ──► events
+      newly ready dependents ─► ready stack              (the worker is free again)
 
 Only the caller's thread touches the scheduler state and fires callbacks, so
-callbacks never run concurrently and need no locks.
+the callbacks of one computation never run concurrently.  There is no
+process-wide callback lock: a callback that blocks stalls its own
+computation only.
 
-State.  Tasks are integers (positions in the compiled graph).  ``status[i]``
-moves through named states, each move checked (a task finishing twice is a
-bug and raises InvalidStateError)::
+State.  Tasks are integers (positions in the compiled graph).  ``Run``
+holds the state and makes every move; ``status[i]`` moves through named
+states, and a move the state does not allow raises InvalidStateError::
 
     WAITING ──► READY ──► RUNNING ──► DONE           (data keys start as DONE)
     WAITING ─────────────► RUNNING                   (joined a batch, see below)
 
 ``waiting[i]`` counts the unfinished dependencies of i; ``refs[i]`` the
 unfinished dependents of i.  When ``refs[i]`` drops to zero the result leaves
-the cache, unless i is a requested output.
+the cache, unless i is a requested output.  Both loops (inline and pool)
+finish tasks through the same ``Run._mover`` step.
 
 Task selection.  ``order.order`` gives each task a static priority: its
-position in a depth-first post-order from the outputs.  Ready tasks sit in a
-heap keyed by that priority, so the lowest (the one that finishes the
-current branch) is always dispatched first.
+position in a depth-first post-order from the outputs.  Ready tasks sit on a
+stack: those a finished task made ready go on top, sorted so the lowest
+priority is taken first.  The branch just advanced is continued before older
+ready work (dask's rule), which holds fewer results than following the
+static order strictly.
 
-Batches.  A dispatch pops a few ready tasks for one idle worker; then, while
-the batch is small, it adds every dependent whose unfinished dependencies
-are all inside the batch (a chain, or a whole small sub-tree) and sorts the
-batch by priority, which keeps it topological.  The worker runs it in order,
-so a 10,000-task chain costs one hand-off per batch instead of one per task.
-A batch holds about BATCH_BUDGET seconds of work, judged by the measured
-mean duration of each task's function: a task whose function has not been
-timed yet, or is slow, goes alone, so long tasks spread over all workers.
-A result only later tasks of the same batch need is dropped by the worker
-after its last use there and never travels back.
+Batches.  ``batching.Planner`` hands a worker a contiguous stretch of that
+order (about ``BATCH_BUDGET`` seconds of measured work), so a batch runs
+exactly as the sequential order would and memory stays depth-first; see
+``localsched/batching.py``.
 
-Timing.  Workers hand records over in lists, about once a millisecond.
-When someone listens for task starts, a worker announces each batch as it
-starts and hands over finished records before each next task starts; that
-is when ``pretask`` fires.  ``posttask`` fires when the record arrives,
-and ``state.timing`` holds the ``(start, end)`` epoch seconds the worker
-measured around the call itself.
+Timing.  Workers hand records over in lists, about once a millisecond, and
+at once when a list holds a few results (so records in flight hold few
+results).  When someone listens for task starts, a worker announces each
+batch as it starts and hands over finished records before each next task
+starts; that is when ``pretask`` fires.  ``posttask`` fires when the record
+arrives, and ``state.timing`` holds the ``(start, end)`` epoch seconds the
+worker measured around the call itself.
 
 The synchronous scheduler passes ``submit=None``: the same state machine runs
 tasks inline, in priority order, in the caller's thread.
+
+>>> from operator import add
+>>> get_async(None, 1, {'a': 1, 'b': (add, 'a', 1), 'c': [(add, 'b', 1), 'a']}, ['c', 'b'])
+([3, 1], 2)
 """
 
 from __future__ import annotations
 
 import contextvars
-import heapq
-from contextlib import nullcontext
+import os
 import threading
 import time
 from collections.abc import Mapping
@@ -70,35 +73,26 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
+from . import callbacks as _callbacks
+from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
-from .graph import A_TASK, CALL, DATA, NESTED, NODE, as_mapping, compile_graph, execute, flatten_keys
+from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
+from .options import dask_config
 from .order import order_and_consumers
 
 __all__ = ["get_async", "State", "InvalidStateError", "in_task"]
 
-# Task states.
-WAITING, READY, RUNNING, DONE = 0, 1, 2, 3
-STATE_NAMES = ("waiting", "ready", "running", "done")
-
-# Serialises callback invocations across concurrent computations (two
-# threads computing at once, or a get inside a task), so that no two
-# callbacks ever run at the same time.  Reentrant: a callback may compute.
-_callback_lock = threading.RLock()
-
-# Set while a worker executes tasks: a get called from inside a task then
-# ignores the globally registered callbacks of the outer computation.
-_task_context: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "localsched_in_task", default=False
-)
-
-
 # In a worker process, its pid: records then name the process, not the thread.
 _process_worker_id: int = 0
 
+# The package's directory: frames from here are trimmed off task tracebacks.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
 
 def in_task() -> bool:
-    """Whether the calling code runs inside a localsched task."""
-    return _task_context.get()
+    """Whether the calling code runs inside a computation (in a task, or in
+    a callback of a running computation)."""
+    return _callbacks._local_active.get() is not None
 
 
 class InvalidStateError(RuntimeError):
@@ -112,17 +106,25 @@ class State(Mapping):
 
     - ``cache`` (live dict key -> result), ``finished`` (live set of finished
       keys), ``released`` (live set of keys whose results left the cache);
-    - ``dependencies`` and ``dependents`` (dict key -> set of keys, built on
-      first access);
-    - ``ready`` (list, next first), ``running`` (set), ``waiting`` (dict key ->
-      set of unfinished dependencies), ``waiting_data`` (dict key -> set of
-      unfinished dependents of a cached key): snapshots computed on access,
-      so read them now and then, not per task.
+    - ``dependencies`` and ``dependents`` (key -> set of keys, per lookup);
+    - ``ready`` (list of keys, next first), ``running`` (set), ``waiting``
+      (Mapping key -> set of unfinished dependencies, for tasks not yet
+      ready), ``waiting_data`` (dict key -> set of unfinished dependents, for
+      cached keys): snapshots built on access from what is live -- ready and
+      running tasks, the cache -- so an access costs O(ready + running +
+      cache), never a walk of the graph (``len(state["waiting"])`` included),
+      and a run nobody asks about pays nothing.
 
     Attributes, for the task whose posttask is firing: ``timing`` (its
-    ``(start, end)`` epoch seconds, measured by the worker) and ``freed`` (the
-    keys whose results its end released from the cache); and ``ntasks``
-    (tasks that will run).
+    ``(start, end)`` epoch seconds, measured by the worker), ``freed`` (the
+    keys whose results its end released from the cache) and ``transfer``
+    (None, or on processes ``(send_seconds, receive_seconds)``: the time
+    its inputs took to reach the worker before ``timing[0]``, for the
+    first task of a batch, and its result to come back after ``timing[1]``).
+    And ``ntasks`` (tasks that will run); at ``finish``: ``failed`` (key ->
+    ``(exception, start, end, worker_id)`` of a task that raised) and
+    ``running_since`` (key -> ``(start, worker_id)`` of tasks still running
+    when the computation stopped; worker_id may be None).
     """
 
     FIELDS = (
@@ -139,9 +141,9 @@ class State(Mapping):
 
     # Slots: callbacks read state.timing and state.freed once per task.
     __slots__ = ("_run", "cache", "finished", "released", "ntasks", "timing", "freed",
-                 "_static", "__weakref__")
+                 "transfer", "failed", "running_since", "_static", "__weakref__")
 
-    def __init__(self, run: "_Run"):
+    def __init__(self, run: "Run"):
         self._run = run
         self.cache: dict = run.cache
         self.finished: set = set()
@@ -149,6 +151,9 @@ class State(Mapping):
         self.ntasks: int = run.ntasks
         self.timing: tuple = (0.0, 0.0)
         self.freed: list = []
+        self.transfer: Optional[tuple] = None
+        self.failed: dict = {}
+        self.running_since: dict = {}
         self._static: dict = {}
 
     def __getitem__(self, name: str):
@@ -159,35 +164,20 @@ class State(Mapping):
         if name == "released":
             return self.released
         run = self._run
-        keys = run.keys
         if name in ("dependencies", "dependents"):
             if name not in self._static:
                 self._static[name] = _Adjacency(run, name == "dependencies")
             return self._static[name]
-        status = run.status
-        deps = run.deps
-        if name == "ready":  # not started, all inputs done; next first
-            return [
-                keys[i]
-                for i in run.order
-                if status[i] <= READY and all(status[d] == DONE for d in deps[i])
-            ]
+        if name == "ready":
+            return run.ready_keys()
         if name == "running":
-            return {keys[i] for i in run.order if status[i] == RUNNING}
-        if name == "waiting":  # not started, some inputs not done
-            out = {}
-            for i in run.order:
-                if status[i] <= READY:
-                    left = {keys[d] for d in deps[i] if status[d] != DONE}
-                    if left:
-                        out[keys[i]] = left
-            return out
+            return run.running_keys()
+        if name == "waiting":
+            return _Waiting(run)
         if name == "waiting_data":
-            index = run.index
-            return {
-                k: {keys[j] for j in run.dependents[index[k]] if status[j] != DONE}
-                for k in self.cache
-            }
+            keys, status, index, dependents = run.keys, run.status, run.index, run.dependents
+            return {k: {keys[j] for j in dependents[index[k]] if status[j] != DONE}
+                    for k in run.cache}
         raise KeyError(name)
 
     def __iter__(self):
@@ -200,6 +190,64 @@ class State(Mapping):
         return f"<State: {len(self.finished)}/{self.ntasks} tasks finished>"
 
 
+class _Waiting(Mapping):
+    """``state["waiting"]``: key -> its unfinished dependencies, for tasks not
+    yet ready.  Its length costs O(ready + running), not O(graph) (dask's
+    ProgressBar asks for it ten times a second); a lookup costs one task's
+    dependencies; only iterating it walks the graph."""
+
+    def __init__(self, run: "Run"):
+        self._run = run
+
+    def __getitem__(self, key):
+        run = self._run
+        i = run.index.get(key)
+        if i is None or not run.in_run[i] or run.status[i] != WAITING:
+            raise KeyError(key)
+        keys, status = run.keys, run.status
+        return {keys[d] for d in run.deps[i] if status[d] != DONE}
+
+    def __iter__(self):
+        run = self._run
+        keys, status = run.keys, run.status
+        return (keys[i] for i in run.order if status[i] == WAITING)
+
+    def __len__(self) -> int:
+        run = self._run
+        status = run.status
+        ready = sum(1 for i in run.ready if status[i] == READY)
+        return run.remaining - ready - len(run.running_keys())
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Adjacency(Mapping):
+    """``state["dependencies"]`` / ``state["dependents"]``: key -> set of keys,
+    computed per lookup from the compiled graph (building the whole dict
+    would cost more than a typical callback spends on a run)."""
+
+    def __init__(self, run: "Run", forward: bool):
+        self._run = run
+        self._forward = forward
+
+    def __getitem__(self, key):
+        run = self._run
+        i = run.index[key]
+        if not run.in_run[i]:
+            raise KeyError(key)
+        keys = run.keys
+        adjacency = run.deps if self._forward else run.dependents
+        return {keys[j] for j in adjacency[i]}
+
+    def __iter__(self):
+        keys = self._run.keys
+        return (keys[i] for i in self._run.needed)
+
+    def __len__(self) -> int:
+        return len(self._run.needed)
+
+
 class _Overlay(dict):
     """A batch's own results, falling back to the shared cache (set as
     ``.shared``): dict lookups stay in C except on a miss."""
@@ -210,42 +258,18 @@ class _Overlay(dict):
         return self.shared[key]
 
 
-class _Adjacency(Mapping):
-    """``state["dependencies"]`` / ``state["dependents"]``: key -> set of keys,
-    computed per lookup from the compiled graph (building the whole dict
-    would cost more than a typical callback spends on a run)."""
-
-    def __init__(self, run: "_Run", forward: bool):
-        self._run = run
-        self._forward = forward
-
-    def _adjacency(self) -> list:
-        return self._run.deps if self._forward else self._run.dependents
-
-    def __getitem__(self, key):
-        run = self._run
-        i = run.index[key]
-        if not run.in_run[i]:
-            raise KeyError(key)
-        keys = run.keys
-        return {keys[j] for j in self._adjacency()[i]}
-
-    def __iter__(self):
-        keys = self._run.keys
-        return (keys[i] for i in self._run.needed)
-
-    def __len__(self) -> int:
-        return len(self._run.needed)
-
-
-# Seconds of (measured) work a batch is sized to: enough to make the
-# hand-off to a worker cheap next to the work, small enough to balance.
-BATCH_BUDGET = 2e-3
-
 # A worker hands finished records over at least this often (seconds): many
 # short tasks share one hand-off, and the scheduler still learns within about
 # a millisecond when a task ends (a long task's record goes out at once).
 FLUSH_INTERVAL = 1e-3
+# ... and as soon as this many records carrying results wait, so that the
+# results in flight between worker and scheduler stay few (memory).
+FLUSH_RESULTS = 8
+# When someone listens for task starts, finished records go out before the
+# next task starts if this long has passed since the last hand-off: a
+# pretask fires at most this late, and microsecond tasks do not pay one
+# hand-off each (dask's ProgressBar listens for starts).
+ANNOUNCE_INTERVAL = 1e-4
 
 
 def run_batch(
@@ -255,37 +279,45 @@ def run_batch(
     announce: bool = False,
     *,
     emit: Callable,
+    where: Optional[list] = None,
 ):
-    """Run a batch of specs in order, on a worker; emit lists of records.
+    """Run a batch of tasks in order, on a worker; emit lists of records.
 
-    ``batch`` holds ``(i, key, spec, store, drop, send)``; dependency results
-    are read from ``data`` (the shared cache, an overlay of it, or the inputs
-    shipped to a process).  ``store``: keep the result in ``data`` for later
-    tasks of the batch; ``drop``: keys this task was the last in-batch user
-    of, deleted from ``data`` after it ran; ``send``: the record carries the
-    result (else None: only this batch needed it).  A record is ``(i, ok, value,
-    start, end, worker_id)``; the batch stops at the first failure.  Records
-    are handed to ``emit`` in lists: whenever ``FLUSH_INTERVAL`` has passed
-    since the last hand-off, on a failure, and at the end.  With
-    ``announce`` (someone listens for task starts), a first record ``(i,
-    None, None, start, 0.0, worker_id)`` says at once that the batch has
-    started, and finished records are handed over before each next task
-    starts, so its start is known when it happens.
+    ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
+    send)`` (see ``localsched.batching``); dependency results are read from
+    ``data`` (the shared cache, an overlay of it, or the inputs shipped to a
+    process).  A record is a ``Record`` tuple ``(i, ok, value, start, end,
+    worker_id)``; the batch stops at the first failure.  Records are handed
+    to ``emit`` in lists: whenever ``FLUSH_INTERVAL`` has passed since the
+    last hand-off or ``FLUSH_RESULTS`` records carry results, on a failure,
+    and at the end.  With ``announce`` (someone listens for task starts), a
+    first record ``(i, None, None, start, 0.0, worker_id)`` says at once that
+    the batch has started, and finished records are handed over before the
+    next task starts (at most every ``ANNOUNCE_INTERVAL``), so its start is
+    known within that when it happens.  ``where`` (a list shared with the
+    scheduler, threads only) receives ``(worker_id, start)`` once, so a batch
+    that is stopped before it reports anything can still be placed.
     """
-    token = _task_context.set(True)
+    # Inside tasks, Callback.active is a registry of their own (empty).
+    token = _callbacks.enter_computation()
     wid = _process_worker_id or threading.get_ident()
     now = time.time
     buf: list = []
+    carried = 0
     try:
         last = now()
+        if where is not None:  # (threads) who runs the batch, from when
+            where.append((wid, last))
         if announce:
             emit([(batch[0][0], None, None, last, 0.0, wid)])
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
-            if announce and buf:
+            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
                 emit(buf)
                 buf = []
+                carried = 0
+                last = now()
             t0 = now()
             try:
                 value = execute(spec, data)
@@ -297,14 +329,19 @@ def run_batch(
                 data[key] = value
             for k in drop:
                 del data[k]
-            buf.append((i, True, value if send else None, t0, t1, wid))
+            if send:
+                buf.append((i, True, value, t0, t1, wid))
+                carried += 1
+            else:
+                buf.append((i, True, None, t0, t1, wid))
             value = None
-            if t1 - last >= FLUSH_INTERVAL:
+            if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
                 emit(buf)
                 buf = []
+                carried = 0
                 last = t1
     finally:
-        _task_context.reset(token)
+        _callbacks._local_active.reset(token)
         if buf:
             emit(buf)
 
@@ -322,6 +359,7 @@ def get_async(
     unpack_exception: Optional[Callable] = None,
     chunksize: Optional[int] = None,
     on_interrupt: Optional[Callable[[list], None]] = None,
+    cache: Optional[dict] = None,
 ):
     """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
 
@@ -336,7 +374,7 @@ def get_async(
     keys : key or nested list of keys
         The result has the same nesting, lists becoming tuples.
     callbacks : iterable of Callback or 5-tuples, optional
-        Fired in addition to the globally registered ones.
+        Fired for this call instead of the registered ones (as dask does).
     rerun_exceptions_locally : bool
         Re-run a failed task in the caller's thread, so a debugger stops in it.
     pack_data : bool
@@ -349,10 +387,13 @@ def get_async(
     unpack_exception : callable, optional
         Turns a failed record's value into the exception to raise.
     chunksize : int, optional
-        At most this many ready tasks per batch (default: adaptive).
+        At most this many tasks per batch (default: adaptive).
     on_interrupt : callable, optional
         Called with the running futures when the computation is abandoned
         (KeyboardInterrupt); may cancel or kill them.
+    cache : dict, optional
+        Results known already (key -> value): those tasks do not run.  The
+        computation stores its live results here, as dask's ``cache=`` does.
 
     Examples
     --------
@@ -364,10 +405,12 @@ def get_async(
         raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
     if chunksize is not None and chunksize < 1:
         raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
-    cbs = [] if _task_context.get() else active_callbacks()
-    if callbacks is not None:
+    if callbacks is None:
+        cbs = active_callbacks()
+    else:  # per call: these instead of the registered ones, as dask does
         if hasattr(callbacks, "_callback") or _is_raw_callback(callbacks):
             callbacks = [callbacks]  # one callback, not a collection of them
+        cbs = []
         for c in callbacks:
             c = normalize_callback(c)
             if c not in cbs:
@@ -377,26 +420,29 @@ def get_async(
     # Callbacks see the graph as a Mapping (dask hands schedulers an
     # expression object with __dask_graph__; dask's callbacks expect a dict).
     dsk = as_mapping(dsk)
+    if cache is None:
+        cache = dask_config("cache")  # as dask's get_async reads it
+        if cache is not None and not isinstance(cache, dict):
+            cache = None  # (dask also allows a cachey.Cache here; not a results dict)
     started: list = []  # finish hooks of callbacks whose start ran
     errored = True
     run = None
     state = None
-    # From here on, a get inside a task or a callback is nested: it ignores
-    # the globally registered callbacks.
-    context_token = _task_context.set(True)
+    # From here on, code in this context (callbacks, and tasks run inline or
+    # in a copy of it) sees a callback registry of its own: a nested get
+    # does not fire this computation's callbacks.
+    token = _callbacks.enter_computation()
     try:
         if starts or finishes:
             for cb in cbs:
                 if cb[0] is not None:
-                    with _callback_lock:
-                        cb[0](dsk)
+                    cb[0](dsk)
                 if cb[4] is not None:
                     started.append(cb[4])
-        run = _Run(dsk, keys)
+        run = Run(dsk, keys, cache)
         state = run.state = State(run)
         for f in start_states:
-            with _callback_lock:
-                f(dsk, state)
+            f(dsk, state)
         if submit is None:
             run.run_inline(dsk, pretasks, posttasks)
         else:
@@ -419,7 +465,7 @@ def get_async(
         try:
             _finish_all(started, dsk, state, errored)
         finally:
-            _task_context.reset(context_token)
+            _callbacks._local_active.reset(token)
     return result
 
 
@@ -429,8 +475,7 @@ def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
     first = None
     for f in hooks:
         try:
-            with _callback_lock:
-                f(dsk, state, errored)
+            f(dsk, state, errored)
         except BaseException as exc:  # noqa: B036 -- re-raised below
             if first is None:
                 first = exc
@@ -438,10 +483,14 @@ def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
         raise first
 
 
-class _Run:
-    """One computation: the compiled, culled graph and its live state."""
+class Run:
+    """One computation: the compiled, culled graph and its live state.
 
-    def __init__(self, dsk: Mapping, keys: Any):
+    Every state move is checked: a task starts only from READY (or joins a
+    batch from WAITING), and finishes only from RUNNING (``_mover``).
+    """
+
+    def __init__(self, dsk: Mapping, keys: Any, known: Optional[dict] = None):
         self.out_keys = keys
         flat = flatten_keys(keys, [])
         for k in flat:
@@ -451,9 +500,10 @@ class _Run:
                 raise TypeError(f"key {k!r} is unhashable; keys are str, bytes, int, "
                                 f"float or tuples of these") from None
         for k in flat:
-            if k not in dsk:
+            if k not in dsk and not (known and k in known):
                 raise KeyError(f"key {k!r} is not in the graph")
-        g = compile_graph(dsk)
+        # Results given in advance (dask's cache=) are data.
+        g = compile_graph(dsk, known)
         index = g.index
         outputs = [index[k] for k in flat]
         keys = self.keys = g.keys
@@ -465,6 +515,9 @@ class _Run:
         self.order, self.dependents = order_and_consumers(deps, is_data, outputs, keys)
         run_order = self.order
         self.ntasks = len(run_order)
+        self.priority = priority = [0] * len(keys)
+        for p, i in enumerate(run_order):
+            priority[i] = p
         self.is_output = is_output = bytearray(len(deps))
         for i in outputs:
             is_output[i] = 1
@@ -472,24 +525,40 @@ class _Run:
         # refs[i]: the dependents of i that will run.  Data they need goes
         # into the cache up front, as does requested data.
         self.refs = refs = [0] * len(deps)
-        self.cache = cache = {}
+        self.cache = cache = known if known is not None else {}
         self.in_run = in_run = bytearray(len(deps))  # runs, or is data it uses
-        for i in run_order:
+        # waiting[i]: unfinished dependencies.  READY tasks wait on a stack,
+        # the next on top (lowest priority last): see ``_mover``.
+        self.waiting = waiting = [0] * len(keys)
+        ready = []
+        for i in run_order:  # (deps come before their dependents here)
             in_run[i] = 1
+            w = 0
             for d in deps[i]:
                 refs[d] += 1
-                if is_data[d] and status[d] != DONE:
-                    status[d] = DONE
-                    cache[keys[d]] = specs[d][1]
+                if is_data[d]:
+                    if not in_run[d]:
+                        in_run[d] = 1
+                        status[d] = DONE
+                        cache[keys[d]] = specs[d][1]
+                else:
+                    w += 1
+            waiting[i] = w
+            if not w:
+                status[i] = READY
+                ready.append(i)
         for i in outputs:
             if is_data[i]:
+                in_run[i] = 1
                 status[i] = DONE
                 cache[keys[i]] = specs[i][1]
-        for i, s in enumerate(status):
-            if s == DONE:
-                in_run[i] = 1
-        self.ready: list = []
+        ready.reverse()
+        self.ready: list = ready
+        self.remaining = self.ntasks
         self.state: Optional[State] = None
+        # Batches on their way (pool loop), or the task running inline.
+        self.flights: dict = {}
+        self.current: Optional[int] = None
 
     @property
     def needed(self) -> list:
@@ -507,49 +576,110 @@ class _Run:
 
         return build(self.out_keys)
 
+    def ready_keys(self) -> list:
+        """Keys of the READY tasks, the next first (O(ready))."""
+        keys, status = self.keys, self.status
+        return [keys[i] for i in reversed(self.ready) if status[i] == READY]
+
+    def running_keys(self) -> set:
+        """Keys of the tasks running now (O(running))."""
+        keys, status = self.keys, self.status
+        if self.current is not None:
+            return {keys[self.current]}
+        return {keys[i] for f in self.flights.values() for i in f.batch if status[i] == RUNNING}
+
+    # -- the moves ------------------------------------------------------------
+
+    def _mover(self):
+        """``complete(i, value)``: RUNNING -> DONE: store the result, wake
+        dependents, release inputs no task needs any more; returns the
+        released keys.  A closure over the run's structures (it runs once
+        per task; locals are faster than attributes), used by both loops."""
+        status, keys, cache = self.status, self.keys, self.cache
+        waiting, dependents, deps, priority = self.waiting, self.dependents, self.deps, self.priority
+        refs, is_output, ready = self.refs, self.is_output, self.ready
+        finished, released = self.state.finished, self.state.released
+        push, by_priority = ready.extend, priority.__getitem__
+
+        def complete(i: int, value) -> list:
+            if status[i] != RUNNING:
+                raise InvalidStateError(
+                    f"task {keys[i]!r} reported as finished while {STATE_NAMES[status[i]]}")
+            key = keys[i]
+            cache[key] = value
+            status[i] = DONE
+            finished.add(key)
+            self.remaining -= 1
+            new = None
+            for d in dependents[i]:
+                w = waiting[d] - 1
+                waiting[d] = w
+                if not w and status[d] == WAITING:
+                    status[d] = READY
+                    if new is None:
+                        new = [d]
+                    else:
+                        new.append(d)
+            if new is not None:
+                # The ready rule (dask's): the dependents a task just made
+                # ready go on top of the stack, lowest priority last, so the
+                # branch it advanced is continued before older ready work.
+                if len(new) > 1:
+                    new.sort(key=by_priority, reverse=True)
+                push(new)
+            freed = []
+            for d in deps[i]:
+                r = refs[d] - 1
+                refs[d] = r
+                if not r and not is_output[d]:
+                    k = keys[d]
+                    del cache[k]
+                    released.add(k)
+                    freed.append(k)
+            return freed
+
+        return complete
+
     # -- synchronous -------------------------------------------------------
 
     def run_inline(self, dsk, pretasks, posttasks):
-        """Run every task in priority order in this thread."""
-        keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
-        deps, refs, is_output = self.deps, self.refs, self.is_output
+        """Run every task in this thread, by the ready rule."""
+        keys, specs, cache = self.keys, self.specs, self.cache
         state = self.state
-        finished = state.finished
-        released = state.released
+        status = self.status
+        complete = self._mover()
         now = time.time
         wid = threading.get_ident()
-        try:
-            for i in self.order:
-                key = keys[i]
-                if pretasks:
-                    with _callback_lock:
-                        for f in pretasks:
-                            f(key, dsk, state)
-                status[i] = RUNNING
-                t0 = now()
+        ready = self.ready
+        while ready:
+            i = ready.pop()
+            key = keys[i]
+            if pretasks:
+                for f in pretasks:
+                    f(key, dsk, state)
+            if status[i] != READY:
+                raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+            status[i] = RUNNING
+            self.current = i
+            t0 = now()
+            try:
                 value = execute(specs[i], cache)
+            except BaseException as exc:
                 t1 = now()
-                cache[key] = value
-                status[i] = DONE
-                finished.add(key)
-                freed = []
-                for d in deps[i]:
-                    refs[d] -= 1
-                    if not refs[d] and not is_output[d]:
-                        k = keys[d]
-                        del cache[k]
-                        released.add(k)
-                        freed.append(k)
-                if posttasks:
-                    with _callback_lock:
-                        state.timing = (t0, t1)
-                        state.freed = freed
-                        for f in posttasks:
-                            f(key, value, dsk, state, wid)
-        except BaseException as exc:
-            if status[i] == RUNNING and isinstance(exc, Exception):
-                _add_note(exc, f"while computing task {keys[i]!r}")
-            raise
+                if isinstance(exc, Exception):
+                    state.failed[key] = (exc, t0, t1, wid)
+                    _add_note(exc, f"while computing task {key!r}")
+                    raise exc.with_traceback(_trim_traceback(exc.__traceback__))
+                state.running_since[key] = (t0, wid)  # interrupted
+                raise
+            t1 = now()
+            self.current = None
+            freed = complete(i, value)
+            if posttasks:
+                state.timing = (t0, t1)
+                state.freed = freed
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
 
     # -- pools -------------------------------------------------------------
 
@@ -569,120 +699,32 @@ class _Run:
         on_interrupt,
     ):
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
-        deps, dependents, refs, is_output = self.deps, self.dependents, self.refs, self.is_output
         state = self.state
-        finished = state.finished
-        released = state.released
-        priority = [0] * len(keys)
-        for p, i in enumerate(self.order):
-            priority[i] = p
-        waiting = [0] * len(keys)
-        ready = self.ready
-        for i in self.order:
-            w = 0
-            for d in deps[i]:
-                if status[d] != DONE:
-                    w += 1
-            waiting[i] = w
-            if not w:
-                ready.append((priority[i], i))
-                status[i] = READY
-        heapq.heapify(ready)
-
-        hooks_lock = _callback_lock if (pretasks or posttasks) else nullcontext()
+        complete = self._mover()
+        planner = Planner(self, limit=chunksize)
+        mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put
         get_event = events.get
         cancelled: list = []  # made non-empty to stop in-process batches early
-        inflight: dict = {}  # future -> batch (list of task indices)
+        inflight: dict = {}  # future -> _Flight
+        flights = self.flights  # batch serial -> _Flight
         # After position p of a batch finishes, the next one starts.
         successor: dict = {}
-        remaining = self.ntasks
-        # Adaptive batching: measured [total seconds, count] per function.
-        group_of = [_spec_group(spec) for spec in specs]
-        gstats: dict = {}
-        limit = chunksize or 256  # tasks per batch at most
+        keep_all = bool(posttasks) or rerun_exceptions_locally
         ctx = contextvars.copy_context()
+        now = time.time
+        state.transfer = None
 
-        def estimate(i: int):
-            """Mean measured duration of i's function so far, or None."""
-            st = gstats.get(group_of[i])
-            return None if st is None else st[0] / st[1]
-
-        def dispatch(idle: int) -> None:
-            # A batch holds about BATCH_BUDGET seconds of work, judged by
-            # the measured durations of each task's function: a task whose
-            # function has not been timed yet, or is slow, goes alone, so
-            # long tasks spread over all workers.
-            i = heapq.heappop(ready)[1]
-            status[i] = RUNNING
-            batch = [i]
-            spent = estimate(i)
-            if spent is not None and spent < BATCH_BUDGET:
-                # Leave ready work for the other idle workers.
-                pops = min(limit, max(1, len(ready) // (idle * 2)))
-                while ready and len(batch) < pops:
-                    e = estimate(ready[0][1])
-                    if e is None or spent + e > BATCH_BUDGET:
-                        break
-                    i = heapq.heappop(ready)[1]
-                    status[i] = RUNNING
-                    batch.append(i)
-                    spent += e
-                # Grow by dependents whose unfinished inputs are all in the
-                # batch: they could not start before the batch ends anyway.
-                inside: dict = {}
-                j = 0
-                while j < len(batch) and len(batch) < limit:
-                    i = batch[j]
-                    j += 1
-                    for d in dependents[i]:
-                        if status[d] != WAITING:
-                            continue
-                        c = inside.get(d, 0) + 1
-                        inside[d] = c
-                        if c == waiting[d]:
-                            e = estimate(d)
-                            if e is not None and spent + e <= BATCH_BUDGET:
-                                status[d] = RUNNING
-                                batch.append(d)
-                                spent += e
-                if len(batch) > 1:
-                    batch.sort(key=priority.__getitem__)
-            # What each task must keep for later tasks of the batch, and what
-            # it was the last in-batch user of: the worker drops those, so a
-            # batch holds no more results than a task-by-task run would.
-            inb = set(batch) if len(batch) > 1 or pack_data else ()
-            last_use: dict = {}
-            if len(batch) > 1 or pack_data:
-                for p, i in enumerate(batch):
-                    for d in deps[i]:
-                        if pack_data or d in inb:
-                            last_use[d] = p
-            drops: list = [[] for _ in batch]
-            for d, p in last_use.items():  # (the scheduler keeps its own copy)
-                drops[p].append(keys[d])
-            # A result only later tasks of this batch use never travels back
-            # (unless a callback or a local re-run may want it): the record
-            # carries None, so the worker need not hold it until it reports.
-            keep_all = bool(posttasks) or rerun_exceptions_locally
-            items = [(i, keys[i], specs[i], i in last_use, drops[p],
-                      keep_all or is_output[i] or not inb
-                      or not all(c in inb for c in dependents[i]))
-                     for p, i in enumerate(batch)]
-            if pack_data:
-                data = {}
-                for i in batch:
-                    for d in deps[i]:
-                        if d not in inb:
-                            k = keys[d]
-                            data[k] = cache[k]
-            elif len(batch) > 1:
+        def dispatch() -> None:
+            batch = planner.next_batch()
+            items, data = planner.items(batch, keep_all=keep_all, pack_data=pack_data)
+            if not pack_data and len(batch) > 1:
                 # Results made inside the batch stay in the worker's overlay:
                 # only this thread writes the shared cache.
                 data = _Overlay()
                 data.shared = cache
-            else:
+            elif not pack_data:
                 data = cache
             announce = False
             if pretasks and stream:
@@ -691,10 +733,11 @@ class _Run:
                 announce = True
                 for a, b in zip(batch, batch[1:]):
                     successor[a] = b
+            flight = _Flight(batch, now())
             try:
                 if stream and not pack_data:  # threads: in a copy of the caller's context
                     fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
-                                 announce, emit=put)
+                                 announce, emit=put, where=flight.where)
                 elif stream:  # a process pool that routes ``emit`` back to this process
                     fut = submit(run_batch, items, data, None, announce, emit=put)
                 else:
@@ -702,24 +745,28 @@ class _Run:
             except Exception as exc:  # e.g. a task or an input that cannot be pickled
                 _add_note(exc, "while sending " + _name_tasks([keys[i] for i in batch]))
                 raise
-            inflight[fut] = batch
+            inflight[fut] = flight
+            flights[planner.serial] = flight
             fut.add_done_callback(put)
 
-        def fail(i: int, exc: BaseException):
+        def fail(i: int, exc: BaseException, t0, t1, wid):
             key = keys[i]
             if unpack_exception is not None:
                 exc = unpack_exception(exc)
+            state.failed[key] = (exc, t0, t1, wid)
             if rerun_exceptions_locally:
                 _rerun_locally(specs[i], cache, key, exc)
             if isinstance(exc, Exception):
                 _add_note(exc, f"while computing task {key!r}")
+            if exc.__traceback__ is not None:
+                exc = exc.with_traceback(_trim_traceback(exc.__traceback__))
             raise exc
 
         try:
             idle = num_workers
-            while remaining:
-                while ready and idle:
-                    dispatch(idle)
+            while self.remaining:
+                while idle and planner.has_ready():
+                    dispatch()
                     idle -= 1
                 if not inflight:  # nothing runs and nothing is ready: a bug
                     raise InvalidStateError("scheduler stalled with tasks left")
@@ -732,7 +779,8 @@ class _Run:
                 if type(item) is list:  # records, about a millisecond's worth
                     records = item
                 else:  # a batch's future: the worker is free again
-                    batch = inflight.pop(item)
+                    flight = inflight.pop(item)
+                    flights.pop(mark[flight.batch[0]], None)
                     idle += 1
                     exc = item.exception()
                     if exc is not None:
@@ -740,79 +788,108 @@ class _Run:
                         # not be sent): name the task that was running.
                         # Records a worker had not sent yet died with it: any
                         # unreported task of the batch may have been running.
-                        lost = [keys[i] for i in batch if status[i] == RUNNING]
+                        lost = [keys[i] for i in flight.batch if status[i] == RUNNING]
                         naming = getattr(exc, "for_task", None)
                         if naming is not None:
                             raise naming(lost) from exc
                         _add_note(exc, "while computing " + _name_tasks(lost))
                         raise exc
                     if stream:
-                        for i in batch:
+                        for i in flight.batch:
                             if status[i] == RUNNING:  # stopped early: lost tasks
                                 raise InvalidStateError(
                                     f"task {keys[i]!r} was dispatched but never reported"
                                 )
                         continue
                     records = item.result()
-                # Callbacks fire under the lock; taken once per list of records.
-                with hooks_lock:
-                    for i, ok, value, t0, t1, wid in records:
+                arrived = now() if pack_data else 0.0
+                last = len(records) - 1
+                for n, (i, ok, value, t0, t1, wid) in enumerate(records):
+                    flight = flights.get(mark[i])
+                    if flight is not None:
+                        flight.seen(t0 if ok is None else t1, wid)
+                    key = keys[i]
+                    if ok is None or (pretasks and not stream):
+                        # A batch started (or, without a record stream, we
+                        # only learn it now): the task began.
                         if status[i] != RUNNING:
                             raise InvalidStateError(
-                                f"task {keys[i]!r} reported as finished while "
-                                f"{STATE_NAMES[status[i]]}"
-                            )
-                        key = keys[i]
-                        if ok is None or (pretasks and not stream):
-                            # A batch started (or, without a record stream, we
-                            # only learn it now): the task began.
+                                f"task {key!r} announced while {STATE_NAMES[status[i]]}")
+                        for f in pretasks:
+                            f(key, dsk, state)
+                        if ok is None:
+                            continue
+                    if not ok:
+                        fail(i, value, t0, t1, wid)
+                    freed = complete(i, value)
+                    planner.observe(i, t1 - t0)
+                    if posttasks:
+                        state.timing = (t0, t1)
+                        state.freed = freed
+                        if pack_data:
+                            sent = 0.0
+                            if flight is not None and flight.batch[0] == i:
+                                sent = max(0.0, t0 - flight.dispatched)
+                            state.transfer = (sent, max(0.0, arrived - t1) if n == last else 0.0)
+                        for f in posttasks:
+                            f(key, value, dsk, state, wid)
+                    if pretasks:
+                        nxt = successor.pop(i, None)
+                        if nxt is not None:
+                            k2 = keys[nxt]
                             for f in pretasks:
-                                f(key, dsk, state)
-                            if ok is None:
-                                continue
-                        if not ok:
-                            fail(i, value)
-                        cache[key] = value
-                        status[i] = DONE
-                        finished.add(key)
-                        remaining -= 1
-                        st = gstats.get(group_of[i])
-                        if st is None:
-                            gstats[group_of[i]] = [t1 - t0, 1]
-                        else:
-                            st[0] += t1 - t0
-                            st[1] += 1
-                        for d in dependents[i]:
-                            w = waiting[d] - 1
-                            waiting[d] = w
-                            if not w and status[d] == WAITING:
-                                status[d] = READY
-                                heapq.heappush(ready, (priority[d], d))
-                        freed = []
-                        for d in deps[i]:
-                            r = refs[d] - 1
-                            refs[d] = r
-                            if not r and not is_output[d]:
-                                k = keys[d]
-                                del cache[k]
-                                released.add(k)
-                                freed.append(k)
-                        if posttasks:
-                            state.timing = (t0, t1)
-                            state.freed = freed
-                            for f in posttasks:
-                                f(key, value, dsk, state, wid)
-                        if pretasks:
-                            nxt = successor.pop(i, None)
-                            if nxt is not None:
-                                k2 = keys[nxt]
-                                for f in pretasks:
-                                    f(k2, dsk, state)
+                                f(k2, dsk, state)
+                # Hold no result past its release while waiting for the next list.
+                records = item = value = None
         except BaseException as exc:
             cancelled.append(True)
+            stopped = now()
+            for flight in inflight.values():
+                flight.report_running(self, stopped)
             if isinstance(exc, KeyboardInterrupt) and on_interrupt is not None:
                 on_interrupt(list(inflight))
             raise
+
+
+class _Flight:
+    """A batch on its way: what the scheduler knows of it, to say which of
+    its tasks was running when a computation stops."""
+
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where")
+
+    def __init__(self, batch: list, dispatched: float):
+        self.batch = batch
+        self.dispatched = dispatched
+        self.last_end = dispatched
+        self.worker_id = None
+        self.where: list = []  # (worker_id, start) from a thread worker
+
+    def seen(self, t: float, wid) -> None:
+        self.last_end = t
+        self.worker_id = wid
+
+    def report_running(self, run: Run, stopped: float) -> None:
+        """Record the batch's running task (its first unreported one) in
+        ``state.running_since``: it started when its predecessor ended."""
+        for i in self.batch:
+            if run.status[i] == RUNNING:
+                key = run.keys[i]
+                started, wid = self.last_end, self.worker_id
+                if self.where:
+                    where_wid, where_start = self.where[0]
+                    wid = wid if wid is not None else where_wid
+                    started = max(started, where_start)
+                if key not in run.state.failed:
+                    run.state.running_since[key] = (min(started, stopped), wid)
+                return
+
+
+def _trim_traceback(tb):
+    """A worker-side traceback without its leading localsched frames (the
+    batch runner and spec executor), so the user's frames come first."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        tb = tb.tb_next
+    return tb
 
 
 def _name_tasks(keys: list) -> str:
@@ -837,18 +914,6 @@ def _run_batch_collect(items: list, data: dict) -> list:
     out: list = []
     run_batch(items, data, emit=out.extend)
     return out
-
-
-def _spec_group(spec: tuple):
-    """What a task's duration is estimated by: its function (as an id)."""
-    kind = spec[0]
-    if kind == CALL:
-        return id(spec[1])
-    if kind == NESTED and spec[1][0] == A_TASK:
-        return id(spec[1][1])
-    if kind == NODE:
-        return id(getattr(spec[1], "func", None) or type(spec[1]))
-    return kind  # aliases, other structures
 
 
 def _rerun_locally(spec, cache, key, exc):

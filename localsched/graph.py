@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from typing import Any, Hashable
+from typing import Any, Hashable, Optional
 
 __all__ = [
     "compile_graph",
@@ -67,14 +67,18 @@ class CycleError(ValueError):
         super().__init__("cycle in graph: " + " -> ".join(repr(k) for k in cycle))
 
 
-class MissingDependencyError(KeyError):
-    """A task depends on a key that is not in the graph."""
+class MissingDependencyError(KeyError, ValueError):
+    """A task depends on a key that is not in the graph.
+
+    A KeyError (the key is missing) and, as dask raises, a ValueError.
+    """
 
     def __init__(self, missing: Hashable, needed_by: Hashable):
         self.missing = missing
         self.needed_by = needed_by
         super().__init__(
-            f"key {missing!r} is not in the graph; it is needed by task {needed_by!r}"
+            f"Missing dependency: key {missing!r} is not in the graph; "
+            f"it is needed by task {needed_by!r}"
         )
 
     def __str__(self) -> str:  # KeyError's str() would repr the message
@@ -118,6 +122,16 @@ def flatten_keys(keys: Any, out: list) -> list:
     return out
 
 
+def _taskref_type():
+    """dask's TaskRef class if dask's task spec is already imported, else None.
+
+    A ``TaskRef('a')`` standing in a graph or inside a task is an alias for
+    the key ``'a'`` (dask's new spec writes dependencies this way).
+    """
+    mod = sys.modules.get("dask._task_spec")
+    return getattr(mod, "TaskRef", None) if mod is not None else None
+
+
 def _graph_node_type():
     """dask's GraphNode class if dask's task spec is already imported, else None.
 
@@ -151,23 +165,36 @@ _POS_0 = (0,)
 _POS_01 = (0, 1)
 
 
-def compile_graph(dsk: Mapping) -> CompiledGraph:
+def compile_graph(dsk: Mapping, known: Optional[Mapping] = None) -> CompiledGraph:
     """Compile a graph: dependencies by index and one spec per key.
 
-    Raises MissingDependencyError for an explicit dependency (a dask
-    ``TaskRef``) on a key the graph lacks.
+    ``known``: results given in advance (dask's ``cache=``); those keys are
+    data, whether or not the graph has them.  Raises MissingDependencyError
+    for an explicit dependency (a dask ``TaskRef``) on a key neither has.
     """
     keys = list(dsk)
+    if known:
+        keys += [k for k in known if k not in dsk]
     index = {k: i for i, k in enumerate(keys)}
     if len(index) != len(keys):  # only a strange Mapping can do this
         raise ValueError("graph has duplicate keys")
     node_type = _graph_node_type()
+    taskref = _taskref_type()
     deps: list = [()] * len(keys)
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
     get = index.get
+    if known:
+        for k, v in known.items():
+            i = index[k]
+            specs[i] = (DATA, v)
+            is_data[i] = True
+        items = ((k, v) for k, v in dsk.items() if k not in known)
+    else:
+        items = dsk.items()
     # This loop runs once per task: the common shapes are handled inline.
-    for i, (key, value) in enumerate(dsk.items()):
+    for key, value in items:
+        i = index[key]
         tv = type(value)
         if tv is tuple and value and callable(value[0]):
             n = len(value)
@@ -197,20 +224,37 @@ def compile_graph(dsk: Mapping) -> CompiledGraph:
                         deps[i] = (ja,)
                         specs[i] = (CALL, value[0], value[1:], _POS_0)
                         continue
-            specs[i], deps[i] = _compile_task(value, index)
+                elif ta is int or ta is float:  # a number: a key, or a literal
+                    ja = get(a)
+                    if ja is None:
+                        specs[i] = (CALL, value[0], value[1:], ())
+                    else:
+                        deps[i] = (ja,)
+                        specs[i] = (CALL, value[0], value[1:], _POS_0)
+                    continue
+            specs[i], deps[i] = _compile_task(value, index, key, taskref)
         elif node_type is not None and isinstance(value, node_type):
-            dep_keys = tuple(value.dependencies)
+            # A set: sorted, so the order (which walks dependencies as
+            # listed) does not change with the hash of random key tokens.
+            dep_keys = tuple(sorted(value.dependencies, key=str))
             try:
                 deps[i] = tuple(index[k] for k in dep_keys)
             except KeyError:
                 missing = next(k for k in dep_keys if k not in index)
                 raise MissingDependencyError(missing, key) from None
             specs[i] = (NODE, value, dep_keys)
+        elif tv is taskref and taskref is not None:
+            if value.key not in index:
+                raise MissingDependencyError(value.key, key)
+            specs[i] = (ALIAS, value.key)
+            deps[i] = (index[value.key],)
         elif tv is list or tv is dict or (tv is tuple and value):
             spec, found = _compile_structure(value, index)
-            if found:
+            if found or _holds_task(spec):
+                # A structure holding keys or tasks is evaluated, as dask does:
+                # {'c': [1, (inc, 1)]} gives [1, 2].
                 specs[i] = (NESTED, spec)
-                deps[i] = tuple(index[k] for k in dict.fromkeys(found))
+                deps[i] = _dep_indices(found, index, key)
             else:
                 specs[i] = (DATA, value)
                 is_data[i] = True
@@ -228,8 +272,9 @@ def compile_graph(dsk: Mapping) -> CompiledGraph:
     return CompiledGraph(dsk, keys, index, deps, specs, is_data)
 
 
-def _compile_task(task: tuple, index: dict):
-    """Spec and dependency indices of a classic task tuple."""
+def _compile_task(task: tuple, index: dict, key=None, taskref=None):
+    """Spec and dependency indices of a classic task tuple (``taskref``:
+    dask's TaskRef class, if loaded)."""
     args = task[1:]
     get = index.get
     keypos = []
@@ -247,14 +292,36 @@ def _compile_task(task: tuple, index: dict):
         if j is not None:
             keypos.append(p)
             dep.append(j)
-        elif ta is tuple:
-            break  # a literal tuple may contain keys
+        elif ta is tuple or ta is taskref:
+            break  # a literal tuple may contain keys; a TaskRef names one
     else:
         if len(dep) > 1 and len(set(dep)) != len(dep):
             dep = dict.fromkeys(dep)  # the same key twice: depend on it once
         return (CALL, task[0], args, tuple(keypos)), tuple(dep)
     spec, found = _compile_structure(task, index)
-    return (NESTED, spec), tuple(index[k] for k in dict.fromkeys(found))
+    return (NESTED, spec), _dep_indices(found, index, key)
+
+
+def _dep_indices(found: list, index: dict, needed_by) -> tuple:
+    """Indices of the keys a structure refers to, each once; a TaskRef to a
+    key the graph lacks is a MissingDependencyError."""
+    try:
+        return tuple(index[k] for k in dict.fromkeys(found))
+    except KeyError:
+        missing = next(k for k in found if k not in index)
+        raise MissingDependencyError(missing, needed_by) from None
+
+
+def _holds_task(spec: tuple) -> bool:
+    """Whether an argument spec contains a task anywhere."""
+    kind = spec[0]
+    if kind == A_TASK:
+        return True
+    if kind in (A_LIST, A_TUPLE):
+        return any(_holds_task(s) for s in spec[1])
+    if kind == A_DICT:
+        return any(_holds_task(s) for s in spec[2])
+    return False
 
 
 def _compile_structure(x: Any, index: dict):
@@ -266,6 +333,9 @@ def _compile_structure(x: Any, index: dict):
 
 def _compile_arg(x: Any, index: dict, found: list):
     tx = type(x)
+    if tx.__name__ == "TaskRef" and tx is _taskref_type():  # an explicit dependency
+        found.append(x.key)
+        return (A_KEY, x.key)
     if tx is tuple and x and callable(x[0]):
         return (A_TASK, x[0], tuple(_compile_arg(a, index, found) for a in x[1:]))
     if tx is list:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from .core import get_async
+from .options import check_options
 
 __all__ = ["get_sync", "get"]
 
@@ -22,19 +23,24 @@ def get_sync(
     keys: Any,
     *,
     callbacks: Optional[Iterable] = None,
-    rerun_exceptions_locally: bool = False,
-    num_workers: Optional[int] = None,
+    cache: Optional[dict] = None,
+    **options,
 ):
     """Compute ``keys`` of ``dsk`` in this thread, in the scheduler's priority order.
 
     A failing task raises its own exception, with its own frames in the
-    traceback.  ``rerun_exceptions_locally`` and ``num_workers`` are accepted
-    for compatibility with the other schedulers and change nothing here.
+    traceback.  ``cache``: results known already (see
+    ``localsched.core.get_async``).  The other schedulers' options
+    (``num_workers=``, ``rerun_exceptions_locally=``, ``optimize_graph=``,
+    ...) are accepted and change nothing here; an option no dask scheduler
+    knows raises TypeError.
 
     >>> get_sync({'x': (sum, [1, 2, 3])}, ['x', ['x']])
     (6, (6,))
     """
-    return get_async(None, 1, dsk, keys, callbacks=callbacks)
+    if options:
+        check_options(options, "localsched.local.get_sync")
+    return get_async(None, 1, dsk, keys, callbacks=callbacks, cache=cache)
 
 
 get = get_sync

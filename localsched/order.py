@@ -13,12 +13,13 @@ runs first), so ready tasks are always picked to finish the current branch.
 
 A tree reduction of four leaves: each pair is reduced as soon as it exists,
 so at most four results are ever live (the first pair's sum, the
-second pair's two leaves and their new sum).
+second pair's two leaves and their new sum).  The first-listed branch goes
+first; among leaves, which cannot change memory, the last-listed (as dask):
 
 >>> deps = [(), (), (0, 1), (), (), (3, 4), (2, 5)]   # 0..6; 6 is the root
 >>> order(deps, [False] * 7, outputs=[6])
-[0, 1, 2, 3, 4, 5, 6]
->>> peak_live([0, 1, 2, 3, 4, 5, 6], deps)
+[1, 0, 2, 4, 3, 5, 6]
+>>> peak_live([1, 0, 2, 4, 3, 5, 6], deps)
 4
 
 Cycles are found here too:
@@ -59,7 +60,12 @@ def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = 
     for i in range(n):
         if is_data[i]:
             state[i] = 2  # need 0: in memory before the run starts
-    # Children are pushed in reverse so that the first-listed is walked first.
+    # Children are pushed in reverse, so the first-listed is walked first
+    # (for trees and dask.array graphs this holds fewer results than the
+    # other way round).  Except when every child is a leaf (no inputs of its
+    # own): then the order cannot change memory, and the last-listed goes
+    # first, as in dask's order -- users (and dask's own tests) see a task's
+    # independent inputs computed last-to-first.
     out: list = []
     append = out.append
     resort = False  # does any task list a less hungry dependency first?
@@ -72,7 +78,10 @@ def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = 
             s = state[v]
             if s == 0:
                 state[v] = 1
-                for d in reversed(deps[v]):
+                ds = deps[v]
+                if len(ds) > 1 and not _all_leaves(ds, deps):
+                    ds = ds[::-1]
+                for d in ds:
                     sd = state[d]
                     if sd == 0:
                         walk.append(d)
@@ -174,12 +183,13 @@ def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> li
                     if not state[ds[0]]:
                         walk.append(ds[0])
                 elif ds:
-                    if resort:
-                        # Least hungry pushed first, so the hungriest is
-                        # walked first; among equals the first-listed.
-                        ds = sorted(ds[::-1], key=need.__getitem__)
-                    else:
+                    # As in pass 1: the first-listed is walked first (leaves
+                    # only: the last-listed); with ``resort`` the least
+                    # hungry is pushed first, so the hungriest is walked first.
+                    if not _all_leaves(ds, deps):
                         ds = ds[::-1]
+                    if resort:
+                        ds = sorted(ds, key=need.__getitem__)
                     for d in ds:
                         if not state[d]:
                             walk.append(d)
@@ -189,6 +199,14 @@ def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> li
                     emit(v)
     assert len(out) == ntasks
     return out
+
+
+def _all_leaves(ds, deps) -> bool:
+    """Whether every one of ``ds`` has no inputs of its own."""
+    for d in ds:
+        if deps[d]:
+            return False
+    return True
 
 
 def _cycle_names(cycle: list, keys):

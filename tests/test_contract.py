@@ -230,7 +230,7 @@ def test_inner_get_does_not_fire_outer_callbacks(get):
     assert keys == ["b"]
 
 
-def test_callbacks_never_run_concurrently(get):
+def test_callbacks_of_one_computation_never_run_concurrently(get):
     lock = threading.Lock()
     inside = []
     overlaps = []
@@ -248,21 +248,38 @@ def test_callbacks_never_run_concurrently(get):
     cb = Callback(pretask=hook, posttask=hook)
     dsk = {("x", i): (inc, i) for i in range(200)}
     dsk["total"] = (sum, list(dsk))
-    # Two computations at once, from two threads, with the same callback.
-    barrier = threading.Barrier(2)
-    results = []
-
-    def run():
-        barrier.wait()
-        results.append(get(dsk, "total", callbacks=[cb]))
-
-    other = threading.Thread(target=run)
-    other.start()
-    run()
-    other.join()
-    assert results == [sum(range(1, 201))] * 2
+    assert get(dsk, "total", callbacks=[cb]) == sum(range(1, 201))
     assert overlaps == []
-    assert len(inside) == 2 * 2 * 201
+    assert len(inside) == 2 * 201
+
+
+def test_a_blocked_callback_does_not_block_another_computation(get):
+    # No process-wide callback lock: computation A's callback waits until
+    # computation B (in another thread, with callbacks of its own) is done.
+    b_done = threading.Event()
+    a_blocked = threading.Event()
+
+    def a_pretask(key, dsk, state):
+        a_blocked.set()
+        assert b_done.wait(30), "computation B was stalled by A's callback"
+
+    b_seen = []
+    results = {}
+
+    def run_a():
+        results["a"] = get({"a": (inc, 1)}, "a", callbacks=[Callback(pretask=a_pretask)])
+
+    t = threading.Thread(target=run_a)
+    t.start()
+    try:
+        assert a_blocked.wait(30)
+        results["b"] = get({"b": (inc, 2)}, "b", callbacks=[
+            Callback(posttask=lambda key, *_: b_seen.append(key))])
+    finally:
+        b_done.set()
+        t.join()
+    assert results == {"a": 2, "b": 3}
+    assert b_seen == ["b"]
 
 
 def slow_task(i):

@@ -58,15 +58,15 @@ def test_initializer_pools_are_shared_by_value():
     assert len(lmp._pools) == 1
 
 
-def test_shutdown_resolves_running_work(tmp_path):
+def test_terminate_resolves_running_work(tmp_path):
     fifo = str(tmp_path / "started")
     os.mkfifo(fifo)
     pool = lmp.ProcessPool(1)
     fut = pool.submit(_write_then_sleep, fifo)
     with open(fifo, "rb") as f:
         f.read(1)
-    pool.shutdown(wait=False)
-    with pytest.raises(RuntimeError, match="shut down"):
+    pool.terminate()
+    with pytest.raises(lmp.WorkerDiedError, match="the pool was terminated"):
         fut.result(timeout=30)
 
 
@@ -106,8 +106,8 @@ def test_get_inside_a_callback_ignores_global_callbacks(get):
     def posttask(key, result, dsk, state, wid):
         inner.append(get_sync({"y": (inc, 1)}, "y"))
 
-    with Callback(start=lambda dsk: starts.append(1)):
-        get({"x": (inc, 1)}, "x", callbacks=[Callback(posttask=posttask)])
+    with Callback(start=lambda dsk: starts.append(1)), Callback(posttask=posttask):
+        get({"x": (inc, 1)}, "x")
     assert starts == [1] and inner == [2]
 
 

@@ -178,3 +178,10 @@ class Collector(Callback):
         from .plots import visualize
 
         return visualize(self, **kwargs)
+
+    def _plot(self, **kwargs):
+        """This profiler's figure alone (what dask's ``visualize`` asks each
+        profiler for)."""
+        from .plots import visualize
+
+        return visualize(self, show=False, save=False, **kwargs)

@@ -324,6 +324,7 @@ class ResourceProfiler(Callback):
             self._pending = []
 
     visualize = Collector.visualize
+    _plot = Collector._plot
 
     def __repr__(self) -> str:
         state = "running" if self.running else "stopped"

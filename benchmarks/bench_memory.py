@@ -1,0 +1,262 @@
+"""Peak live results during real runs: dask vs localsched, threads and processes.
+
+The static order (``bench_order.py``) says what a one-task-at-a-time run
+would hold; this benchmark counts what an actual run holds, batching,
+records in flight and worker pools included.  Every task returns a
+``Tracked`` object; a counter shared by all processes (a file-backed
+``mmap``, updated under ``flock``) goes up when a Tracked object comes to
+life -- made by a task, or unpickled in another process -- and down when
+one is freed.  The peak of that counter over a run is the figure: live
+result objects, across the scheduler and its workers.
+
+Graphs (the shapes of the drop-in issue): a 4096-leaf binary tree; 256
+chains of 16 reduced by a pairwise tree; a 64-wide, 32-step stencil lattice
+summed at the end; two reductions (sum and max) over the same 2048 leaves.
+
+Bar: localsched's peak <= dask's x 1.05 + 2 on threads and on processes.
+
+Run:  python benchmarks/bench_memory.py [--workers 2] [--only NAME] [--schedulers threads,processes]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import gc
+import mmap
+import os
+import struct
+import sys
+import tempfile
+
+_ENV = "LOCALSCHED_BENCH_COUNTER"
+_state: dict = {}
+
+
+def _counter():
+    c = _state.get("mm")
+    if c is None:
+        fd = os.open(os.environ[_ENV], os.O_RDWR)
+        _state["fd"] = fd
+        c = _state["mm"] = mmap.mmap(fd, 16)
+    return _state["fd"], c
+
+
+# Threads share one process: a plain counter under a lock is exact and
+# cheap there (``_local``); processes need the shared file (set up in main).
+_local = {"on": False, "live": 0, "peak": 0}
+_local_lock = __import__("threading").Lock()
+
+
+def _bump(delta: int) -> None:
+    if _local["on"]:
+        with _local_lock:
+            live = _local["live"] = _local["live"] + delta
+            if live > _local["peak"]:
+                _local["peak"] = live
+        return
+    fd, mm = _counter()
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        live, peak = struct.unpack_from("qq", mm)
+        live += delta
+        struct.pack_into("qq", mm, 0, live, max(peak, live))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def read_counter() -> tuple[int, int]:
+    if _local["on"]:
+        return _local["live"], _local["peak"]
+    return struct.unpack_from("qq", _counter()[1])
+
+
+def reset_counter() -> None:
+    if _local["on"]:
+        with _local_lock:
+            _local["peak"] = _local["live"]
+        return
+    fd, mm = _counter()
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    live, _ = struct.unpack_from("qq", mm)
+    struct.pack_into("qq", mm, 0, live, live)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _revive(v):
+    return Tracked(v)
+
+
+class Tracked:
+    """A result that counts itself, in whichever process holds it."""
+
+    __slots__ = ("v", "__weakref__")
+
+    def __init__(self, v):
+        self.v = v
+        _bump(1)
+
+    def __del__(self):
+        _bump(-1)
+
+    def __reduce__(self):  # a copy unpickled elsewhere is one more live result
+        return _revive, (self.v,)
+
+
+def leaf(i):
+    return Tracked(i)
+
+
+def combine(*xs):
+    return Tracked(sum(x.v for x in xs))
+
+
+def step(x):
+    return Tracked(x.v + 1)
+
+
+def biggest(*xs):
+    return Tracked(max(x.v for x in xs))
+
+
+# -- graphs --------------------------------------------------------------------
+
+
+def _pairwise(dsk, keys, name):
+    level = 0
+    while len(keys) > 1:
+        level += 1
+        nxt = []
+        for j in range(0, len(keys) - 1, 2):
+            k = (name, level, j // 2)
+            dsk[k] = (combine, keys[j], keys[j + 1])
+            nxt.append(k)
+        if len(keys) % 2:
+            nxt.append(keys[-1])
+        keys = nxt
+    return keys[0]
+
+
+def binary_tree(n=4096):
+    dsk = {("leaf", i): (leaf, i) for i in range(n)}
+    return dsk, [_pairwise(dsk, [("leaf", i) for i in range(n)], "t")]
+
+
+def chains_tree(n=256, length=16):
+    dsk = {}
+    ends = []
+    for c in range(n):
+        dsk[("c", c, 0)] = (leaf, c)
+        for t in range(1, length):
+            dsk[("c", c, t)] = (step, ("c", c, t - 1))
+        ends.append(("c", c, length - 1))
+    return dsk, [_pairwise(dsk, ends, "r")]
+
+
+def stencil(width=64, steps=32):
+    dsk = {("s", 0, i): (leaf, i) for i in range(width)}
+    for t in range(1, steps):
+        for i in range(width):
+            lo, hi = max(0, i - 1), min(width - 1, i + 1)
+            dsk[("s", t, i)] = (biggest, *[("s", t - 1, j) for j in range(lo, hi + 1)])
+    return dsk, [_pairwise(dsk, [("s", steps - 1, i) for i in range(width)], "r")]
+
+
+def shared_two_reductions(n=2048):
+    dsk = {("leaf", i): (leaf, i) for i in range(n)}
+    leaves = [("leaf", i) for i in range(n)]
+    a = _pairwise(dsk, list(leaves), "sum")
+    level = 0
+    keys = list(leaves)
+    while len(keys) > 1:  # a max-tree over the same leaves
+        level += 1
+        nxt = []
+        for j in range(0, len(keys) - 1, 2):
+            k = ("max", level, j // 2)
+            dsk[k] = (biggest, keys[j], keys[j + 1])
+            nxt.append(k)
+        if len(keys) % 2:
+            nxt.append(keys[-1])
+        keys = nxt
+    return dsk, [a, keys[0]]
+
+
+GRAPHS = {
+    "binary tree (4096 leaves)": binary_tree,
+    "256 chains of 16 + tree": chains_tree,
+    "stencil 64x32": stencil,
+    "two reductions, shared leaves": shared_two_reductions,
+}
+
+
+def peak_of(get, dsk, keys, **kw) -> int:
+    gc.collect()
+    reset_counter()
+    base = read_counter()[0]
+    result = get(dsk, keys, **kw)
+    peak = read_counter()[1] - base
+    del result
+    gc.collect()
+    return peak
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--only", default=None, help="run graphs whose name contains this")
+    p.add_argument("--schedulers", default="threads,processes")
+    p.add_argument("--chunksize", type=int, default=None,
+                   help="pass chunksize= to localsched (to see what batching costs)")
+    args = p.parse_args(argv)
+
+    fd, path = tempfile.mkstemp(prefix="localsched-bench-counter-")
+    os.write(fd, b"\0" * 16)
+    os.close(fd)
+    os.environ[_ENV] = path
+    # Workers must import this module by name: make it importable.
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import bench_memory as me  # the same module under its importable name
+
+    import dask.multiprocessing
+    import dask.threaded
+
+    import localsched.multiprocessing
+    import localsched.threaded
+
+    pairs = {
+        "threads": (dask.threaded.get, localsched.threaded.get),
+        "processes": (dask.multiprocessing.get, localsched.multiprocessing.get),
+    }
+    rows = []
+    ok = True
+    try:
+        for sched in args.schedulers.split(","):
+            dget, lget = pairs[sched]
+            me._local["on"] = sched == "threads"
+            for name, build in me.GRAPHS.items():
+                if args.only and args.only not in name:
+                    continue
+                dsk, keys = build()
+                d = me.peak_of(dget, dsk, keys, num_workers=args.workers)
+                ls = me.peak_of(lget, dsk, keys, num_workers=args.workers,
+                                chunksize=args.chunksize)
+                bar = d * 1.05 + 2
+                good = ls <= bar
+                ok &= good
+                rows.append((name, sched, d, ls, good))
+                print(f"{name:32s} {sched:9s} dask {d:5d}  localsched {ls:5d}  "
+                      f"{'ok' if good else 'OVER'} (bar {bar:.1f})", flush=True)
+    finally:
+        localsched.multiprocessing.shutdown()
+        os.unlink(path)
+    print("\n| graph | scheduler | dask peak | localsched peak | bar (dask x 1.05 + 2) |")
+    print("|---|---|--:|--:|---|")
+    for name, sched, d, ls, good in rows:
+        print(f"| {name} | {sched} ({args.workers}) | {d} | {ls} | {'met' if good else 'MISSED'} |")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

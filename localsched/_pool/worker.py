@@ -1,0 +1,191 @@
+"""The worker process: start up, then run one job at a time until told to stop.
+
+A worker's life, as the pool sees it through the messages of ``protocol``::
+
+    start ─► tie its life to the parent's ─► initializer ─► READY
+         └─► INIT_FAILED (initializer raised), exit
+    loop:  RUN ─► function runs ─► RECORDS … ─► DONE | RESULT | FAILED
+           STOP or end of the job pipe ─► exit
+
+A worker dies with its parent: on Linux the kernel kills it when the
+thread that started it ends (``PR_SET_PDEATHSIG``); everywhere, a watchdog
+thread exits the process when its *lifeline* pipe, whose write end only the
+parent holds and never writes to, reaches end-of-file.  A busy worker
+never reads its job pipe, so that pipe alone cannot tell it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import sys
+import threading
+from typing import Callable, Optional
+
+from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
+
+__all__ = ["main", "BOOT", "run_packed"]
+
+
+# The spawn start method runs this in a fresh interpreter.  Unlike
+# multiprocessing's spawn it never re-imports the user's __main__ module:
+# everything a worker needs arrives pickled by value, so scripts need no
+# ``if __name__ == "__main__"`` guard.  argv: the job pipe's, the reply
+# pipe's and the lifeline's file descriptors, and the parent's pid.
+BOOT = """\
+import sys, pickle
+from multiprocessing.connection import Connection
+jobs = Connection(int(sys.argv[1]), writable=False)
+out = Connection(int(sys.argv[2]), readable=False)
+sys.path[:] = pickle.loads(jobs.recv_bytes())
+init = jobs.recv_bytes()
+from localsched._pool.worker import main
+main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
+"""
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+class _ParentGone(BaseException):
+    """The parent closed its end of the pipe: the worker has no one to work
+    for.  A BaseException, so a task's ``except Exception`` cannot swallow it."""
+
+
+def _die_with_parent(lifeline_fd: int, parent_pid: Optional[int]) -> bool:
+    """Arrange to end when the parent does; False if it has already gone.
+
+    ``parent_pid`` is the pool's process, the worker's parent (None when a
+    helper such as multiprocessing's fork server started it instead).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # no prctl: the watchdog below still works
+    # The parent may have died before prctl took effect; the worker was then
+    # adopted by another process already, and no signal will come.
+    if parent_pid is not None and os.getppid() != parent_pid:
+        return False
+
+    def watch() -> None:
+        try:
+            while os.read(lifeline_fd, 4096):
+                pass  # the parent never writes; only end-of-file matters
+        except OSError:
+            pass
+        os._exit(1)
+
+    threading.Thread(target=watch, name="localsched-lifeline", daemon=True).start()
+    return True
+
+
+def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[bytes],
+         close_first: tuple = ()) -> None:
+    """Entry point of a worker process: run jobs until told to stop.
+
+    Reads ``RUN`` messages from ``jobs`` and writes replies to ``out`` (one
+    duplex connection for the fork and forkserver start methods).
+    ``lifeline``: a file descriptor or connection whose end-of-file means the
+    parent is gone.  ``close_first``: the parent's ends of the pipes, which a
+    forked worker inherits and must drop, or the pipes would never close.
+    """
+    for c in close_first:
+        c.close()
+    lifeline_fd = lifeline if isinstance(lifeline, int) else lifeline.fileno()
+    if not _die_with_parent(lifeline_fd, parent_pid):
+        return
+    # Ctrl-C in a terminal reaches the whole process group: the parent
+    # decides what to do, workers carry on until told.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from .. import core
+    from ..callbacks import Callback
+
+    core._process_worker_id = os.getpid()
+    Callback.active.clear()  # a forked worker must not fire the parent's callbacks
+    send = out.send_bytes
+    if init_payload is not None:
+        try:
+            init, initargs = pickle.loads(init_payload)
+            init(*initargs)
+        except BaseException as exc:  # noqa: B036 -- reported; the pool breaks
+            _send_quietly(send, encode(Kind.INIT_FAILED, 0, pack_exception(exc)))
+            return
+    if not _send_quietly(send, encode(Kind.READY)):
+        return
+    while True:
+        try:
+            frame = jobs.recv_bytes()
+        except (EOFError, OSError):
+            return  # the pool is gone
+        kind, job_id, body = decode(frame)
+        del frame
+        if kind is Kind.STOP:
+            return
+        try:
+            reply = _run_job(job_id, body, send)
+        except _ParentGone:
+            return
+        if not _send_quietly(send, reply):
+            return
+
+
+def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
+    """Run one job; its last message, to send.
+
+    A streaming job's function gets an ``emit`` that sends each list of
+    records at once, tagged with the job's id.
+    """
+
+    def emit(records: list) -> None:
+        frame = encode(Kind.RECORDS, job_id, dump_records(records))
+        try:
+            send(frame)
+        except OSError as exc:
+            raise _ParentGone from exc
+
+    try:
+        fn, args, kwargs, streams = pickle.loads(body)
+        del body
+        if streams:
+            fn(*args, emit=emit, **kwargs)
+            return encode(Kind.DONE, job_id)
+        result = fn(*args, **kwargs)
+    except _ParentGone:
+        raise
+    except BaseException as exc:  # noqa: B036 -- the task's own, even EOFError: sent back
+        return encode(Kind.FAILED, job_id, pack_exception(exc))
+    try:
+        return encode(Kind.RESULT, job_id, dumps(result))
+    except Exception as exc:
+        return encode(Kind.FAILED, job_id, pack_exception(exc))
+
+
+def _send_quietly(send: Callable[[bytes], None], frame: bytes) -> bool:
+    """Send to the parent; False if it has gone away (then the worker exits)."""
+    try:
+        send(frame)
+        return True
+    except OSError:
+        return False
+
+
+def run_packed(payload: bytes) -> bytes:
+    """Run a batch call pickled by ``dumps`` in a foreign pool's worker.
+
+    For pools that pickle with the standard pickler and carry only a final
+    result (``multiprocessing.Pool``, ``ProcessPoolExecutor``): the call
+    travels as cloudpickled bytes, so lambdas work; the records it returns
+    travel back packed, each task's exception with its traceback text.
+    """
+    import multiprocessing
+
+    from .. import core
+
+    if multiprocessing.parent_process() is not None:  # (not a thread pool of the caller's)
+        core._process_worker_id = os.getpid()
+    fn, args, kwargs = pickle.loads(payload)
+    return dump_records(fn(*args, **kwargs))
