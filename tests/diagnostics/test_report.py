@@ -169,6 +169,45 @@ def test_tasks_running_when_another_fails_are_drawn_up_to_the_stop():
     assert prof.summary().interrupted == 1
 
 
+def test_ctrl_c_shows_what_was_running_up_to_the_stop():
+    import _thread
+
+    from localsched.callbacks import Callback
+    from localsched.threaded import get
+
+    slow_seen, release = threading.Event(), threading.Event()
+
+    def slow():
+        release.wait(30)
+        return 1
+
+    def press_ctrl_c():
+        # Only once the scheduler has seen 'slow' start (its pretask fired
+        # in the scheduler's thread), so the key press cannot land while it
+        # is still handing 'slow' to its worker.
+        assert slow_seen.wait(30)
+        _thread.interrupt_main()  # what Ctrl-C does to the scheduler's thread
+        return 2
+
+    def pretask(key, dsk, state):
+        if key == "slow":
+            slow_seen.set()
+
+    dsk = {"slow": (slow,), "ctrl-c": (press_ctrl_c,), "both": (add, "slow", "ctrl-c")}
+    try:
+        with Profiler() as prof, Callback(pretask=pretask):
+            with pytest.raises(KeyboardInterrupt):
+                get(dsk, "both", num_workers=2)
+    finally:
+        release.set()
+    assert prof.failed == []
+    cut = {r.key: r for r in prof.interrupted}
+    assert "slow" in cut and "both" not in cut
+    assert cut["slow"].start_time <= cut["slow"].stop_time
+    fig = plots.plot_tasks(prof.results, interrupted=prof.interrupted)
+    assert "slow" in by_name(fig, "interrupted").data_source.data["key"]
+
+
 def test_report_without_finished_tasks_says_so_and_bokeh_does_not_warn(tmp_path, caplog):
     path = tmp_path / "empty.html"
     with caplog.at_level(logging.WARNING, logger="bokeh"):
