@@ -10,9 +10,17 @@ Wrap a computation in ``with`` blocks (or ``register()`` them once):
 >>> [r.key for r in prof.results], [r.key for r in cprof.results]
 (['a', 'b'], ['a', 'b'])
 
-then ``visualize([prof, rprof, cprof])`` for one picture on a shared time
-axis.  Every record's times are epoch seconds (``time.time()``), taken where
-the event happened, so the profilers line up.
+then ``visualize([prof, rprof, cprof])`` for one page: a summary (wall
+time, tasks, workers, parallel efficiency, the task groups that took the
+time; also ``prof.summary()``), then the task stream, resources and cache on
+a shared time axis.  Every record's times are epoch seconds
+(``time.time()``), taken where the event happened, so the profilers line up.
+Tasks that raised (``prof.failed``), that were cut short (``prof.interrupted``)
+and the time process-pool tasks spent travelling (``prof.transfers``) are
+recorded beside dask's ``TaskData`` records.
+
+They also work around dask's own schedulers (``dask.threaded.get``, a
+dask collection's ``.compute()``), as dask's diagnostics do.
 
 Writing your own: subclass ``localsched.callbacks.Callback`` and override
 any of ``_start(dsk)``, ``_start_state(dsk, state)``, ``_pretask(key, dsk,
@@ -36,8 +44,16 @@ from __future__ import annotations
 from .cache import CacheProfiler
 from .profile import Profiler
 from .progress import ProgressBar
-from .records import CacheData, ResourceData, TaskData
+from .records import (
+    CacheData,
+    FailedTaskData,
+    InterruptedTaskData,
+    ResourceData,
+    TaskData,
+    TransferData,
+)
 from .resource import ResourceProfiler
+from .summary import GroupSummary, Summary
 
 __all__ = [
     "Profiler",
@@ -45,15 +61,20 @@ __all__ = [
     "CacheProfiler",
     "ProgressBar",
     "TaskData",
+    "FailedTaskData",
+    "InterruptedTaskData",
+    "TransferData",
     "ResourceData",
     "CacheData",
+    "Summary",
+    "GroupSummary",
     "visualize",
 ]
 
 
 def visualize(profilers, filename="profile.html", show=True, save=True, mode=None,
               **figure_kwargs):
-    """Stack the profilers' Bokeh plots on one aligned time axis.
+    """Stack the profilers' Bokeh plots on one aligned time axis, under a summary.
 
     See ``localsched.diagnostics.plots.visualize`` (bokeh is imported here,
     on first use).

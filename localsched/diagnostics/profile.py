@@ -83,7 +83,7 @@ class Profiler(Collector):
         # One small append per task; the task itself is looked up in dsk
         # only when results are read.
         self._events(state).append(
-            (key, state.timing, worker_id, getattr(state, "transfer", None))
+            (key, state.timing, worker_id, state.transfer)
         )
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):

@@ -1,10 +1,9 @@
 """The report tells the truth: failed, interrupted and travelling work, a
 summary read first, an empty report that says so, readable legends.
 
-Some tests run real computations that need what the core hands to callbacks
-(``state.failed``, ``state.running_since``, ``state.transfer``); until the
-core has them they are expected to fail (strict xfail), and the same
-behaviour is checked by calling the hooks directly with a State-like object.
+Real computations check what the core hands to callbacks (``state.failed``,
+``state.running_since``, ``state.transfer``) end to end; the hooks are also
+driven directly with a State-like object, to pin down exact values.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from localsched.core import State
 from localsched.diagnostics import CacheProfiler, Profiler, ResourceProfiler, plots, visualize
 from localsched.diagnostics.records import (
     FailedTaskData,
@@ -34,11 +32,6 @@ except ImportError:  # pytest put tests/ itself on sys.path
 
 T0 = 1_700_000_000.0
 
-needs_failed_state = pytest.mark.xfail(
-    not hasattr(State, "failed") or not hasattr(State, "running_since"),
-    reason="needs state.failed and state.running_since from the core", strict=True)
-needs_transfer_state = pytest.mark.xfail(
-    not hasattr(State, "transfer"), reason="needs state.transfer from the core", strict=True)
 
 # Rendered once Bokeh built every root view and finished painting it.
 BOKEH_RENDERED = (
@@ -127,7 +120,6 @@ def test_failed_and_interrupted_tasks_are_drawn_and_explained():
     assert {r.name for r in hover.renderers} == {"tasks", "failed", "interrupted"}
 
 
-@needs_failed_state
 @pytest.mark.parametrize("name", ["sync", "threads", "processes"])
 def test_a_real_failure_shows_in_the_profile(name, tmp_path):
     import importlib
@@ -149,7 +141,6 @@ def test_a_real_failure_shows_in_the_profile(name, tmp_path):
     assert by_name(fig, "failed").data_source.data["key"] == ["b"]
 
 
-@needs_failed_state
 def test_tasks_running_when_another_fails_are_drawn_up_to_the_stop():
     from localsched.threaded import get
 
@@ -176,6 +167,45 @@ def test_tasks_running_when_another_fails_are_drawn_up_to_the_stop():
     assert cut.key == "slow" and cut.start_time <= cut.stop_time
     assert cut.worker_id is not None and cut.worker_id != prof.failed[0].worker_id
     assert prof.summary().interrupted == 1
+
+
+def test_ctrl_c_shows_what_was_running_up_to_the_stop():
+    import _thread
+
+    from localsched.callbacks import Callback
+    from localsched.threaded import get
+
+    slow_seen, release = threading.Event(), threading.Event()
+
+    def slow():
+        release.wait(30)
+        return 1
+
+    def press_ctrl_c():
+        # Only once the scheduler has seen 'slow' start (its pretask fired
+        # in the scheduler's thread), so the key press cannot land while it
+        # is still handing 'slow' to its worker.
+        assert slow_seen.wait(30)
+        _thread.interrupt_main()  # what Ctrl-C does to the scheduler's thread
+        return 2
+
+    def pretask(key, dsk, state):
+        if key == "slow":
+            slow_seen.set()
+
+    dsk = {"slow": (slow,), "ctrl-c": (press_ctrl_c,), "both": (add, "slow", "ctrl-c")}
+    try:
+        with Profiler() as prof, Callback(pretask=pretask):
+            with pytest.raises(KeyboardInterrupt):
+                get(dsk, "both", num_workers=2)
+    finally:
+        release.set()
+    assert prof.failed == []
+    cut = {r.key: r for r in prof.interrupted}
+    assert "slow" in cut and "both" not in cut
+    assert cut["slow"].start_time <= cut["slow"].stop_time
+    fig = plots.plot_tasks(prof.results, interrupted=prof.interrupted)
+    assert "slow" in by_name(fig, "interrupted").data_source.data["key"]
 
 
 def test_report_without_finished_tasks_says_so_and_bokeh_does_not_warn(tmp_path, caplog):
@@ -291,7 +321,6 @@ def test_many_transfers_are_aggregated_with_their_area_kept():
         sum(r.receive for r in transfers))
 
 
-@needs_transfer_state
 def test_processes_report_their_transfers(tmp_path):
     import localsched.multiprocessing as lmp
 
