@@ -311,9 +311,12 @@ def test_pre_and_posttask_bracket_execution_not_queueing(get):
 # -- options and errors -------------------------------------------------------
 
 
-def test_unknown_options_are_a_type_error_naming_them(get):
-    with pytest.raises(TypeError, match="not_an_option"):
-        get({"x": 1}, "x", not_an_option=True)
+def test_a_misspelt_option_is_a_type_error_naming_it(get):
+    # A near miss of a known option is a typo; any other keyword may be meant
+    # for another scheduler (dask.compute forwards them all) and is ignored.
+    with pytest.raises(TypeError, match="'num_workerz'.*'num_workers'"):
+        get({"x": 1}, "x", num_workerz=True)
+    assert get({"x": 1}, "x", not_an_option_of_ours=True) == 1
 
 
 def test_missing_requested_key(get):
