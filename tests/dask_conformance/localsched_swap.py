@@ -74,19 +74,6 @@ NOT_THE_CONTRACT = {
         "tests dask.multiprocessing._dumps/_loads",
     "test_multiprocessing.py::test_remote_exception":
         "tests dask.multiprocessing.remote_exception, dask's error wrapper",
-    "test_local.py::test_complex_ordering":
-        "asserts that get_sync runs a dask.array graph in exactly dask.order's sequence; "
-        "localsched orders with its own memory-aware algorithm (its peaks are compared with "
-        "dask's in benchmarks/bench_order.py and bench_memory.py), and dask.order is not "
-        "part of the scheduler contract (test_local.py::test_ordering, which checks the "
-        "order users see among independent inputs, runs and passes)",
-    "test_profiler.py::test_profiler":
-        "asserts that Profiler records hold dask's internal Task objects (TaskData.task); "
-        "localsched records the task as the user's graph gives it (the keys, times and "
-        "worker ids the rest of the test checks are covered by tests/diagnostics)",
-    "test_profiler.py::test_resource_profiler_multiple_gets":
-        "asserts that ResourceProfiler.results stays empty until its with block ends; "
-        "localsched's shows the samples taken so far (documented), which the test forbids",
     "test_callbacks.py::test_start_state_callback":
         "asserts that callbacks receive dask's internal task objects (dsk['x']() calls a "
         "DataNode dask converted the graph to); localsched hands callbacks the graph as the "
