@@ -176,8 +176,10 @@ class State(Mapping):
             return _Waiting(run)
         if name == "waiting_data":
             keys, status, index, dependents = run.keys, run.status, run.index, run.dependents
+            # (a snapshot of the keys: callbacks such as dask's ProgressBar
+            # read the state from their own thread while the run goes on)
             return {k: {keys[j] for j in dependents[index[k]] if status[j] != DONE}
-                    for k in run.cache}
+                    for k in list(run.cache)}
         raise KeyError(name)
 
     def __iter__(self):
@@ -215,7 +217,7 @@ class _Waiting(Mapping):
     def __len__(self) -> int:
         run = self._run
         status = run.status
-        ready = sum(1 for i in run.ready if status[i] == READY)
+        ready = sum(1 for i in list(run.ready) if status[i] == READY)
         return run.remaining - ready - len(run.running_keys())
 
     def __repr__(self) -> str:
@@ -579,14 +581,18 @@ class Run:
     def ready_keys(self) -> list:
         """Keys of the READY tasks, the next first (O(ready))."""
         keys, status = self.keys, self.status
-        return [keys[i] for i in reversed(self.ready) if status[i] == READY]
+        # Snapshots (list() of a list or dict view runs in C, under the GIL):
+        # callbacks may read the state from their own thread mid-run.
+        return [keys[i] for i in reversed(list(self.ready)) if status[i] == READY]
 
     def running_keys(self) -> set:
         """Keys of the tasks running now (O(running))."""
         keys, status = self.keys, self.status
-        if self.current is not None:
-            return {keys[self.current]}
-        return {keys[i] for f in self.flights.values() for i in f.batch if status[i] == RUNNING}
+        current = self.current  # (read once: another thread may be asking)
+        if current is not None:
+            return {keys[current]}
+        return {keys[i] for f in list(self.flights.values()) for i in f.batch
+                if status[i] == RUNNING}
 
     # -- the moves ------------------------------------------------------------
 

@@ -292,6 +292,42 @@ def test_state_views_agree_with_the_run_at_every_step(get):
     assert problems == []
 
 
+def test_state_fields_can_be_read_from_another_thread_during_the_run(get):
+    # dask's ProgressBar reads ready/waiting/running from its timer thread.
+    stop = threading.Event()
+    errors = []
+    reads = []
+
+    def reader(state):
+        while not stop.wait(0.0002):  # (pacing only: a read every 0.2 ms)
+            try:
+                reads.append(sum(len(state[k]) for k in
+                                 ("ready", "waiting", "running", "waiting_data")))
+            except Exception as exc:  # noqa: BLE001 -- collected, asserted below
+                errors.append(exc)
+                return
+
+    threads = []
+
+    def start_state(dsk, state):
+        t = threading.Thread(target=reader, args=(state,))
+        threads.append(t)
+        t.start()
+
+    def finish(dsk, state, errored):
+        stop.set()
+        threads[0].join()
+
+    dsk = {("x", i): (inc, i) for i in range(1500)}
+    dsk.update({("y", i): (add, ("x", i), ("x", i + 1)) for i in range(1499)})
+    dsk["z"] = (sum, [("y", i) for i in range(1499)])
+    for _ in range(4):
+        stop.clear()
+        threads.clear()
+        get(dsk, "z", callbacks=[Callback(start_state=start_state, finish=finish)])
+    assert errors == [] and reads
+
+
 def test_dask_progressbar_around_localsched_sees_the_whole_run(get):
     dask_progress = pytest.importorskip("dask.diagnostics.progress")
     import io
