@@ -265,8 +265,7 @@ class Planner:
             # (unless a callback or a local re-run may want it).
             send = keep_all or is_output[i] or any(mark[c] != serial for c in dependents[i]) \
                 or not dependents[i]
-            items.append((i, keys[i], specs[i], i in last_use and mark[i] == serial,
-                          drops[p], send))
+            items.append((i, keys[i], specs[i], i in last_use, drops[p], send))
         data = None
         if pack_data:
             cache = run.cache
