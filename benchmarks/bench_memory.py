@@ -29,6 +29,11 @@ import struct
 import sys
 import tempfile
 
+try:  # run as a script (python benchmarks/bench_memory.py) or as a module
+    from . import graphs
+except ImportError:
+    import graphs
+
 _ENV = "LOCALSCHED_BENCH_COUNTER"
 _state: dict = {}
 
@@ -122,19 +127,8 @@ def biggest(*xs):
 # -- graphs --------------------------------------------------------------------
 
 
-def _pairwise(dsk, keys, name):
-    level = 0
-    while len(keys) > 1:
-        level += 1
-        nxt = []
-        for j in range(0, len(keys) - 1, 2):
-            k = (name, level, j // 2)
-            dsk[k] = (combine, keys[j], keys[j + 1])
-            nxt.append(k)
-        if len(keys) % 2:
-            nxt.append(keys[-1])
-        keys = nxt
-    return keys[0]
+def _pairwise(dsk, keys, name, op=None):
+    return graphs._reduce_pairwise(dsk, list(keys), name, op or combine)
 
 
 def binary_tree(n=4096):
@@ -165,20 +159,9 @@ def stencil(width=64, steps=32):
 def shared_two_reductions(n=2048):
     dsk = {("leaf", i): (leaf, i) for i in range(n)}
     leaves = [("leaf", i) for i in range(n)]
-    a = _pairwise(dsk, list(leaves), "sum")
-    level = 0
-    keys = list(leaves)
-    while len(keys) > 1:  # a max-tree over the same leaves
-        level += 1
-        nxt = []
-        for j in range(0, len(keys) - 1, 2):
-            k = ("max", level, j // 2)
-            dsk[k] = (biggest, keys[j], keys[j + 1])
-            nxt.append(k)
-        if len(keys) % 2:
-            nxt.append(keys[-1])
-        keys = nxt
-    return dsk, [a, keys[0]]
+    a = _pairwise(dsk, leaves, "sum")
+    b = _pairwise(dsk, leaves, "max", biggest)  # a max-tree over the same leaves
+    return dsk, [a, b]
 
 
 GRAPHS = {

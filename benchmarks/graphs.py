@@ -45,11 +45,12 @@ def count_tasks(dsk: dict) -> int:
     return sum(1 for v in dsk.values() if type(v) is tuple and v and callable(v[0]))
 
 
-def _reduce_pairwise(dsk: dict, keys: list, name: str) -> Any:
-    """Add ``keys`` pairwise, level by level, into one root key; return it.
+def _reduce_pairwise(dsk: dict, keys: list, name: str, op: Callable = operator.add) -> Any:
+    """Combine ``keys`` pairwise with ``op`` (default: add), level by level,
+    into one root key; return it.
 
     An odd key out at some level is carried to the next level as it is (no
-    extra task), so ``len(keys) - 1`` add tasks are created.
+    extra task), so ``len(keys) - 1`` tasks are created.
     """
     level = 0
     while len(keys) > 1:
@@ -57,7 +58,7 @@ def _reduce_pairwise(dsk: dict, keys: list, name: str) -> Any:
         nxt = []
         for j in range(0, len(keys) - 1, 2):
             k = (name, level, j // 2)
-            dsk[k] = (operator.add, keys[j], keys[j + 1])
+            dsk[k] = (op, keys[j], keys[j + 1])
             nxt.append(k)
         if len(keys) % 2:
             nxt.append(keys[-1])

@@ -27,10 +27,10 @@ from concurrent.futures import Executor
 from typing import Any, Callable, Iterable, Optional
 
 from ._pool import (START_METHODS, BrokenProcessPool, ProcessPool, RemoteError,
-                    RemoteTraceback, WorkerDiedError, dumps, pool_size, submitter_for,
+                    RemoteTraceback, WorkerDiedError, dumps, submitter_for,
                     unpack_exception)
 from .core import get_async
-from .options import check_options, dask_config
+from .options import check_options, dask_config, resolve_pool_options
 
 __all__ = ["get", "ProcessPool", "WorkerDiedError", "BrokenProcessPool", "RemoteTraceback",
            "RemoteError", "dumps", "default_pool", "shutdown", "START_METHODS"]
@@ -148,23 +148,13 @@ def get(
         check_options(options, "localsched.multiprocessing.get")
     if pool is None:
         pool = dask_config("pool")
-    if num_workers is None:
-        num_workers = dask_config("num_workers")
     if pool is not None:
         if context is not None or initializer is not None:
             raise TypeError("context= and initializer= configure the shared pool; "
                             "they cannot be combined with pool=")
         runner = submitter_for(pool)  # TypeError for what is not a pool
-        if num_workers is None:
-            num_workers = pool_size(pool)
-    if num_workers is None:
-        num_workers = os.cpu_count() or 1
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    if rerun_exceptions_locally is None:
-        rerun_exceptions_locally = bool(dask_config("rerun_exceptions_locally", False))
-    if chunksize is None:
-        chunksize = dask_config("chunksize")
+    num_workers, rerun_exceptions_locally, chunksize = resolve_pool_options(
+        num_workers, pool, rerun_exceptions_locally, chunksize)
     if pool is None:
         context = context or dask_config("multiprocessing.context", "spawn")
         if initializer is None:

@@ -29,10 +29,12 @@ TypeError: localsched.threaded.get() got an unexpected option 'num_worker' (did 
 from __future__ import annotations
 
 import difflib
+import os
 import sys
 from typing import Any
 
-__all__ = ["check_options", "dask_config", "FORWARDED_OPTIONS"]
+__all__ = ["check_options", "dask_config", "pool_size", "resolve_pool_options",
+           "FORWARDED_OPTIONS"]
 
 # Options our get functions take themselves.
 OWN_OPTIONS = frozenset({
@@ -110,3 +112,25 @@ def pool_size(pool: Any) -> int:
         if isinstance(n, int) and n > 0:
             return n
     raise TypeError(f"cannot tell how many workers the pool {pool!r} has; pass num_workers=")
+
+
+def resolve_pool_options(num_workers, pool, rerun_exceptions_locally, chunksize):
+    """``(num_workers, rerun_exceptions_locally, chunksize)`` for a pool
+    scheduler: the keyword if given, else dask's config, else the default
+    (the pool's size, else the CPU count; False; adaptive batching).
+    ``pool`` is the pool already chosen (keyword or config), or None.
+
+    >>> resolve_pool_options(None, None, None, None)[1:]
+    (False, None)
+    """
+    if num_workers is None:
+        num_workers = dask_config("num_workers")
+    if num_workers is None:
+        num_workers = pool_size(pool) if pool is not None else (os.cpu_count() or 1)
+    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
+        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+    if rerun_exceptions_locally is None:
+        rerun_exceptions_locally = bool(dask_config("rerun_exceptions_locally", False))
+    if chunksize is None:
+        chunksize = dask_config("chunksize")
+    return num_workers, rerun_exceptions_locally, chunksize

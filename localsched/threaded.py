@@ -34,7 +34,7 @@ from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from .core import get_async, in_task
-from .options import check_options, dask_config, pool_size
+from .options import check_options, dask_config, resolve_pool_options
 
 if TYPE_CHECKING:
     from multiprocessing.pool import ThreadPool as MPThreadPool
@@ -232,21 +232,13 @@ def get(
         check_options(options, "localsched.threaded.get")
     if pool is None:
         pool = dask_config("pool")
-    if num_workers is None:
-        num_workers = dask_config("num_workers")
     if pool is not None and not (_is_mp_thread_pool(pool) or isinstance(pool, Executor)):
         raise TypeError(
             f"pool= must be a concurrent.futures.Executor or a multiprocessing.pool."
             f"ThreadPool, got {type(pool).__name__}"
         )
-    if num_workers is None:
-        num_workers = pool_size(pool) if pool is not None else (os.cpu_count() or 1)
-    if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
-        raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
-    if rerun_exceptions_locally is None:
-        rerun_exceptions_locally = bool(dask_config("rerun_exceptions_locally", False))
-    if chunksize is None:
-        chunksize = dask_config("chunksize")
+    num_workers, rerun_exceptions_locally, chunksize = resolve_pool_options(
+        num_workers, pool, rerun_exceptions_locally, chunksize)
     temporary = None
     shared = False
     if pool is None:

@@ -35,28 +35,18 @@ def dask_tests_dir():
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("module", harness.DASK_TEST_MODULES)
-def test_dask_scheduler_suite(module, dask_tests_dir, tmp_path):
+@pytest.mark.parametrize("module",
+                         harness.DASK_TEST_MODULES + harness.DASK_DIAGNOSTICS_MODULES)
+def test_dask_suite(module, dask_tests_dir, tmp_path):
+    """dask's own tests of its local schedulers (``dask/tests/``) and of its
+    diagnostics (``dask/diagnostics/tests/``), run on localsched's."""
     result = harness.run_suite(module, tmp_path, timeout=240)
     problems = result.problems()
     assert not problems, (
-        f"dask/tests/{module}.py against localsched: {len(problems)} did not pass\n"
+        f"dask's {module}.py against localsched: {len(problems)} did not pass\n"
         + "\n".join(problems)
     )
-    # Each of dask's tests of this module ran (none lost to a collection error).
-    assert sum(o.outcome == "passed" for o in result.outcomes) >= 3
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("module", harness.DASK_DIAGNOSTICS_MODULES)
-def test_dask_diagnostics_suite(module, dask_tests_dir, tmp_path):
-    """dask's own diagnostics tests, run on localsched's diagnostics."""
-    result = harness.run_suite(module, tmp_path, timeout=240)
-    problems = result.problems()
-    assert not problems, (
-        f"dask/{module}.py against localsched: {len(problems)} did not pass\n"
-        + "\n".join(problems)
-    )
+    # dask's tests of this module ran (none lost to a collection error).
     assert sum(o.outcome == "passed" for o in result.outcomes) >= 3
 
 

@@ -631,18 +631,15 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
     keys, rows, lefts, rights, kinds = [], [], [], [], []
     for r in transfers:
         row = row_of[r.worker_id]
-        if r.start_time > r.send_start:
-            keys.append(r.key)
-            rows.append(row)
-            lefts.append(r.send_start)
-            rights.append(r.start_time)
-            kinds.append(0)
-        if r.receive_end > r.end_time:
-            keys.append(r.key)
-            rows.append(row)
-            lefts.append(r.end_time)
-            rights.append(r.receive_end)
-            kinds.append(1)
+        # kind 0: inputs sent before the task; kind 1: its result coming back.
+        for kind, (lo, hi) in enumerate(((r.send_start, r.start_time),
+                                         (r.end_time, r.receive_end))):
+            if hi > lo:
+                keys.append(r.key)
+                rows.append(row)
+                lefts.append(lo)
+                rights.append(hi)
+                kinds.append(kind)
     left = np.asarray(lefts, dtype=float) - t0
     right = np.asarray(rights, dtype=float) - t0
     row = np.asarray(rows, dtype=np.int64)
