@@ -26,6 +26,9 @@ __all__ = [
     "TransferData",
     "ResourceData",
     "CacheData",
+    "MetricData",
+    "ActivityData",
+    "SampleData",
 ]
 
 
@@ -122,3 +125,67 @@ class CacheData(NamedTuple):
     metric: float
     cache_time: float
     free_time: float
+
+
+# -- "Where the time went" (fine metrics, activities, samples) -------------
+#
+# The fine metrics are one flat mapping ``(span, group, activity, unit) ->
+# value``, summed over tasks, workers and runs (dask.distributed keeps its
+# ``("execute", span, prefix, activity, unit)`` the same way): easy to merge,
+# diff and dump, and the same layout holds a cluster's metrics.  A
+# ``MetricData`` is one entry of that mapping, for code that wants rows.
+#
+# ``span`` is a tuple of span names, outermost first (``()`` outside any
+# ``localsched.span``).  ``group`` is the task group (``key_split`` of the
+# key, as dask names prefixes), or None for what belongs to no task: a
+# worker's ``idle`` time, the scheduler's own ``scheduler`` overhead.
+# ``activity`` is one of ``thread-cpu``, ``thread-noncpu``, ``serialize``,
+# ``deserialize``, ``transfer``, ``queued``, ``idle``, ``scheduler``, or a
+# label the user chose (``metrics.meter("I/O")``); ``unit`` is ``seconds``,
+# ``bytes``, ``count`` or the user's own.  The seconds activities of one task
+# add up to its wall time (from the worker's start of its inputs' arrival to
+# the scheduler's receipt of its result).
+
+
+class MetricData(NamedTuple):
+    """One entry of the fine-metrics mapping (see the comment above).
+
+    >>> MetricData(('load',), 'read-csv', 'thread-cpu', 'seconds', 1.5).value
+    1.5
+    """
+
+    span: tuple
+    group: Optional[str]
+    activity: str
+    unit: str
+    value: float
+
+
+class ActivityData(NamedTuple):
+    """A timed stretch of one task's life, epoch seconds: what the task
+    stream draws inside (or beside) the task's bar, and what the trace
+    export nests inside its slice.  ``activity`` as in ``MetricData``
+    (``deserialize``, ``queued``, ``serialize``, ``transfer``, a user's
+    ``meter`` label; on a cluster also ``compute``, ``disk-read`` ...)."""
+
+    key: Hashable
+    activity: str
+    start: float
+    stop: float
+    worker_id: Hashable
+
+
+class SampleData(NamedTuple):
+    """One stack sample of a thread that was running a task.
+
+    ``time``: epoch seconds; ``worker_id``: as in ``TaskData``; ``group``:
+    the task group it was running (None between tasks); ``stack``: frames
+    outermost first, each a ``(filename, first line of the function,
+    function name)`` tuple -- plain values, so samples pickle across
+    processes and dump to JSON; trees and flame graphs are built on read.
+    """
+
+    time: float
+    worker_id: Hashable
+    group: Optional[str]
+    stack: tuple
