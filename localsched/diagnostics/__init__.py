@@ -45,10 +45,13 @@ from .cache import CacheProfiler
 from .profile import Profiler
 from .progress import ProgressBar
 from .records import (
+    ActivityData,
     CacheData,
     FailedTaskData,
     InterruptedTaskData,
+    MetricData,
     ResourceData,
+    SampleData,
     TaskData,
     TransferData,
 )
@@ -66,6 +69,9 @@ __all__ = [
     "TransferData",
     "ResourceData",
     "CacheData",
+    "MetricData",
+    "ActivityData",
+    "SampleData",
     "Summary",
     "GroupSummary",
     "visualize",
