@@ -27,12 +27,79 @@ def _stop_shared_pools() -> None:
     if fs is not None and hasattr(fs._forkserver, "_stop"):
         fs._forkserver._stop()
     rt = sys.modules.get("multiprocessing.resource_tracker")
-    if rt is not None and hasattr(rt._resource_tracker, "_stop"):
+    # (not while the shared cluster lives: its worker processes hold the
+    # tracker's pipe, so stopping it would wait for them forever)
+    if rt is not None and not _cluster_alive and hasattr(rt._resource_tracker, "_stop"):
         rt._resource_tracker._stop()
 
 
+# True while the session's shared LocalCluster runs (see cluster_client).
+_cluster_alive = False
+
+
+@pytest.fixture(scope="session")
+def cluster_client():
+    """A Client of a LocalCluster with two single-threaded worker processes
+    on 127.0.0.1 (ephemeral ports, no dashboard), shared by the cluster tests.
+    Not the default Client: other tests' ``x.compute()`` must stay local.
+    At the end of the session its workers, threads and ports must be gone."""
+    global _cluster_alive
+    distributed = pytest.importorskip("distributed")
+    from distributed.utils import _offload_executor
+
+    # distributed's offload thread is process-wide and lives until exit (by
+    # distributed's design, not a leak of ours): start it before any
+    # snapshot, so no test is blamed for it.
+    _offload_executor.submit(int).result()
+    threads_before = set(threading.enumerate())
+    _cluster_alive = True
+    cluster = distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0")
+    client = distributed.Client(cluster, set_as_default=False)
+    ports = [cluster.scheduler.port] + [
+        int(a.rsplit(":", 1)[1]) for a in cluster.scheduler_info["workers"]]
+    workers = list(psutil.Process().children(recursive=True))
+    yield client
+    client.close()
+    cluster.close()
+    _cluster_alive = False
+    _stop_shared_pools()  # (the resource tracker its processes used)
+    problems = []
+    for p in workers:
+        try:
+            p.wait(timeout=10)
+        except psutil.TimeoutExpired:
+            problems.append(f"cluster process left running: {p.pid}")
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    for t in set(threading.enumerate()) - threads_before:
+        t.join(timeout=10)
+    left = [t.name for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+    problems += [f"cluster thread left running: {name}" for name in left]
+    listening = {c.laddr.port for c in psutil.Process().net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN}
+    problems += [f"cluster port left open: {port}" for port in ports if port in listening]
+    if problems:
+        raise AssertionError("; ".join(problems))
+
+
+def _wants_cluster(request) -> bool:
+    """Tests that run on the shared cluster (parametrized with
+    "distributed", or marked ``cluster``)."""
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is not None and "distributed" in callspec.params.values():
+        return True
+    return request.node.get_closest_marker("cluster") is not None
+
+
 @pytest.fixture(autouse=True)
-def no_leftovers():
+def no_leftovers(request):
+    # The shared cluster lives for the session by design: start it before
+    # taking the snapshot (its own end is checked by its fixture).
+    if _wants_cluster(request):
+        request.getfixturevalue("cluster_client")
     threads_before = set(threading.enumerate())
     active_before = set(Callback.active)
     me = psutil.Process()

@@ -326,8 +326,11 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
         Fired for this call instead of the registered ones.
     **options
         distributed's ``Client.get`` keywords (``workers``, ``resources``,
-        ``retries``, ``priority``, ...) are passed on; other keywords dask
-        schedulers take are accepted and ignored; a near miss is a TypeError.
+        ``retries``, ``priority``, ...) are passed on;
+        ``rerun_exceptions_locally=True`` re-runs a failed task in the caller
+        (with its inputs, recomputed here) so a debugger stops in it;
+        other keywords dask schedulers take are accepted and ignored; a near
+        miss is a TypeError.
 
     >>> from distributed import LocalCluster, Client
     >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \\
@@ -338,6 +341,12 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
     if options:
         check_options(options, "localsched.distributed.get")
     client_options = {k: options[k] for k in CLIENT_OPTIONS if k in options}
+    rerun = options.get("rerun_exceptions_locally")
+    if rerun is None:
+        from ..options import dask_config
+
+        rerun = dask_config("rerun_exceptions_locally", False)
+    client_options["rerun_exceptions_locally"] = rerun
     client = default_client(client, address)
     if callbacks is None:
         cbs = active_callbacks()
@@ -389,6 +398,7 @@ class _Computation:
         self.queue: SimpleQueue = SimpleQueue()
         self.complete = run._mover()
         self.failed_key = None
+        self.rerun = bool(client_options.pop("rerun_exceptions_locally", False))
 
     def run(self):
         run, client = self.run_, self.client
@@ -403,9 +413,10 @@ class _Computation:
         futures: list = []
         try:
             if run.ntasks:
+                # (no Future.add_done_callback: it runs on a process-wide
+                # thread of distributed's that outlives every client; the
+                # outputs' own events, or a short poll, say they are done)
                 futures = client.get(graph, flat, sync=False, **self.client_options)
-                for f in futures:
-                    f.add_done_callback(lambda _f: q.put(None))
                 self._pump(futures)
                 self._barrier(stream)
             return self._results(futures, flat)
@@ -417,8 +428,7 @@ class _Computation:
             # Release the run's keys on the cluster now, not when a traceback
             # that holds this frame is collected: a next graph with the same
             # keys must not find this run's (possibly erred) results.
-            for f in futures:
-                f.release()
+            _release(client, futures)
 
     def _pump(self, futures: list) -> None:
         """Fire hooks from the stream until every output future is done."""
@@ -430,7 +440,7 @@ class _Computation:
                 events = None
             if events:
                 self._fire(events)
-            elif all(f.done() for f in futures):
+            if all(f.done() for f in futures):
                 return
 
     def _barrier(self, stream: _Stream) -> None:
@@ -473,6 +483,7 @@ class _Computation:
                 continue
             if kind == "dispatch":
                 if status[i] in (WAITING, READY):
+                    self._adopt_inputs(i)
                     status[i] = RUNNING
                 dispatched[key] = (ev[2], ev[3])
                 for f in pretasks:
@@ -481,6 +492,7 @@ class _Computation:
                 _, _, t, worker, thread, startstops, nbytes = ev
                 if key not in dispatched and status[i] != DONE:
                     # (never seen dispatched: keep pretask before posttask)
+                    self._adopt_inputs(i)
                     dispatched[key] = (t, worker)
                     status[i] = RUNNING
                     for f in pretasks:
@@ -510,6 +522,26 @@ class _Computation:
                 since = dispatched.pop(key, None)
                 if since is not None:
                     state.lost.append((key, since[0], ev[2], _worker_id(since[1], None)))
+
+    def _adopt_inputs(self, i: int) -> None:
+        """Task i runs, so its inputs are in the cluster's memory, even those
+        this run never saw computed: the cluster already held them (an
+        earlier graph's results not yet released, persisted data, another
+        client's identical keys).  Count them as done, without hooks."""
+        run = self.run_
+        status, deps = run.status, run.deps
+        todo = [d for d in deps[i] if status[d] != DONE]
+        while todo:
+            d = todo[-1]
+            missing = [e for e in deps[d] if status[e] != DONE]
+            if missing:
+                todo.extend(missing)
+                continue
+            todo.pop()
+            if status[d] != DONE:
+                status[d] = RUNNING
+                run.dispatched.pop(run.keys[d], None)
+                self.complete(d, None)
 
     def _results(self, futures: list, flat: list):
         run, client = self.run_, self.client
@@ -547,7 +579,17 @@ class _Computation:
         tb = getattr(exc, "__traceback__", None)
         if f.status == "error":
             tb = f.traceback() or tb
-        _add_note(exc, f"while computing task {key!r} on the cluster")
+        _add_note(exc, f"while computing task {key!r}")
+        if self.rerun and f.status == "error" and key in self.run_.index:
+            # Re-run the failing task here, so that a debugger stops in it:
+            # its inputs are recomputed here too (they may be gone from the
+            # cluster).  (distributed's recreate_error_locally fails on graphs
+            # given as dicts in 2026.8.)
+            from ..local import get_sync
+
+            get_sync(self.dsk, key)  # raises again, with the task's own frames
+            _add_note(exc, f"task {key!r} failed on the cluster but succeeded "
+                           f"when re-run locally")
         raise exc.with_traceback(tb)
 
     def _interrupted(self, futures: list) -> None:
@@ -561,6 +603,21 @@ class _Computation:
         now = time.time()
         for key, (t, worker) in list(self.run_.dispatched.items()):
             self.state.running_since[key] = (min(t, now), _worker_id(worker, None))
+
+
+def _release(client, futures: list) -> None:
+    """Release the futures' keys on the cluster, queued *now*: the public
+    ``Future.release()`` defers the release message by two IO-loop hops, so
+    a next graph with the same keys, sent from this thread right after,
+    reached the scheduler first and found this run's results still there.
+    (Private Client API, guarded: the fallback is the public call.)"""
+    for f in futures:
+        try:
+            if not f._cleared and client.generation == f._generation:
+                f._cleared = True
+                client._dec_ref(f.key)
+        except AttributeError:
+            f.release()
 
 
 def _startstops(key, startstops, wid, t) -> tuple:
