@@ -85,21 +85,38 @@ def cluster_client():
         raise AssertionError("; ".join(problems))
 
 
-def _wants_cluster(request) -> bool:
-    """Tests that run on the shared cluster (parametrized with
-    "distributed", or marked ``cluster``)."""
+@pytest.fixture(scope="session")
+def subprocess_cluster_client(tmp_path_factory):
+    """A Client of real ``dask scheduler`` + two ``dask worker`` processes
+    (one thread each, no nanny) on 127.0.0.1, ephemeral ports, shared by
+    the contract suite; their process groups are killed at the end."""
+    pytest.importorskip("distributed")
+    from tests.cluster_procs import SubprocessCluster
+
+    cluster = SubprocessCluster(tmp_path_factory.mktemp("dask-cluster"))
+    yield cluster.client
+    cluster.close()
+
+
+def _wants_cluster(request) -> list:
+    """The session clusters a test runs on (parametrized with "distributed"
+    or "dask-worker", or marked ``cluster``)."""
     callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and "distributed" in callspec.params.values():
-        return True
-    return request.node.get_closest_marker("cluster") is not None
+    params = set(callspec.params.values()) if callspec is not None else set()
+    wanted = []
+    if "distributed" in params or request.node.get_closest_marker("cluster") is not None:
+        wanted.append("cluster_client")
+    if "dask-worker" in params:
+        wanted.append("subprocess_cluster_client")
+    return wanted
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers(request):
     # The shared cluster lives for the session by design: start it before
     # taking the snapshot (its own end is checked by its fixture).
-    if _wants_cluster(request):
-        request.getfixturevalue("cluster_client")
+    for name in _wants_cluster(request):
+        request.getfixturevalue(name)
     threads_before = set(threading.enumerate())
     active_before = set(Callback.active)
     me = psutil.Process()

@@ -27,24 +27,29 @@ SCHEDULERS = {
 }
 
 
-@pytest.fixture(params=[*SCHEDULERS, "distributed"])
+CLUSTERS = {
+    # conftest's session clusters: two worker processes of one thread each
+    "distributed": "cluster_client",  # a LocalCluster
+    "dask-worker": "subprocess_cluster_client",  # real dask scheduler/worker processes
+}
+
+
+@pytest.fixture(params=[*SCHEDULERS, *CLUSTERS])
 def get(request):
-    if request.param == "distributed":
-        # The shared LocalCluster (conftest.cluster_client): two worker
-        # processes of one thread each.
+    if request.param in CLUSTERS:
         from functools import partial
 
         import localsched.distributed
 
         return partial(localsched.distributed.get,
-                       client=request.getfixturevalue("cluster_client"))
+                       client=request.getfixturevalue(CLUSTERS[request.param]))
     return SCHEDULERS[request.param]
 
 
 def result_seen(scheduler_name, value):
     """What posttask receives as ``result``: on a cluster the results stay
     on the workers, so posttask gets None there (a documented difference)."""
-    return None if scheduler_name == "distributed" else value
+    return None if scheduler_name in CLUSTERS else value
 
 
 @pytest.fixture
@@ -78,7 +83,7 @@ def test_results_have_the_nesting_of_keys(get):
 def test_spec_aliases_nested_tasks_and_containers(get, scheduler_name):
     # On a cluster, dask's own spec conversion decides what refers to a key,
     # and it does not take bytes for keys: there the bytes key is a str.
-    bkey = "bytes" if scheduler_name == "distributed" else b"bytes"
+    bkey = "bytes" if scheduler_name in CLUSTERS else b"bytes"
     dsk = {
         "a": 1,
         "b": "a",  # alias
@@ -310,7 +315,7 @@ def slow_task(i):
 def test_pre_and_posttask_bracket_execution_not_queueing(get, scheduler_name):
     """dask's process scheduler timed from dispatch: with batching, twelve
     0.2 s tasks all appeared to last 1.6 s."""
-    if scheduler_name == "distributed":
+    if scheduler_name in CLUSTERS:
         pytest.skip("on a cluster pretask fires when the scheduler dispatches the task "
                     "(hearing of each start from the workers costs ~17 % on tiny tasks); "
                     "a worker may hold it queued for one task's time. state.timing is "
@@ -381,7 +386,7 @@ def test_task_error_keeps_its_type_and_shows_the_task_code(get, scheduler_name):
         get({"a": 1, "b": (fail, "a")}, "b")
     exc = info.value
     assert "while computing task 'b'" in getattr(exc, "__notes__", [])
-    if scheduler_name == "distributed":
+    if scheduler_name in CLUSTERS:
         # distributed re-raises it with the worker's frames.
         frames = [f.name for f in traceback.extract_tb(exc.__traceback__)]
         assert frames[-1] == "fail"
@@ -440,7 +445,7 @@ def test_keyboard_interrupt_returns_promptly_and_next_call_works(get, scheduler_
 
     if scheduler_name == "threads":
         dsk = {"long": (release.wait, 60)}
-    elif scheduler_name == "distributed":
+    elif scheduler_name in CLUSTERS:
         # A worker thread cannot be stopped: the task waits for an event the
         # test sets afterwards (a distributed.Event crosses processes).
         dsk = {"long": (_wait_for_cluster_event, "contract-interrupt", 60)}
@@ -461,7 +466,7 @@ def test_keyboard_interrupt_returns_promptly_and_next_call_works(get, scheduler_
     finally:
         release.set()
         t.join()
-        if scheduler_name == "distributed":
+        if scheduler_name in CLUSTERS:
             get({"set": (_set_cluster_event, "contract-interrupt")}, "set")
     assert elapsed < 10  # far less than the 60 s task
     assert rec.calls[-1] == ("finish", True)
@@ -469,7 +474,7 @@ def test_keyboard_interrupt_returns_promptly_and_next_call_works(get, scheduler_
 
 
 def test_contextvars_of_the_caller_are_visible(get, scheduler_name):
-    if scheduler_name in ("processes", "distributed"):
+    if scheduler_name in ("processes", *CLUSTERS):
         pytest.skip("context variables do not cross process boundaries")
     var = contextvars.ContextVar("var", default="unset")
     token = var.set("caller")
@@ -482,7 +487,7 @@ def test_contextvars_of_the_caller_are_visible(get, scheduler_name):
 def test_delayed_front_on_each_scheduler(get, scheduler_name):
     x = localsched.delayed(inc)(1)
     y = localsched.delayed(add)(x, localsched.delayed(inc)(x))
-    if scheduler_name == "distributed":
+    if scheduler_name in CLUSTERS:
         # scheduler="distributed" runs on the current Client.
         with get.keywords["client"].as_current():
             assert y.compute(scheduler="distributed") == 5

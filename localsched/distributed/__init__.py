@@ -77,7 +77,7 @@ from typing import Any, Iterable, Optional
 from .. import callbacks as _callbacks
 from ..callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from ..core import DONE, READY, RUNNING, WAITING, Run, State, _add_note, _finish_all
-from ..core import _is_raw_callback
+from ..core import _is_raw_callback, _name_tasks
 from ..graph import as_mapping, flatten_keys
 from ..options import check_options
 
@@ -89,6 +89,10 @@ CLIENT_OPTIONS = ("workers", "allow_other_workers", "resources", "retries", "pri
 #: Seconds ``finish`` waits for the barrier (every event of the run) before
 #: giving up and setting ``state.incomplete``.
 BARRIER_TIMEOUT = 10.0
+#: Seconds a run waits for a worker when every worker has died or left
+#: (a nanny restarts its worker within about two seconds) before it
+#: raises and cancels its futures.
+NO_WORKERS_TIMEOUT = 5.0
 #: The caller wakes at least this often (seconds) to notice finished futures
 #: and Ctrl-C.
 POLL = 0.05
@@ -204,6 +208,11 @@ class _Stream:
                 q = self.marks.get(ev[1])
                 if q is not None:
                     out.setdefault(id(q), (q, []))[1].append(ev)
+                continue
+            if ev[0] == "workers":  # for every run of this client
+                for qs in list(routes.values()):
+                    for q in qs:
+                        out.setdefault(id(q), (q, []))[1].append(ev)
                 continue
             key = ev[1]
             if type(key) is list:  # (a serializer that turned a tuple key into a list)
@@ -398,6 +407,7 @@ class _Computation:
         self.queue: SimpleQueue = SimpleQueue()
         self.complete = run._mover()
         self.failed_key = None
+        self.no_workers_since: Optional[float] = None
         self.rerun = bool(client_options.pop("rerun_exceptions_locally", False))
 
     def run(self):
@@ -420,7 +430,7 @@ class _Computation:
                 self._pump(futures)
                 self._barrier(stream)
             return self._results(futures, flat)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, RuntimeError):
             self._interrupted(futures)
             raise
         finally:
@@ -442,6 +452,16 @@ class _Computation:
                 self._fire(events)
             if all(f.done() for f in futures):
                 return
+            since = self.no_workers_since
+            if since is not None and time.monotonic() - since > NO_WORKERS_TIMEOUT:
+                run = self.run_
+                lost = list(dict.fromkeys(k for k, *_ in self.state.lost))
+                pending = lost + [run.keys[i] for i in run.order
+                                  if run.status[i] != DONE and run.keys[i] not in lost]
+                raise RuntimeError(
+                    f"every worker of the cluster died or left while computing "
+                    f"{_name_tasks(pending)}; none came back within "
+                    f"{NO_WORKERS_TIMEOUT:g} s. The run's futures were cancelled.")
 
     def _barrier(self, stream: _Stream) -> None:
         """Wait for every event the scheduler sent before the outputs were
@@ -478,6 +498,9 @@ class _Computation:
         pretasks, posttasks = self.pretasks, self.posttasks
         for ev in events:
             kind, key = ev[0], ev[1]
+            if kind == "workers":
+                self.no_workers_since = None if key else time.monotonic()
+                continue
             i = index.get(key)
             if i is None or not in_run[i]:
                 continue

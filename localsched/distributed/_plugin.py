@@ -32,6 +32,7 @@ Each event is a tuple, first item the kind:
   raised, or its worker died too often (KilledWorker);
 - ``("lost", key, time, worker)``: processing -> released/waiting (its
   worker died or left; the scheduler will run it again);
+- ``("workers", n)``: a worker joined or left; n workers remain;
 - ``("mark", token)``: the barrier.
 """
 
@@ -120,6 +121,12 @@ class StreamPlugin(SchedulerPlugin):
         if topic == MARK_TOPIC and isinstance(msg, dict) and msg.get("client") == self.client_id:
             self.buffer.append(("mark", msg.get("token")))
             self.flush()
+
+    def add_worker(self, scheduler, worker: str) -> None:
+        self._add(("workers", len(scheduler.workers)))
+
+    def remove_worker(self, scheduler, worker: str, **kwargs) -> None:
+        self._add(("workers", len(scheduler.workers)))
 
     def remove_client(self, scheduler, client: str) -> None:
         if client == self.client_id:
