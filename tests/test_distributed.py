@@ -244,3 +244,43 @@ def test_every_worker_dying_is_a_clear_error_within_ten_seconds(subprocess_clust
         ld.get({"a": 1, "boom": (die, "a")}, "boom", client=client)
     assert time.monotonic() - t0 < 10
     assert "'boom'" in str(info.value)
+
+
+def spin(x, seconds=0.3):
+    t = time.perf_counter()
+    while time.perf_counter() - t < seconds:
+        pass
+    return x
+
+
+def make_bytes(i, n=200_000):
+    return bytes(n)
+
+
+def total_len(*parts):
+    return sum(len(p) for p in parts)
+
+
+@pytest.mark.cluster
+def test_worker_tier_detail_metrics_samples_transfers(cluster_client):
+    from localsched.distributed import WorkerTier
+
+    workers = sorted(cluster_client.scheduler_info()["workers"])
+    # inputs pinned to both workers, so the last task must fetch one from a peer
+    dsk = {("blob", 0): (make_bytes, 0), ("blob", 1): (make_bytes, 1),
+           "spun": (spin, 1), "joined": (total_len, ("blob", 0), ("blob", 1))}
+    with WorkerTier() as tier:
+        ld.get({k: v for k, v in dsk.items() if k[0] == "blob"}, [("blob", 0)],
+               client=cluster_client, workers=[workers[0]])
+        assert ld.get(dsk, ["spun", "joined"], client=cluster_client) == (1, 400_000)
+    assert not tier.errors
+    acts = {a.activity for a in tier.activities}
+    assert "compute" in acts
+    groups = {g for (_, g, a, u) in tier.metrics}
+    assert "spun" in groups  # (groups are key prefixes, as dask names them)
+    cpu = sum(v for (_, g, a, u), v in tier.metrics.items()
+              if g == "spun" and a == "thread-cpu" and u == "seconds")
+    assert 0.2 < cpu < 1.0
+    assert any(s.group == "spun" and any(f[2] == "spin" for f in s.stack) for s in tier.samples)
+    if "transfer" in acts:  # the scheduler placed the join away from one blob
+        assert sum(tier.transfers.values()) >= 200_000

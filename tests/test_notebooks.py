@@ -185,7 +185,21 @@ def _check_walkthrough(nb) -> None:
 
 
 #: Extra checks of an executed notebook's outputs, by file name.
-CHECKS = {"walkthrough.ipynb": _check_walkthrough}
+def _check_distributed(nb) -> None:
+    """notebooks/distributed.ipynb: the QR example on a LocalCluster."""
+    run = _stdout(_cell(nb, "cluster-run"))
+    assert "q @ r == a: True" in run, run
+    assert int(re.search(r"^(\d+) tasks in \d+ groups$", run, re.MULTILINE).group(1)) > 20, run
+    workers = re.search(r"^workers: \[(.*)\]$", run, re.MULTILINE).group(1)
+    assert workers.count("tcp://127.0.0.1:") >= 1, run
+    assert "'compute'" in run, run
+    assert re.search(r"^fine metrics: [1-9]\d* entries", run, re.MULTILINE), run
+    _assert_bokeh_plot(_cell(nb, "visualize"))
+    default = _stdout(_cell(nb, "default-client"))
+    assert "sum matches: True" in default and not default.startswith("0 tasks"), default
+
+
+CHECKS = {"walkthrough.ipynb": _check_walkthrough, "distributed.ipynb": _check_distributed}
 
 
 # -- the tests ------------------------------------------------------------------

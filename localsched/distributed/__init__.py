@@ -81,7 +81,7 @@ from ..core import _is_raw_callback, _name_tasks
 from ..graph import as_mapping, flatten_keys
 from ..options import check_options
 
-__all__ = ["get", "shutdown", "ClusterState", "default_client"]
+__all__ = ["get", "shutdown", "ClusterState", "default_client", "WorkerTier"]
 
 #: distributed's own ``Client.get`` keywords, passed on to it.
 CLIENT_OPTIONS = ("workers", "allow_other_workers", "resources", "retries", "priority",
@@ -660,6 +660,14 @@ def _startstops(key, startstops, wid, t) -> tuple:
     if start is None:
         start = stop = t
     return start, stop, activities
+
+
+def __getattr__(name):
+    if name == "WorkerTier":  # (lazily: it is only needed for the detail)
+        from ._detail import WorkerTier
+
+        return WorkerTier
+    raise AttributeError(name)
 
 
 # -- dask's default-Client path ----------------------------------------------

@@ -134,3 +134,30 @@ class StreamPlugin(SchedulerPlugin):
             self.buffer.clear()
             # (not while the scheduler iterates over its plugins)
             scheduler.loop.add_callback(scheduler.remove_plugin, name=self.name)
+
+
+# -- run on the scheduler / the workers by localsched.distributed._detail ----------
+# (here, so they travel by value with this module)
+
+
+def scheduler_metrics(dask_scheduler=None) -> dict:
+    """The scheduler's cumulative fine metrics of the workers: the
+    ``("execute", span, prefix, activity, unit)`` and ``("gather-dep",
+    activity, unit)`` entries."""
+    return {k: v for k, v in dask_scheduler.cumulative_worker_metrics.items()
+            if type(k) is tuple and k and k[0] in ("execute", "gather-dep")}
+
+
+async def worker_flush(dask_worker=None) -> None:
+    """Send the worker's metrics now and fold its current profile cycle in
+    (both otherwise wait for their periodic callbacks)."""
+    dask_worker.cycle_profile()
+    await dask_worker.heartbeat()
+
+
+def worker_transfers(start: float, stop: float, dask_worker=None) -> list:
+    """``(peer, my address, bytes, start, stop)`` of the transfers this
+    worker received between ``start`` and ``stop``."""
+    return [(t["who"], dask_worker.address, t["total"], t["start"], t["stop"])
+            for t in list(dask_worker.transfer_incoming_log)
+            if start <= t["start"] and t["stop"] <= stop + 1.0]
