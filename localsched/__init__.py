@@ -23,7 +23,8 @@ from .delayed import Delayed, compute, delayed
 
 __version__ = "0.1.0"
 
-__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "__version__"]
+__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "span",
+           "__version__"]
 
 # PEP 562: public names load their modules on first use, so ``import
 # localsched`` stays cheap (the thread pool machinery pulls in logging).
@@ -31,9 +32,10 @@ _LAZY = {
     "get": ("threaded", "get"),
     "get_sync": ("local", "get_sync"),
     "Callback": ("callbacks", "Callback"),
+    "span": ("metrics", "span"),
 }
 _SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",
-               "multiprocessing", "order", "threaded", "utils", "cli"}
+               "multiprocessing", "order", "threaded", "utils", "cli", "metrics"}
 
 
 def __getattr__(name: str):
