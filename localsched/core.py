@@ -52,6 +52,15 @@ starts; that is when ``pretask`` fires.  ``posttask`` fires when the record
 arrives, and ``state.timing`` holds the ``(start, end)`` epoch seconds the
 worker measured around the call itself.
 
+Fine metrics and sampling.  Runs nobody measures pay nothing per task: the
+callbacks say once per computation what they want (``wants``).  For a
+``FineMetrics``, workers read the thread's CPU clock once per task boundary
+and give each record a ``probe`` (CPU seconds, the task's own
+``localsched.metrics`` entries); process workers also report how inputs
+and results travelled.  For a ``SampleProfiler``, each worker thread
+publishes the task it runs in ``_running_tasks`` for the sampler thread
+(worker processes sample themselves and send the samples back as records).
+
 The synchronous scheduler passes ``submit=None``: the same state machine runs
 tasks inline, in priority order, in the caller's thread.
 

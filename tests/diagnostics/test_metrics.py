@@ -224,3 +224,17 @@ def test_under_dasks_scheduler_wall_time_is_compute():
     with FineMetrics() as fm:
         dask_local.get_sync({"s": (sleepy, 0.01)}, "s")
     assert seconds_of(fm, "s")["compute"] >= 0.01
+
+
+def test_runs_nobody_measures_carry_no_probes(scheduler):
+    from localsched.callbacks import Callback
+
+    seen = []
+    cb = Callback(posttask=lambda key, result, dsk, state, wid: seen.append(state.probe))
+    name, get = scheduler
+    with cb:
+        get({"a": (sleepy, 0.0)}, "a")
+    assert seen == [None]  # the scheduler read no CPU clock for this run
+    with cb, FineMetrics():
+        get({"a": (sleepy, 0.0)}, "a")
+    assert seen[1] is not None and seen[1][0] >= 0.0
