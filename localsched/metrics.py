@@ -51,6 +51,7 @@ worker ships those tuples with the task's record.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 from contextlib import contextmanager
@@ -102,7 +103,9 @@ class meter:
     ``(span, group, label, unit)``; the block's CPU and wall time are taken
     out of the task's ``thread-cpu``/``thread-noncpu``.  Nested meters: the
     inner block's time goes to the inner label only.  Outside a measured
-    task, it only runs the block.
+    task, it only runs the block.  One meter object may be used by many
+    threads and blocks at once (its open blocks live on each thread's own
+    stack), e.g. ``IO = meter("I/O")`` at module level.
 
     >>> with meter("I/O") as m:
     ...     pass
@@ -110,60 +113,51 @@ class meter:
     'I/O'
     """
 
-    __slots__ = ("label", "unit", "_start", "_cpu", "_frame")
+    __slots__ = ("label", "unit")
 
     def __init__(self, label: str, unit: str = "seconds"):
         if not isinstance(label, str) or not label:
             raise TypeError(f"meter label must be a non-empty str, got {label!r}")
         self.label = label
         self.unit = unit
-        self._frame = None
 
     def __enter__(self) -> "meter":
-        sink = getattr(_local, "sink", None)
-        if sink is None:
-            self._frame = None
-            return self
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []
-        # [wall, cpu] of the meters nested inside this one (booked to them)
-        self._frame = frame = [0.0, 0.0, sink]
-        stack.append(frame)
-        self._cpu = time.thread_time()
-        self._start = time.time()
+        sink = getattr(_local, "sink", None)
+        if sink is None:
+            stack.append(None)  # not measured: __exit__ only pops it
+            return self
+        # [wall, cpu of the meters nested inside (booked to them), the sink,
+        # start, CPU clock at the start]
+        stack.append([0.0, 0.0, sink, time.time(), time.thread_time()])
         return self
 
     def __exit__(self, *exc) -> None:
-        frame = self._frame
+        frame = _local.stack.pop()
         if frame is None:
             return
         stop = time.time()
-        cpu = time.thread_time() - self._cpu
-        wall = stop - self._start
+        cpu = time.thread_time() - frame[4]
+        start = frame[3]
+        wall = stop - start
         stack = _local.stack
-        stack.pop()
-        if stack:  # the enclosing meter books only what is not ours
+        if stack and stack[-1] is not None:  # the enclosing meter books only the rest
             outer = stack[-1]
             outer[0] += wall
             outer[1] += cpu
-        self._frame = None
         # (label, unit, own wall, own cpu, start, stop); a sink replaced
         # meanwhile (a nested computation) still gets its own block
         frame[2].append((self.label, self.unit, max(0.0, wall - frame[0]),
-                         max(0.0, cpu - frame[1]), self._start, stop))
+                         max(0.0, cpu - frame[1]), start, stop))
 
     def __call__(self, func):
-        label, unit = self.label, self.unit
-
+        @functools.wraps(func)
         def metered(*args, **kwargs):
-            with meter(label, unit):
+            with self:
                 return func(*args, **kwargs)
 
-        metered.__name__ = getattr(func, "__name__", "metered")
-        metered.__qualname__ = getattr(func, "__qualname__", metered.__name__)
-        metered.__doc__ = getattr(func, "__doc__", None)
-        metered.__wrapped__ = func
         return metered
 
 

@@ -238,3 +238,26 @@ def test_runs_nobody_measures_carry_no_probes(scheduler):
     with cb, FineMetrics():
         get({"a": (sleepy, 0.0)}, "a")
     assert seen[1] is not None and seen[1][0] >= 0.0
+
+
+IO = metrics.meter("shared-io")  # one object, used by several tasks at once
+
+
+def shared_meter_task(barrier):
+    with IO:
+        barrier.wait(10)  # both tasks are inside the same meter object now
+        time.sleep(0.02)
+    return 1
+
+
+def test_one_meter_object_serves_concurrent_tasks():
+    import threading
+
+    from localsched.threaded import get
+
+    barrier = threading.Barrier(2)
+    dsk = {("m", 0): (shared_meter_task, barrier), ("m", 1): (shared_meter_task, barrier)}
+    with FineMetrics() as fm:
+        assert get(dsk, list(dsk), num_workers=2, chunksize=1) == (1, 1)
+    assert seconds_of(fm, "m")["shared-io"] >= 2 * 0.02
+    assert len([a for a in fm.results if a.activity == "shared-io"]) == 2
