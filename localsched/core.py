@@ -1107,13 +1107,14 @@ class Run:
                             state.transfer = (sent, max(0.0, arrived - t1) if n == last else 0.0)
                         if measure:
                             state.probe = probe
-                            state.activities = None
-                            if probe is not None and len(probe) > 2 and flight is not None \
-                                    and flight.sent is not None:
-                                (d0, d1), (received, _) = flight.sent, probe[2]
-                                state.activities = (("serialize", d0, d1),
-                                                    ("transfer", d1, received),
-                                                    ("deserialize", received, t0))
+                            if pack_data:
+                                state.activities = None
+                                if probe is not None and len(probe) > 2 and flight is not None \
+                                        and flight.sent is not None:
+                                    (d0, d1), (received, _) = flight.sent, probe[2]
+                                    state.activities = (("serialize", d0, d1),
+                                                        ("transfer", d1, received),
+                                                        ("deserialize", received, t0))
                         for f in posttasks:
                             f(key, value, dsk, state, wid)
                     if pretasks:
