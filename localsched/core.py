@@ -334,7 +334,7 @@ def run_batch(
 
     ``measure`` (a FineMetrics listens): each record's ``probe`` holds the
     task's thread CPU time and what it metered (``localsched.metrics``);
-    ``thread_time`` is read once per task boundary (0.45 µs a call), so a
+    ``thread_time`` is read once per task boundary (about 0.5 µs a call), so a
     task's CPU includes the few steps of bookkeeping before it.  In a
     worker process, each hand-off's own cost (how long its results waited,
     were pickled and sent) is reported in the next one as a record with
