@@ -388,6 +388,8 @@ def run_batch(
                 buf.append((i, False, exc, t0, now(), wid, None))
                 break
             t1 = now()
+            if sample:
+                running[tid] = None  # between tasks: the worker's own work
             if measure:
                 c = cpu()
                 probe = (c - c_prev, sink or None) if arrival is None else \

@@ -11,7 +11,9 @@ SampleProfiler listens.
 
 The samples answer "which code took the time, in which group": totals per
 function or group, over a time window, and a call tree (``tree()``) that
-renders as a flame graph.  A sample stands for ``interval`` seconds.
+renders as a flame graph.  A sample stands for ``interval`` seconds.  A
+sample taken while a worker is between two tasks of a batch (handing
+results over) has group None.
 
 >>> samples = [SampleData(1.0, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
 ...            SampleData(1.01, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
@@ -137,7 +139,7 @@ class SampleProfiler(Callback):
         self._built: list = []
         self._groups: dict = {}
         self._lock = threading.Lock()  # guards the thread's start/stop, _live, the build
-        self._live = 0
+        self._live: set = set()  # id() of the states of the computations watched now
         self._thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
 
@@ -151,7 +153,7 @@ class SampleProfiler(Callback):
 
     def _start_state(self, dsk, state):
         with self._lock:
-            self._live += 1
+            self._live.add(id(state))
             if self._thread is None:
                 self._stop = stop = threading.Event()
                 self._thread = threading.Thread(target=self._sample_loop, args=(stop,),
@@ -163,8 +165,10 @@ class SampleProfiler(Callback):
         if remote:  # taken in worker processes: already (time, pid, key, stack)
             self._raw.extend(remote)
         with self._lock:
-            self._live -= 1
-            if self._live > 0 or self._thread is None:
+            # (a computation that failed before its state was built never
+            # started: it is not ours to stop)
+            self._live.discard(id(state))
+            if self._live or self._thread is None:
                 return
             thread, self._thread = self._thread, None
             self._stop.set()
@@ -179,7 +183,7 @@ class SampleProfiler(Callback):
             raw, groups = self._raw, self._groups
             for t, wid, key, stack in raw[len(self._built):]:
                 g = groups.get(key)
-                if g is None:
+                if g is None and key is not None:  # (None: between tasks)
                     g = groups[key] = key_split(key)
                 self._built.append(SampleData(t, wid, g, stack))
             return list(self._built)

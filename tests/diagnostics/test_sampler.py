@@ -146,3 +146,14 @@ def test_bad_interval_is_refused():
         SampleProfiler(interval=0)
     with pytest.raises(ValueError, match="unit"):
         SampleProfiler().totals(unit="minutes")
+
+
+def test_a_computation_failing_before_it_starts_leaves_the_sampler_sound():
+    from localsched.threaded import get
+
+    with SampleProfiler(interval=0.005) as sp:
+        with pytest.raises(KeyError, match="not in the graph"):
+            get({"a": 1}, "missing")
+        assert get({("hot", 0): (hot_loop, 0.05)}, ("hot", 0)) is True
+        assert not any(t.name == "localsched-sampler" for t in threading.enumerate())
+    assert sp.totals(by="group").get("hot", 0) > 0
