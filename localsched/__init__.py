@@ -23,7 +23,8 @@ from .delayed import Delayed, compute, delayed
 
 __version__ = "0.1.0"
 
-__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "__version__"]
+__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback",
+           "performance_report", "__version__"]
 
 # PEP 562: public names load their modules on first use, so ``import
 # localsched`` stays cheap (the thread pool machinery pulls in logging).
@@ -31,6 +32,7 @@ _LAZY = {
     "get": ("threaded", "get"),
     "get_sync": ("local", "get_sync"),
     "Callback": ("callbacks", "Callback"),
+    "performance_report": ("diagnostics.report", "performance_report"),
 }
 _SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",
                "multiprocessing", "order", "threaded", "utils", "cli"}

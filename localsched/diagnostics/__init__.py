@@ -75,7 +75,22 @@ __all__ = [
     "Summary",
     "GroupSummary",
     "visualize",
+    "performance_report",
+    "RunData",
+    "to_chrome_trace",
+    "load_json",
 ]
+
+_LAZY = {"performance_report", "RunData", "to_chrome_trace", "load_json"}
+
+
+def __getattr__(name: str):
+    # The report module (JSON, trace, the page) loads on first use.
+    if name in _LAZY:
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'localsched.diagnostics' has no attribute {name!r}")
 
 
 def visualize(profilers, filename="profile.html", show=True, save=True, mode=None,
