@@ -669,12 +669,14 @@ def _cache_counters(run: RunData, pid: int, ns) -> list:
     if not run.cache:
         return []
     end = max(max(r.cache_time for r in run.cache),
-              max((r.free_time for r in run.cache if r.free_time is not None), default=0))
+              max((r.free_time for r in run.cache
+                   if r.free_time is not None and math.isfinite(r.free_time)), default=0))
     changes = []
     for r in run.cache:
-        changes.append((r.cache_time, 1, r.metric))
+        metric = r.metric if math.isfinite(r.metric) else 0.0
+        changes.append((r.cache_time, 1, metric))
         freed = r.free_time if r.free_time is not None and math.isfinite(r.free_time) else end
-        changes.append((freed, -1, -r.metric))
+        changes.append((freed, -1, -metric))
     changes.sort(key=lambda c: (c[0], c[1]))  # frees first at equal times
     events = []
     count, total = 0, 0.0
