@@ -30,7 +30,9 @@ writes the page when the block ends:
 The JSON file
 -------------
 ``save_json(path)`` writes one JSON object (``"format": "localsched-run"``)
-whose record lists are *columnar*: one array per field, and keys, workers,
+whose record lists are *columnar*: one array per field (times as
+``{"base", "q", "k"}``: ``base + k * q`` gives each value back exactly, see
+``_ticks``), and keys, workers,
 task reprs, activity names, groups, stack frames and stacks are each stored
 once in a table and referenced by position.  Keys keep their type: a string,
 number, boolean or None as itself, a tuple as a JSON array (a key is never a
@@ -312,8 +314,7 @@ class RunData:
         def col(table, codes):
             return [table[c] for c in codes]
 
-        def floats(values):
-            return [_unfloat(v) for v in values]
+        floats = _unfloats
 
         t = data["tasks"]
         run = cls(meta=dict(data.get("meta") or {}), cache_metric=data.get("cache_metric", "tasks"))
@@ -521,14 +522,62 @@ def _unfloat(v):
     return v
 
 
-def _floats(values: Iterable) -> list:
+def _floats(values: Iterable):
+    """A column of times or amounts: as ticks when that is exact, else as numbers."""
     out = []
+    plain = True
     for x in values:
         if x is None or (isinstance(x, float) and math.isfinite(x)):
             out.append(x)
         else:
+            plain = False
             out.append(_float(x))
+    if plain and len(out) >= _TICKS_ABOVE:
+        return _ticks(out) or out
     return out
+
+
+#: Columns shorter than this are written as plain numbers.
+_TICKS_ABOVE = 16
+
+
+def _ticks(values: list):
+    """``{"base", "q", "k"}`` with ``value == base + k * q`` exactly for every
+    value, or None.  Epoch seconds of one run share their binary exponent,
+    so they are all whole multiples of one power of two (their ulp) apart:
+    a short integer each instead of 17 significant digits.  Checked value by
+    value, so nothing is ever rounded.
+
+    >>> col = _ticks([1.7e9 + i / 3 for i in range(20)])
+    >>> [col['base'] + k * col['q'] for k in col['k']] == [1.7e9 + i / 3 for i in range(20)]
+    True
+    >>> _ticks([1.0 + 2 ** -52, 3.0] * 10) is None  # not whole steps of one ulp apart
+    True
+    """
+    if any(type(x) is not float for x in values):
+        return None
+    import numpy as np
+
+    a = np.asarray(values, dtype=float)
+    base = float(a.min())
+    top = float(np.abs(a).max())
+    if top == 0:
+        return None
+    q = math.ldexp(1.0, math.frexp(top)[1] - 53)  # ulp of the largest value
+    k = (a - base) / q
+    if not np.all(np.abs(k) < 2.0 ** 53) or not np.array_equal(k, np.floor(k)):
+        return None
+    ki = k.astype(np.int64)
+    if not np.array_equal(base + ki.astype(float) * q, a):
+        return None
+    return {"base": base, "q": q, "k": ki.tolist()}
+
+
+def _unfloats(column) -> list:
+    if isinstance(column, dict):
+        base, q = column["base"], column["q"]
+        return [base + k * q for k in column["k"]]
+    return [_unfloat(v) for v in column]
 
 
 # --------------------------------------------------------------------------
