@@ -458,3 +458,74 @@ def test_profile_command_writes_report_json_and_trace(tmp_path):
     assert load_json(tmp_path / "page.html").tasks == run.tasks
     assert check_trace_text((tmp_path / "trace.json").read_text()) == []
     assert "Flame graph" in (tmp_path / "page.html").read_text()
+
+
+# --------------------------------------------------------------------------
+# The collectors of the fine metrics and the stack samples, by interface
+
+
+def _stand_ins():
+    """Small real callbacks with the agreed interfaces of ``FineMetrics``
+    (``.metrics`` mapping, ``.results`` ActivityData) and ``SampleProfiler``
+    (``.results`` SampleData): what performance_report and RunData rely on."""
+    import threading
+    import time
+
+    from localsched.callbacks import Callback
+    from localsched.utils import key_split
+
+    class Meter(Callback):
+        def __init__(self):
+            super().__init__()
+            self.metrics, self.results, self._lock = {}, [], threading.Lock()
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            start, end = state.timing
+            with self._lock:
+                self.results.append(ActivityData(key, "I/O", start, end, worker_id))
+                k = ((), key_split(key), "I/O", "seconds")
+                self.metrics[k] = self.metrics.get(k, 0.0) + (end - start)
+
+    class Sampler(Callback):
+        record_type = SampleData
+
+        def __init__(self, interval=0.01):
+            super().__init__()
+            self.interval, self.results = interval, []
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            self.results.append(SampleData(time.time(), worker_id, key_split(key), (F, G)))
+
+    return Meter, Sampler
+
+
+def test_performance_report_takes_fine_metrics_and_samples_when_they_exist(monkeypatch,
+                                                                           tmp_path):
+    from localsched import diagnostics
+
+    Meter, Sampler = _stand_ins()
+    monkeypatch.setattr(diagnostics, "FineMetrics", Meter, raising=False)
+    monkeypatch.setattr(diagnostics, "SampleProfiler", Sampler, raising=False)
+    path = tmp_path / "r.html"
+    with localsched.performance_report(str(path), interval=0.005) as report:
+        localsched.get({"a-1": (add, 1, 2), "b-1": (add, "a-1", 1)}, "b-1")
+    meter, sampler = report.profilers[-2:]
+    assert isinstance(meter, Meter) and sampler.interval == 0.005
+    data = report.data
+    assert sorted(r.key for r in data.activities) == ["a-1", "b-1"]
+    assert set(data.metrics) == {((), "a-1", "I/O", "seconds"), ((), "b-1", "I/O", "seconds")}
+    assert len(data.samples) == 2 and data.stack_tree()["count"] == 2
+    page = path.read_text()
+    assert "No fine metrics were recorded" not in page and "No stack samples" not in page
+    with localsched.performance_report(None, samples=False, metrics=False) as plain:
+        pass
+    assert len(plain.profilers) == 3
+
+
+def test_json_time_columns_are_exact_ticks():
+    times = [T0 + i / 7 for i in range(100)]
+    run = RunData(tasks=[TaskData(("x-1a2b3c4d", i), None, t, t + 1e-6, 1)
+                         for i, t in enumerate(times)])
+    column = run.to_dict()["tasks"]["start"]
+    assert set(column) == {"base", "q", "k"} and column["base"] == T0
+    assert [r.start_time for r in RunData.from_json(run.to_json()).tasks] == times
