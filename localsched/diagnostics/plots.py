@@ -64,6 +64,7 @@ from __future__ import annotations
 import html
 import tempfile
 import warnings
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -1424,8 +1425,9 @@ def _flame_rects(tree: Mapping) -> dict:
         out["where"].append(where)
         out["count"].append(node["count"])
         out["share"].append(share)
-        out["color"].append(palette[hash((node["name"], where)) % len(palette)]
-                            if depth else "#d9d9d9")
+        # crc32, not hash(): the same function gets the same colour in every report
+        out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
+                                    % len(palette)] if depth else "#d9d9d9")
         # ~7 px a character on a ~1000 px wide plot
         chars = int(share * PIXELS / 7)
         out["label"].append(_shorten(node["name"], chars) if chars >= 3 else "")

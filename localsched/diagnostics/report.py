@@ -65,7 +65,8 @@ import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Optional
+from collections.abc import Mapping
+from typing import Iterable, Optional
 
 from .records import (
     ActivityData,
@@ -156,7 +157,7 @@ class RunData:
             elif kind is CacheData:
                 run.cache += p.results
                 run.cache_metric = getattr(p, "metric_name", "tasks")
-            elif hasattr(p, "metrics") and isinstance(p.metrics, dict):  # FineMetrics
+            elif isinstance(getattr(p, "metrics", None), Mapping):  # FineMetrics
                 _add_metrics(run.metrics, p.metrics)
                 run.activities += list(getattr(p, "results", ()))
             elif kind is SampleData or kind is None and _all_samples(p):
