@@ -677,21 +677,25 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
     return {c: _concat([p[c] for p in parts]) for c in _COLUMNS}
 
 
-#: Colours of the fine metrics' activities (user labels get the next free
-#: colours of a categorical palette).
+#: Colours of the fine metrics' activities, none of them a Category10/20
+#: colour, so an activity segment never looks like a task group's bar.
 ACTIVITY_COLORS = {
-    "thread-cpu": "#1f77b4",
-    "thread-noncpu": "#aec7e8",
-    "deserialize": "#ff7f0e",
-    "serialize": "#ffbb78",
-    "transfer": "#d62728",
-    "queued": "#c7c7c7",
-    "idle": "#e5e5e5",
-    "scheduler": "#7f7f7f",
-    "compute": "#2ca02c",
-    "disk-read": "#9467bd",
-    "disk-write": "#c5b0d5",
+    "thread-cpu": "#1b9e77",
+    "thread-noncpu": "#66c2a5",
+    "deserialize": "#d95f02",
+    "serialize": "#fc8d62",
+    "transfer": "#e7298a",
+    "queued": "#b3b3b3",
+    "idle": "#e0e0e0",
+    "scheduler": "#666666",
+    "compute": "#7570b3",
+    "disk-read": "#a6761d",
+    "disk-write": "#e6ab02",
 }
+
+#: Colours of the user's own activity labels, in order of appearance.
+SPARE_ACTIVITY_COLORS = ("#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494", "#66a61e",
+                         "#386cb0", "#f0027f", "#bf5b17", "#beaed4")
 
 #: Activities in the order the stacked bars pile them up.
 ACTIVITY_ORDER = tuple(ACTIVITY_COLORS)
@@ -701,9 +705,8 @@ ACTIVITY_HEIGHT = 0.3
 
 
 def _activity_colors(names: Iterable[str]) -> dict[str, str]:
-    """Known activities keep their colour; user labels get Category10's others."""
-    spare = [c for c in Category10[10] + Category20[20][1::2]
-             if c not in ACTIVITY_COLORS.values()]
+    """Known activities keep their colour; user labels take the spare ones."""
+    spare = SPARE_ACTIVITY_COLORS
     out, i = {}, 0
     for name in names:
         if name in ACTIVITY_COLORS:

@@ -355,6 +355,9 @@ def test_report_figures_show_the_records():
     assert sorted(acts["activity"]) == ["I/O", "queued", "serialize", "transfer"]
     assert acts["color"][acts["activity"].index("I/O")] != \
         acts["color"][acts["activity"].index("queued")]
+    # an activity segment never takes a task group's colour
+    bars = task_fig.select_one({"name": "tasks"}).data_source.data
+    assert set(acts["color"]).isdisjoint(bars["color"])
     metrics = layout.select_one({"name": "thread-cpu"}).data_source.data
     assert metrics["group"][0] == "load" and metrics["thread-cpu"][0] == 0.3
     assert list(layout.select_one({"name": "flame-group"}).options) == \
