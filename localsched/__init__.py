@@ -10,7 +10,9 @@
 
 The schedulers: ``localsched.get`` (threads, the default),
 ``localsched.local.get_sync``, ``localsched.multiprocessing.get``.  The
-diagnostics live in ``localsched.diagnostics``.  Heavy modules load lazily.
+diagnostics live in ``localsched.diagnostics``; ``localsched.performance_report``
+records everything a block of code computes and writes one HTML report (see
+``localsched.diagnostics.report``).  Heavy modules load lazily.
 """
 
 from __future__ import annotations

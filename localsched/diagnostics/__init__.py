@@ -36,6 +36,11 @@ state, errored)``:
 starting x
 2
 
+``performance_report`` (also ``localsched.performance_report``) turns all of
+them on around a block of code and writes one self-contained HTML page;
+its ``RunData`` saves the records as JSON and exports a Chrome/Perfetto
+trace (``localsched.diagnostics.report``).
+
 The plotting module (and so bokeh) is imported only when you plot.
 """
 
