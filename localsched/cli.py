@@ -114,7 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "RunData.save_json, performance_report(json=...)) -- or the data "
                     "embedded in a report page -- and write the performance report.",
     )
-    rep.add_argument("data", metavar="DATA.json", help="the saved run (or a report page)")
+    rep.add_argument("data", metavar="DATA.json", nargs="+",
+                     help="the saved run (or a report page); several are merged into one "
+                          "report")
     rep.add_argument("-o", "--output", default="report.html", metavar="FILE",
                      help="where to write the HTML report (default: %(default)s)")
     rep.add_argument("--trace", default=None, metavar="FILE",
@@ -212,17 +214,20 @@ def _written(args, what: str) -> None:
 def _render_saved(args) -> int:
     from .diagnostics.report import RunData
 
-    try:
-        run = RunData.load_json(args.data)
-    except OSError as exc:
-        raise SystemExit(f"localsched: cannot read {args.data}: {exc.strerror or exc}") \
-            from None
-    except ValueError as exc:
-        raise SystemExit(f"localsched: {exc}") from None
+    runs = []
+    for path in args.data:
+        try:
+            runs.append(RunData.load_json(path))
+        except OSError as exc:
+            raise SystemExit(f"localsched: cannot read {path}: {exc.strerror or exc}") \
+                from None
+        except ValueError as exc:
+            raise SystemExit(f"localsched: {exc}") from None
+    run = runs[0] if len(runs) == 1 else RunData.from_profilers(runs)
     run.to_html(args.output, title=args.title)
     if args.trace:
         run.to_chrome_trace(args.trace)
-    _written(args, f"{len(run.tasks)} tasks from {args.data}")
+    _written(args, f"{len(run.tasks)} tasks from {', '.join(args.data)}")
     return 0
 
 

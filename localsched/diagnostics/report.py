@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import sys
 import time
 from contextlib import ExitStack
@@ -483,6 +484,8 @@ def _encode_key(key):
     """
     if key is None or isinstance(key, (str, bool, int)):
         return key
+    if isinstance(key, numbers.Integral):  # numpy's ints: equal, and hash alike, as ints
+        return int(key)
     if isinstance(key, float):
         return _float(key)
     if isinstance(key, tuple):

@@ -113,6 +113,10 @@ def test_json_round_trip_is_lossless_for_every_record_type(tmp_path):
             assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
     # key types survive: tuples (nested too), ints, strings, bytes
     assert [r.key for r in again.tasks] == [r.key for r in run.tasks]
+    import numpy as np
+
+    assert RunData.from_json(RunData(tasks=[TaskData(np.int64(3), None, T0, T0, 1)])
+                             .to_json()).tasks[0].key == 3
     assert {type(r.key) for r in again.tasks} == {tuple, str, int, bytes}
     assert again.tasks[-1].key == ("nested-1a2b3c4d", (0, "a"))
     # the metrics mapping keeps tuple spans and None groups
@@ -434,9 +438,10 @@ def test_report_command_renders_a_saved_run(tmp_path):
     assert "written:" in proc.stderr and "again.html" in proc.stderr
     assert load_json(tmp_path / "again.html").tasks == everything().tasks
     assert check_trace_text((tmp_path / "t.json").read_text()) == []
-    # a page is a valid input too
-    proc = run_cli("report", "again.html", "-o", "third.html", cwd=tmp_path)
+    # a page is a valid input too, and several runs merge into one report
+    proc = run_cli("report", "again.html", "data.json", "-o", "both.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert len(load_json(tmp_path / "both.html").tasks) == 2 * len(everything().tasks)
     # bad input: a clear message, no traceback
     (tmp_path / "x.json").write_text("[]")
     proc = run_cli("report", "x.json", cwd=tmp_path)
