@@ -51,7 +51,9 @@ one process ("localsched"), one thread track per worker with a complete
 (``"ph": "X"``) slice per task and its activities nested inside it, an extra
 track per worker for what happened outside its tasks (process-pool
 transfers, activities outside the task's run), and counters (``"ph": "C"``)
-for CPU, memory and cached results.  Timestamps are microseconds since the
+for CPU, memory and cached results; stack samples are instants (``"ph":
+"i"``) on their worker's track, innermost frame first in ``args.stack``.
+Timestamps are microseconds since the
 run's first record (``otherData.t0`` holds that instant in epoch seconds).
 Slices on a track always nest properly: one that would overlap the end of
 an enclosing slice is cut at that end (its ``args`` keep the full duration).
@@ -711,6 +713,17 @@ def _chrome_trace(run: RunData) -> dict:
         events.append({"ph": "C", "name": "Memory (MB)", "pid": pid, "ts": ts,
                        "args": {"memory": float(r.mem)}})
     events += _cache_counters(run, pid, ns)
+    # Stack samples of the workers' threads: instants on the worker's track
+    # (samples of threads that ran no task have no track and are left out).
+    for r in run.samples:
+        row = rows.get(r.worker_id)
+        if row is None or r.worker_id is None or 2 * row + 1 not in tracks:
+            continue
+        where = [f"{name} ({filename}:{line})" for filename, line, name in r.stack]
+        events.append({"ph": "i", "s": "t", "name": r.stack[-1][2] if r.stack else "(idle)",
+                       "cat": "sample", "pid": pid, "tid": 2 * row + 1,
+                       "ts": ns(r.time) / 1000,
+                       "args": {"group": r.group, "stack": where[::-1]}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"generator": "localsched", "t0": t0,
                           "clock": "microseconds since t0 (epoch seconds)"}}

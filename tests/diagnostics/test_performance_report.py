@@ -270,6 +270,10 @@ def test_trace_of_every_record_type_is_valid_and_nested(tmp_path):
     assert by_name["bad-00ff00ff"][0]["cat"] == "failed"
     assert by_name["bad-00ff00ff"][0]["args"]["error"] == "ValueError: boom"
     assert by_name["('slow-1a2b3c4d', 0)"][0]["cat"] == "interrupted"
+    samples = [e for e in events if e["ph"] == "i"]
+    assert len(samples) == len(run.samples) and {e["name"] for e in samples} == {"g", "h"}
+    assert samples[1]["args"]["stack"] == ["g (/src/m.py:9)", "f (/src/m.py:1)"]
+    assert {e["tid"] for e in samples} == {first["tid"]}  # worker 100's track
     counters = {e["name"] for e in events if e["ph"] == "C"}
     assert counters == {"CPU (%)", "Memory (MB)", "Cached results", "Cached (bytes)"}
     cached = [e["args"]["results"] for e in events if e["name"] == "Cached results"]
