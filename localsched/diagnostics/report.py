@@ -625,10 +625,16 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None)
     return _listed(root)
 
 
-def _listed(node: dict) -> dict:
-    children = sorted((_listed(c) for c in node["children"].values()),
-                      key=lambda c: (-c["count"], c["name"]))
-    return {**node, "children": children}
+def _listed(root: dict) -> dict:
+    """Children dicts to sorted lists, in place; a loop, not recursion, since a
+    deeply recursive program's stacks can be deeper than Python's recursion limit."""
+    todo = [root]
+    while todo:
+        node = todo.pop()
+        node["children"] = sorted(node["children"].values(),
+                                  key=lambda c: (-c["count"], c["name"]))
+        todo.extend(node["children"])
+    return root
 
 
 # --------------------------------------------------------------------------

@@ -201,6 +201,11 @@ def test_stack_tree_counts_samples_by_group_and_window():
     assert sorted((c["name"], c["count"]) for c in f["children"]) == [("g", 25), ("h", 25)]
     assert stack_tree(samples, group="load")["count"] == sum(s.group == "load" for s in samples)
     assert stack_tree(samples, start=T0 + 0.1, stop=T0 + 0.195)["count"] == 10
+    deep = tuple(("/src/r.py", 1, f"r{i}") for i in range(5000))  # deeper than recursion
+    node = stack_tree([SampleData(T0, 1, "r", deep)])
+    for _ in range(5000):
+        (node,) = node["children"]
+    assert node["name"] == "r4999" and node["children"] == []
 
 
 # --------------------------------------------------------------------------
