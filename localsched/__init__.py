@@ -25,7 +25,7 @@ from .delayed import Delayed, compute, delayed
 
 __version__ = "0.1.0"
 
-__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback",
+__all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "span",
            "performance_report", "__version__"]
 
 # PEP 562: public names load their modules on first use, so ``import
@@ -34,10 +34,11 @@ _LAZY = {
     "get": ("threaded", "get"),
     "get_sync": ("local", "get_sync"),
     "Callback": ("callbacks", "Callback"),
+    "span": ("metrics", "span"),
     "performance_report": ("diagnostics.report", "performance_report"),
 }
 _SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",
-               "multiprocessing", "order", "threaded", "utils", "cli"}
+               "multiprocessing", "order", "threaded", "utils", "cli", "metrics"}
 
 
 def __getattr__(name: str):

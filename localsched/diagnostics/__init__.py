@@ -47,6 +47,7 @@ The plotting module (and so bokeh) is imported only when you plot.
 from __future__ import annotations
 
 from .cache import CacheProfiler
+from .metrics import FineMetrics
 from .profile import Profiler
 from .progress import ProgressBar
 from .records import (
@@ -61,6 +62,7 @@ from .records import (
     TransferData,
 )
 from .resource import ResourceProfiler
+from .sampler import SampleProfiler
 from .summary import GroupSummary, Summary
 
 __all__ = [
@@ -68,6 +70,8 @@ __all__ = [
     "ResourceProfiler",
     "CacheProfiler",
     "ProgressBar",
+    "FineMetrics",
+    "SampleProfiler",
     "TaskData",
     "FailedTaskData",
     "InterruptedTaskData",
