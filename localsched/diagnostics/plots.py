@@ -1022,7 +1022,13 @@ def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, label_size
             lines.append(line)
     if "y_range" not in figure_kwargs:
         fig.y_range.start = 0
-    _hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")])
+    value = "@value"
+    if metric_name == "bytes":  # 12.3MB, not 1.23e+7
+        from bokeh.models import NumeralTickFormatter
+
+        fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
+        value = "@value{0.0 b}"
+    _hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, value)])
     # The largest groups first: the legend may not have room for all.
     lines.sort(key=lambda line: -float(np.max(line.data_source.data["value"])))
     _legend(fig, [(line.name, line, None) for line in lines[:LEGEND_ITEMS]], label_size,

@@ -597,7 +597,10 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None)
     is ``"all"`` and counts every sample taken; a node's count is the samples
     whose stack passes through it; children are sorted by count, most first.
     ``group`` keeps the samples of one task group; ``start``/``stop`` (epoch
-    seconds) a time window.
+    seconds) the window ``start <= time < stop``.  The same tree as
+    ``SampleProfiler.tree()`` (``localsched.diagnostics.sampler.tree``), built
+    from plain records whatever took them (a cluster's samples too), and
+    without recursion, so stacks of any depth work.
 
     >>> f, g = ('m.py', 1, 'f'), ('m.py', 9, 'g')
     >>> tree = stack_tree([SampleData(0.0, 1, 'x', (f, g)), SampleData(0.1, 1, 'x', (f,))])
@@ -609,7 +612,7 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None)
     for s in samples:
         if group is not None and s.group != group:
             continue
-        if start is not None and s.time < start or stop is not None and s.time > stop:
+        if start is not None and s.time < start or stop is not None and s.time >= stop:
             continue
         node = root
         node["count"] += 1

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from operator import add
 
 import pytest
@@ -478,65 +479,83 @@ def test_profile_command_writes_report_json_and_trace(tmp_path):
 
 
 # --------------------------------------------------------------------------
-# The collectors of the fine metrics and the stack samples, by interface
+# With the real collectors of the fine metrics and the stack samples
 
 
-def _stand_ins():
-    """Small real callbacks with the agreed interfaces of ``FineMetrics``
-    (``.metrics`` mapping, ``.results`` ActivityData) and ``SampleProfiler``
-    (``.results`` SampleData): what performance_report and RunData rely on."""
-    import threading
-    import time
+def spin(seconds):
+    """Burn CPU in this very function, part of it inside a metered block."""
+    from localsched.metrics import meter
 
-    from localsched.callbacks import Callback
-    from localsched.utils import key_split
-
-    class Meter(Callback):
-        def __init__(self):
-            super().__init__()
-            self.metrics, self.results, self._lock = {}, [], threading.Lock()
-
-        def _posttask(self, key, result, dsk, state, worker_id):
-            start, end = state.timing
-            with self._lock:
-                self.results.append(ActivityData(key, "I/O", start, end, worker_id))
-                k = ((), key_split(key), "I/O", "seconds")
-                self.metrics[k] = self.metrics.get(k, 0.0) + (end - start)
-
-    class Sampler(Callback):
-        record_type = SampleData
-
-        def __init__(self, interval=0.01):
-            super().__init__()
-            self.interval, self.results = interval, []
-
-        def _posttask(self, key, result, dsk, state, worker_id):
-            self.results.append(SampleData(time.time(), worker_id, key_split(key), (F, G)))
-
-    return Meter, Sampler
+    with meter("I/O"):
+        end = time.thread_time() + seconds / 2
+        while time.thread_time() < end:
+            pass
+    end = time.thread_time() + seconds / 2
+    while time.thread_time() < end:
+        pass
+    return seconds
 
 
-def test_performance_report_takes_fine_metrics_and_samples_when_they_exist(monkeypatch,
-                                                                           tmp_path):
-    from localsched import diagnostics
+@pytest.mark.parametrize("name", ["threads", "processes"])
+def test_performance_report_with_fine_metrics_and_samples(name, tmp_path):
+    import localsched.multiprocessing as lmp
+    from localsched.threaded import get as tget
 
-    Meter, Sampler = _stand_ins()
-    monkeypatch.setattr(diagnostics, "FineMetrics", Meter, raising=False)
-    monkeypatch.setattr(diagnostics, "SampleProfiler", Sampler, raising=False)
-    path = tmp_path / "r.html"
-    with localsched.performance_report(str(path), interval=0.005) as report:
-        localsched.get({"a-1": (add, 1, 2), "b-1": (add, "a-1", 1)}, "b-1")
-    meter, sampler = report.profilers[-2:]
-    assert isinstance(meter, Meter) and sampler.interval == 0.005
+    get = tget if name == "threads" else lmp.get
+    dsk = {("spin-1a2b3c4d", i): (spin, 0.1) for i in range(4)}
+    dsk["total-9f8e7d6c"] = (sum, list(dsk))
+    path, trace_path = tmp_path / "r.html", tmp_path / "t.json"
+    with localsched.performance_report(str(path), trace=str(trace_path),
+                                       interval=0.005) as report:
+        assert get(dsk, "total-9f8e7d6c", num_workers=2) == pytest.approx(0.4)
     data = report.data
-    assert sorted(r.key for r in data.activities) == ["a-1", "b-1"]
-    assert set(data.metrics) == {((), "a-1", "I/O", "seconds"), ((), "b-1", "I/O", "seconds")}
-    assert len(data.samples) == 2 and data.stack_tree()["count"] == 2
+    activities = {a for (_, g, a, unit) in data.metrics if g == "spin" and unit == "seconds"}
+    assert {"thread-cpu", "I/O"} <= activities
+    metered = [r for r in data.activities if r.activity == "I/O"]
+    assert sorted(r.key for r in metered) == sorted(k for k in dsk if k[0] == "spin-1a2b3c4d")
+    assert sum(s.group == "spin" for s in data.samples) >= 10
+    spin_tree = data.stack_tree(group="spin")
+    assert "spin" in [c["name"] for c in spin_tree["children"]]
+    # the report's tree is the sampler's
+    from localsched.diagnostics.sampler import tree
+
+    def shape(node):
+        return (node["name"], node["count"], sorted(shape(c) for c in node["children"]))
+
+    assert shape(spin_tree) == shape(tree(data.samples, group="spin"))
+    # the trace nests each metered block inside its task's slice
+    assert check_trace_text(trace_path.read_text()) == []
+    events = json.loads(trace_path.read_text())["traceEvents"]
+    tasks = {e["name"]: e for e in events if e.get("cat") == "task"}
+    for e in (e for e in events if e["ph"] == "X" and e["name"] == "I/O"):
+        task = tasks[e["args"]["key"]]
+        assert task["tid"] == e["tid"]
+        assert task["ts"] - 1e-3 <= e["ts"] and \
+            e["ts"] + e["dur"] <= task["ts"] + task["dur"] + 1e-3
     page = path.read_text()
     assert "No fine metrics were recorded" not in page and "No stack samples" not in page
+
+
+def test_real_report_opens_in_chromium_and_switches_the_flame_graph(chromium, tmp_path):
+    from localsched.threaded import get
+
+    dsk = {("spin-1a2b3c4d", i): (spin, 0.1) for i in range(4)}
+    path = tmp_path / "real.html"
+    with localsched.performance_report(str(path), interval=0.005) as report:
+        get(dsk, list(dsk), num_workers=2)
+    result = open_in_chromium(path, wait_for=BOKEH_RENDERED, evaluate=FLIP_FLAME,
+                              executable=chromium)
+    assert result.errors == [] and result.ready
+    assert "spin" in result.value["options"]
+    assert result.value["tasks"] == len(report.data.tasks) == 4
+    assert "I/O" in result.dom and "thread-cpu" in result.dom
+
+
+def test_performance_report_without_metrics_or_samples():
     with localsched.performance_report(None, samples=False, metrics=False) as plain:
         pass
-    assert len(plain.profilers) == 3
+    assert [type(p).__name__ for p in plain.profilers] == \
+        ["ResourceProfiler", "Profiler", "CacheProfiler"]
 
 
 def test_json_time_columns_are_exact_ticks():
