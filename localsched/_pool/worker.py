@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
@@ -144,16 +145,23 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     records at once, tagged with the job's id.
     """
 
+    from .. import core
+
     def emit(records: list) -> None:
-        frame = encode(Kind.RECORDS, job_id, dump_records(records))
+        t = time.perf_counter()
+        body = dump_records(records)
+        core._dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
         except OSError as exc:
             raise _ParentGone from exc
 
     try:
+        received = time.time()
         fn, args, kwargs, streams = pickle.loads(body)
         del body
+        core._job_arrival = (received, time.time())  # (read by fine metrics)
         if streams:
             fn(*args, emit=emit, **kwargs)
             return encode(Kind.DONE, job_id)
