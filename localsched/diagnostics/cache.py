@@ -136,13 +136,20 @@ class CacheProfiler(Collector):
 def _nbytes(result, state) -> float:
     """``metric="nbytes"``: the result's size -- as the cluster measured it
     (``state.nbytes``, on localsched.distributed, where ``result`` is None),
-    else its ``nbytes`` attribute (arrays) or ``sys.getsizeof``."""
+    else dask's ``sizeof`` when dask is loaded, else its ``nbytes``
+    attribute (NumPy, pandas) or ``sys.getsizeof``."""
     n = getattr(state, "nbytes", None)
     if n is not None:
         return n
-    n = getattr(result, "nbytes", None)
-    if isinstance(n, (int, float)):
-        return n
     import sys
 
-    return sys.getsizeof(result)
+    dask_sizeof = sys.modules.get("dask.sizeof")
+    if dask_sizeof is not None:
+        return int(dask_sizeof.sizeof(result))
+    n = getattr(result, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    try:
+        return sys.getsizeof(result)
+    except TypeError:
+        return 0

@@ -37,9 +37,9 @@ events the scheduler streams back while the graph runs (see
     worker's ``(start, end)`` of the computation on the scheduler's clock
     (dask.distributed corrects each worker's offset); ``worker_id`` is
     ``"<worker address>#<thread number>"``; ``state.nbytes`` the result's
-    size as the cluster measured it; ``state.activities`` the task's
-    :class:`~localsched.diagnostics.records.ActivityData` (compute, transfer
-    of inputs from peers, disk-read/-write when spilled); ``state.freed``
+    size as the cluster measured it; ``state.activities`` the task's other
+    startstops as ``(activity, start, stop)`` (transfer of inputs from
+    peers, disk-read/-write when spilled); ``state.freed``
     the keys whose results this end released;
 ``finish(dsk, state, errored)``
     after the last posttask, on success, error and Ctrl-C.
@@ -76,7 +76,7 @@ from typing import Any, Iterable, Optional
 
 from .. import callbacks as _callbacks
 from ..callbacks import active_callbacks, normalize_callback, unpack_callbacks
-from ..core import DONE, READY, RUNNING, WAITING, Run, State, _add_note, _finish_all
+from ..core import DONE, READY, RUNNING, WAITING, Run, State, _add_note, _finish_all, wants
 from ..core import _is_raw_callback, _name_tasks
 from ..graph import as_mapping, flatten_keys
 from ..options import check_options
@@ -293,21 +293,28 @@ class ClusterState(State):
     to None (the values stay on the workers; the outputs' values are filled
     in before ``finish``).  Extra attributes, for the task whose posttask is
     firing: ``worker`` (address), ``nbytes`` (the result's size as the
-    cluster measured it), ``activities`` (its ActivityData list); at
+    cluster measured it), ``activities`` (``(activity, start, stop)`` of the
+    task's startstops other than compute: transfer, disk-read, disk-write; or
+    None), ``probe`` (None: no per-task CPU split; see
+    ``cluster_metrics``); at
     ``finish``: ``lost`` (``(key, dispatched, lost, worker_id)`` of attempts
     whose worker died), ``incomplete`` (True if the event stream did not
     confirm its end in time) and ``client`` (the Client that ran it)."""
 
-    __slots__ = ("worker", "nbytes", "activities", "lost", "incomplete", "client")
+    __slots__ = ("worker", "nbytes", "lost", "incomplete", "client", "cluster_metrics",
+                 "detail_errors")
 
     def __init__(self, run: _ClusterRun, client):
         super().__init__(run)
         self.worker: Optional[str] = None
         self.nbytes: Optional[int] = None
-        self.activities: list = []
         self.lost: list = []
         self.incomplete = False
         self.client = client
+        #: at finish, when a FineMetrics listens: dask.distributed's fine
+        #: metrics of the run, ``(span, group, activity, unit) -> value``
+        self.cluster_metrics: Optional[dict] = None
+        self.detail_errors: list = []
 
 
 class _TaskFailed(Exception):
@@ -381,9 +388,16 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
                 started.append(cb[4])
         run = _ClusterRun(dsk, keys)
         state = run.state = ClusterState(run, client)
+        from .. import metrics as _metrics
+
+        state.span = _metrics._span.get()
         for f in hooks[1]:
             f(dsk, state)
-        result = _Computation(client, dsk, run, state, hooks, client_options).run()
+        detail = _Detail(client, state, *wants(cbs))
+        try:
+            result = _Computation(client, dsk, run, state, hooks, client_options).run()
+        finally:
+            detail.collect(run)
         errored = False
     finally:
         try:
@@ -628,6 +642,52 @@ class _Computation:
             self.state.running_since[key] = (min(t, now), _worker_id(worker, None))
 
 
+class _Detail:
+    """What FineMetrics and SampleProfiler ask of a cluster run, collected
+    around it (only when one listens): the scheduler's cumulative fine
+    metrics before and after (after making every worker report at once),
+    and the workers' stack samples of the run's window by task group.  Set
+    on the state before ``finish``: ``cluster_metrics`` and ``samples``."""
+
+    def __init__(self, client, state: ClusterState, measure: bool, sample: float):
+        self.client, self.state = client, state
+        self.measure, self.sample = measure, sample
+        self.t0 = time.time()
+        self.before = None
+        if measure:
+            from . import _plugin
+
+            try:
+                self.before = client.run_on_scheduler(_plugin.scheduler_metrics)
+            except Exception as exc:  # noqa: BLE001 -- detail is best effort
+                state.detail_errors.append(f"metrics: {exc!r}")
+
+    def collect(self, run) -> None:
+        if not (self.measure or self.sample):
+            return
+        from . import _detail, _plugin
+
+        client, state = self.client, self.state
+        try:
+            client.run(_plugin.worker_flush)
+        except Exception as exc:  # noqa: BLE001
+            state.detail_errors.append(f"flush: {exc!r}")
+        if self.before is not None:
+            try:
+                after = client.run_on_scheduler(_plugin.scheduler_metrics)
+                span = state.span
+                state.cluster_metrics = {(span,) + k[1:]: v for k, v in
+                                         _detail.metrics_delta(self.before, after).items()}
+            except Exception as exc:  # noqa: BLE001
+                state.detail_errors.append(f"metrics: {exc!r}")
+        if self.sample:
+            try:
+                samples = _detail.profile_samples(client, state.finished, self.t0, time.time())
+                state.samples = [(t, wid, group, stack) for t, wid, group, stack in samples]
+            except Exception as exc:  # noqa: BLE001
+                state.detail_errors.append(f"samples: {exc!r}")
+
+
 def _release(client, futures: list) -> None:
     """Release the futures' keys on the cluster, queued *now*: the public
     ``Future.release()`` defers the release message by two IO-loop hops, so
@@ -644,9 +704,7 @@ def _release(client, futures: list) -> None:
 
 
 def _startstops(key, startstops, wid, t) -> tuple:
-    """(start, stop) of the computation and the task's ActivityData."""
-    from ..diagnostics.records import ActivityData
-
+    """(start, stop) of the computation and the task's other startstops."""
     start = stop = None
     activities = []
     for ss in startstops or ():
@@ -656,10 +714,11 @@ def _startstops(key, startstops, wid, t) -> tuple:
             continue
         if action == "compute":
             start, stop = a, b
-        activities.append(ActivityData(key, action, a, b, wid))
+        else:
+            activities.append((action, a, b))
     if start is None:
         start = stop = t
-    return start, stop, activities
+    return start, stop, (tuple(activities) if activities else None)
 
 
 def __getattr__(name):

@@ -31,7 +31,7 @@ import time
 from typing import Optional
 
 from ..callbacks import Callback
-from ..diagnostics.records import MetricData, SampleData
+from ..diagnostics.records import ActivityData, MetricData, SampleData
 
 __all__ = ["WorkerTier"]
 
@@ -76,81 +76,79 @@ class WorkerTier(Callback):
         """``metrics`` as :class:`MetricData` rows."""
         return [MetricData(*k, v) for k, v in self.metrics.items()]
 
-    def _start_state(self, dsk, state):
-        client = getattr(state, "client", None)
-        if client is None:
-            return
-        from . import _plugin
+    # Read by localsched.distributed (core.wants): collect the run's fine
+    # metrics and samples (set on the state before finish).
+    _localsched_measure = True
 
-        try:
-            before = client.run_on_scheduler(_plugin.scheduler_metrics)
-        except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
-            self.errors.append(f"metrics: {exc!r}")
-            before = None
-        self._runs[id(state)] = (time.time(), before)
+    @property
+    def _localsched_sample(self) -> float:
+        return 0.01 if self.want_samples else 0.0
+
+    def _start_state(self, dsk, state):
+        if getattr(state, "client", None) is not None:
+            self._runs[id(state)] = time.time()
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        acts = getattr(state, "activities", None)
-        if acts:
-            self.activities.extend(acts)
+        if getattr(state, "client", None) is None:
+            return
+        self.activities.append(ActivityData(key, "compute", *state.timing, worker_id))
+        for activity, start, stop in state.activities or ():
+            self.activities.append(ActivityData(key, activity, start, stop, worker_id))
 
     def _finish(self, dsk, state, errored):
-        entry = self._runs.pop(id(state), None)
-        if entry is None:
+        t0 = self._runs.pop(id(state), None)
+        if t0 is None:
             return
-        t0, before = entry
-        t1 = time.time()
-        client = state.client
+        self.errors.extend(state.detail_errors)
+        for k, v in (state.cluster_metrics or {}).items():
+            self.metrics[k] = self.metrics.get(k, 0) + v
+        if self.want_samples:
+            self.samples.extend(SampleData(*s) for s in state.samples)
         from . import _plugin
 
         try:
-            client.run(_plugin.worker_flush)
-        except Exception as exc:  # noqa: BLE001
-            self.errors.append(f"flush: {exc!r}")
-        if before is not None:
-            try:
-                after = client.run_on_scheduler(_plugin.scheduler_metrics)
-                self._add_metrics(before, after)
-            except Exception as exc:  # noqa: BLE001
-                self.errors.append(f"metrics: {exc!r}")
-        try:
-            for rows in client.run(_plugin.worker_transfers, t0, t1).values():
+            for rows in state.client.run(_plugin.worker_transfers, t0, time.time()).values():
                 for source, dest, nbytes, _, _ in rows:
                     pair = (source, dest)
                     self.transfers[pair] = self.transfers.get(pair, 0) + nbytes
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
             self.errors.append(f"transfers: {exc!r}")
-        if self.want_samples:
-            try:
-                self._add_samples(client, dsk, state, t0, t1)
-            except Exception as exc:  # noqa: BLE001
-                self.errors.append(f"samples: {exc!r}")
 
-    def _add_metrics(self, before: dict, after: dict) -> None:
-        metrics = self.metrics
-        for k, v in after.items():
-            d = v - before.get(k, 0)
-            if not d:
-                continue
-            if k[0] == "execute" and len(k) in (4, 5):
-                # (the scheduler's totals drop the span: execute, prefix,
-                # activity, unit; a span's own totals keep it)
-                group, activity, unit = k[-3:]
-                key = ((), group, activity, unit)
-            elif k[0] == "gather-dep" and len(k) == 3:
-                key = ((), None, f"gather-dep {k[1]}", k[2])
-            else:
-                continue
-            metrics[key] = metrics.get(key, 0) + d
 
-    def _add_samples(self, client, dsk, state, t0: float, t1: float) -> None:
-        from dask.utils import key_split
+def metrics_delta(before: dict, after: dict) -> dict:
+    """The scheduler's fine-metric counters' growth, in localsched's
+    ``(span, group, activity, unit)`` layout (see ``WorkerTier``)."""
+    out: dict = {}
+    for k, v in after.items():
+        d = v - before.get(k, 0)
+        if not d:
+            continue
+        if k[0] == "execute" and len(k) in (4, 5):
+            # (the scheduler's totals drop the span: execute, prefix,
+            # activity, unit; a span's own totals keep it)
+            group, activity, unit = k[-3:]
+            key = ((), group, activity, unit)
+        elif k[0] == "gather-dep" and len(k) == 3:
+            key = ((), None, f"gather-dep {k[1]}", k[2])
+        else:
+            continue
+        out[key] = out.get(key, 0) + d
+    return out
 
-        groups = sorted({key_split(k) for k in state.finished})[:MAX_PROFILED_GROUPS]
-        middle = (t0 + t1) / 2
-        for group in groups:
-            tree = client.profile(key=group, start=t0 - 1.0, stop=t1 + 1.0)
-            _walk(tree, (), group, middle, self.samples)
+
+def profile_samples(client, keys, t0: float, t1: float) -> list:
+    """SampleData of the workers' profile between t0 and t1 (the profile is
+    kept in 1 s cycles: the window is widened by a second each side), by
+    task group of ``keys``."""
+    from dask.utils import key_split
+
+    groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
+    middle = (t0 + t1) / 2
+    out: list = []
+    for group in groups:
+        tree = client.profile(key=group, start=t0 - 1.0, stop=t1 + 1.0)
+        _walk(tree, (), group, middle, out)
+    return out
 
 
 def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -> None:
