@@ -268,7 +268,7 @@ def test_worker_tier_detail_metrics_samples_transfers(cluster_client):
     workers = sorted(cluster_client.scheduler_info()["workers"])
     # inputs pinned to both workers, so the last task must fetch one from a peer
     dsk = {("blob", 0): (make_bytes, 0), ("blob", 1): (make_bytes, 1),
-           "spun": (spin, 1), "joined": (total_len, ("blob", 0), ("blob", 1))}
+           "spun": (spin, 1, 1.2), "joined": (total_len, ("blob", 0), ("blob", 1))}
     with WorkerTier() as tier:
         ld.get({k: v for k, v in dsk.items() if k[0] == "blob"}, [("blob", 0)],
                client=cluster_client, workers=[workers[0]])
@@ -282,6 +282,10 @@ def test_worker_tier_detail_metrics_samples_transfers(cluster_client):
                if g == "spun" and a in ("thread-cpu", "thread-noncpu") and u == "seconds")
     assert 0.25 < wall < 2.0  # a 0.3 s busy loop (its CPU share depends on the load)
     assert any(s.group == "spun" and any(f[2] == "spin" for f in s.stack) for s in tier.samples)
+    # every worker's CPU and memory (its own monitor samples every 0.5 s)
+    assert {w for _, w, _, _ in tier.worker_resources} <= set(workers)
+    assert tier.worker_resources and all(m > 10 for _, _, m, _ in tier.worker_resources)
+    assert tier.resources and tier.resources[0].mem > 10
     if "transfer" in acts:  # the scheduler placed the join away from one blob
         assert sum(tier.transfers.values()) >= 200_000
 

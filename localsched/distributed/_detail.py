@@ -19,7 +19,13 @@ run it keeps
   group (its ``time`` is the window's middle, its ``worker_id`` None: the
   cluster merges samples across workers);
 - ``transfers``: ``(source worker, destination worker) -> bytes`` moved
-  between workers during the run.
+  between workers during the run;
+- ``worker_resources``: ``(time, worker, mem MB, cpu %)`` of every worker,
+  from its own SystemMonitor (every 0.5 s, the worker's clock), and
+  ``resources``: the same summed over the workers, as
+  :class:`~localsched.diagnostics.records.ResourceData` (one sample per
+  0.5 s step).  (The ResourceProfiler measures this process and its
+  children: for a LocalCluster, the scheduler and every worker, summed.)
 
 Runs that overlap on one cluster share its counters: their metrics and
 transfers are mixed (the activities are not).
@@ -31,7 +37,7 @@ import time
 from typing import Optional
 
 from ..callbacks import Callback
-from ..diagnostics.records import ActivityData, MetricData, SampleData
+from ..diagnostics.records import ActivityData, MetricData, ResourceData, SampleData
 
 __all__ = ["WorkerTier"]
 
@@ -60,16 +66,28 @@ class WorkerTier(Callback):
         self.metrics: dict = {}
         self.samples: list = []
         self.transfers: dict = {}
+        self.worker_resources: list = []
         self.errors: list = []  # what could not be collected, as text
         self._runs: dict = {}
 
     def clear(self) -> None:
         self.activities, self.metrics, self.samples, self.transfers = [], {}, [], {}
+        self.worker_resources = []
         self.errors = []
 
     def __enter__(self):
         self.clear()
         return super().__enter__()
+
+    @property
+    def resources(self) -> list:
+        """``worker_resources`` summed over the workers per 0.5 s step."""
+        steps: dict = {}
+        for t, _worker, mem, cpu in self.worker_resources:
+            step = round(t * 2) / 2
+            m, c = steps.get(step, (0.0, 0.0))
+            steps[step] = (m + mem, c + cpu)
+        return [ResourceData(t, m, c) for t, (m, c) in sorted(steps.items())]
 
     @property
     def metric_records(self) -> list:
@@ -113,6 +131,13 @@ class WorkerTier(Callback):
                     self.transfers[pair] = self.transfers.get(pair, 0) + nbytes
         except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
             self.errors.append(f"transfers: {exc!r}")
+        try:
+            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5, time.time() + 0.5)
+            for worker, rows in monitors.items():
+                for t, cpu, mem in rows:
+                    self.worker_resources.append((t, worker, (mem or 0) / 1e6, cpu or 0.0))
+        except Exception as exc:  # noqa: BLE001
+            self.errors.append(f"resources: {exc!r}")
 
 
 def metrics_delta(before: dict, after: dict) -> dict:

@@ -161,3 +161,11 @@ def worker_transfers(start: float, stop: float, dask_worker=None) -> list:
     return [(t["who"], dask_worker.address, t["total"], t["start"], t["stop"])
             for t in list(dask_worker.transfer_incoming_log)
             if start <= t["start"] and t["stop"] <= stop + 1.0]
+
+
+def worker_monitor(start: float, stop: float, dask_worker=None) -> list:
+    """``(time, cpu %, memory bytes)`` of this worker's SystemMonitor samples
+    (every 0.5 s by default; the worker's clock) between start and stop."""
+    q = dask_worker.monitor.range_query(start=0)
+    return [(t, cpu, mem) for t, cpu, mem in zip(q["time"], q["cpu"], q["memory"])
+            if t is not None and start <= t <= stop]
