@@ -170,8 +170,11 @@ def test_ctrl_c_returns_within_a_second_and_cancels_the_runs_futures(cluster_cli
     main = threading.get_ident()
     rec = []
 
+    sent = []
+
     def interrupter():
         started.wait(30)
+        sent.append(time.monotonic())
         signal.pthread_kill(main, signal.SIGINT)
 
     t = threading.Thread(target=interrupter)
@@ -185,13 +188,12 @@ def test_ctrl_c_returns_within_a_second_and_cancels_the_runs_futures(cluster_cli
         stopped = time.monotonic()
     finally:
         t.join()
-    # (measured from the signal's arrival: the pretask that sends it)
+    assert stopped - sent[0] < 1.0  # control back within a second of Ctrl-C
     assert rec and rec[0][0] is True and "long" in rec[0][1]
     left = cluster_client.run_on_scheduler(
         lambda dask_scheduler: [k for k in dask_scheduler.tasks if k == "long"])
     distributed.Event("test-ctrl-c", client=cluster_client).set()
-    assert left == []
-    assert time.monotonic() - stopped < 30
+    assert left == []  # the run's futures were cancelled on the cluster
     assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
 
 

@@ -53,7 +53,7 @@ the cluster and returns at once.
 
 >>> from operator import add
 >>> from distributed import LocalCluster, Client
->>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \\
+>>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
 ...         Client(lc) as client:
 ...     get({'a': 1, 'b': (add, 'a', 2)}, ['a', 'b'], client=client)
 (1, 3)
@@ -111,7 +111,7 @@ def default_client(client=None, address: Optional[str] = None):
     """The Client ``get`` would use (see the module docstring for the order).
 
     >>> from distributed import LocalCluster, Client
-    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \\
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
     ...         Client(lc) as c:
     ...     default_client() is c
     True
@@ -137,7 +137,7 @@ def default_client(client=None, address: Optional[str] = None):
         if not _embedded or _embedded[1].status != "running":
             from distributed import LocalCluster
 
-            cluster = LocalCluster(host="127.0.0.1", dashboard_address=None)
+            cluster = LocalCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0")
             _embedded[:] = [cluster, Client(cluster, set_as_default=False)]
             _ensure_exit_hook()
         return _embedded[1]
@@ -349,7 +349,7 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
         miss is a TypeError.
 
     >>> from distributed import LocalCluster, Client
-    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \\
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
     ...         Client(lc) as c:
     ...     get({'x': 2, 'y': (pow, 'x', 10)}, [['y'], 'x'], client=c)
     ((1024,), 2)

@@ -52,7 +52,7 @@ class WorkerTier(Callback):
 
     >>> from distributed import LocalCluster, Client
     >>> import localsched.distributed as ld
-    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as lc, \\
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
     ...         Client(lc) as c, WorkerTier() as tier:
     ...     ld.get({'x': (sum, [1, 2])}, 'x', client=c)
     3
