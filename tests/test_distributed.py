@@ -180,7 +180,8 @@ def test_ctrl_c_returns_within_a_second_and_cancels_the_runs_futures(cluster_cli
     t = threading.Thread(target=interrupter)
     t.start()
     cb = Callback(pretask=lambda key, dsk, state: started.set(),
-                  finish=lambda dsk, state, errored: rec.append((errored, dict(state.running_since))))
+                  finish=lambda dsk, state, errored: rec.append(
+                      (errored, dict(state.running_since))))
     try:
         with pytest.raises(KeyboardInterrupt):
             ld.get({"long": (wait_for_event, "test-ctrl-c", 60)}, "long",
@@ -233,6 +234,11 @@ def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_clu
     retried = {k for k in keys if keys.count(k) > 1}
     lost_on_killed = {k for k, w in done[:6] if w == killed[0]}
     assert retried >= lost_on_killed and retried
+    # The attempts cut short by the kill (if the worker was running one)
+    # show as interrupted on the killed worker, and ran again elsewhere.
+    for r in prof.interrupted:
+        assert r.worker_id == f"{killed[0]}#?" and r.stop_time >= r.start_time
+        assert r.key in {t.key for t in prof.results}
     # both attempts, on different workers
     for k in retried:
         workers = {r.worker_id.rsplit("#", 1)[0] for r in prof.results if r.key == k}

@@ -558,7 +558,8 @@ class _Computation:
             elif kind == "lost":
                 since = dispatched.pop(key, None)
                 if since is not None:
-                    state.lost.append((key, since[0], ev[2], _worker_id(since[1], None)))
+                    # (the thread is unknown: the worker died before reporting)
+                    state.lost.append((key, since[0], ev[2], f"{since[1]}#?"))
 
     def _adopt_inputs(self, i: int) -> None:
         """Task i runs, so its inputs are in the cluster's memory, even those
