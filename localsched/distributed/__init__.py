@@ -253,6 +253,9 @@ def _tuplify(x):
 
 def _stream_of(client) -> _Stream:
     with _lock:
+        for cid, other in list(_streams.items()):  # (don't keep closed Clients alive)
+            if other.client.status == "closed":
+                del _streams[cid]
         s = _streams.get(client.id)
         if s is None or s.client is not client:
             s = _streams[client.id] = _Stream(client)
