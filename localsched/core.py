@@ -362,6 +362,7 @@ def get_async(
     chunksize: Optional[int] = None,
     on_interrupt: Optional[Callable[[list], None]] = None,
     cache: Optional[dict] = None,
+    transport: Any = None,
 ):
     """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
 
@@ -396,6 +397,11 @@ def get_async(
     cache : dict, optional
         Results known already (key -> value): those tasks do not run.  The
         computation stores its live results here, as dask's ``cache=`` does.
+    transport : module, optional
+        ``localsched._pool.shm`` when results may arrive as ``SharedValue``
+        handles to shared memory: the cache (and ``state.cache``) keeps the
+        handles, posttask callbacks and the caller get the values, and a
+        computation that stops releases the handles it holds.
 
     Examples
     --------
@@ -460,6 +466,7 @@ def get_async(
                 chunksize=chunksize,
                 rerun_exceptions_locally=rerun_exceptions_locally,
                 on_interrupt=on_interrupt,
+                transport=transport,
             )
         result = run.results()
         errored = False
@@ -703,6 +710,7 @@ class Run:
         chunksize,
         rerun_exceptions_locally,
         on_interrupt,
+        transport=None,
     ):
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
         state = self.state
@@ -721,6 +729,13 @@ class Run:
         ctx = contextvars.copy_context()
         now = time.time
         state.transfer = None
+        # Results in shared memory arrive as handles (see localsched/_pool/shm.py):
+        # records come in through an Inbox that releases them once the run stops.
+        load = inbox = None
+        emit = put
+        if transport is not None:
+            load = transport.load
+            emit = inbox = transport.Inbox(put)
 
         def dispatch() -> None:
             batch = planner.next_batch()
@@ -745,7 +760,7 @@ class Run:
                     fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
                                  announce, emit=put, where=flight.where)
                 elif stream:  # a process pool that routes ``emit`` back to this process
-                    fut = submit(run_batch, items, data, None, announce, emit=put)
+                    fut = submit(run_batch, items, data, None, announce, emit=emit)
                 else:
                     fut = submit(_run_batch_collect, items, data)
             except Exception as exc:  # e.g. a task or an input that cannot be pickled
@@ -761,7 +776,10 @@ class Run:
                 exc = unpack_exception(exc)
             state.failed[key] = (exc, t0, t1, wid)
             if rerun_exceptions_locally:
-                _rerun_locally(specs[i], cache, key, exc)
+                inputs = cache
+                if load is not None:  # the values, not their handles
+                    inputs = {keys[d]: load(cache[keys[d]]) for d in self.deps[i]}
+                _rerun_locally(specs[i], inputs, key, exc)
             if isinstance(exc, Exception):
                 _add_note(exc, f"while computing task {key!r}")
             if exc.__traceback__ is not None:
@@ -832,6 +850,8 @@ class Run:
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
+                        if load is not None:
+                            value = load(value)
                         if pack_data:
                             sent = 0.0
                             if flight is not None and flight.batch[0] == i:
@@ -847,8 +867,15 @@ class Run:
                                 f(k2, dsk, state)
                 # Hold no result past its release while waiting for the next list.
                 records = item = value = None
+            if load is not None:
+                # The outputs become the caller's own objects (mapped, not
+                # copied); their handles go, and with them the segments' names.
+                for k in flatten_keys(self.out_keys, []):
+                    cache[k] = load(cache[k])
         except BaseException as exc:
             cancelled.append(True)
+            if inbox is not None:
+                inbox.abandon(cache, lambda: _drain(events))
             stopped = now()
             for flight in inflight.values():
                 flight.report_running(self, stopped)
@@ -913,6 +940,16 @@ def _is_raw_callback(x) -> bool:
         and len(x) == 5
         and all(f is None or (callable(f) and not hasattr(f, "_callback")) for f in x)
     )
+
+
+def _drain(events: SimpleQueue) -> list:
+    """What is waiting in ``events`` now."""
+    out = []
+    while True:
+        try:
+            out.append(events.get_nowait())
+        except Empty:
+            return out
 
 
 def _run_batch_collect(items: list, data: dict) -> list:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Optional
 from ._pool import (START_METHODS, BrokenProcessPool, ProcessPool, RemoteError,
                     RemoteTraceback, WorkerDiedError, dumps, submitter_for,
                     unpack_exception)
+from ._pool import shm
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 
@@ -173,4 +174,6 @@ def get(
         stream=runner.stream,
         unpack_exception=unpack_exception,
         on_interrupt=runner.on_interrupt,
+        # localsched's own pool sends large results through shared memory.
+        transport=shm if isinstance(pool, ProcessPool) or pool is None else None,
     )

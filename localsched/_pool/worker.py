@@ -23,6 +23,7 @@ import sys
 import threading
 from typing import Callable, Optional
 
+from . import shm
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
 
 __all__ = ["main", "BOOT", "run_packed"]
@@ -109,6 +110,8 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     from ..callbacks import Callback
 
     core._process_worker_id = os.getpid()
+    shm.attach_on_load = True  # shared inputs arrive as values, mapped (see shm)
+    shm._owned.clear()  # a forked worker owns none of the parent's segments
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
     if init_payload is not None:
@@ -141,18 +144,20 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     """Run one job; its last message, to send.
 
     A streaming job's function gets an ``emit`` that sends each list of
-    records at once, tagged with the job's id.
+    records at once, tagged with the job's id; large results travel in
+    shared-memory segments named ``shm_prefix...`` when the pool gave one.
     """
+    shm_prefix = None
 
     def emit(records: list) -> None:
-        frame = encode(Kind.RECORDS, job_id, dump_records(records))
+        frame = encode(Kind.RECORDS, job_id, dump_records(records, shm_prefix))
         try:
             send(frame)
         except OSError as exc:
             raise _ParentGone from exc
 
     try:
-        fn, args, kwargs, streams = pickle.loads(body)
+        fn, args, kwargs, streams, shm_prefix = shm.loads_job(body)
         del body
         if streams:
             fn(*args, emit=emit, **kwargs)

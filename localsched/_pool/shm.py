@@ -1,0 +1,584 @@
+"""Zero-copy transport: large buffers travel through shared memory, not the pipe.
+
+Pickle protocol 5 hands a pickler's ``buffer_callback`` every large
+contiguous buffer an object exposes (NumPy arrays, pandas columns through
+their arrays, ``bytearray``, anything returning a ``PickleBuffer``).  Here
+the buffers of at least ``threshold`` bytes are written once into a *segment*,
+a file in ``/dev/shm``, and only the rest of the pickle (a few hundred bytes)
+crosses the pipe, inside a ``SharedValue`` handle::
+
+    worker A                        scheduler (parent)                worker B
+    ────────                        ──────────────────                ────────
+    result ─► pickle, big buffers ─► SharedValue in the cache ──────► unpickling
+              pwrite()n into a       (a name, never mapped here)      the job maps
+              segment; the record    released with the cache entry    the segment:
+              carries the handle                                      arrays point
+                                                                      into it
+
+Who owns what.  The scheduler's process owns every segment: a worker
+creates one for a result, and hands it over in the record that carries the
+result.  The parent unlinks it when its ``SharedValue`` goes: when the cache
+releases the key (the last reference drops; CPython frees it at once), when
+the computation fails or is interrupted (``Inbox.abandon`` releases what the
+computation holds and whatever arrives for it later), or at the end, when an
+output is loaded for the user.  A segment a worker made but never reported
+(it died, or was killed on Ctrl-C, with the record unsent) is found by its
+name: every segment of job ``j`` of pool ``p`` in process ``pid`` starts with
+``localsched-<pid>-<p>-<j>-``, and the pool sweeps that prefix once the
+worker is reaped (``sweep``).  At exit the process sweeps its own prefix; a
+process killed outright leaves its segments to the next process that starts
+a pool, which removes those of owners that no longer run (``sweep_stale``).
+
+Why plain files and not ``multiprocessing.shared_memory``: its
+``SharedMemory`` registers every segment with the resource tracker, a helper
+process that unlinks (and warns about) segments still registered when the
+*creating* process exits.  Here the creator (a worker) hands ownership to
+another process, so the tracker would unlink segments the scheduler still
+holds, or warn about segments it no longer has.  ``os.open`` on
+``/dev/shm``, ``os.pwrite`` and ``mmap`` need no tracker, no helper process,
+and ``pwrite`` reports a full ``/dev/shm`` as ``ENOSPC`` (an ``OSError``, so
+the value takes the pipe) where writing through a mapping would be a SIGBUS.
+
+Zero copy on the reading side: the reader maps the segment copy-on-write
+(``mmap.ACCESS_COPY``) and unpickles with ``buffers=`` views of that
+mapping, so arrays point into the shared pages; a task that writes into an
+input gets private copies of the pages it writes, as it got a private copy
+from the pipe before, and never changes what other tasks see.  The arrays
+keep the mapping alive; unlinking the name while it is mapped is fine.
+
+What takes the pipe: objects without large buffers, buffers below the
+threshold, object arrays and non-contiguous arrays (pickle sends their
+bytes in-band), plain ``bytes`` nested inside a result (a ``bytes`` result
+itself travels through shared memory and is copied out on arrival: ``bytes``
+cannot point into a mapping).  Everything takes the pipe when shared memory
+is switched off, missing, or too small (``available``), with a one-line
+warning once per process.
+
+Knobs (environment variables, read when used; workers read theirs at
+start-up, so set them before the pool starts):
+
+- ``LOCALSCHED_SHM=0``: off (pipe only, no warning);
+- ``LOCALSCHED_SHM_THRESHOLD``: smallest buffer sent through shared memory,
+  bytes (default 64 KiB; measured: below it a segment's open, write and
+  unlink cost more than the pipe);
+- ``LOCALSCHED_SHM_RESERVE``: bytes of ``/dev/shm`` left free for others
+  (default 16 MiB); a value that does not fit goes through the pipe.
+
+>>> import numpy as np
+>>> big = np.arange(100_000, dtype="f8")
+>>> meta, buffers = dumps_oob(big, 64 * 1024)
+>>> len(meta) < 200, [b.nbytes for b in buffers]
+(True, [800000])
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import pickle
+import struct
+import sys
+import threading
+import warnings
+from typing import Any, Callable, Optional
+
+import cloudpickle
+
+__all__ = ["SharedValue", "Inbox", "load", "dumps_oob", "dump_records", "dumps_job",
+           "loads_job", "available", "sweep", "sweep_stale", "settings", "live_segments",
+           "PREFIX", "SHM_DIR"]
+
+SHM_DIR = "/dev/shm"
+PREFIX = "localsched-"
+DEFAULT_THRESHOLD = 64 * 1024
+DEFAULT_RESERVE = 16 * 1024 * 1024
+# Buffers start on 64-byte boundaries in a segment: NumPy's SIMD loops and
+# any dtype (complex256 included) find their data aligned.
+ALIGN = 64
+
+# True in worker processes (set by worker.main): unpickling a SharedValue
+# there maps its segment and gives the value; in the scheduler's process it
+# gives the handle, which the cache keeps without mapping anything.
+attach_on_load = False
+
+# Names of the segments this process owns (the scheduler's): a sweep leaves
+# them alone.  (set.add/discard are atomic under the GIL.)
+_owned: set = set()
+_counter = itertools.count()
+_warned = False
+_warn_lock = threading.Lock()
+
+
+def settings() -> tuple[bool, int, int]:
+    """``(enabled, threshold, reserve)`` from the environment (see the module
+    docstring).
+
+    >>> settings()[1] > 0
+    True
+    """
+    env = os.environ
+    enabled = env.get("LOCALSCHED_SHM", "1").strip().lower() not in ("0", "off", "false", "no")
+    try:
+        threshold = max(1, int(env.get("LOCALSCHED_SHM_THRESHOLD", DEFAULT_THRESHOLD)))
+    except ValueError:
+        threshold = DEFAULT_THRESHOLD
+    try:
+        reserve = max(0, int(env.get("LOCALSCHED_SHM_RESERVE", DEFAULT_RESERVE)))
+    except ValueError:
+        reserve = DEFAULT_RESERVE
+    return enabled, threshold, reserve
+
+
+def _warn_once(message: str) -> None:
+    global _warned
+    with _warn_lock:
+        if _warned:
+            return
+        _warned = True
+    if attach_on_load:  # a worker: its stderr is the user's terminal; one line
+        try:
+            sys.stderr.write(f"localsched: {message}\n")
+        except Exception:
+            pass
+    else:
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _free_bytes() -> int:
+    st = os.statvfs(SHM_DIR)
+    return st.f_bavail * st.f_frsize
+
+
+def available() -> bool:
+    """Whether shared memory can be used now (on, present, with room for a
+    value above the reserve); warns once per process when it cannot.
+
+    The scheduler asks before each job it sends; a worker still checks the
+    free space before each segment (``/dev/shm`` is shared with everyone).
+    """
+    enabled, threshold, reserve = settings()
+    if not enabled:
+        return False
+    try:
+        free = _free_bytes()
+    except OSError:
+        _warn_once(f"no shared memory ({SHM_DIR} is missing); process tasks exchange "
+                   f"data through pipes")
+        return False
+    if free < reserve + threshold:
+        _warn_once(f"{SHM_DIR} is too small ({free >> 20} MiB free, {reserve >> 20} MiB "
+                   f"kept in reserve); process tasks exchange data through pipes")
+        return False
+    return True
+
+
+# -- writing -----------------------------------------------------------------
+
+
+def dumps_oob(obj: Any, threshold: int) -> tuple[bytes, list]:
+    """Pickle ``obj`` with its buffers of at least ``threshold`` bytes left
+    out: ``(pickle, [memoryview, ...])``; pass the buffers back (in order)
+    to ``pickle.loads(..., buffers=)``.  The fast C pickler where it works,
+    else cloudpickle, as ``protocol.dumps``."""
+    big: list = []
+
+    def keep(buf: pickle.PickleBuffer) -> bool:
+        try:
+            raw = buf.raw()
+        except BufferError:  # not contiguous: in-band
+            return True
+        if raw.nbytes < threshold:
+            return True  # in-band
+        big.append(raw)
+        return False
+
+    try:
+        data = pickle.dumps(obj, protocol=5, buffer_callback=keep)
+        if b"__main__" not in data:
+            return data, big
+    except Exception:
+        pass
+    big.clear()
+    return cloudpickle.dumps(obj, protocol=5, buffer_callback=keep), big
+
+
+def _write_segment(name: str, buffers: list, reserve: int) -> tuple[int, tuple]:
+    """Write ``buffers`` into a new segment ``name``; ``(size, layout)``.
+    OSError (the segment removed again) when it does not fit."""
+    layout = []
+    offset = 0
+    for b in buffers:
+        offset = -(-offset // ALIGN) * ALIGN
+        layout.append((offset, b.nbytes))
+        offset += b.nbytes
+    size = offset
+    if _free_bytes() < size + reserve:
+        raise OSError(28, "not enough free space in " + SHM_DIR)
+    path = os.path.join(SHM_DIR, name)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+    try:
+        # pwrite copies straight into the file's pages: no mapping, no page
+        # faults on the writing side, and ENOSPC instead of SIGBUS.
+        for (off, n), b in zip(layout, buffers):
+            done = 0
+            while done < n:
+                done += os.pwrite(fd, b[done:], off + done)
+    except BaseException:
+        os.close(fd)
+        _unlink(name)
+        raise
+    os.close(fd)
+    return size, tuple(layout)
+
+
+def _unlink(name: str) -> None:
+    try:
+        os.unlink(os.path.join(SHM_DIR, name))
+    except FileNotFoundError:
+        pass
+
+
+class _BytesBox:
+    """A large ``bytes`` result on its way: its buffer goes out of band
+    (``bytes`` itself never does) and is copied out on arrival."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def __reduce_ex__(self, protocol):
+        return bytes, (pickle.PickleBuffer(self.data),)
+
+
+def share(value: Any, name: str) -> Any:
+    """``value``, or a ``SharedValue`` handle for it if it has large buffers
+    and they fit into a new segment ``name`` (not owned here: the handle is
+    for another process).  Falls back to ``value`` (the pipe) with a
+    one-time warning when shared memory cannot take it."""
+    enabled, threshold, reserve = settings()
+    if not enabled:
+        return value
+    obj = _BytesBox(value) if type(value) is bytes and len(value) >= threshold else value
+    meta, buffers = dumps_oob(obj, threshold)
+    if not buffers:
+        return value
+    try:
+        size, layout = _write_segment(name, buffers, reserve)
+    except OSError as exc:
+        _warn_once(f"shared memory is full or unavailable ({exc.strerror or exc}); "
+                   f"some data goes through pipes")
+        return value
+    return SharedValue(name, size, meta, layout, owned=False)
+
+
+def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
+    """Pickle a worker's records, the large results as ``SharedValue``
+    handles to segments named ``prefix<n>``.
+
+    One pickling pass finds out whether any result has a large buffer (the
+    usual case of small results costs nothing more); only then each such
+    result is pickled again on its own, into a segment of its own, so the
+    scheduler can release each when the cache drops its key.  Raises what
+    pickling raises, after removing the segments it made.
+    """
+    threshold = settings()[1]
+    found = []
+
+    def spot(buf: pickle.PickleBuffer) -> bool:
+        try:
+            if buf.raw().nbytes >= threshold:
+                found.append(True)
+        except BufferError:
+            pass
+        return True  # in-band, this time
+
+    try:
+        data = pickle.dumps(records, protocol=5, buffer_callback=spot)
+    except Exception:
+        data = None
+    if data is not None and not found and not any(
+            type(r[2]) is bytes and len(r[2]) >= threshold for r in records):
+        return data if b"__main__" not in data else dumps(records)
+    made = []
+    try:
+        out = []
+        for r in records:
+            v = r[2]
+            if r[1] and v is not None and type(v) not in _ATOMIC:
+                shared = share(v, f"{prefix}{next(_counter)}")
+                if shared is not v:
+                    made.append(shared.name)
+                    r = r[:2] + (shared,) + r[3:]
+            out.append(r)
+        return dumps(out)
+    except BaseException:
+        for name in made:
+            _unlink(name)
+        raise
+
+
+_ATOMIC = frozenset({int, float, str, bool, complex, type(None)})
+
+
+# -- the handle ----------------------------------------------------------------
+
+
+class SharedValue:
+    """A value whose large buffers live in a shared-memory segment.
+
+    ``name`` (the segment's file in ``/dev/shm``), ``size``, ``meta`` (the
+    value's pickle without those buffers) and ``layout`` (each buffer's
+    ``(offset, length)`` in the segment).  In the process that owns the
+    segment, ``release()`` (or losing the last reference) unlinks it;
+    ``load()`` maps the segment and gives the value, zero-copy.
+
+    Pickled, it is only its fields: unpickled in a worker, it *is* the
+    value (mapped); in the scheduler, the handle.
+    """
+
+    __slots__ = ("name", "size", "meta", "layout", "_owner", "__weakref__")
+
+    def __init__(self, name: str, size: int, meta: bytes, layout: tuple, owned: bool = True):
+        self.name = name
+        self.size = size
+        self.meta = meta
+        self.layout = layout
+        self._owner = os.getpid() if owned else 0
+        if owned:
+            _owned.add(name)
+
+    def __reduce__(self):
+        return _shared_value, (self.name, self.size, self.meta, self.layout)
+
+    def load(self) -> Any:
+        """The value, its buffers mapped from the segment (copy-on-write)."""
+        return _attach(self.name, self.size, self.meta, self.layout)
+
+    def release(self) -> None:
+        """Unlink the segment (idempotent; only in the process owning it:
+        a forked child's copy of a handle is not its owner)."""
+        if self._owner and self._owner == os.getpid():
+            self._owner = 0
+            _owned.discard(self.name)
+            _unlink(self.name)
+
+    def __del__(self):
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"<SharedValue {self.name} {self.size} bytes>"
+
+
+def _shared_value(name: str, size: int, meta: bytes, layout: tuple):
+    if attach_on_load:
+        return _attach(name, size, meta, layout)
+    return SharedValue(name, size, meta, layout)
+
+
+def _attach(name: str, size: int, meta: bytes, layout: tuple) -> Any:
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY)
+    try:
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
+    finally:
+        os.close(fd)
+    view = memoryview(mm)
+    # The views keep the mapping alive as long as the value uses them.
+    return pickle.loads(meta, buffers=[view[o:o + n] for o, n in layout])
+
+
+def load(value: Any) -> Any:
+    """The value itself: a ``SharedValue`` loaded (zero-copy), anything else
+    as it is.
+
+    >>> load(3)
+    3
+    """
+    return value.load() if type(value) is SharedValue else value
+
+
+def release_records(records: list) -> None:
+    """Release the handles in records nobody will read."""
+    for r in records:
+        if type(r) is tuple and len(r) > 2 and type(r[2]) is SharedValue:
+            r[2].release()
+
+
+# -- jobs (scheduler -> worker) ----------------------------------------------
+
+_JOB_HEAD = struct.Struct("<I")
+
+
+def dumps_job(obj: Any, prefix: Optional[str], dumps: Callable) -> tuple[bytes, Optional[SharedValue]]:
+    """A RUN message's body: ``obj`` pickled, its large buffers (inputs
+    shipped to the worker) in a segment ``prefix + "in"`` owned here;
+    ``(body, handle or None)``.  Release the handle when the job ends (the
+    worker unlinks the name once it has mapped it: ``loads_job``)."""
+    if prefix is None:
+        return dumps(obj), None
+    threshold, reserve = settings()[1:]
+    meta, buffers = dumps_oob(obj, threshold)
+    if not buffers:
+        return meta, None
+    name = prefix + "in"
+    try:
+        size, layout = _write_segment(name, buffers, reserve)
+    except OSError as exc:
+        _warn_once(f"shared memory is full or unavailable ({exc.strerror or exc}); "
+                   f"some data goes through pipes")
+        return dumps(obj), None
+    handle = SharedValue(name, size, b"", layout)
+    head = pickle.dumps((name, size, layout), protocol=5)
+    return b"S" + _JOB_HEAD.pack(len(head)) + head + meta, handle
+
+
+def loads_job(body) -> Any:
+    """Unpickle a RUN body made by ``dumps_job`` (in the worker)."""
+    if body[:1] != b"S":
+        return pickle.loads(body)
+    (n,) = _JOB_HEAD.unpack_from(body, 1)
+    start = 1 + _JOB_HEAD.size
+    name, size, layout = pickle.loads(body[start:start + n])
+    value = _attach(name, size, bytes(body[start + n:]), layout)
+    # Mapped: the name can go now, so that no segment outlives the job's
+    # last record (the scheduler may return before it reads the job's end).
+    # The scheduler owns it still and unlinks it at the job's end if the
+    # worker died before getting here.
+    _unlink(name)
+    return value
+
+
+# -- the scheduler's side: abandoned computations, sweeps ----------------------
+
+
+class Inbox:
+    """Where a computation's records arrive (``emit``): into the scheduler's
+    queue while it runs; released on arrival once it has stopped, so that a
+    batch still running after a failure leaves no segment behind, even while
+    a traceback keeps the computation's queue alive."""
+
+    __slots__ = ("_put", "_closed", "_lock")
+
+    def __init__(self, put: Callable[[Any], None]):
+        self._put = put
+        self._closed = False
+        self._lock = threading.Lock()
+
+    def __call__(self, records: list) -> None:
+        with self._lock:
+            if not self._closed:
+                self._put(records)
+                return
+        release_records(records)
+
+    def abandon(self, cache: dict, queued: Callable[[], list]) -> None:
+        """The computation stopped: release the handles in ``cache`` and in
+        the record lists ``queued()`` drains, and every one that arrives
+        from now on."""
+        with self._lock:
+            self._closed = True
+        for item in queued():
+            if type(item) is list:
+                release_records(item)
+        for k, v in list(cache.items()):
+            if type(v) is SharedValue:  # (a handle whose segment is gone is no result)
+                v.release()
+                del cache[k]
+
+
+def job_prefix(pool_token: int, job_id: int) -> str:
+    """The name prefix of job ``job_id``'s segments (see the module docstring)."""
+    return f"{PREFIX}{os.getpid()}-{pool_token}-{job_id}-"
+
+
+def sweep(prefix: str) -> int:
+    """Unlink the segments named ``prefix...`` that this process does not
+    own (a dead worker's unreported results); how many."""
+    n = 0
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return 0
+    for name in names:
+        if name.startswith(prefix) and name not in _owned:
+            _unlink(name)
+            n += 1
+    return n
+
+
+def sweep_stale() -> int:
+    """Unlink segments whose owning process no longer runs (it was killed
+    before it could clean up); how many."""
+    n = 0
+    try:
+        names = os.listdir(SHM_DIR)
+    except OSError:
+        return 0
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        pid = name[len(PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            _unlink(name)
+            n += 1
+        except OSError:
+            pass  # alive (another user's): not ours to judge
+    return n
+
+
+def live_segments(pids=None) -> dict:
+    """``{name: size}`` of the localsched segments in ``/dev/shm`` (of the
+    owner processes ``pids``, if given)."""
+    out = {}
+    try:
+        entries = list(os.scandir(SHM_DIR))
+    except OSError:
+        return out
+    wanted = None if pids is None else {str(p) for p in pids}
+    for e in entries:
+        if not e.name.startswith(PREFIX):
+            continue
+        if wanted is not None and e.name[len(PREFIX):].split("-", 1)[0] not in wanted:
+            continue
+        try:
+            out[e.name] = e.stat().st_size
+        except OSError:
+            pass
+    return out
+
+
+_started_in: int = 0
+
+
+def start_owner() -> None:
+    """This process is about to own segments (it starts a pool): once per
+    process, remove the segments of owners that died without cleaning up,
+    and sweep its own when it exits."""
+    global _started_in
+    if _started_in == os.getpid():
+        return
+    _started_in = os.getpid()
+    import atexit
+
+    sweep_stale()
+    atexit.register(_sweep_own_at_exit)
+
+
+def _sweep_own_at_exit() -> None:
+    if _started_in == os.getpid():
+        _owned.clear()
+        sweep(f"{PREFIX}{os.getpid()}-")
+
+
+def _after_fork_in_child() -> None:
+    # A forked child owns none of its parent's segments.
+    _owned.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
