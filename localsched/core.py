@@ -794,6 +794,8 @@ class Run:
                     idle -= 1
                 if not inflight:  # nothing runs and nothing is ready: a bug
                     raise InvalidStateError("scheduler stalled with tasks left")
+                if inbox is not None and events.empty():
+                    inbox.idle()  # unlink released segments while workers work
                 try:
                     # A timeout, so a Ctrl-C that lands just before the wait
                     # starts (and so cannot interrupt it) is seen promptly.
@@ -872,6 +874,8 @@ class Run:
                 # copied); their handles go, and with them the segments' names.
                 for k in flatten_keys(self.out_keys, []):
                     cache[k] = load(cache[k])
+                k = None
+                inbox.end()
         except BaseException as exc:
             cancelled.append(True)
             if inbox is not None:
