@@ -47,8 +47,7 @@ from the pipe before, and never changes what other tasks see.  The arrays
 keep the mapping alive; unlinking the name while it is mapped is fine.
 
 What takes the pipe: objects without large buffers, buffers below the
-threshold, object arrays and non-contiguous arrays (pickle sends their
-bytes in-band), plain ``bytes`` nested inside a result (a ``bytes`` result
+threshold, object arrays (pickle sends their items in-band), plain ``bytes`` nested inside a result (a ``bytes`` result
 itself travels through shared memory and is copied out on arrival: ``bytes``
 cannot point into a mapping).  Everything takes the pipe when shared memory
 is switched off, missing, or too small (``available``), with a one-line
@@ -73,6 +72,7 @@ start-up, so set them before the pool starts):
 
 from __future__ import annotations
 
+import io
 import itertools
 import mmap
 import os
@@ -204,13 +204,47 @@ def dumps_oob(obj: Any, threshold: int) -> tuple[bytes, list]:
         return False
 
     try:
-        data = pickle.dumps(obj, protocol=5, buffer_callback=keep)
+        data = _pickle(obj, keep, threshold)
         if b"__main__" not in data:
             return data, big
     except Exception:
         pass
     big.clear()
     return cloudpickle.dumps(obj, protocol=5, buffer_callback=keep), big
+
+
+class _Pickler(pickle.Pickler):
+    """The C pickler, with two kinds of large NumPy arrays made to expose
+    their buffer: NumPy pickles non-contiguous arrays and datetime64 /
+    timedelta64 arrays in-band (a copy into the pickle), so they would
+    take the pipe.  A contiguous copy costs what the in-band copy costs;
+    a datetime array travels as its int64 view."""
+
+    def __init__(self, file, buffer_callback, threshold: int):
+        super().__init__(file, protocol=5, buffer_callback=buffer_callback)
+        self._threshold = threshold
+        self._np = sys.modules.get("numpy")
+
+    def reducer_override(self, obj):
+        np = self._np
+        if np is None or type(obj) is not np.ndarray or obj.nbytes < self._threshold \
+                or obj.dtype.hasobject:
+            return NotImplemented
+        if obj.dtype.kind in "mM":
+            return _retyped, (np.ascontiguousarray(obj).view("i8"), obj.dtype)
+        if not (obj.flags.c_contiguous or obj.flags.f_contiguous):
+            return _retyped, (np.ascontiguousarray(obj), obj.dtype)
+        return NotImplemented
+
+
+def _retyped(a, dtype):
+    return a if a.dtype == dtype else a.view(dtype)
+
+
+def _pickle(obj: Any, buffer_callback, threshold: int) -> bytes:
+    f = io.BytesIO()
+    _Pickler(f, buffer_callback, threshold).dump(obj)
+    return f.getvalue()
 
 
 def _write_segment(name: str, buffers: list, reserve: int) -> tuple[int, tuple]:
@@ -305,7 +339,7 @@ def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
         return True  # in-band, this time
 
     try:
-        data = pickle.dumps(records, protocol=5, buffer_callback=spot)
+        data = _pickle(records, spot, threshold)
     except Exception:
         data = None
     if data is not None and not found and not any(
