@@ -288,3 +288,32 @@ def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
     how, b = get({"a": (make, "f8"), "b": (described, "a")}, "b")
     assert how != "mmap" and not [w for w in recwarn if "shared memory" in str(w.message)]
     np.testing.assert_array_equal(b, make("f8"))
+
+
+# -- ResourceProfiler ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux /proc only")
+def test_resource_profiler_counts_shared_memory_once():
+    from localsched.diagnostics import ResourceProfiler
+
+    size = 64 << 20
+    prof = ResourceProfiler(dt=1)
+    a = np.ones(size // 8)
+    base = prof.sample().mem
+    shared = shm.share(a, f"{shm.PREFIX}{os.getpid()}-998-1-0")
+    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout)
+    del a
+    try:
+        held = prof.sample().mem  # the segment, mapped by nobody: counted by its size
+        maps = [handle.load() for _ in range(3)]  # three mappings of the same pages
+        assert all(m.sum() == size // 8 for m in maps)  # (every page touched)
+        mapped = prof.sample().mem
+    finally:
+        maps = None
+        handle.release()
+    mb = size / 1e6
+    # The private array went (-64), the segment came (+64): about even.
+    assert abs(held - base) < 0.25 * mb, (base, held)
+    # Three mappings add (almost) nothing: the pages are counted once.
+    assert abs(mapped - held) < 0.25 * mb, (held, mapped)
