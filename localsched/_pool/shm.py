@@ -334,9 +334,10 @@ def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
         try:
             if buf.raw().nbytes >= threshold:
                 found.append(True)
+                return False  # left out (not copied): this pickle is not used then
         except BufferError:
             pass
-        return True  # in-band, this time
+        return True  # in-band
 
     try:
         data = _pickle(records, spot, threshold)
