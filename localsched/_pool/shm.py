@@ -186,11 +186,13 @@ def available() -> bool:
 # -- writing -----------------------------------------------------------------
 
 
-def dumps_oob(obj: Any, threshold: int) -> tuple[bytes, list]:
+def dumps_oob(obj: Any, threshold: int, arrays: bool = True) -> tuple[bytes, list]:
     """Pickle ``obj`` with its buffers of at least ``threshold`` bytes left
     out: ``(pickle, [memoryview, ...])``; pass the buffers back (in order)
     to ``pickle.loads(..., buffers=)``.  The fast C pickler where it works,
-    else cloudpickle, as ``protocol.dumps``."""
+    else cloudpickle, as ``protocol.dumps``.  ``arrays``: non-contiguous
+    and datetime arrays too (``_Pickler``; a Python call per object, so
+    not for job bodies full of task specs)."""
     big: list = []
 
     def keep(buf: pickle.PickleBuffer) -> bool:
@@ -204,7 +206,10 @@ def dumps_oob(obj: Any, threshold: int) -> tuple[bytes, list]:
         return False
 
     try:
-        data = _pickle(obj, keep, threshold)
+        if arrays:
+            data = _pickle(obj, keep, threshold)
+        else:
+            data = pickle.dumps(obj, protocol=5, buffer_callback=keep)
         if b"__main__" not in data:
             return data, big
     except Exception:
@@ -340,11 +345,11 @@ def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
         return True  # in-band
 
     try:
-        data = _pickle(records, spot, threshold)
+        data = pickle.dumps(records, protocol=5, buffer_callback=spot)
     except Exception:
         data = None
-    if data is not None and not found and not any(
-            type(r[2]) is bytes and len(r[2]) >= threshold for r in records):
+    if data is not None and not found and not any(_in_band_but_big(r[2], threshold)
+                                                  for r in records):
         return data if b"__main__" not in data else dumps(records)
     made = []
     try:
@@ -365,6 +370,20 @@ def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
 
 
 _ATOMIC = frozenset({int, float, str, bool, complex, type(None)})
+
+
+def _in_band_but_big(value: Any, threshold: int) -> bool:
+    """A large result pickle would copy in-band (see ``_Pickler``)."""
+    t = type(value)
+    if t in _ATOMIC:
+        return False
+    if t is bytes:
+        return len(value) >= threshold
+    np = sys.modules.get("numpy")
+    return (np is not None and t is np.ndarray and value.nbytes >= threshold
+            and not value.dtype.hasobject
+            and (value.dtype.kind in "mM"
+                 or not (value.flags.c_contiguous or value.flags.f_contiguous)))
 
 
 # -- the handle ----------------------------------------------------------------
@@ -466,7 +485,7 @@ def dumps_job(obj: Any, prefix: Optional[str], dumps: Callable) -> tuple[bytes, 
     if prefix is None:
         return dumps(obj), None
     threshold, reserve = settings()[1:]
-    meta, buffers = dumps_oob(obj, threshold)
+    meta, buffers = dumps_oob(obj, threshold, arrays=False)
     if not buffers:
         return meta, None
     name = prefix + "in"
