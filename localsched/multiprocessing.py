@@ -7,6 +7,12 @@ stops them.  The pool itself lives in ``localsched._pool`` (its design note
 is in ``localsched/_pool/pool.py``); this module only picks the pool and
 hands it to the scheduling loop.
 
+On localsched's own pool, results and inputs holding large buffers (NumPy
+arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
+through shared memory: a worker writes them once into ``/dev/shm``, the
+scheduler keeps a handle, and the next worker maps them without copying
+(``localsched/_pool/shm.py``).  Small objects keep the pipe.
+
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool
 starts a replacement and the next computation works.  Workers die with

@@ -348,9 +348,12 @@ def dump_records(records: list, prefix: str, dumps: Callable) -> bytes:
         data = pickle.dumps(records, protocol=5, buffer_callback=spot)
     except Exception:
         data = None
-    if data is not None and not found and not any(_in_band_but_big(r[2], threshold)
-                                                  for r in records):
-        return data if b"__main__" not in data else dumps(records)
+    if data is not None and not found:
+        for r in records:  # (a plain loop: this runs for every task's record)
+            if type(r[2]) not in _ATOMIC and _in_band_but_big(r[2], threshold):
+                break
+        else:
+            return data if b"__main__" not in data else dumps(records)
     made = []
     try:
         out = []
