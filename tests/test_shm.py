@@ -228,6 +228,21 @@ def test_a_worker_killed_while_holding_segments_leaves_none():
     assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0
 
 
+def write_segment_then_die(prefix, emit):
+    shm.share(make("f8"), prefix + "unreported")  # written, never reported
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_segments_a_dead_worker_wrote_but_never_reported_are_swept():
+    with lmp.ProcessPool(1) as pool:
+        # Job 1 of this pool: its segments are named with this prefix.
+        prefix = shm.job_prefix(pool._token, 1)
+        future = pool.submit(write_segment_then_die, prefix, emit=lambda records: None)
+        with pytest.raises(lmp.WorkerDiedError):
+            future.result(timeout=60)
+        assert not [n for n in mine() if n.startswith(prefix)]
+
+
 def test_ctrl_c_mid_run_leaves_no_segment():
     main = threading.get_ident()
     ended = []
