@@ -17,7 +17,10 @@ crosses the pipe, inside a ``SharedValue`` handle::
 
 Who owns what.  The scheduler's process owns every segment: a worker
 creates one for a result, and hands it over in the record that carries the
-result.  The parent unlinks it when its ``SharedValue`` goes: when the cache
+result.  The parent releases it when its ``SharedValue`` goes (while a
+computation runs a released segment may wait, renamed, in a small free list
+for a worker to rewrite: see "reusing released segments" below; the list is
+unlinked when the computation ends): when the cache
 releases the key (the last reference drops; CPython frees it at once), when
 the computation fails or is interrupted (``Inbox.abandon`` releases what the
 computation holds and whatever arrives for it later), or at the end, when an
