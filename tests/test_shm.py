@@ -351,3 +351,50 @@ def test_resource_profiler_counts_shared_memory_once():
     assert abs(held - base) < 0.25 * mb, (base, held)
     # Three mappings add (almost) nothing: the pages are counted once.
     assert abs(mapped - held) < 0.25 * mb, (held, mapped)
+
+
+# -- the scheduler's process itself ends -------------------------------------------
+
+_SCRIPT = """
+import os, signal, sys, numpy as np
+from localsched.callbacks import Callback
+from localsched.multiprocessing import default_pool, get
+
+def stop(key, result, dsk, state, worker_id):
+    if len(state.finished) == 4:
+        print(os.getpid(), *default_pool(2).pids, flush=True)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+
+dsk = {f"a{i}": (np.full, 200_000, i) for i in range(30)}
+dsk["out"] = (len, [f"a{i}" for i in range(30)])
+get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, how], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    import psutil
+
+    pid, *workers = map(int, proc.stdout.split())
+    # Its workers die with it (PDEATHSIG, lifeline); wait until they have.
+    psutil.wait_procs([p for p in map(_process, workers) if p is not None], timeout=10)
+    if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
+        assert "KeyboardInterrupt" in proc.stderr
+    else:  # killed outright: the next process that starts a pool sweeps
+        assert shm.live_segments(pids=[pid])  # (what it held when killed)
+        shm.sweep_stale()
+    assert not shm.live_segments(pids=[pid])
+
+
+def _process(pid: int):
+    import psutil
+
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
