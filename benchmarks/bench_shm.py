@@ -124,7 +124,8 @@ def main(argv=None) -> int:
     for label, value, bar in rows:
         if value is None:
             continue
-        verdict = "" if bar is None else (f"  (bar ≤ {bar}x: {'met' if value <= bar else 'NOT met'})")
+        verdict = "" if bar is None else \
+            f"  (bar ≤ {bar}x: {'met' if value <= bar else 'NOT met'})"
         print(f"  {label:44s} {value:5.2f}x{verdict}")
 
     if args.memory:
