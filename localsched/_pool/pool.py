@@ -35,6 +35,12 @@ How a job travels::
     future done ◄────────── the job's last message: worker IDLE again
                             (or its exit: WorkerDiedError, a replacement starts)
 
+Large values do not ride in these messages: a streaming job's RUN names a
+shared-memory prefix, and its inputs and results travel as segments in
+``/dev/shm`` with small handles in the messages (``shm``).  A job's input
+segment is released when the job ends; when its worker dies, so are the
+segments the worker made under the job's prefix and never reported.
+
 Worker states, every move checked (``Worker.move``; an illegal move raises
 WorkerStateError)::
 
