@@ -17,7 +17,9 @@ tree-processes              tree reduction, ``multiprocessing.get(num_workers=2)
 chain-sync                  linear chain, ``local.get_sync``
 chain-threads               linear chain, ``threaded.get(num_workers=2)``
 tree-threads-diagnostics    tree-threads with Profiler, ResourceProfiler(dt=1),
-                            CacheProfiler and ProgressBar active, vs without
+                            CacheProfiler and ProgressBar active, vs without;
+                            and with those plus FineMetrics and
+                            SampleProfiler(interval=0.01) ("all six")
 ==========================  =================================================
 
 Pools are warmed up before timing: localsched reuses its process pool across
@@ -80,6 +82,7 @@ GRAPHS: dict[str, tuple[Callable, Callable]] = {
 }
 
 DIAGNOSTICS_TARGET_US = 3.0  # what the diagnostics may add, µs per task
+ALL_DIAGNOSTICS_TARGET_US = 4.0  # ... with FineMetrics and SampleProfiler(0.01) too
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,16 @@ def localsched_diagnostics() -> tuple[Optional[Callable[[], list]], str]:
     )
 
 
+def localsched_all_diagnostics() -> Optional[Callable[[], list]]:
+    """The four, plus FineMetrics and SampleProfiler(interval=0.01), or None."""
+    four, _ = localsched_diagnostics()
+    try:
+        from localsched.diagnostics import FineMetrics, SampleProfiler
+    except ImportError:
+        return None
+    return lambda: four() + [FineMetrics(), SampleProfiler(interval=0.01)]
+
+
 def dask_diagnostics() -> list:
     from dask.diagnostics import CacheProfiler, ProgressBar, Profiler, ResourceProfiler
 
@@ -203,6 +216,9 @@ def run_diagnostics(dsk: dict, keys: list, repeat: int) -> dict:
     }
     if ls_diag is not None:
         runners["localsched+diag"] = lambda: timed(ls_get, dsk, keys, ls_diag)
+    ls_all = localsched_all_diagnostics()
+    if ls_all is not None:
+        runners["localsched+all"] = lambda: timed(ls_get, dsk, keys, ls_all)
     # dask's own ProgressBar around a localsched run: it reads the state's
     # ready/waiting/running ten times a second (the drop-in issue: < 10 %).
     runners["localsched+daskbar"] = lambda: timed(ls_get, dsk, keys, dask_progressbar)
@@ -297,6 +313,14 @@ def main(argv=None) -> int:
                     target, met = "-", "-"
                 print(f"{lib:<11} {r[key]:>16.2f} {r[key + '+diag']:>13.2f} {added:>14.2f} "
                       f"{target:>7} {met:>4}", flush=True)
+            if "localsched+all" in r:
+                added = r["localsched+all"] - r["localsched"]
+                met = "yes" if added <= ALL_DIAGNOSTICS_TARGET_US else "NO"
+                if met == "NO":
+                    missed.append(DIAGNOSTICS_CASE + " (all six)")
+                print(f"{'all six':<11} {r['localsched']:>16.2f} {r['localsched+all']:>13.2f} "
+                      f"{added:>14.2f} {'<=' + format(ALL_DIAGNOSTICS_TARGET_US, 'g'):>7} "
+                      f"{met:>4}   (+ FineMetrics, SampleProfiler(interval=0.01))", flush=True)
             if "localsched+daskbar" in r:
                 added = r["localsched+daskbar"] / r["localsched"] - 1
                 met = "yes" if added <= DASK_PROGRESSBAR_TARGET else "NO"

@@ -25,7 +25,7 @@ Records.  A worker reports each task as a plain tuple laid out as
 ``Record`` (plain tuples: they are made once per task in the hot path, and
 pickle small); lists of them travel together.
 
->>> Record(3, True, 42, 1.0, 1.5, 7).value
+>>> Record(3, True, 42, 1.0, 1.5, 7, None).value
 42
 """
 
@@ -57,6 +57,15 @@ class Record(NamedTuple):
     ``ok`` is True (``value`` is the result, or None when only the batch
     needed it), False (``value`` is the exception) or None: an announcement
     that the batch starts with task ``index`` at ``start``.
+
+    ``probe`` is None unless a callback asked for fine metrics
+    (``localsched.diagnostics.FineMetrics``); then it is ``(thread CPU
+    seconds, user metrics or None)``, plus, for the first task of a batch
+    sent to a process, ``(received, unpacked)``: epoch seconds at which the
+    worker got the batch and had unpickled it.  A record with a negative
+    ``index`` carries no task: -1, how an earlier hand-off of results
+    travelled; -2, stack samples taken in a worker process (see
+    ``core.run_batch``).
     """
 
     index: int
@@ -65,6 +74,7 @@ class Record(NamedTuple):
     start: float
     end: float
     worker_id: Any
+    probe: Any = None
 
 
 class BatchItem(NamedTuple):

@@ -52,6 +52,15 @@ starts; that is when ``pretask`` fires.  ``posttask`` fires when the record
 arrives, and ``state.timing`` holds the ``(start, end)`` epoch seconds the
 worker measured around the call itself.
 
+Fine metrics and sampling.  Runs nobody measures pay nothing per task: the
+callbacks say once per computation what they want (``wants``).  For a
+``FineMetrics``, workers read the thread's CPU clock once per task boundary
+and give each record a ``probe`` (CPU seconds, the task's own
+``localsched.metrics`` entries); process workers also report how inputs
+and results travelled.  For a ``SampleProfiler``, each worker thread
+publishes the task it runs in ``_running_tasks`` for the sampler thread
+(worker processes sample themselves and send the samples back as records).
+
 The synchronous scheduler passes ``submit=None``: the same state machine runs
 tasks inline, in priority order, in the caller's thread.
 
@@ -74,6 +83,7 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
 from . import callbacks as _callbacks
+from . import metrics as _metrics
 from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
@@ -125,6 +135,19 @@ class State(Mapping):
     ``(exception, start, end, worker_id)`` of a task that raised) and
     ``running_since`` (key -> ``(start, worker_id)`` of tasks still running
     when the computation stopped; worker_id may be None).
+
+    For fine metrics (only filled while a callback asks for them, see
+    ``wants``): ``span`` (the caller's ``localsched.span`` names when the
+    computation started); per task, ``probe`` (the record's probe: thread
+    CPU seconds and user metrics, see ``batching.Record``) and
+    ``activities`` (None, or on processes, for the first task of a batch,
+    ``(activity, start, stop)`` stretches its inputs spent travelling:
+    ``serialize`` in the caller, ``transfer``, ``deserialize`` in the worker);
+    ``late``: ``(keys, start, pickling seconds, stop, received)`` per
+    hand-off of results from a worker process, learnt after those tasks'
+    posttask; ``samples``: stack samples taken in worker processes
+    (SampleData tuples); at ``finish``, ``overhead``: ``(scheduler CPU
+    seconds, worker-seconds idle)``.
     """
 
     FIELDS = (
@@ -141,7 +164,8 @@ class State(Mapping):
 
     # Slots: callbacks read state.timing and state.freed once per task.
     __slots__ = ("_run", "cache", "finished", "released", "ntasks", "timing", "freed",
-                 "transfer", "failed", "running_since", "_static", "__weakref__")
+                 "transfer", "failed", "running_since", "span", "probe", "activities",
+                 "late", "samples", "overhead", "_static", "__weakref__")
 
     def __init__(self, run: "Run"):
         self._run = run
@@ -154,6 +178,12 @@ class State(Mapping):
         self.transfer: Optional[tuple] = None
         self.failed: dict = {}
         self.running_since: dict = {}
+        self.span: tuple = ()
+        self.probe = None
+        self.activities: Optional[tuple] = None
+        self.late: list = []
+        self.samples: list = []
+        self.overhead: Optional[tuple] = None
         self._static: dict = {}
 
     def __getitem__(self, name: str):
@@ -282,6 +312,8 @@ def run_batch(
     *,
     emit: Callable,
     where: Optional[list] = None,
+    measure: bool = False,
+    sample: float = 0.0,
 ):
     """Run a batch of tasks in order, on a worker; emit lists of records.
 
@@ -289,16 +321,27 @@ def run_batch(
     send)`` (see ``localsched.batching``); dependency results are read from
     ``data`` (the shared cache, an overlay of it, or the inputs shipped to a
     process).  A record is a ``Record`` tuple ``(i, ok, value, start, end,
-    worker_id)``; the batch stops at the first failure.  Records are handed
+    worker_id, probe)``; the batch stops at the first failure.  Records are handed
     to ``emit`` in lists: whenever ``FLUSH_INTERVAL`` has passed since the
     last hand-off or ``FLUSH_RESULTS`` records carry results, on a failure,
     and at the end.  With ``announce`` (someone listens for task starts), a
-    first record ``(i, None, None, start, 0.0, worker_id)`` says at once that
+    first record ``(i, None, None, start, 0.0, worker_id, None)`` says at once that
     the batch has started, and finished records are handed over before the
     next task starts (at most every ``ANNOUNCE_INTERVAL``), so its start is
     known within that when it happens.  ``where`` (a list shared with the
     scheduler, threads only) receives ``(worker_id, start)`` once, so a batch
     that is stopped before it reports anything can still be placed.
+
+    ``measure`` (a FineMetrics listens): each record's ``probe`` holds the
+    task's thread CPU time and what it metered (``localsched.metrics``);
+    ``thread_time`` is read once per task boundary (about 0.5 µs a call), so a
+    task's CPU includes the few steps of bookkeeping before it.  In a
+    worker process, each hand-off's own cost (how long its results waited,
+    were pickled and sent) is reported in the next one as a record with
+    index -1.  ``sample`` (a SampleProfiler listens, its interval): the
+    thread's running task is published in ``_running_tasks`` for the
+    sampler thread; in a worker process the worker's own sampler runs and
+    its samples travel back as records with index -2.
     """
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
@@ -306,12 +349,26 @@ def run_batch(
     now = time.time
     buf: list = []
     carried = 0
+    probe = None
+    if measure or sample:
+        # The rare path's set-up, out of the loop below.
+        tid = threading.get_ident()
+        running = _running_tasks if sample else None
+        outer_task = running.get(tid) if sample else None
+        sampler = _worker_sampler(sample) if sample and _process_worker_id else None
+        local = _metrics._local
+        outer_sink = getattr(local, "sink", None)
+        cpu = _thread_time
+        arrival = _take_job_arrival() if _process_worker_id else None
+        if _process_worker_id:  # the cost of each hand-off, reported in the next
+            emit = _MeasuredEmit(emit, wid, sampler)
+        c_prev = cpu()
     try:
         last = now()
         if where is not None:  # (threads) who runs the batch, from when
             where.append((wid, last))
         if announce:
-            emit([(batch[0][0], None, None, last, 0.0, wid)])
+            emit([(batch[0][0], None, None, last, 0.0, wid, None)])
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
@@ -320,22 +377,34 @@ def run_batch(
                 buf = []
                 carried = 0
                 last = now()
+            if measure:
+                sink = local.sink = []
+            if sample:
+                running[tid] = key
             t0 = now()
             try:
                 value = execute(spec, data)
             except BaseException as exc:  # noqa: B036 -- reported, not swallowed
-                buf.append((i, False, exc, t0, now(), wid))
+                buf.append((i, False, exc, t0, now(), wid, None))
                 break
             t1 = now()
+            if sample:
+                running[tid] = None  # between tasks: the worker's own work
+            if measure:
+                c = cpu()
+                probe = (c - c_prev, sink or None) if arrival is None else \
+                    (c - c_prev, sink or None, arrival)
+                c_prev = c
+                arrival = None
             if store:
                 data[key] = value
             for k in drop:
                 del data[k]
             if send:
-                buf.append((i, True, value, t0, t1, wid))
+                buf.append((i, True, value, t0, t1, wid, probe))
                 carried += 1
             else:
-                buf.append((i, True, None, t0, t1, wid))
+                buf.append((i, True, None, t0, t1, wid, probe))
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
                 emit(buf)
@@ -344,8 +413,89 @@ def run_batch(
                 last = t1
     finally:
         _callbacks._local_active.reset(token)
+        if measure or sample:
+            local.sink = outer_sink
+            if sample:
+                if outer_task is None:
+                    running.pop(tid, None)
+                else:  # a computation nested in a task (sync): its task again
+                    running[tid] = outer_task
         if buf:
             emit(buf)
+        if (measure or sample) and _process_worker_id:
+            emit.close()
+
+
+# -- fine metrics and sampling support (only used while someone listens) -----
+
+_thread_time = time.thread_time
+
+# thread ident -> key of the task it runs, while a SampleProfiler listens
+# (read by the sampler thread: plain dict operations are atomic).
+_running_tasks: dict = {}
+
+# In a worker process: (received, unpacked) epoch seconds of the job being
+# started, set by the worker before it calls run_batch.
+_job_arrival: Optional[tuple] = None
+# In a worker process: seconds the last hand-off spent pickling its records
+# (set by the worker's emit).
+_dump_seconds: float = 0.0
+
+
+def _take_job_arrival() -> Optional[tuple]:
+    global _job_arrival
+    arrival, _job_arrival = _job_arrival, None
+    return arrival
+
+
+def _worker_sampler(interval: float):
+    """The worker process's sampler, enabled for this job."""
+    from .diagnostics.sampler import worker_sampler
+
+    sampler = worker_sampler()
+    sampler.enable(interval)
+    return sampler
+
+
+class _MeasuredEmit:
+    """``emit`` in a worker process while measuring: times each hand-off
+    and reports it (and the worker's stack samples) at the head of the next
+    one, or in a last list of its own when the batch ends."""
+
+    __slots__ = ("emit", "wid", "sampler", "pending")
+
+    def __init__(self, emit: Callable, wid: int, sampler):
+        self.emit = emit
+        self.wid = wid
+        self.sampler = sampler
+        self.pending: list = []
+
+    def __call__(self, records: list) -> None:
+        global _dump_seconds
+        if self.pending:
+            records = self.pending + records
+        _dump_seconds = 0.0
+        start = time.time()
+        self.emit(records)
+        stop = time.time()
+        # (indices of the tasks whose results went, hand-off start, pickling
+        # seconds, hand-off end)
+        sent = tuple(r[0] for r in records if r[1] and r[2] is not None)
+        self.pending = [(-1, None, (sent, start, _dump_seconds, stop), 0.0, 0.0, self.wid, None)]
+        if self.sampler is not None:
+            samples = self.sampler.drain()
+            if samples:
+                self.pending.append((-2, None, samples, 0.0, 0.0, self.wid, None))
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.disable()
+            samples = self.sampler.drain()
+            if samples:
+                self.pending.append((-2, None, samples, 0.0, 0.0, self.wid, None))
+        pending, self.pending = self.pending, []
+        if pending:
+            self.emit(pending)
 
 
 def get_async(
@@ -424,6 +574,7 @@ def get_async(
             if c not in cbs:
                 cbs.append(c)
     starts, start_states, pretasks, posttasks, finishes = unpack_callbacks(cbs)
+    measure, sample = wants(cbs)
 
     # Callbacks see the graph as a Mapping (dask hands schedulers an
     # expression object with __dask_graph__; dask's callbacks expect a dict).
@@ -449,6 +600,11 @@ def get_async(
                     started.append(cb[4])
         run = Run(dsk, keys, cache)
         state = run.state = State(run)
+        state.span = _metrics._span.get()
+        if measure:
+            run.measure = True
+            run.cpu_start = _thread_time()
+        run.sample = sample
         for f in start_states:
             f(dsk, state)
         if submit is None:
@@ -471,11 +627,43 @@ def get_async(
         result = run.results()
         errored = False
     finally:
+        if measure and run is not None:
+            # The scheduler's own overhead: CPU time of the caller's thread in
+            # this call (compiling, ordering, the loop, the callbacks), minus
+            # the tasks it ran itself (sync).  Waiting for workers costs no CPU.
+            cpu = _thread_time() - run.cpu_start - run.inline_cpu
+            state.overhead = (max(0.0, cpu), run.idle)
         try:
             _finish_all(started, dsk, state, errored)
         finally:
             _callbacks._local_active.reset(token)
     return result
+
+
+def wants(cbs: Iterable[tuple]) -> tuple[bool, float]:
+    """What the callbacks ask the run to measure: ``(measure, sample)``.
+
+    A Callback object asks through class attributes, read here once per
+    computation so that runs nobody measures pay nothing per task:
+    ``_localsched_measure = True`` (FineMetrics: thread CPU time and user
+    metrics per task, idle and scheduler time) and ``_localsched_sample``
+    (SampleProfiler: its sampling interval in seconds, 0 for none).
+
+    >>> wants([(None, print, None, None, None)])
+    (False, 0.0)
+    """
+    measure, sample = False, 0.0
+    for cb in cbs:
+        for f in cb:
+            owner = getattr(f, "__self__", None)
+            if owner is None:
+                continue
+            measure = measure or getattr(owner, "_localsched_measure", False) is True
+            interval = getattr(owner, "_localsched_sample", 0.0)
+            if type(interval) is float and interval > 0:
+                sample = interval if not sample else min(sample, interval)
+            break
+    return measure, sample
 
 
 def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
@@ -568,6 +756,41 @@ class Run:
         # Batches on their way (pool loop), or the task running inline.
         self.flights: dict = {}
         self.current: Optional[int] = None
+        # Fine metrics / sampling (see get_async): off unless asked for.
+        self.measure = False
+        self.sample = 0.0
+        self.cpu_start = 0.0
+        self.inline_cpu = 0.0  # CPU seconds of the tasks run inline
+        self.idle = 0.0  # worker-seconds with a free worker and nothing ready
+
+    def _drain_notes(self, inflight: dict, get_event, flights: dict, mark: list) -> None:
+        """All tasks are done; wait for the batches still in flight (their
+        last lists, measurements only: see run_batch) to end, reading them."""
+        while inflight:
+            try:
+                item = get_event(True, 0.1)
+            except Empty:
+                continue
+            if type(item) is list:
+                for i, ok, value, _, _, wid, _ in item:
+                    if ok is None and i < 0:
+                        self._note(i, value, flights, mark, wid)
+            else:
+                flights.pop(mark[inflight.pop(item).batch[0]], None)
+
+    def _note(self, i: int, value, flights: dict, mark: list, wid) -> None:
+        """A worker process's measurement record (index < 0, see run_batch)."""
+        state = self.state
+        if i == -2:  # stack samples: (time, key, stack) each
+            state.samples.extend((t, wid, key, stack) for t, key, stack in value)
+            return
+        sent, start, dumped, stop = value
+        if not self.measure or not sent:
+            return
+        flight = flights.get(mark[sent[0]])
+        if flight is not None:
+            keys = self.keys
+            state.late.append(([keys[j] for j in sent], start, dumped, stop, flight.arrived))
 
     @property
     def needed(self) -> list:
@@ -664,35 +887,62 @@ class Run:
         now = time.time
         wid = threading.get_ident()
         ready = self.ready
-        while ready:
-            i = ready.pop()
-            key = keys[i]
-            if pretasks:
-                for f in pretasks:
-                    f(key, dsk, state)
-            if status[i] != READY:
-                raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
-            status[i] = RUNNING
-            self.current = i
-            t0 = now()
-            try:
-                value = execute(specs[i], cache)
-            except BaseException as exc:
+        measure, sample = self.measure, self.sample
+        if measure or sample:
+            local = _metrics._local
+            outer_sink = getattr(local, "sink", None)
+            running = _running_tasks
+            outer_task = running.get(wid)
+        probe = None
+        if measure:
+            cpu = _thread_time
+        try:
+            while ready:
+                i = ready.pop()
+                key = keys[i]
+                if pretasks:
+                    for f in pretasks:
+                        f(key, dsk, state)
+                if status[i] != READY:
+                    raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+                status[i] = RUNNING
+                self.current = i
+                if measure:
+                    sink = local.sink = []
+                    c0 = cpu()
+                if sample:
+                    _running_tasks[wid] = key
+                t0 = now()
+                try:
+                    value = execute(specs[i], cache)
+                except BaseException as exc:
+                    t1 = now()
+                    if isinstance(exc, Exception):
+                        state.failed[key] = (exc, t0, t1, wid)
+                        _add_note(exc, f"while computing task {key!r}")
+                        raise exc.with_traceback(_trim_traceback(exc.__traceback__))
+                    state.running_since[key] = (t0, wid)  # interrupted
+                    raise
                 t1 = now()
-                if isinstance(exc, Exception):
-                    state.failed[key] = (exc, t0, t1, wid)
-                    _add_note(exc, f"while computing task {key!r}")
-                    raise exc.with_traceback(_trim_traceback(exc.__traceback__))
-                state.running_since[key] = (t0, wid)  # interrupted
-                raise
-            t1 = now()
-            self.current = None
-            freed = complete(i, value)
-            if posttasks:
-                state.timing = (t0, t1)
-                state.freed = freed
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
+                if measure:
+                    c = cpu() - c0
+                    self.inline_cpu += c
+                    probe = (c, sink or None)
+                self.current = None
+                freed = complete(i, value)
+                if posttasks:
+                    state.timing = (t0, t1)
+                    state.freed = freed
+                    state.probe = probe
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
+        finally:
+            if measure or sample:
+                local.sink = outer_sink
+                if outer_task is None:
+                    running.pop(wid, None)
+                else:  # a computation nested in a task: its task again
+                    running[wid] = outer_task
 
     # -- pools -------------------------------------------------------------
 
@@ -736,6 +986,13 @@ class Run:
         if transport is not None:
             load = transport.load
             emit = inbox = transport.Inbox(put)
+        measure, sample = self.measure, self.sample
+        # What a worker is asked to measure (nothing, usually: no keywords).
+        probes = {}
+        if measure:
+            probes["measure"] = True
+        if sample:
+            probes["sample"] = sample
 
         def dispatch() -> None:
             batch = planner.next_batch()
@@ -758,9 +1015,11 @@ class Run:
             try:
                 if stream and not pack_data:  # threads: in a copy of the caller's context
                     fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
-                                 announce, emit=put, where=flight.where)
+                                 announce, emit=put, where=flight.where, **probes)
                 elif stream:  # a process pool that routes ``emit`` back to this process
-                    fut = submit(run_batch, items, data, None, announce, emit=emit)
+                    fut = submit(run_batch, items, data, None, announce, emit=emit, **probes)
+                    if measure:  # the inputs were pickled by submit
+                        flight.sent = (flight.dispatched, now())
                 else:
                     fut = submit(_run_batch_collect, items, data)
             except Exception as exc:  # e.g. a task or an input that cannot be pickled
@@ -799,7 +1058,14 @@ class Run:
                 try:
                     # A timeout, so a Ctrl-C that lands just before the wait
                     # starts (and so cannot interrupt it) is seen promptly.
-                    item = get_event(True, 0.1)
+                    if measure and idle:  # free workers, and nothing ready
+                        w0 = now()
+                        try:
+                            item = get_event(True, 0.1)
+                        finally:
+                            self.idle += idle * (now() - w0)
+                    else:
+                        item = get_event(True, 0.1)
                 except Empty:
                     continue
                 if type(item) is list:  # records, about a millisecond's worth
@@ -830,7 +1096,11 @@ class Run:
                     records = item.result()
                 arrived = now() if pack_data else 0.0
                 last = len(records) - 1
-                for n, (i, ok, value, t0, t1, wid) in enumerate(records):
+                flight = None
+                for n, (i, ok, value, t0, t1, wid, probe) in enumerate(records):
+                    if ok is None and i < 0:  # not a task: measurements (see run_batch)
+                        self._note(i, value, flights, mark, wid)
+                        continue
                     flight = flights.get(mark[i])
                     if flight is not None:
                         flight.seen(t0 if ok is None else t1, wid)
@@ -859,6 +1129,16 @@ class Run:
                             if flight is not None and flight.batch[0] == i:
                                 sent = max(0.0, t0 - flight.dispatched)
                             state.transfer = (sent, max(0.0, arrived - t1) if n == last else 0.0)
+                        if measure:
+                            state.probe = probe
+                            if pack_data:
+                                state.activities = None
+                                if probe is not None and len(probe) > 2 and flight is not None \
+                                        and flight.sent is not None:
+                                    (d0, d1), (received, _) = flight.sent, probe[2]
+                                    state.activities = (("serialize", d0, d1),
+                                                        ("transfer", d1, received),
+                                                        ("deserialize", received, t0))
                         for f in posttasks:
                             f(key, value, dsk, state, wid)
                     if pretasks:
@@ -867,8 +1147,12 @@ class Run:
                             k2 = keys[nxt]
                             for f in pretasks:
                                 f(k2, dsk, state)
+                if measure and flight is not None:
+                    flight.arrived = arrived  # (when this hand-off's results arrived)
                 # Hold no result past its release while waiting for the next list.
                 records = item = value = None
+            if (measure or sample) and pack_data and stream:
+                self._drain_notes(inflight, get_event, flights, mark)
             if load is not None:
                 # The outputs become the caller's own objects (mapped, not
                 # copied); their handles go, and with them the segments' names.
@@ -892,11 +1176,13 @@ class _Flight:
     """A batch on its way: what the scheduler knows of it, to say which of
     its tasks was running when a computation stops."""
 
-    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where")
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived")
 
     def __init__(self, batch: list, dispatched: float):
         self.batch = batch
         self.dispatched = dispatched
+        self.sent: Optional[tuple] = None  # (start, end) of pickling its inputs (measuring)
+        self.arrived = dispatched  # when its last hand-off of records arrived (measuring)
         self.last_end = dispatched
         self.worker_id = None
         self.where: list = []  # (worker_id, start) from a thread worker

@@ -16,6 +16,7 @@ Without ipykernel/nbclient the tests are skipped locally and fail in CI
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import json
@@ -184,8 +185,70 @@ def _check_walkthrough(nb) -> None:
     assert re.search(r"^  random_block\s+\[#+\] 18/18$", progress, re.MULTILINE), progress
 
 
-#: Extra checks of an executed notebook's outputs, by file name.
-CHECKS = {"walkthrough.ipynb": _check_walkthrough}
+def _shares(text: str, label: str) -> dict:
+    """The ``{activity: share}`` dict printed after ``label`` on one line."""
+    match = re.search(rf"{re.escape(label)}\s*(\{{[^}}]*\}})", text)
+    assert match, f"no {label!r} in:\n{text}"
+    return ast.literal_eval(match.group(1))
+
+
+def _wall(text: str, name: str) -> float:
+    match = re.search(rf"^{re.escape(name)}\s+wall (\d+\.\d+) s", text, re.MULTILINE)
+    assert match, f"no wall time of {name!r} in:\n{text}"
+    return float(match.group(1))
+
+
+def _check_where_the_time_went(nb, cwd: Path) -> None:
+    try:  # the repository root is on sys.path (python -m pytest), or tests/ is
+        from tests.trace_format import check_trace
+    except ImportError:
+        from trace_format import check_trace
+
+    # 1. The GIL: on threads the pure-Python loop waits (noncpu) for the lock
+    # the other thread holds; on processes it computes.
+    gil = _stdout(_cell(nb, "gil"))
+    lines = gil.splitlines()
+    on_threads = _shares(lines[0], "python_loop:")
+    on_processes = _shares(lines[1], "python_loop:")
+    assert on_threads.get("thread-noncpu", 0) >= 0.2, gil
+    # (on processes the loop computes; how much of its wall time depends on
+    # whether other programs leave the two cores free, so no share is asserted)
+    assert on_processes.get("thread-cpu", 0) > 0, gil
+    flame = _cell(nb, "gil-flame")
+    assert re.search(r"most sampled functions: \[[^\]]*python_loop", _stdout(flame)), _stdout(flame)
+    assert "python_loop" in _stdout(flame).split("samples by group:")[1]
+    assert any("application/vnd.bokehjs_exec.v0+json" in o.get("data", {})
+               for o in flame.outputs), "no flame graph displayed"
+
+    # 2. I/O: all waiting, whatever the thread count; more threads, less wall.
+    io = _stdout(_cell(nb, "io"))
+    for line in io.splitlines():
+        assert _shares(line, "fetch:").get("thread-noncpu", 0) >= 0.9, io
+    assert _wall(io, "16 threads") < _wall(io, "2 threads"), io
+    metered = _stdout(_cell(nb, "io-metered"))
+    assert _shares(metered, "fetch_metered:").get("I/O", 0) >= 0.9, metered
+    assert "('fetch_metered', 'downloaded'): 16000.0" in metered, metered
+    assert "('metered',)" in metered, metered
+
+    # 3. Big inputs: processes spend time moving data, threads none.
+    big = _stdout(_cell(nb, "big-inputs"))
+    moving = dict(re.findall(r"^(\w+)\s+wall .* moving data (\d+\.\d+) s", big, re.MULTILINE))
+    assert float(moving["threads"]) == 0.0 and float(moving["processes"]) > 0.0, big
+    assert {"serialize", "transfer"} <= set(_shares(big, "processes, make_rows:")), big
+
+    # The report, its JSON and its trace.
+    report = _stdout(_cell(nb, "report"))
+    assert "JSON round trip equal: True" in report, report
+    assert "spans: [('big inputs',), ('gil',), ('io',)]" in report, report
+    assert "'serialize'" in report and "'I/O'" in report, report
+    assert (cwd / "where-the-time-went.html").stat().st_size > 100_000
+    with open(cwd / "trace.json") as f:
+        assert check_trace(json.load(f)) == []
+
+
+#: Extra checks of an executed notebook's outputs, by file name: check(nb, cwd).
+CHECKS = {"walkthrough.ipynb": lambda nb, cwd: _check_walkthrough(nb),
+          "where_the_time_went.ipynb": _check_where_the_time_went}
 
 
 # -- the tests ------------------------------------------------------------------
@@ -215,7 +278,7 @@ def test_notebook_runs(path, tmp_path):
     assert not errors
     check = CHECKS.get(path.name)
     if check is not None:
-        check(nb)
+        check(nb, tmp_path)
     # The kernel ran in tmp_path (not in notebooks/, nbclient's default), so
     # files a notebook writes, say a saved report, stay out of the repository.
     assert sorted(NOTEBOOK_DIR.iterdir()) == notebook_dir_before

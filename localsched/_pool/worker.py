@@ -21,6 +21,7 @@ import pickle
 import signal
 import sys
 import threading
+import time
 from typing import Callable, Optional
 
 from . import shm
@@ -149,16 +150,23 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     """
     shm_prefix = None
 
+    from .. import core
+
     def emit(records: list) -> None:
-        frame = encode(Kind.RECORDS, job_id, dump_records(records, shm_prefix))
+        t = time.perf_counter()
+        body = dump_records(records, shm_prefix)
+        core._dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
         except OSError as exc:
             raise _ParentGone from exc
 
     try:
+        received = time.time()
         fn, args, kwargs, streams, shm_prefix = shm.loads_job(body)
         del body
+        core._job_arrival = (received, time.time())  # (read by fine metrics)
         if streams:
             fn(*args, emit=emit, **kwargs)
             return encode(Kind.DONE, job_id)

@@ -36,12 +36,18 @@ state, errored)``:
 starting x
 2
 
+``performance_report`` (also ``localsched.performance_report``) turns all of
+them on around a block of code and writes one self-contained HTML page;
+its ``RunData`` saves the records as JSON and exports a Chrome/Perfetto
+trace (``localsched.diagnostics.report``).
+
 The plotting module (and so bokeh) is imported only when you plot.
 """
 
 from __future__ import annotations
 
 from .cache import CacheProfiler
+from .metrics import FineMetrics
 from .profile import Profiler
 from .progress import ProgressBar
 from .records import (
@@ -56,6 +62,7 @@ from .records import (
     TransferData,
 )
 from .resource import ResourceProfiler
+from .sampler import SampleProfiler
 from .summary import GroupSummary, Summary
 
 __all__ = [
@@ -63,6 +70,8 @@ __all__ = [
     "ResourceProfiler",
     "CacheProfiler",
     "ProgressBar",
+    "FineMetrics",
+    "SampleProfiler",
     "TaskData",
     "FailedTaskData",
     "InterruptedTaskData",
@@ -75,7 +84,22 @@ __all__ = [
     "Summary",
     "GroupSummary",
     "visualize",
+    "performance_report",
+    "RunData",
+    "to_chrome_trace",
+    "load_json",
 ]
+
+_LAZY = {"performance_report", "RunData", "to_chrome_trace", "load_json"}
+
+
+def __getattr__(name: str):
+    # The report module (JSON, trace, the page) loads on first use.
+    if name in _LAZY:
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'localsched.diagnostics' has no attribute {name!r}")
 
 
 def visualize(profilers, filename="profile.html", show=True, save=True, mode=None,

@@ -1,0 +1,343 @@
+"""SampleProfiler: a statistical profiler of the code tasks run, per task group.
+
+Every ``interval`` seconds a background thread looks at the call stack of
+each thread that is running a task (``sys._current_frames()``) and keeps it
+as a :class:`SampleData`: when, which worker, which task group, and the
+frames, outermost first.  On the process scheduler a sampler thread inside
+each worker process does the same, and its samples travel back with the
+task records.  Nothing is done per frame in the hot path: the scheduler only
+publishes which task each thread runs (a dict store per task) while a
+SampleProfiler listens.
+
+The samples answer "which code took the time, in which group": totals per
+function or group, over a time window, and a call tree (``tree()``) that
+renders as a flame graph.  A sample stands for ``interval`` seconds.  A
+sample taken while a worker is between two tasks of a batch (handing
+results over) has group None.
+
+>>> samples = [SampleData(1.0, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
+...            SampleData(1.01, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
+...            SampleData(1.02, 7, 'sum', (('a.py', 1, 'main'),))]
+>>> totals(samples, by="group")
+{'load': 2, 'sum': 1}
+>>> totals(samples, by="function")[('a.py', 9, 'parse')]
+2
+>>> t = tree(samples)
+>>> t['name'], t['count'], [c['name'] for c in t['children']]
+('all', 3, ['main'])
+>>> t['children'][0]['children'][0]['count']
+2
+
+The frames of the scheduler itself (thread start-up, the worker loop,
+``run_batch``, the task executor, and the caller's frames above a sync
+computation) are cut off the top of each stack, so a stack starts at the
+task's function.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from typing import Callable, Optional
+
+from ..callbacks import Callback
+from ..utils import key_split
+from .records import SampleData
+
+__all__ = ["SampleProfiler", "totals", "tree", "worker_sampler"]
+
+# The files whose frames are the scheduler's, cut off the top of a stack.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_SCHEDULER_FILES = frozenset(
+    os.path.join(_PACKAGE, *name.split("/"))
+    for name in ("core.py", "graph.py", "local.py", "threaded.py", "multiprocessing.py",
+                 "delayed.py", "_pool/worker.py", "_pool/pool.py")
+)
+
+
+def _trim(stack: list) -> tuple:
+    """Drop the frames above the task: everything up to the end of the first
+    run of scheduler frames (see the module docstring)."""
+    n = len(stack)
+    p = 0
+    while p < n and stack[p][0] not in _SCHEDULER_FILES:
+        p += 1
+    if p == n:  # no scheduler frame: keep all
+        return tuple(stack)
+    while p < n and stack[p][0] in _SCHEDULER_FILES:
+        p += 1
+    return tuple(stack[p:])
+
+
+def take_samples(running: dict, append: Callable, codes: dict, now: Callable) -> None:
+    """Append ``(time, thread ident, key, stack)`` for every thread in
+    ``running`` (thread ident -> the key of its task).  ``codes`` interns
+    frames per code object, so equal frames are one tuple (and pickle once)."""
+    if not running:
+        return
+    frames = sys._current_frames()
+    t = now()
+    for tid, key in list(running.items()):  # (a snapshot: other threads write it)
+        f = frames.get(tid)
+        if f is None:
+            continue
+        stack = []
+        while f is not None:
+            code = f.f_code
+            frame = codes.get(code)
+            if frame is None:
+                frame = codes[code] = (code.co_filename, code.co_firstlineno, code.co_name)
+            stack.append(frame)
+            f = f.f_back
+        stack.reverse()
+        append((t, tid, key, _trim(stack)))
+    del frames
+
+
+def _core():
+    from .. import core
+
+    return core
+
+
+class SampleProfiler(Callback):
+    """Sample the call stacks of running tasks every ``interval`` seconds.
+
+    Use as a ``with`` block (or ``register()``, or ``callbacks=[...]``); a
+    sampler thread runs while a computation it watches runs, and is stopped
+    (an Event) and joined when the last one finishes.  ``results``: the
+    :class:`SampleData` of the computations so far, oldest first; queries:
+    :meth:`totals`, :meth:`tree`.  ``timer`` (epoch seconds) stamps the
+    samples; tests pass a fake one.
+
+    Works on the sync, thread and process schedulers (on processes, each
+    worker samples itself; a foreign ``pool=`` is not sampled).
+
+    >>> from localsched.local import get_sync
+    >>> with SampleProfiler(interval=0.01) as sp:
+    ...     get_sync({'x': (sum, [1, 2])}, 'x')
+    3
+    >>> sp.tree()['name']
+    'all'
+    """
+
+    record_type = SampleData
+
+    def __init__(self, interval: float = 0.01, timer: Callable[[], float] = time.time):
+        super().__init__()
+        interval = float(interval)
+        if not interval > 0:
+            raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
+        self.interval = interval
+        # Read by the scheduler once per computation (core.wants).
+        self._localsched_sample = interval
+        self._timer = timer
+        self._raw: list = []  # (time, worker id, key, stack), appended by the sampler thread
+        self._built: list = []
+        self._groups: dict = {}
+        self._lock = threading.Lock()  # guards the thread's start/stop, _live, the build
+        self._live: set = set()  # id() of the states of the computations watched now
+        self._thread: Optional[threading.Thread] = None
+        self._stop = threading.Event()
+
+    # -- the sampler thread ---------------------------------------------------
+
+    def _sample_loop(self, stop: threading.Event) -> None:
+        running = _core()._running_tasks
+        append, codes, timer, interval = self._raw.append, {}, self._timer, self.interval
+        while not stop.wait(interval):
+            take_samples(running, append, codes, timer)
+
+    def _start_state(self, dsk, state):
+        with self._lock:
+            self._live.add(id(state))
+            if self._thread is None:
+                self._stop = stop = threading.Event()
+                self._thread = threading.Thread(target=self._sample_loop, args=(stop,),
+                                                name="localsched-sampler", daemon=True)
+                self._thread.start()
+
+    def _finish(self, dsk, state, errored):
+        remote = getattr(state, "samples", None)
+        if remote:  # taken in worker processes: already (time, pid, key, stack)
+            self._raw.extend(remote)
+        with self._lock:
+            # (a computation that failed before its state was built never
+            # started: it is not ours to stop)
+            self._live.discard(id(state))
+            if self._live or self._thread is None:
+                return
+            thread, self._thread = self._thread, None
+            self._stop.set()
+        thread.join()
+
+    # -- reading ----------------------------------------------------------------
+
+    @property
+    def results(self) -> list:
+        """The samples so far, as :class:`SampleData` (a copy)."""
+        with self._lock:
+            raw, groups = self._raw, self._groups
+            for t, wid, key, stack in raw[len(self._built):]:
+                g = groups.get(key)
+                if g is None and key is not None:  # (None: between tasks)
+                    g = groups[key] = key_split(key)
+                self._built.append(SampleData(t, wid, g, stack))
+            return list(self._built)
+
+    def clear(self) -> None:
+        """Forget all samples."""
+        with self._lock:
+            self._raw = []
+            self._built = []
+
+    def __enter__(self):
+        self.clear()
+        return super().__enter__()
+
+    def totals(self, by: str = "function", start: Optional[float] = None,
+               stop: Optional[float] = None, unit: str = "count",
+               inclusive: bool = False) -> dict:
+        """Samples per function or per group; see :func:`totals` (``unit="seconds"``
+        multiplies by the interval)."""
+        out = totals(self.results, by=by, start=start, stop=stop, inclusive=inclusive)
+        if unit == "seconds":
+            return {k: v * self.interval for k, v in out.items()}
+        if unit != "count":
+            raise ValueError(f"unit must be 'count' or 'seconds', got {unit!r}")
+        return out
+
+    def tree(self, group: Optional[str] = None, start: Optional[float] = None,
+             stop: Optional[float] = None) -> dict:
+        """The call tree of the samples; see :func:`tree`."""
+        return tree(self.results, group=group, start=start, stop=stop)
+
+    def __repr__(self) -> str:
+        return f"<SampleProfiler interval={self.interval}: {len(self._raw)} samples>"
+
+
+def _window(samples, start, stop, group=None):
+    for s in samples:
+        if start is not None and s.time < start:
+            continue
+        if stop is not None and s.time >= stop:
+            continue
+        if group is not None and s.group != group:
+            continue
+        yield s
+
+
+def totals(samples: list, by: str = "function", start: Optional[float] = None,
+           stop: Optional[float] = None, inclusive: bool = False) -> dict:
+    """Count ``samples`` (taken at ``start <= time < stop``) by ``"group"``
+    or by ``"function"`` (a ``(filename, first line, name)`` frame), most
+    first.  By function, a sample counts for its innermost frame (where the
+    time was spent); ``inclusive=True`` counts it once for every function on
+    its stack (the time spent in the function and what it called).
+    """
+    if by not in ("function", "group"):
+        raise ValueError(f"by must be 'function' or 'group', got {by!r}")
+    out: dict = {}
+    for s in _window(samples, start, stop):
+        if by == "group":
+            names = (s.group,)
+        elif not s.stack:
+            continue
+        elif inclusive:
+            names = set(s.stack)
+        else:
+            names = (s.stack[-1],)
+        for name in names:
+            out[name] = out.get(name, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def tree(samples: list, group: Optional[str] = None, start: Optional[float] = None,
+         stop: Optional[float] = None) -> dict:
+    """The call tree of ``samples`` (of one ``group``, in a time window):
+    nested ``{"name", "filename", "line", "count", "children"}`` dicts, the
+    root named ``"all"``; a node's count is the samples whose stack passes
+    through it, children most first.  A flame graph draws each node as a bar
+    as wide as its count, on top of its parent.
+    """
+    root: dict = {"name": "all", "filename": "", "line": 0, "count": 0, "children": {}}
+    for s in _window(samples, start, stop, group):
+        node = root
+        node["count"] += 1
+        for filename, line, name in s.stack:
+            kids = node["children"]
+            child = kids.get((filename, line, name))
+            if child is None:
+                child = kids[(filename, line, name)] = {
+                    "name": name, "filename": filename, "line": line, "count": 0,
+                    "children": {}}
+            child["count"] += 1
+            node = child
+
+    def finish(node: dict) -> dict:
+        kids = sorted(node["children"].values(), key=lambda c: -c["count"])
+        node["children"] = [finish(c) for c in kids]
+        return node
+
+    return finish(root)
+
+
+class _WorkerSampler:
+    """The sampler of a worker process: one daemon thread, started on first
+    use and enabled per job (``enable``/``disable``); it samples the
+    worker's running task into a deque that the job drains as it reports."""
+
+    def __init__(self):
+        self.interval = 0.01
+        self._on = threading.Event()
+        self._off = threading.Event()
+        self._out: deque = deque()
+        self._thread: Optional[threading.Thread] = None
+
+    def _loop(self) -> None:
+        running = _core()._running_tasks
+        codes: dict = {}
+        out = self._out
+
+        def append(sample):
+            out.append((sample[0], sample[2], sample[3]))  # (the pid is added on arrival)
+
+        while True:
+            self._on.wait()
+            while not self._off.wait(self.interval):
+                take_samples(running, append, codes, time.time)
+
+    def enable(self, interval: float) -> None:
+        self.interval = interval
+        self._off.clear()
+        self._on.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="localsched-sampler",
+                                            daemon=True)
+            self._thread.start()
+
+    def disable(self) -> None:
+        self._on.clear()
+        self._off.set()
+
+    def drain(self) -> list:
+        out, popleft = [], self._out.popleft
+        try:
+            while True:
+                out.append(popleft())
+        except IndexError:
+            return out
+
+
+_worker_sampler: Optional[_WorkerSampler] = None
+
+
+def worker_sampler() -> _WorkerSampler:
+    """The sampler of this worker process (created on first use)."""
+    global _worker_sampler
+    if _worker_sampler is None:
+        _worker_sampler = _WorkerSampler()
+    return _worker_sampler

@@ -1,0 +1,173 @@
+"""Fine metrics from inside a task: ``meter``, ``digest_metric``, and ``span``.
+
+A task can say where its own time went, and count what it handled::
+
+    from localsched import metrics
+
+    def load(path):
+        with metrics.meter("I/O"):             # its wall time is booked as "I/O"
+            raw = open(path, "rb").read()
+        metrics.digest_metric("read", len(raw), "bytes")
+        return parse(raw)                      # the rest: thread-cpu / thread-noncpu
+
+and a caller can name a stretch of work, so that the metrics of every task
+run inside it are broken down by that name::
+
+    with localsched.span("load"):
+        data = localsched.get(dsk, keys)
+
+What gets recorded lands in
+:class:`localsched.diagnostics.FineMetrics` (``(span, group, activity, unit)
+-> value``).  A metered block's wall time is booked under its label
+*instead of* the task's ``thread-cpu``/``thread-noncpu``, so a task's
+activities still add up to its wall time; nested meters book each stretch
+to the innermost label.
+
+Outside a task that a computation with ``FineMetrics`` active is running
+(plain code, or a computation nobody measures), ``meter`` just runs the
+block and ``digest_metric`` does nothing: library code can meter itself
+unconditionally, and pays about a microsecond per call when nobody listens.
+
+>>> with meter("I/O"):           # outside a task: runs, records nothing
+...     x = sum(range(10))
+>>> digest_metric("rows", 10, "count")
+>>> @meter("decode")
+... def decode(b):
+...     return b.decode()
+>>> decode(b"ok")
+'ok'
+>>> with span("load"), span("parse"):
+...     current_span()
+('load', 'parse')
+>>> current_span()
+()
+
+How it works: the scheduler measures ``thread_time`` per task only while a
+``FineMetrics`` listens, and installs a per-thread list for the task that
+``meter``/``digest_metric`` append plain tuples to (``_sink``); the
+worker ships those tuples with the task's record.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import threading
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+__all__ = ["meter", "digest_metric", "span", "current_span"]
+
+# The span names of the caller, outermost first.  A context variable: it
+# follows ``with`` blocks, threads started with a copied context and asyncio
+# tasks.  A computation reads it once, when it starts.
+_span: contextvars.ContextVar[tuple] = contextvars.ContextVar("localsched_span", default=())
+
+# Per worker thread: ``sink`` is the list the running task's user metrics go
+# to (None outside a measured task); ``stack`` the open meters' accumulators
+# of nested time.  run_batch / run_inline set ``sink`` per task.
+_local = threading.local()
+
+
+def current_span() -> tuple:
+    """The names of the spans the caller is in, outermost first (``()`` outside)."""
+    return _span.get()
+
+
+@contextmanager
+def span(name: str) -> Iterator[tuple]:
+    """Tag the computations started inside the block with ``name``.
+
+    Spans nest: a computation inside ``span("a")`` and ``span("b")`` is in
+    span ``("a", "b")``.  The block yields that tuple.
+
+    >>> with span("etl") as s:
+    ...     s
+    ('etl',)
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"span name must be a non-empty str, got {name!r}")
+    token = _span.set(_span.get() + (name,))
+    try:
+        yield _span.get()
+    finally:
+        _span.reset(token)
+
+
+class meter:
+    """Book the wall time of a block (or of each call of a function) under
+    ``label``, for the task that runs it.
+
+    Context manager and decorator.  The seconds land in FineMetrics as
+    ``(span, group, label, unit)``; the block's CPU and wall time are taken
+    out of the task's ``thread-cpu``/``thread-noncpu``.  Nested meters: the
+    inner block's time goes to the inner label only.  Outside a measured
+    task, it only runs the block.  One meter object may be used by many
+    threads and blocks at once (its open blocks live on each thread's own
+    stack), e.g. ``IO = meter("I/O")`` at module level.
+
+    >>> with meter("I/O") as m:
+    ...     pass
+    >>> m.label
+    'I/O'
+    """
+
+    __slots__ = ("label", "unit")
+
+    def __init__(self, label: str, unit: str = "seconds"):
+        if not isinstance(label, str) or not label:
+            raise TypeError(f"meter label must be a non-empty str, got {label!r}")
+        self.label = label
+        self.unit = unit
+
+    def __enter__(self) -> "meter":
+        stack = getattr(_local, "stack", None)
+        if stack is None:
+            stack = _local.stack = []
+        sink = getattr(_local, "sink", None)
+        if sink is None:
+            stack.append(None)  # not measured: __exit__ only pops it
+            return self
+        # [wall, cpu of the meters nested inside (booked to them), the sink,
+        # start, CPU clock at the start]
+        stack.append([0.0, 0.0, sink, time.time(), time.thread_time()])
+        return self
+
+    def __exit__(self, *exc) -> None:
+        frame = _local.stack.pop()
+        if frame is None:
+            return
+        stop = time.time()
+        cpu = time.thread_time() - frame[4]
+        start = frame[3]
+        wall = stop - start
+        stack = _local.stack
+        if stack and stack[-1] is not None:  # the enclosing meter books only the rest
+            outer = stack[-1]
+            outer[0] += wall
+            outer[1] += cpu
+        # (label, unit, own wall, own cpu, start, stop); a sink replaced
+        # meanwhile (a nested computation) still gets its own block
+        frame[2].append((self.label, self.unit, max(0.0, wall - frame[0]),
+                         max(0.0, cpu - frame[1]), start, stop))
+
+    def __call__(self, func):
+        @functools.wraps(func)
+        def metered(*args, **kwargs):
+            with self:
+                return func(*args, **kwargs)
+
+        return metered
+
+
+def digest_metric(label: str, value: float, unit: str) -> None:
+    """Add ``value`` (in ``unit``: ``"bytes"``, ``"rows"``, ``"dollars"``...)
+    under ``label`` for the task that calls it; a no-op outside a measured task.
+
+    >>> digest_metric("rows", 3, "count")  # outside a task: nothing happens
+    """
+    sink = getattr(_local, "sink", None)
+    if sink is not None:
+        # (label, unit, value, None, None, None): not seconds of the wall time
+        sink.append((label, unit, value, None, None, None))

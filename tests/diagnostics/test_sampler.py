@@ -1,0 +1,159 @@
+"""SampleProfiler: finds planted hot code in the right task group, on every
+scheduler; its queries over plain SampleData records; its thread's life."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from localsched.diagnostics import SampleData, SampleProfiler
+from localsched.diagnostics import sampler as sampler_module
+from localsched.diagnostics.sampler import totals, tree
+
+
+def hot_loop(seconds):
+    """Burn CPU in this very function (what the sampler must find)."""
+    end = time.thread_time() + seconds
+    x = 0
+    while time.thread_time() < end:
+        x += 1
+    return x > 0
+
+
+def cold(seconds):
+    time.sleep(seconds)
+    return True
+
+
+def test_finds_the_planted_hot_function_in_its_group(scheduler):
+    name, get = scheduler
+    dsk = {("hot", 0): (hot_loop, 0.3), ("cold", 0): (cold, 0.1)}
+    with SampleProfiler(interval=0.005) as sp:
+        assert get(dsk, list(dsk)) == (True, True)
+    samples = sp.results
+    assert samples and all(isinstance(s, SampleData) for s in samples)
+    by_group = sp.totals(by="group")
+    assert by_group.get("hot", 0) >= 10, by_group
+    # Where the hot group's time went: in hot_loop (the innermost frame).
+    hot_functions = totals([s for s in samples if s.group == "hot"], by="function")
+    top = next(iter(hot_functions))
+    assert top[2] == "hot_loop" and top[0] == __file__
+    # Stacks start at the task's function: the scheduler's frames are cut.
+    t = sp.tree(group="hot")
+    assert [c["name"] for c in t["children"]] == ["hot_loop"]
+    assert t["children"][0]["count"] == t["count"] == by_group["hot"]
+    cold_tree = sp.tree(group="cold")
+    assert cold_tree["count"] == 0 or cold_tree["children"][0]["name"] == "cold"
+    # Samples name their worker: the thread ident, or the worker process's pid.
+    if name == "processes":
+        assert {s.worker_id for s in samples if s.group == "hot"} != {threading.get_ident()}
+    # In seconds, a sample stands for the interval.
+    assert sp.totals(by="group", unit="seconds")["hot"] == pytest.approx(by_group["hot"] * 0.005)
+
+
+def test_sampler_thread_runs_only_during_computations_and_is_joined():
+    from localsched.threaded import get
+
+    sp = SampleProfiler(interval=0.005)
+    started = threading.Event()
+    release = threading.Event()
+
+    def task():
+        started.set()
+        release.wait(10)
+        return 1
+
+    names = lambda: {t.name for t in threading.enumerate()}  # noqa: E731
+    with sp:
+        assert "localsched-sampler" not in names()
+        done = []
+        caller = threading.Thread(target=lambda: done.append(get({"t": (task,)}, "t")))
+        caller.start()
+        assert started.wait(10)
+        assert "localsched-sampler" in names()
+        release.set()
+        caller.join(10)
+        assert done == [1]
+        assert "localsched-sampler" not in names()
+    # Passed per call, it samples that computation only.
+    sp2 = SampleProfiler(interval=0.005)
+    get({("hot", 1): (hot_loop, 0.1)}, ("hot", 1), callbacks=[sp2])
+    assert sp2.totals(by="group").get("hot", 0) > 0
+    assert "localsched-sampler" not in names()
+
+
+def test_a_fake_clock_stamps_samples_and_windows_select_them():
+    from localsched.local import get_sync
+
+    ticks = iter(range(1000, 100000))
+    sp = SampleProfiler(interval=0.002, timer=lambda: float(next(ticks)))
+    with sp:
+        get_sync({("hot", 0): (hot_loop, 0.1)}, ("hot", 0))
+    times = [s.time for s in sp.results]
+    assert times == [float(t) for t in range(1000, 1000 + len(times))]
+    n = len(times)
+    assert n >= 5
+    assert sp.totals(by="group", start=1000.0, stop=1003.0) == {"hot": 3}
+    assert sp.tree(start=1000.0 + n - 2)["count"] == 2
+
+
+SAMPLES = [
+    SampleData(1.0, 1, "load", (("a.py", 1, "main"), ("a.py", 9, "parse"))),
+    SampleData(2.0, 1, "load", (("a.py", 1, "main"), ("a.py", 9, "parse"))),
+    SampleData(3.0, 2, "load", (("a.py", 1, "main"), ("b.py", 4, "read"))),
+    SampleData(4.0, 2, "sum", (("c.py", 3, "total"),)),
+    SampleData(5.0, 2, "sum", ()),
+]
+
+
+def test_totals_by_function_and_group():
+    assert totals(SAMPLES, by="group") == {"load": 3, "sum": 2}
+    assert totals(SAMPLES, by="function") == {("a.py", 9, "parse"): 2, ("b.py", 4, "read"): 1,
+                                              ("c.py", 3, "total"): 1}
+    assert totals(SAMPLES, by="function", inclusive=True)[("a.py", 1, "main")] == 3
+    assert totals(SAMPLES, by="group", start=2.0, stop=4.0) == {"load": 2}
+    with pytest.raises(ValueError, match="by must be"):
+        totals(SAMPLES, by="line")
+
+
+def test_tree_is_the_agreed_nested_format():
+    t = tree(SAMPLES, group="load")
+    assert t == {
+        "name": "all", "filename": "", "line": 0, "count": 3, "children": [
+            {"name": "main", "filename": "a.py", "line": 1, "count": 3, "children": [
+                {"name": "parse", "filename": "a.py", "line": 9, "count": 2, "children": []},
+                {"name": "read", "filename": "b.py", "line": 4, "count": 1, "children": []},
+            ]},
+        ]}
+    assert tree(SAMPLES)["count"] == 5  # an empty stack counts at the root
+    assert tree([])["children"] == []
+
+
+def test_stacks_are_cut_below_the_scheduler():
+    pkg = sampler_module._PACKAGE + "/"
+    stack = [("threading.py", 1, "_bootstrap"), (pkg + "threaded.py", 2, "_worker"),
+             (pkg + "core.py", 3, "run_batch"), (pkg + "graph.py", 4, "execute"),
+             ("user.py", 5, "f"), (pkg + "core.py", 3, "get_async"), ("user.py", 9, "g")]
+    assert sampler_module._trim(stack) == (("user.py", 5, "f"), (pkg + "core.py", 3, "get_async"),
+                                           ("user.py", 9, "g"))
+    assert sampler_module._trim([("x.py", 1, "f")]) == (("x.py", 1, "f"),)
+
+
+def test_bad_interval_is_refused():
+    with pytest.raises(ValueError, match="interval"):
+        SampleProfiler(interval=0)
+    with pytest.raises(ValueError, match="unit"):
+        SampleProfiler().totals(unit="minutes")
+
+
+def test_a_computation_failing_before_it_starts_leaves_the_sampler_sound():
+    from localsched.threaded import get
+
+    with SampleProfiler(interval=0.005) as sp:
+        with pytest.raises(KeyError, match="not in the graph"):
+            get({"a": 1}, "missing")
+        assert get({("hot", 0): (hot_loop, 0.05)}, ("hot", 0)) is True
+        assert not any(t.name == "localsched-sampler" for t in threading.enumerate())
+    assert sp.totals(by="group").get("hot", 0) > 0
