@@ -79,7 +79,6 @@ start-up, so set them before the pool starts):
 
 from __future__ import annotations
 
-import fcntl
 import io
 import itertools
 import mmap
@@ -92,6 +91,11 @@ import warnings
 from typing import Any, Callable, Optional
 
 import cloudpickle
+
+try:
+    import fcntl  # (POSIX; without it, no shared memory: see ``available``)
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None
 
 __all__ = ["SharedValue", "Inbox", "load", "dumps_oob", "dump_records", "dumps_job",
            "loads_job", "available", "sweep", "sweep_stale", "settings", "live_segments",
@@ -179,6 +183,8 @@ def available() -> bool:
     if not enabled:
         return False
     try:
+        if fcntl is None:
+            raise OSError("no fcntl")
         free = _free_bytes()
     except OSError:
         _warn_once(f"no shared memory ({SHM_DIR} is missing); process tasks exchange "
