@@ -65,18 +65,21 @@ def test_busy_task_is_thread_cpu(scheduler):
     name, get = scheduler
     # The split always matches what the task saw itself.  The machine is
     # shared, and a busy loop that is preempted really spends that time off
-    # the CPU: so the >= 90 % must hold in the best of up to ten short runs
-    # (a broken CPU measurement fails them all).
-    best = 0.0
-    for _ in range(10):
+    # the CPU: so the >= 90 % must hold in the best of up to twenty short
+    # runs (a broken CPU measurement fails them all).
+    best = seen_best = 0.0
+    for _ in range(20):
         with FineMetrics() as fm:
-            cpu_seen, wall_seen = get({"busy": (busy_seen, 0.02)}, "busy")
+            cpu_seen, wall_seen = get({"busy": (busy_seen, 0.005)}, "busy")
         acts = seconds_of(fm, "busy")
         assert acts["thread-cpu"] == pytest.approx(cpu_seen, abs=0.002), acts
         assert acts["thread-noncpu"] == pytest.approx(wall_seen - cpu_seen, abs=0.002), acts
         best = max(best, acts["thread-cpu"] / (acts["thread-cpu"] + acts["thread-noncpu"]))
+        seen_best = max(seen_best, cpu_seen / wall_seen)
         if best >= 0.9:
             break
+    if best < 0.9 and seen_best < 0.9:  # (the split matched the task's own view each time)
+        pytest.skip(f"the machine never let a 5 ms loop run: at best {seen_best:.0%} on CPU")
     assert best >= 0.9, acts
 
 
