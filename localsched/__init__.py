@@ -10,7 +10,9 @@
 
 The schedulers: ``localsched.get`` (threads, the default),
 ``localsched.local.get_sync``, ``localsched.multiprocessing.get``.  The
-diagnostics live in ``localsched.diagnostics``.  Heavy modules load lazily.
+diagnostics live in ``localsched.diagnostics``; ``localsched.performance_report``
+records everything a block of code computes and writes one HTML report (see
+``localsched.diagnostics.report``).  Heavy modules load lazily.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .delayed import Delayed, compute, delayed
 __version__ = "0.1.0"
 
 __all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "span",
-           "__version__"]
+           "performance_report", "__version__"]
 
 # PEP 562: public names load their modules on first use, so ``import
 # localsched`` stays cheap (the thread pool machinery pulls in logging).
@@ -33,6 +35,7 @@ _LAZY = {
     "get_sync": ("local", "get_sync"),
     "Callback": ("callbacks", "Callback"),
     "span": ("metrics", "span"),
+    "performance_report": ("diagnostics.report", "performance_report"),
 }
 _SUBMODULES = {"callbacks", "core", "delayed", "diagnostics", "graph", "local",
                "multiprocessing", "order", "threaded", "utils", "cli", "metrics"}

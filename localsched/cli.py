@@ -1,11 +1,16 @@
 """The ``localsched`` command: profile a script, or run the bundled demo.
 
-    localsched profile [-o report.html] SCRIPT.py [ARGS...]
+    localsched profile [-o report.html] [--json run.json] [--trace trace.json] SCRIPT.py [ARGS...]
     localsched demo [-o report.html]
+    localsched report run.json [-o report.html] [--trace trace.json]
 
-Both run with every profiler on (Profiler, ResourceProfiler, CacheProfiler)
-and a progress bar, and write one HTML report with the plots on a shared
-time axis.  ``localsched <command> --help`` lists every option.
+``profile`` and ``demo`` run with every diagnostic on
+(``localsched.performance_report``: tasks, resources, cache in bytes, fine
+metrics and stack samples when available) and a progress bar, and write the
+performance report: one self-contained HTML page.  ``--json`` also saves the
+run's records, ``--trace`` exports them for Perfetto UI / chrome://tracing.
+``report`` renders a saved run (or the data embedded in a report page)
+again.  ``localsched <command> --help`` lists every option.
 """
 
 from __future__ import annotations
@@ -52,6 +57,13 @@ def _common_options(p: argparse.ArgumentParser) -> None:
                    help="one progress line per task group")
     p.add_argument("--show", action="store_true",
                    help="also open the report in a browser")
+    p.add_argument("--json", default=None, metavar="FILE",
+                   help="also save the run's records as JSON (for `localsched report`)")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="also export a Trace Event Format file (Perfetto UI, "
+                        "chrome://tracing)")
+    p.add_argument("--no-samples", action="store_true",
+                   help="do not sample the worker threads' stacks (no flame graph)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -94,6 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
                       help="blocks per matrix side (default: %(default)s)")
     demo.add_argument("--block-size", type=_positive_int, default=400, metavar="N",
                       help="rows and columns per block (default: %(default)s)")
+
+    rep = sub.add_parser(
+        "report",
+        help="render a saved run (from --json or save_json) as the HTML report again",
+        description="Read a run saved as JSON (`localsched profile --json`, "
+                    "RunData.save_json, performance_report(json=...)) -- or the data "
+                    "embedded in a report page -- and write the performance report.",
+    )
+    rep.add_argument("data", metavar="DATA.json", nargs="+",
+                     help="the saved run (or a report page); several are merged into one "
+                          "report")
+    rep.add_argument("-o", "--output", default="report.html", metavar="FILE",
+                     help="where to write the HTML report (default: %(default)s)")
+    rep.add_argument("--trace", default=None, metavar="FILE",
+                     help="also export a Trace Event Format file")
+    rep.add_argument("--title", default=None, help="the page's title")
+    rep.add_argument("--show", action="store_true", help="also open the report in a browser")
     return parser
 
 
@@ -105,6 +134,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _take_trailing_output(args, fenced="--" in argv)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
+    if args.command == "report":
+        return _render_saved(args)
     return _run_profiled(args, _script_workload(args))
 
 
@@ -137,23 +168,18 @@ def _dask_installed() -> bool:
 
 
 def _run_profiled(args, workload) -> int:
-    from .diagnostics import (
-        CacheProfiler,
-        Profiler,
-        ProgressBar,
-        ResourceProfiler,
-        visualize,
-    )
+    from .diagnostics import ProgressBar
+    from .diagnostics.report import performance_report
 
     status = 0
     t0 = time.monotonic()
-    prof, cprof = Profiler(), CacheProfiler()
-    rprof = ResourceProfiler(dt=args.dt)
+    title = ("localsched demo" if args.command == "demo"
+             else f"localsched profile {os.path.basename(args.script)}")
+    report = performance_report(args.output, title=title, dt=args.dt,
+                                samples=not args.no_samples, json=args.json, trace=args.trace)
     with ExitStack() as stack:
         stack.enter_context(_as_default_scheduler(args))
-        stack.enter_context(rprof)
-        stack.enter_context(prof)
-        stack.enter_context(cprof)
+        stack.enter_context(report)
         if not args.no_progress:
             stack.enter_context(ProgressBar(
                 group_by="prefix" if args.group_progress else None, out=sys.stderr))
@@ -171,13 +197,38 @@ def _run_profiled(args, workload) -> int:
             traceback.print_exc()
             status = 1
     elapsed = time.monotonic() - t0
-    visualize([prof, rprof, cprof], filename=args.output, show=args.show, save=True)
-    print(
-        f"localsched: {len(prof.results)} tasks in {elapsed:.2f}s; "
-        f"report written to {os.path.abspath(args.output)}",
-        file=sys.stderr,
-    )
+    _written(args, f"{len(report.data.tasks)} tasks in {elapsed:.2f}s")
     return status
+
+
+def _written(args, what: str) -> None:
+    outputs = [os.path.abspath(args.output)]
+    outputs += [os.path.abspath(p) for p in (getattr(args, "json", None), args.trace) if p]
+    print(f"localsched: {what}; written: {', '.join(outputs)}", file=sys.stderr)
+    if args.show:
+        from bokeh.util.browser import view
+
+        view(os.path.abspath(args.output))
+
+
+def _render_saved(args) -> int:
+    from .diagnostics.report import RunData
+
+    runs = []
+    for path in args.data:
+        try:
+            runs.append(RunData.load_json(path))
+        except OSError as exc:
+            raise SystemExit(f"localsched: cannot read {path}: {exc.strerror or exc}") \
+                from None
+        except ValueError as exc:
+            raise SystemExit(f"localsched: {exc}") from None
+    run = runs[0] if len(runs) == 1 else RunData.from_profilers(runs)
+    run.to_html(args.output, title=args.title)
+    if args.trace:
+        run.to_chrome_trace(args.trace)
+    _written(args, f"{len(run.tasks)} tasks from {', '.join(args.data)}")
+    return 0
 
 
 def _take_trailing_output(args, fenced: bool) -> None:

@@ -42,6 +42,11 @@ state, errored)``:
 starting x
 2
 
+``performance_report`` (also ``localsched.performance_report``) turns all of
+them on around a block of code and writes one self-contained HTML page;
+its ``RunData`` saves the records as JSON and exports a Chrome/Perfetto
+trace (``localsched.diagnostics.report``).
+
 The plotting module (and so bokeh) is imported only when you plot.
 """
 
@@ -85,7 +90,22 @@ __all__ = [
     "Summary",
     "GroupSummary",
     "visualize",
+    "performance_report",
+    "RunData",
+    "to_chrome_trace",
+    "load_json",
 ]
+
+_LAZY = {"performance_report", "RunData", "to_chrome_trace", "load_json"}
+
+
+def __getattr__(name: str):
+    # The report module (JSON, trace, the page) loads on first use.
+    if name in _LAZY:
+        from . import report
+
+        return getattr(report, name)
+    raise AttributeError(f"module 'localsched.diagnostics' has no attribute {name!r}")
 
 
 def visualize(profilers, filename="profile.html", show=True, save=True, mode=None,

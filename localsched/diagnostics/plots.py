@@ -62,9 +62,9 @@ localsched.diagnostics.records : TaskData, ResourceData, CacheData
 from __future__ import annotations
 
 import html
-import reprlib
 import tempfile
 import warnings
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -85,8 +85,8 @@ except ImportError as exc:  # numpy comes with bokeh
         "localsched's diagnostic plots need bokeh; install it with `pip install bokeh`"
     ) from exc
 
-from ..utils import funcname
 from .records import (
+    ActivityData,
     CacheData,
     FailedTaskData,
     InterruptedTaskData,
@@ -94,10 +94,11 @@ from .records import (
     TaskData,
     TransferData,
 )
-from .summary import Summary, format_seconds, groups_of, summarize
+from .summary import Summary, format_seconds, groups_of, short_repr, summarize
 
 __all__ = ["plot_tasks", "plot_resources", "plot_cache", "visualize", "summary_html",
-           "PIXELS", "AGGREGATE_ABOVE"]
+           "plot_metrics", "metrics_html", "plot_flame", "flame_trees", "plot_durations",
+           "report_layout", "report_html", "PIXELS", "AGGREGATE_ABOVE", "ACTIVITY_COLORS"]
 
 #: Width in pixels the time span is assumed to be drawn at when deciding what
 #: is "narrower than a pixel"; a little wider than a typical figure, so a
@@ -241,27 +242,7 @@ def _colors(groups: Iterable[str], palette) -> dict[str, str]:
     return {name: palette[i % len(palette)] for i, name in enumerate(names)}
 
 
-_repr = reprlib.Repr()
-_repr.maxlevel = 3
-_repr.maxstring = 40
-_repr.maxother = 40
-for _attr in ("maxtuple", "maxlist", "maxarray", "maxdict", "maxset", "maxfrozenset", "maxdeque"):
-    setattr(_repr, _attr, 4)
-
-
-def _short_repr(task: Any, limit: int = REPR_LIMIT) -> str:
-    """A bounded, readable repr of a task: ``add(1, 'x')`` for tuple tasks.
-
-    >>> _short_repr((max, 1, 'x'))
-    "max(1, 'x')"
-    >>> len(_short_repr(list(range(10**6))) ) < 40
-    True
-    """
-    if isinstance(task, tuple) and task and callable(task[0]):
-        text = f"{funcname(task[0])}({', '.join(_repr.repr(arg) for arg in task[1:])})"
-    else:
-        text = _repr.repr(task)
-    return _shorten(text, limit)
+_short_repr = short_repr  # bokeh-free, shared with the JSON export
 
 
 def _shorten(text: str, limit: int) -> str:
@@ -296,12 +277,14 @@ class _Tasks:
     failed: list = field(default_factory=list)
     interrupted: list = field(default_factory=list)
     transfers: list = field(default_factory=list)
+    activities: list = field(default_factory=list)
 
     @classmethod
     def of(cls, results: Sequence[TaskData], failed: Sequence[FailedTaskData] = (),
            interrupted: Sequence[InterruptedTaskData] = (),
-           transfers: Sequence[TransferData] = ()) -> _Tasks:
-        extra = (list(failed), list(interrupted), list(transfers))
+           transfers: Sequence[TransferData] = (),
+           activities: Sequence[ActivityData] = ()) -> _Tasks:
+        extra = (list(failed), list(interrupted), list(transfers), list(activities))
         if not results:
             empty = np.empty(0)
             return cls((), (), empty, empty, (), [], *extra)
@@ -326,6 +309,9 @@ class _Tasks:
         if self.transfers:
             lows.append(min(r.send_start for r in self.transfers))
             highs.append(max(r.receive_end for r in self.transfers))
+        if self.activities:
+            lows.append(min(r.start for r in self.activities))
+            highs.append(max(r.stop for r in self.activities))
         return (float(min(lows)), float(max(highs))) if lows else None
 
 
@@ -435,7 +421,8 @@ def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = Non
                palette=None, label_size: int = LABEL_SIZE, *,
                failed: Sequence[FailedTaskData] = (),
                interrupted: Sequence[InterruptedTaskData] = (),
-               transfers: Sequence[TransferData] = (), **figure_kwargs):
+               transfers: Sequence[TransferData] = (),
+               activities: Sequence[ActivityData] = (), **figure_kwargs):
     """Task stream: one row per worker, one bar per task, coloured by task group.
 
     Workers (``worker_id``) take rows 0..n-1 in sorted order, labelled
@@ -449,7 +436,11 @@ def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = Non
     module docstring, as is the aggregation above ``AGGREGATE_ABOVE`` tasks:
     the source's ``count`` column says how many tasks each bar stands for,
     ``height`` its height in rows.  Other keyword arguments go to
-    ``bokeh.plotting.figure``.
+    ``bokeh.plotting.figure``.  ``activities`` (``ActivityData``: what a task
+    spent its time on, from the fine metrics) are thin segments across the
+    middle of the worker's row, coloured by activity (``ACTIVITY_COLORS``),
+    on top of the task bars; above ``AGGREGATE_ABOVE`` of them they are
+    aggregated by activity as the bars are.
 
     >>> from localsched.diagnostics.records import TaskData
     >>> fig = plot_tasks([TaskData('a-1', (len, 'ab'), 5.0, 6.0, 2),
@@ -458,7 +449,7 @@ def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = Non
     >>> data['row'].tolist(), data['right'].tolist(), data['task'], data['worker']
     ([1, 0], [1.0, 2.0], ["len('ab')", "len('c')"], ['worker 1', 'worker 0'])
     """
-    table = _Tasks.of(results, failed, interrupted, transfers)
+    table = _Tasks.of(results, failed, interrupted, transfers, activities)
     return _plot_tasks(table, x_range, t0, _colors(table.all_groups(), palette), label_size,
                        figure_kwargs)
 
@@ -468,6 +459,7 @@ def _worker_rows(table: _Tasks) -> dict:
     ids.update(r.worker_id for r in table.failed)
     ids.update(r.worker_id for r in table.interrupted)
     ids.update(r.worker_id for r in table.transfers)
+    ids.update(r.worker_id for r in table.activities)
     known = [w for w in ids if w is not None]
     try:
         known.sort()
@@ -537,6 +529,16 @@ def _plot_tasks(table: _Tasks, x_range, t0, colors: dict[str, str], label_size: 
         extra_legend.append(("interrupted", interrupted, None))
     if table.transfers:
         extra_legend += _transfer_legend(fig, renderers[0])
+    if table.activities:
+        data = _activity_bars(table.activities, row_of, t0, px)
+        data["worker"] = [names[r] for r in data["row"].tolist()]
+        acts = fig.hbar(y="row", left="left", right="right", height="height",
+                        fill_color="color", line_color=None, source=data, name="activities")
+        renderers.append(acts)
+        first: dict = {}
+        for i, name in enumerate(data["activity"]):
+            first.setdefault(name, i)
+        extra_legend += [(name, acts, i) for name, i in first.items()]
 
     _hover(fig, renderers, _TASK_TOOLTIPS + [("tasks", "@count")])
     legend = _group_legend(fig, table, colors)
@@ -673,6 +675,91 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
                        for b, e in zip(bars["busy"].tolist(), bars["extent"].tolist())],
         })
     return {c: _concat([p[c] for p in parts]) for c in _COLUMNS}
+
+
+#: Colours of the fine metrics' activities, none of them a Category10/20
+#: colour, so an activity segment never looks like a task group's bar.
+ACTIVITY_COLORS = {
+    "thread-cpu": "#1b9e77",
+    "thread-noncpu": "#66c2a5",
+    "deserialize": "#d95f02",
+    "serialize": "#fc8d62",
+    "transfer": "#e7298a",
+    "queued": "#b3b3b3",
+    "idle": "#e0e0e0",
+    "scheduler": "#666666",
+    "compute": "#7570b3",
+    "disk-read": "#a6761d",
+    "disk-write": "#e6ab02",
+}
+
+#: Colours of the user's own activity labels, in order of appearance.
+SPARE_ACTIVITY_COLORS = ("#8da0cb", "#e78ac3", "#a6d854", "#ffd92f", "#e5c494", "#66a61e",
+                         "#386cb0", "#f0027f", "#bf5b17", "#beaed4")
+
+#: Activities in the order the stacked bars pile them up.
+ACTIVITY_ORDER = tuple(ACTIVITY_COLORS)
+
+#: Height of an activity segment, in rows (drawn over the middle of the task bar).
+ACTIVITY_HEIGHT = 0.3
+
+
+def _activity_colors(names: Iterable[str]) -> dict[str, str]:
+    """Known activities keep their colour; user labels take the spare ones."""
+    spare = SPARE_ACTIVITY_COLORS
+    out, i = {}, 0
+    for name in names:
+        if name in ACTIVITY_COLORS:
+            out[name] = ACTIVITY_COLORS[name]
+        else:
+            out[name] = spare[i % len(spare)]
+            i += 1
+    return out
+
+
+def _activity_order(names: Iterable[str]) -> list[str]:
+    names = set(names)
+    return [n for n in ACTIVITY_ORDER if n in names] + sorted(names - set(ACTIVITY_ORDER))
+
+
+def _activity_bars(activities: list, row_of: dict, t0: float, px: float) -> dict:
+    """Thin segments for activities, one per record or, above
+    ``AGGREGATE_ABOVE``, aggregated per activity like the task bars."""
+    names = _activity_order(r.activity for r in activities)
+    colors = _activity_colors(names)
+    left = np.fromiter((r.start for r in activities), float, len(activities)) - t0
+    right = np.fromiter((r.stop for r in activities), float, len(activities)) - t0
+    row = np.fromiter((row_of[r.worker_id] for r in activities), np.int64, len(activities))
+    kinds = [r.activity for r in activities]
+    if len(activities) <= AGGREGATE_ABOVE or px <= 0:
+        return {
+            "left": left, "right": right, "row": row,
+            "height": np.full(len(left), ACTIVITY_HEIGHT),
+            "color": [colors[k] for k in kinds],
+            "activity": kinds,
+            "key": [str(r.key) for r in activities],
+            "group": groups_of(r.key for r in activities),
+            "task": [""] * len(left),
+            "status": [f"{r.activity}: {format_seconds(r.stop - r.start)}" for r in activities],
+            "count": np.ones(len(left), dtype=np.int64),
+        }
+    parts = []
+    kind_arr = np.asarray(kinds, dtype=object)
+    for name in names:
+        mine = kind_arr == name
+        bars = _occupancy_bars(left[mine], right[mine], row[mine], px, ACTIVITY_HEIGHT)
+        count = bars["count"]
+        parts.append({
+            **{c: bars[c] for c in ("left", "right", "row", "height", "count")},
+            "color": [colors[name]] * len(count),
+            "activity": [name] * len(count),
+            "key": [f"{c} {name} segments" for c in count.tolist()],
+            "group": [name] * len(count),
+            "task": [""] * len(count),
+            "status": [f"{name}: {format_seconds(b)} in {format_seconds(e)}"
+                       for b, e in zip(bars["busy"].tolist(), bars["extent"].tolist())],
+        })
+    return {c: _concat([p[c] for p in parts]) for c in _COLUMNS + ("activity",)}
 
 
 def _concat(parts: list):
@@ -935,7 +1022,13 @@ def _plot_cache(table: _Cache, metric_name: str, x_range, t0, colors, label_size
             lines.append(line)
     if "y_range" not in figure_kwargs:
         fig.y_range.start = 0
-    _hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, "@value")])
+    value = "@value"
+    if metric_name == "bytes":  # 12.3MB, not 1.23e+7
+        from bokeh.models import NumeralTickFormatter
+
+        fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
+        value = "@value{0.0 b}"
+    _hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, value)])
     # The largest groups first: the legend may not have room for all.
     lines.sort(key=lambda line: -float(np.max(line.data_source.data["value"])))
     _legend(fig, [(line.name, line, None) for line in lines[:LEGEND_ITEMS]], label_size,
@@ -1189,3 +1282,385 @@ def _display(layout, saved: str | None, resources) -> None:
             saved = file.name
         _save(layout, filename=saved, resources=resources, title="localsched profile")
     _view_in_browser(saved)
+
+
+# --------------------------------------------------------------------------
+# Fine metrics: where each group's time went
+
+
+#: At most this many task groups get a bar of their own (the rest are summed).
+METRIC_GROUPS = 30
+
+#: Label of the fine metrics that belong to no task (idle, scheduler).
+NO_GROUP = "(no task)"
+
+
+def _metric_table(metrics: Mapping, unit: str = "seconds") -> tuple[list, list, dict]:
+    """Sum ``(span, group, activity, unit) -> value`` over spans, for one unit:
+    (group labels, most first; activities in stacking order; {activity: values})."""
+    sums: dict = {}
+    for (span, group, activity, u), value in metrics.items():
+        if u != unit:
+            continue
+        label = NO_GROUP if group is None else str(group)
+        per = sums.setdefault(label, {})
+        per[activity] = per.get(activity, 0.0) + float(value)
+    order = sorted(sums, key=lambda g: (-sum(sums[g].values()), g))
+    if len(order) > METRIC_GROUPS:
+        rest = order[METRIC_GROUPS - 1:]
+        merged: dict = {}
+        for g in rest:
+            for a, v in sums[g].items():
+                merged[a] = merged.get(a, 0.0) + v
+        label = f"({len(rest)} other groups)"
+        sums[label] = merged
+        order = order[:METRIC_GROUPS - 1] + [label]
+    activities = _activity_order({a for per in sums.values() for a in per})
+    columns = {a: [sums[g].get(a, 0.0) for g in order] for a in activities}
+    return order, activities, columns
+
+
+def plot_metrics(metrics: Mapping, label_size: int = LABEL_SIZE, **figure_kwargs):
+    """The fine metrics' seconds as stacked horizontal bars, one per task group.
+
+    ``metrics`` is the mapping ``(span, group, activity, unit) -> value``
+    (``FineMetrics.metrics``); spans are summed, only ``seconds`` are drawn
+    (``metrics_html`` lists the other units).  Each bar piles up the group's
+    activities (``thread-cpu``, ``thread-noncpu``, ``serialize``,
+    ``transfer``, ``idle``, user labels ...), coloured as in the task
+    stream; what belongs to no task (``idle``, ``scheduler``) is the
+    ``(no task)`` bar.  Groups are sorted by total, most first, and past
+    ``METRIC_GROUPS`` summed into one bar.
+
+    >>> fig = plot_metrics({((), 'load', 'thread-cpu', 'seconds'): 2.0,
+    ...                     (('s',), 'load', 'thread-noncpu', 'seconds'): 1.0,
+    ...                     ((), None, 'idle', 'seconds'): 0.5})
+    >>> list(fig.y_range.factors), [r.name for r in fig.renderers]
+    (['(no task)', 'load'], ['thread-cpu', 'thread-noncpu', 'idle'])
+    >>> fig.renderers[0].data_source.data['thread-cpu']
+    [2.0, 0.0]
+    """
+    groups, activities, columns = _metric_table(metrics)
+    opts = dict(_FIGURE_DEFAULTS, title="Where the time went (fine metrics, seconds)",
+                height=max(160, 70 + 26 * len(groups)), tools="hover,save,reset")
+    for key, value in figure_kwargs.items():
+        opts[_RENAMED.get(key, key)] = value
+    if "width" not in opts and "sizing_mode" not in opts:
+        opts["sizing_mode"] = "stretch_width"
+    fig = figure(y_range=list(reversed(groups)) or ["(none)"], x_axis_label="seconds", **opts)
+    source = {"group": groups, **columns}
+    source["total"] = [sum(col[i] for col in columns.values()) for i in range(len(groups))]
+    colors = _activity_colors(activities)
+    renderers = []
+    if activities:
+        renderers = fig.hbar_stack(activities, y="group", height=0.7, source=source,
+                                   color=[colors[a] for a in activities], line_color=None)
+        for r, a in zip(renderers, activities):
+            r.name = a
+    fig.x_range.start = 0
+    fig.yaxis.major_label_overrides = {g: _shorten(g, label_size) for g in groups}
+    fig.ygrid.grid_line_color = None
+    _hover(fig, renderers, [("group", "@group"), ("activity", "$name"),
+                            ("seconds", "@$name{0.000}"), ("group total", "@total{0.000}")])
+    _legend(fig, [(a, r, None) for a, r in zip(activities, renderers)], label_size,
+            click_hide=True)
+    if not activities:
+        fig.text(x=[0.5], y=["(none)"], text=["No fine metrics were recorded"],
+                 text_align="center", text_baseline="middle", text_color="#666666",
+                 name="message")
+        fig.x_range.end = 1
+    return fig
+
+
+def metrics_html(metrics: Mapping) -> str:
+    """The fine metrics in units other than seconds (bytes, counts, user
+    units) as a small HTML table; '' when there are none.
+
+    >>> 'bytes' in metrics_html({((), 'x', 'serialize', 'bytes'): 1024.0})
+    True
+    """
+    rows: dict = {}
+    for (span, group, activity, unit), value in metrics.items():
+        if unit == "seconds":
+            continue
+        k = (NO_GROUP if group is None else str(group), activity, unit)
+        rows[k] = rows.get(k, 0.0) + float(value)
+    if not rows:
+        return ""
+    esc = html.escape
+    cell = "padding:1px 10px 1px 0;white-space:nowrap"
+    out = ["<table style='border-collapse:collapse;font:12px sans-serif'>"
+           f"<tr><th style='{cell};text-align:left'>task group</th>"
+           f"<th style='{cell};text-align:left'>activity</th>"
+           f"<th style='{cell};text-align:right'>total</th>"
+           f"<th style='{cell};text-align:left'>unit</th></tr>"]
+    for (group, activity, unit), value in sorted(rows.items(), key=lambda kv: -kv[1])[:50]:
+        out.append(f"<tr><td style='{cell}'>{esc(group)}</td><td style='{cell}'>"
+                   f"{esc(activity)}</td><td style='{cell};text-align:right'>{value:,.6g}"
+                   f"</td><td style='{cell}'>{esc(unit)}</td></tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+# --------------------------------------------------------------------------
+# Flame graph of stack samples
+
+#: Frames narrower than this share of the samples are left out of the drawing.
+FLAME_MIN_SHARE = 1 / 2000
+
+#: At most this many task groups get their own flame graph in the selector.
+FLAME_GROUPS = 20
+
+_FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "count", "share", "color", "label")
+
+
+def _flame_rects(tree: Mapping) -> dict:
+    """Rectangles of a call tree (``stack_tree``'s format): x in shares of
+    all samples (0..1), one row per depth (the root ``all`` is row 0)."""
+    total = tree["count"] or 1
+    out: dict = {c: [] for c in _FLAME_COLUMNS}
+    palette = ("#fdae61", "#fee08b", "#f46d43", "#fdd49e", "#fc8d59", "#fec44f")
+    stack = [(tree, 0.0, 0)]
+    while stack:
+        node, left, depth = stack.pop()
+        share = node["count"] / total
+        out["left"].append(left)
+        out["right"].append(left + share)
+        out["depth"].append(depth)
+        out["bottom"].append(depth - 0.45)
+        out["top"].append(depth + 0.45)
+        out["name"].append(node["name"])
+        where = f"{node['filename']}:{node['line']}" if node.get("filename") else ""
+        out["where"].append(where)
+        out["count"].append(node["count"])
+        out["share"].append(share)
+        # crc32, not hash(): the same function gets the same colour in every report
+        out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
+                                    % len(palette)] if depth else "#d9d9d9")
+        # ~7 px a character on a ~1000 px wide plot
+        chars = int(share * PIXELS / 7)
+        out["label"].append(_shorten(node["name"], chars) if chars >= 3 else "")
+        x = left
+        for child in node["children"]:
+            if child["count"] / total >= FLAME_MIN_SHARE:
+                stack.append((child, x, depth + 1))
+            x += child["count"] / total
+    return out
+
+
+def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
+    """A flame graph of stack samples with a selector for the task group.
+
+    ``trees`` maps a label (``"all"``, a group name ...) to a call tree in
+    ``SampleProfiler.tree()``'s format (``{"name", "filename", "line",
+    "count", "children"}``, root ``"all"``).  Each frame is a rectangle as
+    wide as its share of the samples, its callees stacked on top.  The
+    ``Select`` above the plot switches trees in the browser (CustomJS); its
+    options are the labels, in the mapping's order.  Returns a bokeh column
+    (the select, the figure).
+
+    >>> tree = {'name': 'all', 'filename': '', 'line': 0, 'count': 2, 'children': [
+    ...     {'name': 'f', 'filename': 'm.py', 'line': 1, 'count': 2, 'children': []}]}
+    >>> layout = plot_flame({'all': tree, 'x': tree})
+    >>> select, fig = layout.children
+    >>> select.options, fig.select_one({'name': 'flame'}).data_source.data['name']
+    (['all', 'x'], ['all', 'f'])
+    """
+    from bokeh.models import ColumnDataSource, CustomJS, Select
+
+    labels = list(trees)
+    if not labels:
+        raise ValueError("plot_flame needs at least one tree")
+    choices = [ColumnDataSource(_flame_rects(trees[label]), name=f"flame:{label}")
+               for label in labels]
+    depth = max((max(c.data["depth"]) for c in choices), default=0)
+    opts = dict(_FIGURE_DEFAULTS, title="Flame graph (stack samples)",
+                height=min(900, max(200, 60 + 22 * (depth + 1))),
+                tools="hover,xwheel_zoom,xpan,reset,save")
+    for key, value in figure_kwargs.items():
+        opts[_RENAMED.get(key, key)] = value
+    if "width" not in opts and "sizing_mode" not in opts:
+        opts["sizing_mode"] = "stretch_width"
+    fig = figure(x_range=Range1d(0, 1, bounds=(0, 1)), y_range=Range1d(-0.5, depth + 0.5),
+                 x_axis_label="share of samples", **opts)
+    source = ColumnDataSource(dict(choices[0].data))
+    rects = fig.quad(left="left", right="right", bottom="bottom", top="top",
+                     source=source, fill_color="color", line_color="white", name="flame")
+    fig.text(x="left", y="depth", text="label", source=source, x_offset=3,
+             text_baseline="middle", text_font_size="8pt", name="flame-labels")
+    fig.yaxis.visible = False
+    fig.ygrid.grid_line_color = None
+    _hover(fig, [rects], [("function", "@name"), ("where", "@where"),
+                          ("samples", "@count"), ("share", "@share{0.0%}")])
+    select = Select(title="Task group", options=labels, value=labels[0], width=300,
+                    name="flame-group")
+    select.js_on_change("value", CustomJS(args={"source": source, "choices": choices,
+                                                "labels": labels}, code="""
+        const i = labels.indexOf(cb_obj.value);
+        if (i < 0) return;
+        const data = choices[i].data;
+        source.data = data instanceof Map ? new Map(data) : Object.assign({}, data);
+    """))
+    stretch = opts.get("sizing_mode") == "stretch_width"
+    return column(select, fig, **({"sizing_mode": "stretch_width"} if stretch else {}))
+
+
+def flame_trees(samples: Sequence, tree=None) -> dict:
+    """``{"all": tree, group: tree, ...}`` for ``plot_flame``: all samples,
+    then the ``FLAME_GROUPS`` groups with most samples (``(no task)`` for
+    samples taken between tasks).  ``tree(group=...)`` builds a tree, by
+    default ``localsched.diagnostics.report.stack_tree`` over ``samples``.
+
+    >>> from localsched.diagnostics.records import SampleData
+    >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),)), SampleData(0.1, 1, None, ())]
+    >>> {k: v['count'] for k, v in flame_trees(s).items()}
+    {'all': 2, '(no task)': 1, 'x': 1}
+    """
+    from .report import stack_tree
+
+    if tree is None:
+        def tree(group=None):
+            return stack_tree(samples, group=group)
+    counts: dict = {}
+    for s in samples:
+        counts[s.group] = counts.get(s.group, 0) + 1
+    out = {"all": tree()}
+    for group in sorted(counts, key=lambda g: (-counts[g], str(g)))[:FLAME_GROUPS]:
+        if group is None:
+            sub = [s for s in samples if s.group is None]
+            out[NO_GROUP] = stack_tree(sub)
+        else:
+            out[str(group)] = tree(group=group)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Task durations per group
+
+#: At most this many groups get a histogram (the ones with most time).
+HISTOGRAM_GROUPS = 12
+
+
+def plot_durations(results: Sequence[TaskData], bins: int = 30, palette=None,
+                   label_size: int = LABEL_SIZE, ncols: int = 3):
+    """One histogram of task durations per task group (the ``HISTOGRAM_GROUPS``
+    groups with most time), in a grid.  Durations spread over more than two
+    orders of magnitude get logarithmic bins and axis.
+
+    >>> from localsched.diagnostics.records import TaskData
+    >>> grid = plot_durations([TaskData(('a-1a2b3c4d', i), None, 0.0, 0.1 * (i + 1), 0)
+    ...                        for i in range(5)])
+    >>> fig = grid.children[0][0]
+    >>> fig.title.text, int(sum(fig.select_one({'name': 'histogram'}).data_source.data['count']))
+    ('a: 5 tasks', 5)
+    """
+    table = _Tasks.of(results)
+    colors = _colors(table.groups, palette)
+    durations = table.end - table.start
+    per: dict = {}
+    for group, d in zip(table.groups, durations.tolist()):
+        per.setdefault(group, []).append(d)
+    shown = sorted(per, key=lambda g: (-sum(per[g]), g))[:HISTOGRAM_GROUPS]
+    figures = []
+    for group in shown:
+        values = np.asarray(per[group])
+        positive = values[values > 0]
+        log = len(positive) and positive.max() > 100 * positive.min()
+        if log:
+            edges = np.geomspace(positive.min(), positive.max(), bins + 1)
+            counts, edges = np.histogram(positive, bins=edges)
+        else:
+            lo, hi = float(values.min()), float(values.max())
+            if hi <= lo:  # all alike: one bar in the middle, not a range around zero
+                lo, hi = lo * 0.5, (hi * 1.5 if hi > 0 else 1.0)
+            counts, edges = np.histogram(values, bins=bins, range=(min(lo, 0.0), hi))
+        fig = figure(title=f"{_shorten(group, label_size)}: {len(values):,} tasks", width=330,
+                     height=220, tools="hover,save,reset", toolbar_location=None,
+                     x_axis_type="log" if log else "linear", x_axis_label="duration (s)",
+                     y_axis_label="tasks")
+        source = {"left": edges[:-1], "right": edges[1:], "count": counts,
+                  "range": [f"{format_seconds(a)} .. {format_seconds(b)}"
+                            for a, b in zip(edges[:-1].tolist(), edges[1:].tolist())]}
+        fig.quad(left="left", right="right", bottom=0, top="count", source=source,
+                 fill_color=colors[group], line_color="white", name="histogram")
+        _hover(fig, fig.renderers, [("duration", "@range"), ("tasks", "@count")])
+        figures.append(fig)
+    if not figures:
+        return Div(text="<p>No task finished.</p>")
+    return gridplot(figures, ncols=ncols, toolbar_location=None)
+
+
+# --------------------------------------------------------------------------
+# The performance report page
+
+
+def _heading(text: str, note: str = "") -> Div:
+    note_html = f"<p style='margin:2px 0;color:#555'>{html.escape(note)}</p>" if note else ""
+    return Div(text=f"<h2 style='font:600 16px sans-serif;margin:18px 0 4px'>"
+               f"{html.escape(text)}</h2>{note_html}", sizing_mode="stretch_width")
+
+
+def report_layout(run, palette=None, label_size: int = LABEL_SIZE):
+    """The performance report of a ``RunData`` as one bokeh layout: summary,
+    task stream (with activities) / resources / cache on one time axis, fine
+    metrics, flame graph, task durations."""
+    tasks = _Tasks.of(run.tasks, run.failed, run.interrupted, run.transfers, run.activities)
+    resources = _Resources.of(run.resources)
+    cache = _Cache.of(run.cache)
+    tables = [tasks, resources, cache]
+    bounds = [b for table in tables if (b := table.bounds()) is not None]
+    t0 = float(min(b[0] for b in bounds)) if bounds else 0.0
+    span = float(max(b[1] for b in bounds)) - t0 if bounds else 0.0
+    x_range = Range1d(0.0, span if span > 0 else 1.0)
+    colors = _colors(tasks.all_groups() | cache.all_groups(), palette)
+    stream = [
+        _plot_tasks(tasks, x_range, t0, colors, label_size, {}),
+        _plot_resources(resources, x_range, t0, label_size, {}),
+        _plot_cache(cache, run.cache_metric, x_range, t0, colors, label_size,
+                    {"title": f"Cache by task group ({run.cache_metric})"}),
+    ]
+    for fig in stream[:-1]:
+        fig.xaxis.axis_label = None
+    parts = [
+        Div(text=f"<h1 style='font:600 20px sans-serif;margin:6px 0'>"
+            f"{html.escape(str(run.meta.get('title') or 'localsched report'))}</h1>",
+            sizing_mode="stretch_width"),
+        Div(text=summary_html(run.summary()), sizing_mode="stretch_width"),
+        gridplot([[f] for f in stream], merge_tools=True, toolbar_location="above",
+                 sizing_mode="stretch_width"),
+        _heading("Fine metrics", "Seconds per task group and activity, summed over workers."),
+    ]
+    if run.metrics:
+        parts.append(plot_metrics(run.metrics, label_size))
+        other = metrics_html(run.metrics)
+        if other:
+            parts.append(Div(text=other, sizing_mode="stretch_width"))
+    else:
+        parts.append(Div(text="<p>No fine metrics were recorded.</p>"))
+    parts.append(_heading("Flame graph", "Stack samples of the worker threads; pick a task "
+                                         "group to see only its samples."))
+    if run.samples:
+        parts.append(plot_flame(flame_trees(run.samples)))
+    else:
+        parts.append(Div(text="<p>No stack samples were taken.</p>"))
+    parts.append(_heading("Task durations", "One histogram per task group."))
+    parts.append(plot_durations(run.tasks, palette=colors, label_size=label_size))
+    return column(*parts, sizing_mode="stretch_width")
+
+
+def report_html(run, title: str = "localsched report", mode: str | None = None,
+                palette=None, label_size: int = LABEL_SIZE) -> str:
+    """The performance report of a ``RunData`` as one self-contained HTML page
+    (bokeh embedded unless ``mode="cdn"``), the run's JSON in a ``<script
+    type="application/json" id="localsched-data">`` element."""
+    from bokeh.embed import file_html
+
+    from .report import DATA_ELEMENT_ID
+
+    resources = Resources(mode=mode or "inline")
+    page = file_html(report_layout(run, palette, label_size), resources=resources,
+                     title=title)
+    data = (f'<script type="application/json" id="{DATA_ELEMENT_ID}">'
+            f"{run.to_json()}</script>\n")
+    at = page.rindex("</body>")
+    return page[:at] + data + page[at:]

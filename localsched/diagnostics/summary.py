@@ -26,12 +26,13 @@ Definitions (all seconds):
 
 from __future__ import annotations
 
+import reprlib
 from dataclasses import asdict, dataclass
 from typing import Iterable, Optional, Sequence
 
-from ..utils import key_split
+from ..utils import funcname, key_split
 
-__all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds"]
+__all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds", "short_repr"]
 
 
 @dataclass(frozen=True)
@@ -180,3 +181,29 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
                    interrupted=len(interrupted), workers=workers, busy=busy,
                    efficiency=efficiency, groups=groups,
                    other_groups=max(len(ranked) - top, 0))
+
+
+_repr = reprlib.Repr()
+_repr.maxlevel = 3
+_repr.maxstring = 40
+_repr.maxother = 40
+for _attr in ("maxtuple", "maxlist", "maxarray", "maxdict", "maxset", "maxfrozenset", "maxdeque"):
+    setattr(_repr, _attr, 4)
+
+
+def short_repr(task, limit: int = 100) -> str:
+    """A bounded, readable repr of a task: ``add(1, 'x')`` for tuple tasks.
+
+    What the plots' hovers and the saved JSON (``localsched.diagnostics.report``)
+    show of a task.
+
+    >>> short_repr((max, 1, 'x'))
+    "max(1, 'x')"
+    >>> len(short_repr(list(range(10**6))) ) < 40
+    True
+    """
+    if isinstance(task, tuple) and task and callable(task[0]):
+        text = f"{funcname(task[0])}({', '.join(_repr.repr(arg) for arg in task[1:])})"
+    else:
+        text = _repr.repr(task)
+    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "\u2026"
