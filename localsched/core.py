@@ -358,6 +358,10 @@ def run_batch(
         sampler = _worker_sampler(sample) if sample and _process_worker_id else None
         local = _metrics._local
         outer_sink = getattr(local, "sink", None)
+        if measure:
+            # One list for the batch's user metrics, emptied after each task
+            # (cheaper than a list and a thread-local store per task).
+            sink = local.sink = []
         cpu = _thread_time
         arrival = _take_job_arrival() if _process_worker_id else None
         if _process_worker_id:  # the cost of each hand-off, reported in the next
@@ -377,8 +381,6 @@ def run_batch(
                 buf = []
                 carried = 0
                 last = now()
-            if measure:
-                sink = local.sink = []
             if sample:
                 running[tid] = key
             t0 = now()
@@ -392,8 +394,11 @@ def run_batch(
                 running[tid] = None  # between tasks: the worker's own work
             if measure:
                 c = cpu()
-                probe = (c - c_prev, sink or None) if arrival is None else \
-                    (c - c_prev, sink or None, arrival)
+                user = None
+                if sink:
+                    user = sink[:]
+                    sink.clear()
+                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
                 c_prev = c
                 arrival = None
             if store:
