@@ -1161,9 +1161,15 @@ class Run:
             if load is not None:
                 # The outputs become the caller's own objects (mapped, not
                 # copied); their handles go, and with them the segments' names.
+                # Released explicitly, not left to the handle's last
+                # reference: the pool's listener thread may still hold the
+                # record list that brought it (until that thread runs again).
+                release = transport.release
                 for k in flatten_keys(self.out_keys, []):
-                    cache[k] = load(cache[k])
-                k = None
+                    handle = cache[k]
+                    cache[k] = load(handle)
+                    release(handle)
+                k = handle = None
                 inbox.end()
         except BaseException as exc:
             cancelled.append(True)
