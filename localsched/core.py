@@ -358,6 +358,10 @@ def run_batch(
         sampler = _worker_sampler(sample) if sample and _process_worker_id else None
         local = _metrics._local
         outer_sink = getattr(local, "sink", None)
+        if measure:
+            # One list for the batch's user metrics, emptied after each task
+            # (cheaper than a list and a thread-local store per task).
+            sink = local.sink = []
         cpu = _thread_time
         arrival = _take_job_arrival() if _process_worker_id else None
         if _process_worker_id:  # the cost of each hand-off, reported in the next
@@ -377,8 +381,6 @@ def run_batch(
                 buf = []
                 carried = 0
                 last = now()
-            if measure:
-                sink = local.sink = []
             if sample:
                 running[tid] = key
             t0 = now()
@@ -392,8 +394,11 @@ def run_batch(
                 running[tid] = None  # between tasks: the worker's own work
             if measure:
                 c = cpu()
-                probe = (c - c_prev, sink or None) if arrival is None else \
-                    (c - c_prev, sink or None, arrival)
+                user = None
+                if sink:
+                    user = sink[:]
+                    sink.clear()
+                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
                 c_prev = c
                 arrival = None
             if store:
@@ -512,6 +517,7 @@ def get_async(
     chunksize: Optional[int] = None,
     on_interrupt: Optional[Callable[[list], None]] = None,
     cache: Optional[dict] = None,
+    transport: Any = None,
 ):
     """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
 
@@ -546,6 +552,11 @@ def get_async(
     cache : dict, optional
         Results known already (key -> value): those tasks do not run.  The
         computation stores its live results here, as dask's ``cache=`` does.
+    transport : module, optional
+        ``localsched._pool.shm`` when results may arrive as ``SharedValue``
+        handles to shared memory: the cache (and ``state.cache``) keeps the
+        handles, posttask callbacks and the caller get the values, and a
+        computation that stops releases the handles it holds.
 
     Examples
     --------
@@ -616,6 +627,7 @@ def get_async(
                 chunksize=chunksize,
                 rerun_exceptions_locally=rerun_exceptions_locally,
                 on_interrupt=on_interrupt,
+                transport=transport,
             )
         result = run.results()
         errored = False
@@ -953,6 +965,7 @@ class Run:
         chunksize,
         rerun_exceptions_locally,
         on_interrupt,
+        transport=None,
     ):
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
         state = self.state
@@ -971,6 +984,13 @@ class Run:
         ctx = contextvars.copy_context()
         now = time.time
         state.transfer = None
+        # Results in shared memory arrive as handles (see localsched/_pool/shm.py):
+        # records come in through an Inbox that releases them once the run stops.
+        load = inbox = None
+        emit = put
+        if transport is not None:
+            load = transport.load
+            emit = inbox = transport.Inbox(put)
         measure, sample = self.measure, self.sample
         # What a worker is asked to measure (nothing, usually: no keywords).
         probes = {}
@@ -1002,7 +1022,7 @@ class Run:
                     fut = submit(ctx.copy().run, run_batch, items, data, cancelled,
                                  announce, emit=put, where=flight.where, **probes)
                 elif stream:  # a process pool that routes ``emit`` back to this process
-                    fut = submit(run_batch, items, data, None, announce, emit=put, **probes)
+                    fut = submit(run_batch, items, data, None, announce, emit=emit, **probes)
                     if measure:  # the inputs were pickled by submit
                         flight.sent = (flight.dispatched, now())
                 else:
@@ -1020,7 +1040,10 @@ class Run:
                 exc = unpack_exception(exc)
             state.failed[key] = (exc, t0, t1, wid)
             if rerun_exceptions_locally:
-                _rerun_locally(specs[i], cache, key, exc)
+                inputs = cache
+                if load is not None:  # the values, not their handles
+                    inputs = {keys[d]: load(cache[keys[d]]) for d in self.deps[i]}
+                _rerun_locally(specs[i], inputs, key, exc)
             if isinstance(exc, Exception):
                 _add_note(exc, f"while computing task {key!r}")
             if exc.__traceback__ is not None:
@@ -1035,6 +1058,8 @@ class Run:
                     idle -= 1
                 if not inflight:  # nothing runs and nothing is ready: a bug
                     raise InvalidStateError("scheduler stalled with tasks left")
+                if inbox is not None and events.empty():
+                    inbox.idle()  # unlink released segments while workers work
                 try:
                     # A timeout, so a Ctrl-C that lands just before the wait
                     # starts (and so cannot interrupt it) is seen promptly.
@@ -1102,6 +1127,8 @@ class Run:
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
+                        if load is not None:
+                            value = load(value)
                         if pack_data:
                             sent = 0.0
                             if flight is not None and flight.batch[0] == i:
@@ -1131,8 +1158,23 @@ class Run:
                 records = item = value = None
             if (measure or sample) and pack_data and stream:
                 self._drain_notes(inflight, get_event, flights, mark)
+            if load is not None:
+                # The outputs become the caller's own objects (mapped, not
+                # copied); their handles go, and with them the segments' names.
+                # Released explicitly, not left to the handle's last
+                # reference: the pool's listener thread may still hold the
+                # record list that brought it (until that thread runs again).
+                release = transport.release
+                for k in flatten_keys(self.out_keys, []):
+                    handle = cache[k]
+                    cache[k] = load(handle)
+                    release(handle)
+                k = handle = None
+                inbox.end()
         except BaseException as exc:
             cancelled.append(True)
+            if inbox is not None:
+                inbox.abandon(cache, lambda: _drain(events))
             stopped = now()
             for flight in inflight.values():
                 flight.report_running(self, stopped)
@@ -1199,6 +1241,16 @@ def _is_raw_callback(x) -> bool:
         and len(x) == 5
         and all(f is None or (callable(f) and not hasattr(f, "_callback")) for f in x)
     )
+
+
+def _drain(events: SimpleQueue) -> list:
+    """What is waiting in ``events`` now."""
+    out = []
+    while True:
+        try:
+            out.append(events.get_nowait())
+        except Empty:
+            return out
 
 
 def _run_batch_collect(items: list, data: dict) -> list:

@@ -7,6 +7,12 @@ stops them.  The pool itself lives in ``localsched._pool`` (its design note
 is in ``localsched/_pool/pool.py``); this module only picks the pool and
 hands it to the scheduling loop.
 
+On localsched's own pool, results and inputs holding large buffers (NumPy
+arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
+through shared memory: a worker writes them once into ``/dev/shm``, the
+scheduler keeps a handle, and the next worker maps them without copying
+(``localsched/_pool/shm.py``).  Small objects keep the pipe.
+
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool
 starts a replacement and the next computation works.  Workers die with
@@ -29,6 +35,7 @@ from typing import Any, Callable, Iterable, Optional
 from ._pool import (START_METHODS, BrokenProcessPool, ProcessPool, RemoteError,
                     RemoteTraceback, WorkerDiedError, dumps, submitter_for,
                     unpack_exception)
+from ._pool import shm
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 
@@ -173,4 +180,6 @@ def get(
         stream=runner.stream,
         unpack_exception=unpack_exception,
         on_interrupt=runner.on_interrupt,
+        # localsched's own pool sends large results through shared memory.
+        transport=shm if isinstance(pool, ProcessPool) or pool is None else None,
     )

@@ -4,6 +4,8 @@
   exceptions with their remote tracebacks;
 - ``worker``: the worker process's main loop;
 - ``pool``: ``ProcessPool``, its worker states and the listener thread.
+- ``shm``: large buffers through shared memory instead of the pipes
+  (zero-copy for the reading worker), and who unlinks each segment when.
 
 ``submitter_for(pool)`` says how ``localsched.multiprocessing.get`` runs
 batches on a pool, ours or a foreign one; ``pool_size(pool)`` how many

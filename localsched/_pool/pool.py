@@ -35,6 +35,12 @@ How a job travels::
     future done ◄────────── the job's last message: worker IDLE again
                             (or its exit: WorkerDiedError, a replacement starts)
 
+Large values do not ride in these messages: a streaming job's RUN names a
+shared-memory prefix, and its inputs and results travel as segments in
+``/dev/shm`` with small handles in the messages (``shm``).  A job's input
+segment is released when the job ends; when its worker dies, so are the
+segments the worker made under the job's prefix and never reported.
+
 Worker states, every move checked (``Worker.move``; an illegal move raises
 WorkerStateError)::
 
@@ -68,6 +74,7 @@ from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProces
 from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable, Iterable, Optional
 
+from . import shm
 from . import worker as worker_module
 from .protocol import LAST_OF_JOB, Kind, decode, dumps, encode, unpack_exception
 
@@ -161,16 +168,31 @@ def _settle(future: Future, value: Any = None, exc: Optional[BaseException] = No
 
 
 class _Job:
-    """One submit: its future, the RUN frame until sent, where records go."""
+    """One submit: its future, the RUN frame until sent, where records go,
+    and the shared-memory segments it uses (see ``shm``): its name prefix,
+    and the segment holding its inputs, owned here until the job ends."""
 
-    __slots__ = ("id", "future", "frame", "emit", "worker")
+    __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs")
 
-    def __init__(self, job_id: int, future: Future, frame: bytes, emit: Optional[Callable]):
+    def __init__(self, job_id: int, future: Future, frame: bytes, emit: Optional[Callable],
+                 shm_prefix: Optional[str] = None, inputs: Optional[shm.SharedValue] = None):
         self.id = job_id
         self.future = future
         self.frame: Optional[bytes] = frame
         self.emit = emit
         self.worker: Optional[Worker] = None
+        self.shm_prefix = shm_prefix
+        self.inputs = inputs
+
+    def ended(self, worker_died: bool = False) -> None:
+        """The job will say no more: its inputs' segment goes (the worker
+        mapped it when the job started); if its worker died, so do the
+        segments it made but never reported."""
+        if self.inputs is not None:
+            self.inputs.release()
+            self.inputs = None
+        if worker_died and self.shm_prefix is not None:
+            shm.sweep(self.shm_prefix)
 
 
 class _JobFuture(Future):
@@ -345,6 +367,9 @@ class _MPWorker(Worker):
 
 # -- the pool ------------------------------------------------------------------
 
+# Tells the pools of this process apart in shared-memory segment names.
+_pool_tokens = itertools.count(1)
+
 # Every pool alive in this process, so that a forked child can let go of them.
 _live_pools: "weakref.WeakSet[ProcessPool]" = weakref.WeakSet()
 
@@ -399,6 +424,9 @@ class ProcessPool(Executor):
         self._init_payload = dumps((initializer, tuple(initargs))) if initializer else None
         self._owner = os.getpid()
         self._ids = itertools.count(1)
+        # Names this pool's shared-memory segments (see ``shm``).
+        self._token = next(_pool_tokens)
+        shm.start_owner()
         # _lock guards _pending, _workers, _closed, _broken, _woken and every
         # worker's state and job.
         self._lock = threading.Lock()
@@ -441,18 +469,28 @@ class ProcessPool(Executor):
 
     def submit(self, fn, /, *args, emit: Optional[Callable] = None, **kwargs) -> Future:
         self._check_owner()
-        body = dumps((fn, args, kwargs, emit is not None))  # may raise: not sendable
-        future = _JobFuture(self)
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
-        job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit)
+        # Streaming jobs (the scheduler's batches) exchange large values
+        # through shared memory when there is room; plain jobs use the pipe.
+        prefix = None
+        if emit is not None and shm.available():
+            prefix = shm.job_prefix(self._token, job_id)
+        # May raise: not sendable.
+        body, inputs = shm.dumps_job((fn, args, kwargs, emit is not None, prefix), prefix, dumps)
+        future = _JobFuture(self)
+        job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit,
+                                 prefix, inputs)
         del body
         with self._lock:
+            refused = self._broken or self._closed
+            if not refused:
+                self._pending.append(job)
+                self._wake()
+        if refused:
+            job.ended()
             if self._broken is not None:
                 raise BrokenProcessPool(str(self._broken)) from self._broken
-            if self._closed:
-                raise RuntimeError("cannot submit to a ProcessPool after shutdown")
-            self._pending.append(job)
-            self._wake()
+            raise RuntimeError("cannot submit to a ProcessPool after shutdown")
         return future
 
     def kill(self, futures: Iterable[Future]) -> None:
@@ -466,7 +504,10 @@ class ProcessPool(Executor):
         self._check_owner()
         for fut in futures:
             job = getattr(fut, "_job", None)
-            if job is None or getattr(fut, "_pool", None) is not self or fut.cancel():
+            if job is None or getattr(fut, "_pool", None) is not self:
+                continue
+            if fut.cancel():
+                job.ended()
                 continue
             with self._lock:
                 w = job.worker
@@ -497,6 +538,7 @@ class ProcessPool(Executor):
             self._wake()
         for job in cancelled:
             job.future.cancel()
+            job.ended()
         if wait and threading.current_thread() is not self._listener:
             self._listener.join()
 
@@ -517,6 +559,7 @@ class ProcessPool(Executor):
             self._wake()
         for job in cancelled:
             job.future.cancel()
+            job.ended()
         for pid, job in killed:
             _settle(job.future, exc=WorkerDiedError(
                 f"worker process {pid} was killed: the pool was terminated", pid))
@@ -622,6 +665,7 @@ class ProcessPool(Executor):
                     return
                 job = self._pending.popleft()
                 if not job.future.set_running_or_notify_cancel():
+                    job.ended()
                     continue  # cancelled while pending
                 w.move(BUSY)
                 w.job = job
@@ -698,6 +742,7 @@ class ProcessPool(Executor):
             w.job = None
             job.worker = None
             w.move(IDLE)
+        job.ended()
         _settle(job.future, value, error)
         return True
 
@@ -731,6 +776,8 @@ class ProcessPool(Executor):
         with self._lock:
             self._workers.remove(w)
         self._handles = None
+        if job is not None:
+            job.ended(worker_died=True)
         if before is BUSY and job is not None:
             _settle(job.future, exc=WorkerDiedError(
                 f"worker process {w.pid} died ({_describe_exit(code)})", w.pid, code))
@@ -763,6 +810,8 @@ class ProcessPool(Executor):
                 jobs += [w.job for w in self._workers if w.job is not None]
         for job in jobs:
             _settle(job.future, exc=error)
+            if job.worker is None:  # never sent (a running job ends with its worker)
+                job.ended()
 
     def _stop_workers(self) -> None:
         """Stop every worker (the listener's last act) and release the pipes."""
@@ -787,6 +836,8 @@ class ProcessPool(Executor):
                     w.join(STOP_GRACE)
                 w.move(DEAD)
                 w.close()
+                if w.job is not None:
+                    w.job.ended(worker_died=True)
         with self._lock:  # (a closed descriptor's number may be reused at once)
             os.close(self._wake_r)
             os.close(self._wake_w)

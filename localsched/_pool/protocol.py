@@ -26,7 +26,7 @@ import enum
 import pickle
 import struct
 import traceback
-from typing import Any
+from typing import Any, Optional
 
 import cloudpickle
 
@@ -39,7 +39,9 @@ class Kind(enum.IntEnum):
 
     Parent to worker:
 
-    - ``RUN``: body ``(fn, args, kwargs, streams)``; run it as job ``job id``.
+    - ``RUN``: body ``(fn, args, kwargs, streams, shm_prefix)`` (pickled,
+      or with its large buffers in a shared-memory segment: ``shm.dumps_job``);
+      run it as job ``job id``.
     - ``STOP``: no body; the worker exits (sent only to a worker with no job).
 
     Worker to parent, after start-up (job id 0):
@@ -176,11 +178,18 @@ def _pack_record(r: tuple) -> tuple:
     return r[:RECORD_VALUE] + (_packed(r[RECORD_VALUE]),) + r[RECORD_VALUE + 1:]
 
 
-def dump_records(records: list) -> bytes:
+def dump_records(records: list, shm_prefix: Optional[str] = None) -> bytes:
     """Pickle a list of records; a result or exception that cannot be pickled
-    becomes a failure of its task, explained."""
+    becomes a failure of its task, explained.  With ``shm_prefix``, large
+    results travel in shared-memory segments of that name prefix (see
+    ``shm``)."""
     try:
-        return dumps([_pack_record(r) for r in records])
+        packed = [_pack_record(r) for r in records]
+        if shm_prefix is not None:
+            from . import shm
+
+            return shm.dump_records(packed, shm_prefix, dumps)
+        return dumps(packed)
     except Exception:
         pass
     safe = []

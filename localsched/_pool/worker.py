@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Callable, Optional
 
+from . import shm
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
 
 __all__ = ["main", "BOOT", "run_packed"]
@@ -110,6 +111,8 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     from ..callbacks import Callback
 
     core._process_worker_id = os.getpid()
+    shm.attach_on_load = True  # shared inputs arrive as values, mapped (see shm)
+    shm._owned.clear()  # a forked worker owns none of the parent's segments
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
     if init_payload is not None:
@@ -142,14 +145,16 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     """Run one job; its last message, to send.
 
     A streaming job's function gets an ``emit`` that sends each list of
-    records at once, tagged with the job's id.
+    records at once, tagged with the job's id; large results travel in
+    shared-memory segments named ``shm_prefix...`` when the pool gave one.
     """
+    shm_prefix = None
 
     from .. import core
 
     def emit(records: list) -> None:
         t = time.perf_counter()
-        body = dump_records(records)
+        body = dump_records(records, shm_prefix)
         core._dump_seconds = time.perf_counter() - t  # (read by fine metrics)
         frame = encode(Kind.RECORDS, job_id, body)
         try:
@@ -159,7 +164,7 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
 
     try:
         received = time.time()
-        fn, args, kwargs, streams = pickle.loads(body)
+        fn, args, kwargs, streams, shm_prefix = shm.loads_job(body)
         del body
         core._job_arrival = (received, time.time())  # (read by fine metrics)
         if streams:

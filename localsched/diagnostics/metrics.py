@@ -94,8 +94,10 @@ class FineMetrics(Collector):
         self._metrics: dict = {}
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        self._events(state).append((key, state.timing, worker_id, state.probe,
-                                    state.activities))
+        run = self._current  # (Collector._events, inlined: this runs once per task)
+        if run[0] is not state:
+            run = self._current = self._live[id(state)]
+        run[1].append((key, state.timing, worker_id, state.probe, state.activities))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         import time

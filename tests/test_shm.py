@@ -1,0 +1,401 @@
+"""Zero-copy transport through shared memory (localsched/_pool/shm.py, #10).
+
+Every test runs on real worker processes and checks, through an autouse
+fixture, that no localsched segment of this process is left in /dev/shm
+once the shared pools are stopped; several also check right after a
+computation returns, with the pool still up.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from localsched import multiprocessing as lmp
+from localsched._pool import shm
+from localsched.callbacks import Callback
+
+pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
+
+BIG = 200_000  # elements: above the 64 KiB threshold for every dtype
+
+
+def mine() -> dict:
+    """This process's localsched segments now."""
+    return shm.live_segments(pids=[os.getpid()])
+
+
+@pytest.fixture(autouse=True)
+def clean_shm(monkeypatch):
+    for var in ("LOCALSCHED_SHM", "LOCALSCHED_SHM_THRESHOLD", "LOCALSCHED_SHM_RESERVE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(shm, "_warned", False)
+    lmp.shutdown()  # workers start with this test's environment
+    before = mine()
+    yield
+    lmp.shutdown()  # (kills what an aborted computation left running, sweeps)
+    left = set(mine()) - set(before)
+    assert not left, f"segments left in {shm.SHM_DIR}: {sorted(left)}"
+
+
+# -- tasks (module level: workers import them) -------------------------------------
+
+
+def make(dtype: str, n: int = BIG):
+    return (np.arange(n) % 120).astype(dtype)
+
+
+def backing(a) -> str:
+    """What an array's memory belongs to: 'mmap' when it points into a
+    mapped segment, else the owner's type (or 'own')."""
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if isinstance(base, np.ndarray):
+        return "own"
+    if isinstance(base, memoryview):
+        return type(base.obj).__name__
+    return type(base).__name__
+
+
+def described(a):
+    """The array back (so the result still travels) and how it arrived."""
+    return backing(a), a
+
+
+def bump_in_place(a):
+    a += 1  # a private copy-on-write page: nobody else sees this
+    return int(a[0])
+
+
+def first(a):
+    return int(a[0])
+
+
+def die(_):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def boom(_):
+    raise ValueError("boom")
+
+
+def slow_big(i):
+    time.sleep(0.02)
+    return np.full(BIG, i, dtype="f8")
+
+
+def get(dsk, keys, **kw):
+    kw.setdefault("num_workers", 2)
+    kw.setdefault("chunksize", 1)  # every task its own batch: results travel
+    return lmp.get(dsk, keys, **kw)
+
+
+# -- round trips -------------------------------------------------------------------
+
+DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+          "float16", "float32", "float64", "longdouble", "complex64", "complex128",
+          "clongdouble", "datetime64[ns]", "timedelta64[s]", "U3", "S2"]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_arrays_of_every_dtype_reach_the_next_worker_mapped_not_copied(dtype):
+    dsk = {"a": (make, dtype), "b": (described, "a")}
+    (how, b), a = get(dsk, ["b", "a"])
+    assert how == "mmap"  # the consumer's input points into the segment
+    np.testing.assert_array_equal(b, make(dtype))
+    np.testing.assert_array_equal(a, make(dtype))
+    assert a.dtype == np.dtype(dtype)
+    assert not mine()  # released as soon as the computation returned
+
+
+def test_outputs_are_the_callers_own_writable_arrays():
+    a = get({"a": (make, "f8")}, "a")
+    assert backing(a) == "mmap" and a.flags.writeable
+    a[:] = 7  # copy-on-write: touches nothing shared
+    assert (a == 7).all()
+    assert not mine()
+
+
+def test_a_task_writing_into_its_input_changes_no_other_tasks_input():
+    dsk = {"a": (make, "i8"), "b": (bump_in_place, "a"), "c": (first, "a"),
+           "d": (bump_in_place, "a")}
+    assert get(dsk, ["b", "c", "d", "a"])[:3] == (1, 0, 1)
+
+
+def test_non_contiguous_zero_size_and_object_arrays_arrive_intact():
+    base = np.arange(4 * BIG, dtype="f8").reshape(4, BIG)
+    strided = base[:, ::3]
+    empty = np.empty((0, 7), dtype="f4")
+    objects = np.array([str(i) for i in range(BIG)], dtype=object)
+    dsk = {"s": (np.copy, strided), "s2": (np.ascontiguousarray, "s"),
+           "sv": (lambda a: a[:, ::2], "s2"), "sd": (described, "sv"),
+           "e": (np.copy, empty), "ed": (described, "e"),
+           "o": (np.copy, objects), "od": (described, "o")}
+    (how_s, sv), (how_e, e), (how_o, o) = get(dsk, ["sd", "ed", "od"])
+    np.testing.assert_array_equal(sv, strided[:, ::2])
+    assert e.shape == (0, 7) and e.dtype == np.float32
+    assert how_o != "mmap" and o.dtype == object and list(o) == list(objects)  # the pipe
+    assert how_s == "mmap"  # a non-contiguous view travels as a contiguous copy
+
+
+def test_pandas_frames_travel_with_their_numeric_columns_mapped():
+    pd = pytest.importorskip("pandas")
+
+    def frame():
+        return pd.DataFrame({"x": np.arange(BIG, dtype="f8"), "y": np.arange(BIG) % 7,
+                             "s": [f"r{i % 10}" for i in range(BIG)]})
+
+    def column_backing(df):
+        return backing(df["x"].to_numpy()), df
+
+    how, df = get({"f": (frame,), "g": (column_backing, "f")}, "g")
+    assert how == "mmap"
+    pd.testing.assert_frame_equal(df, frame())
+
+
+def test_bytes_results_arrive_whole():
+    data = os.urandom(300_000)
+    dsk = {"b": (bytes, data), "n": (len, "b")}
+    assert get(dsk, ["b", "n"]) == (data, len(data))
+
+
+def test_small_results_keep_the_pipe():
+    seen = []
+
+    def count(key, result, dsk, state, worker_id):
+        seen.append(len(mine()))
+
+    dsk = {"a": (make, "i1", 1000), "b": (np.add, "a", 1), "c": (np.sum, "b")}
+    assert get(dsk, "c", callbacks=[Callback(posttask=count)]) == np.sum(make("i1", 1000) + 1)
+    assert seen == [0, 0, 0]
+
+
+def test_inputs_in_the_graph_reach_workers_through_shared_memory():
+    x = make("f8")
+    how, out = get({"x": x, "y": (described, "x")}, "y")
+    assert how == "mmap"
+    np.testing.assert_array_equal(out, x)
+
+
+# -- lifetime ----------------------------------------------------------------------
+
+
+def test_a_segment_goes_when_the_cache_releases_its_result():
+    live = []
+
+    def count(key, result, dsk, state, worker_id):
+        # Results' segments (released ones are unlinked or, renamed, wait in
+        # the free list for reuse during the computation).
+        live.append(len([n for n in mine() if "-free-" not in n]))
+
+    # A chain of 12 big results: each is released when the next one ends.
+    dsk = {"x0": (make, "f8")}
+    for i in range(1, 12):
+        dsk[f"x{i}"] = (np.add, f"x{i - 1}", 1)
+    out = get(dsk, "x11", num_workers=1, callbacks=[Callback(posttask=count)])
+    assert out[0] == 11
+    # At most the last result and its input: never the chain.
+    assert max(live) <= 2, live
+    assert not mine()  # the free list went with the computation
+
+
+def test_a_segment_still_mapped_is_never_reused():
+    # The callback keeps every result it sees (mapped in this process):
+    # their segments, once released, must not be rewritten with later
+    # results while these arrays still point into them.
+    kept = {}
+
+    def keep(key, result, dsk, state, worker_id):
+        kept[key] = result
+
+    dsk = {"x0": (make, "f8")}
+    for i in range(1, 16):
+        dsk[f"x{i}"] = (np.add, f"x{i - 1}", 1)
+    get(dsk, "x15", callbacks=[Callback(posttask=keep)])
+    for i in range(16):
+        np.testing.assert_array_equal(kept[f"x{i}"], make("f8") + i)
+
+
+def test_a_failing_task_leaves_no_segment():
+    dsk = {f"a{i}": (slow_big, i) for i in range(6)}
+    dsk["bad"] = (boom, "a0")
+    dsk["out"] = (sum, [f"a{i}" for i in range(6)] + ["bad"])
+    with pytest.raises(ValueError, match="boom") as info:
+        get(dsk, "out")
+    # The traceback keeps the computation's frames (and its queue) alive: the
+    # handles are released anyway, and so is whatever a batch still running
+    # sends later (checked by the fixture once the pool stops).
+    assert info.value is not None
+    deadline = time.monotonic() + 10
+    while mine() and time.monotonic() < deadline:
+        time.sleep(0.01)  # batches that were running finish and are released
+    assert not mine()
+    assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0  # the next one works
+
+
+def test_a_worker_killed_while_holding_segments_leaves_none():
+    dsk = {"a": (make, "f8"), "b": (slow_big, 1), "c": (die, "a"),
+           "out": (lambda *args: None, "b", "c")}
+    with pytest.raises(lmp.WorkerDiedError):
+        get(dsk, "out")
+    assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0
+
+
+def write_segment_then_die(prefix, emit):
+    shm.share(make("f8"), prefix + "unreported")  # written, never reported
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_segments_a_dead_worker_wrote_but_never_reported_are_swept():
+    with lmp.ProcessPool(1) as pool:
+        # Job 1 of this pool: its segments are named with this prefix.
+        prefix = shm.job_prefix(pool._token, 1)
+        future = pool.submit(write_segment_then_die, prefix, emit=lambda records: None)
+        with pytest.raises(lmp.WorkerDiedError):
+            future.result(timeout=60)
+        assert not [n for n in mine() if n.startswith(prefix)]
+
+
+def test_ctrl_c_mid_run_leaves_no_segment():
+    main = threading.get_ident()
+    ended = []
+
+    def posttask(key, result, dsk, state, worker_id):
+        ended.append(key)
+        if len(ended) == 3:
+            signal.pthread_kill(main, signal.SIGINT)
+
+    dsk = {f"a{i}": (slow_big, i) for i in range(40)}
+    dsk["out"] = (len, [f"a{i}" for i in range(40)])
+    with pytest.raises(KeyboardInterrupt):
+        get(dsk, "out", callbacks=[Callback(posttask=posttask)])
+    assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0
+
+
+def test_sweep_removes_only_segments_nobody_owns():
+    prefix = f"{shm.PREFIX}{os.getpid()}-999-1-"
+    owned = shm.share(make("f8"), prefix + "0")
+    orphan = shm.share(make("f8"), prefix + "1")
+    handle = shm.SharedValue(owned.name, owned.size, owned.meta, owned.layout)  # owned here
+    assert shm.sweep(prefix) == 1
+    assert set(mine()) == {owned.name} and orphan.name not in mine()
+    handle.release()
+    assert not mine()
+
+
+# -- falling back to the pipe ------------------------------------------------------
+
+
+def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch):
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(1 << 62))  # no /dev/shm is that big
+    dsk = {"a": (make, "f8"), "b": (described, "a")}
+    with pytest.warns(RuntimeWarning, match="too small") as record:
+        how, b = get(dsk, "b")
+        get(dsk, "b")
+    assert len(record) == 1  # once per process
+    assert how != "mmap"
+    np.testing.assert_array_equal(b, make("f8"))
+    assert not mine()
+
+
+@pytest.mark.filterwarnings("ignore:shared memory is full")
+def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
+    # Room for the scheduler's check (threshold + reserve), not for 16 MB.
+    free = shm._free_bytes()
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (4 << 20))))
+    dsk = {"a": (make, "f8", 2_000_000), "b": (described, "a")}
+    how, b = get(dsk, "b")
+    assert how != "mmap"
+    np.testing.assert_array_equal(b, make("f8", 2_000_000))
+    err = capfd.readouterr().err
+    assert err.count("localsched: shared memory is full") >= 1, err
+
+
+def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
+    monkeypatch.setenv("LOCALSCHED_SHM", "0")
+    how, b = get({"a": (make, "f8"), "b": (described, "a")}, "b")
+    assert how != "mmap" and not [w for w in recwarn if "shared memory" in str(w.message)]
+    np.testing.assert_array_equal(b, make("f8"))
+
+
+# -- ResourceProfiler ----------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux /proc only")
+def test_resource_profiler_counts_shared_memory_once():
+    from localsched.diagnostics import ResourceProfiler
+
+    size = 64 << 20
+    prof = ResourceProfiler(dt=1)
+    a = np.ones(size // 8)
+    base = prof.sample().mem
+    shared = shm.share(a, f"{shm.PREFIX}{os.getpid()}-998-1-0")
+    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout)
+    del a
+    try:
+        held = prof.sample().mem  # the segment, mapped by nobody: counted by its size
+        maps = [handle.load() for _ in range(3)]  # three mappings of the same pages
+        assert all(m.sum() == size // 8 for m in maps)  # (every page touched)
+        mapped = prof.sample().mem
+    finally:
+        maps = None
+        handle.release()
+    mb = size / 1e6
+    # The private array went (-64), the segment came (+64): about even.
+    assert abs(held - base) < 0.25 * mb, (base, held)
+    # Three mappings add (almost) nothing: the pages are counted once.
+    assert abs(mapped - held) < 0.25 * mb, (held, mapped)
+
+
+# -- the scheduler's process itself ends -------------------------------------------
+
+_SCRIPT = """
+import os, signal, sys, numpy as np
+from localsched.callbacks import Callback
+from localsched.multiprocessing import default_pool, get
+
+def stop(key, result, dsk, state, worker_id):
+    if len(state.finished) == 4:
+        print(os.getpid(), *default_pool(2).pids, flush=True)
+        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+
+dsk = {f"a{i}": (np.full, 200_000, i) for i in range(30)}
+dsk["out"] = (len, [f"a{i}" for i in range(30)])
+get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
+"""
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
+def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _SCRIPT, how], capture_output=True, text=True,
+                          timeout=60, stdin=subprocess.DEVNULL)
+    import psutil
+
+    pid, *workers = map(int, proc.stdout.split())
+    # Its workers die with it (PDEATHSIG, lifeline); wait until they have.
+    psutil.wait_procs([p for p in map(_process, workers) if p is not None], timeout=10)
+    if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
+        assert "KeyboardInterrupt" in proc.stderr
+    else:  # killed outright: the next process that starts a pool sweeps
+        # (what it held when killed is usually still there; not asserted:
+        # any other process starting a pool meanwhile sweeps it first)
+        shm.sweep_stale()
+    assert not shm.live_segments(pids=[pid])
+
+
+def _process(pid: int):
+    import psutil
+
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
