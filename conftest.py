@@ -33,16 +33,19 @@ def _stop_shared_pools() -> None:
         rt._resource_tracker._stop()
 
 
-# True while the session's shared LocalCluster runs (see cluster_client).
+# True while a module's shared LocalCluster runs (see cluster_client).
 _cluster_alive = False
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster_client():
     """A Client of a LocalCluster with two single-threaded worker processes
-    on 127.0.0.1 (ephemeral ports, no dashboard), shared by the cluster tests.
-    Not the default Client: other tests' ``x.compute()`` must stay local.
-    At the end of the session its workers, threads and ports must be gone."""
+    on 127.0.0.1 (ephemeral ports, dashboard on an ephemeral port), shared
+    by a module's cluster tests.  Not the default Client: other tests'
+    ``x.compute()`` must stay local.  Module-scoped, not session-scoped: its
+    worker processes are children of this process, and other modules'
+    tests measure this process tree's memory.  When the module ends its
+    workers, threads and ports must be gone."""
     global _cluster_alive
     distributed = pytest.importorskip("distributed")
     from distributed.utils import _offload_executor
@@ -85,11 +88,11 @@ def cluster_client():
         raise AssertionError("; ".join(problems))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def subprocess_cluster_client(tmp_path_factory):
     """A Client of real ``dask scheduler`` + two ``dask worker`` processes
     (one thread each, no nanny) on 127.0.0.1, ephemeral ports, shared by
-    the contract suite; their process groups are killed at the end."""
+    a module's tests; their process groups are killed at the end."""
     pytest.importorskip("distributed")
     from tests.cluster_procs import SubprocessCluster
 
@@ -99,7 +102,7 @@ def subprocess_cluster_client(tmp_path_factory):
 
 
 def _wants_cluster(request) -> list:
-    """The session clusters a test runs on (parametrized with "distributed"
+    """The shared clusters a test runs on (parametrized with "distributed"
     or "dask-worker", or marked ``cluster``)."""
     callspec = getattr(request.node, "callspec", None)
     params = set(callspec.params.values()) if callspec is not None else set()
@@ -113,8 +116,8 @@ def _wants_cluster(request) -> list:
 
 @pytest.fixture(autouse=True)
 def no_leftovers(request):
-    # The shared cluster lives for the session by design: start it before
-    # taking the snapshot (its own end is checked by its fixture).
+    # The shared clusters live for a module by design: start them before
+    # taking the snapshot (their own end is checked by their fixtures).
     for name in _wants_cluster(request):
         request.getfixturevalue(name)
     threads_before = set(threading.enumerate())

@@ -28,7 +28,7 @@ SCHEDULERS = {
 
 
 CLUSTERS = {
-    # conftest's session clusters: two worker processes of one thread each
+    # conftest's module-scoped clusters: two worker processes of one thread each
     "distributed": "cluster_client",  # a LocalCluster
     "dask-worker": "subprocess_cluster_client",  # real dask scheduler/worker processes
 }
