@@ -322,3 +322,46 @@ def test_fine_metrics_samples_and_the_performance_report_from_a_cluster_run(
     assert {t.key for t in data.tasks} == set(dsk)
     assert any(g == "spun" and a == "thread-cpu" for (_, g, a, _u) in data.metrics)
     assert out.stat().st_size > 10_000
+
+
+def test_resource_profiler_reports_every_worker(cluster_client):
+    from localsched.diagnostics import ResourceProfiler, WorkerResourceData
+
+    workers = set(cluster_client.scheduler_info()["workers"])
+    with ResourceProfiler(dt=0.1) as rprof:
+        assert ld.get({("s", i): (spin, i, 0.6) for i in range(2)}, [("s", 0), ("s", 1)],
+                      client=cluster_client) == (0, 1)
+    rows = rprof.per_worker
+    assert rows and all(type(r) is WorkerResourceData for r in rows)
+    assert {r.worker_id for r in rows} == workers  # each worker's own monitor
+    assert all(r.mem > 10 and r.cpu >= 0 for r in rows)
+    # A LocalCluster's workers run on this machine, as this process's
+    # children (or threads): the summed samples are the process tree's own.
+    times = [r.time for r in rprof.results]
+    assert len(times) >= 2 and times == sorted(times)
+
+
+class _RemoteCluster:
+    """Stands in for a Client of a cluster whose workers run on other hosts
+    (none can run here): what ``client.run`` returns there."""
+
+    def run(self, fn, *args):
+        if fn is os.getpid:
+            return {"tcp://10.0.0.5:1": 1, "tcp://10.0.0.6:1": 1}
+        start = args[0]
+        return {"tcp://10.0.0.5:1": [(start + 1.0, 50.0, 200e6), (start + 1.5, 100.0, 210e6)],
+                "tcp://10.0.0.6:1": [(start + 1.0, 25.0, 100e6)]}
+
+
+def test_resource_profiler_sums_a_remote_clusters_workers():
+    from localsched.diagnostics import ResourceProfiler
+
+    rprof = ResourceProfiler(dt=10)
+    t0 = time.time()
+    rprof._add_cluster_samples(_RemoteCluster(), t0)
+    assert len(rprof.per_worker) == 3
+    summed = [(round(r.time * 2) / 2, round(r.mem), r.cpu) for r in rprof.results]
+    assert summed == sorted(summed)
+    first = t0 - 0.5 + 1.0  # (the profiler asks from half a second before the run)
+    assert (round(first * 2) / 2, 300, 75.0) in summed  # both workers' samples of one step
+    assert (round((first + 0.5) * 2) / 2, 210, 100.0) in summed

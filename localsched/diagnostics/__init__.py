@@ -64,6 +64,7 @@ from .records import (
     MetricData,
     ResourceData,
     SampleData,
+    WorkerResourceData,
     TaskData,
     TransferData,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "InterruptedTaskData",
     "TransferData",
     "ResourceData",
+    "WorkerResourceData",
     "CacheData",
     "MetricData",
     "ActivityData",

@@ -25,6 +25,7 @@ __all__ = [
     "InterruptedTaskData",
     "TransferData",
     "ResourceData",
+    "WorkerResourceData",
     "CacheData",
     "MetricData",
     "ActivityData",
@@ -112,6 +113,17 @@ class ResourceData(NamedTuple):
     one core fully busy)."""
 
     time: float
+    mem: float
+    cpu: float
+
+
+class WorkerResourceData(NamedTuple):
+    """One resource sample of one worker of a dask.distributed cluster, from
+    the worker's own monitor: epoch seconds (the worker's clock), the
+    worker's address, memory in MB, CPU percent."""
+
+    time: float
+    worker_id: str
     mem: float
     cpu: float
 

@@ -37,7 +37,7 @@ import psutil
 
 from ..callbacks import Callback
 from .collector import Collector
-from .records import ResourceData
+from .records import ResourceData, WorkerResourceData
 
 __all__ = ["ResourceProfiler"]
 
@@ -163,6 +163,14 @@ class ResourceProfiler(Callback):
     fails (say, the timer raises), leaving the block raises RuntimeError from
     that error; the end of a computation warns instead.
 
+    On a dask.distributed cluster (``localsched.distributed.get``),
+    ``per_worker`` gets each worker's CPU and memory from its own monitor
+    (:class:`WorkerResourceData`, every 0.5 s, fetched when the computation
+    finishes).  A LocalCluster's workers are this process's children, so
+    ``results`` counts them already; when the workers run elsewhere (a
+    remote scheduler), their samples summed per 0.5 s step join ``results``
+    too, so the resource plot shows the cluster, not just this process.
+
     Parameters
     ----------
     dt : float
@@ -224,6 +232,9 @@ class ResourceProfiler(Callback):
         self._failure: Optional[BaseException] = None
         # Whether close() ended the current sampling period early.
         self._closed = False
+        # Cluster runs in progress: id(state) -> their start (epoch seconds).
+        self._cluster_runs: dict = {}
+        self._per_worker: list = []
 
     @property
     def dt(self) -> float:
@@ -307,6 +318,8 @@ class ResourceProfiler(Callback):
         with self._sample_lock:
             self._results.extend(self._pending)
             self._pending = []
+            if self._per_worker:  # a remote cluster's samples may interleave
+                self._results.sort(key=lambda r: r.time)
             self._collecting = False
         self.end_time = default_timer()
         failure, self._failure = self._failure, None
@@ -351,7 +364,14 @@ class ResourceProfiler(Callback):
     def _start(self, dsk):
         self._acquire()
 
+    def _start_state(self, dsk, state):
+        if getattr(state, "client", None) is not None:  # a localsched.distributed run
+            self._cluster_runs[id(state)] = time.time()
+
     def _finish(self, dsk, state, errored):
+        started = self._cluster_runs.pop(id(state), None)
+        if started is not None:
+            self._add_cluster_samples(state.client, started)
         failure = self._release()
         if failure is not None:
             # Warn, don't raise: raising here would fail a computation that
@@ -362,7 +382,45 @@ class ResourceProfiler(Callback):
                 stacklevel=2,
             )
 
+    def _add_cluster_samples(self, client, started: float) -> None:
+        """The workers' monitor samples of a cluster run (best effort: a
+        cluster that refuses ``client.run`` leaves a warning, not an error)."""
+        from ..distributed import _plugin
+
+        try:
+            monitors = client.run(_plugin.worker_monitor, started - 0.5, time.time() + 0.5)
+            pids = client.run(os.getpid)
+        except Exception as exc:  # noqa: BLE001 -- diagnostics must not fail the run
+            warnings.warn(f"ResourceProfiler could not read the cluster's workers: {exc!r}",
+                          RuntimeWarning, stacklevel=3)
+            return
+        rows = sorted(WorkerResourceData(t, worker, (mem or 0) / 1e6, cpu or 0.0)
+                      for worker, samples in monitors.items() for t, cpu, mem in samples)
+        try:
+            mine = {p.pid for p in psutil.Process().children(recursive=True)}
+        except psutil.Error:
+            mine = set()
+        mine.add(os.getpid())  # (workers in this process: LocalCluster(processes=False))
+        remote = not set(pids.values()) <= mine
+        with self._sample_lock:
+            self._per_worker.extend(rows)
+            if remote:
+                steps: dict = {}
+                for r in rows:
+                    step = round(r.time * 2) / 2
+                    m, c = steps.get(step, (0.0, 0.0))
+                    steps[step] = (m + r.mem, c + r.cpu)
+                into = self._pending if self._collecting else self._results
+                into.extend(ResourceData(t, m, c) for t, (m, c) in sorted(steps.items()))
+                into.sort(key=lambda r: r.time)
+
     # -- results -----------------------------------------------------------
+
+    @property
+    def per_worker(self) -> list:
+        """Each cluster worker's samples (``WorkerResourceData``), oldest first (a copy)."""
+        with self._sample_lock:
+            return sorted(self._per_worker)
 
     @property
     def results(self) -> list[ResourceData]:
@@ -381,6 +439,7 @@ class ResourceProfiler(Callback):
         with self._sample_lock:
             self._results = []
             self._pending = []
+            self._per_worker = []
 
     visualize = Collector.visualize
     _plot = Collector._plot
