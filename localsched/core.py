@@ -983,8 +983,10 @@ class Run:
         # records come in through an Inbox that releases them once the run stops.
         load = inbox = None
         emit = put
+        shared_type = None  # (the type of a result that arrived as a handle)
         if transport is not None:
             load = transport.load
+            shared_type = getattr(transport, "SharedValue", None)
             emit = inbox = transport.Inbox(put)
         measure, sample = self.measure, self.sample
         # What a worker is asked to measure (nothing, usually: no keywords).
@@ -1119,6 +1121,8 @@ class Run:
                         fail(i, value, t0, t1, wid)
                     freed = complete(i, value)
                     planner.observe(i, t1 - t0)
+                    if type(value) is shared_type:
+                        planner.large_result(i)
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
