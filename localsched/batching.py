@@ -123,11 +123,11 @@ class Planner:
     """
 
     def __init__(self, run, *, limit: Optional[int] = None, budget: float = BATCH_BUDGET,
-                 max_live: int = MAX_LIVE, large_budget: float = LARGE_BUDGET):
+                 max_live: int = MAX_LIVE, large_budget: Optional[float] = None):
         self.run = run
         self.limit = limit or 256
         self.budget = budget
-        self.large_budget = large_budget
+        self.large_budget = LARGE_BUDGET if large_budget is None else large_budget
         # Groups (functions) whose results were large enough to cross
         # processes out of band (see ``large_result``).
         self.large: set = set()
