@@ -141,6 +141,7 @@ def _hold(hooks: tuple, dask_hooks: Optional[tuple] = None) -> None:
             if theirs is not None and hooks not in _dask_mirrors:
                 _dask_mirrors[hooks] = dask_hooks
                 theirs.add(dask_hooks)
+    _route_dask_distributed()
 
 
 def _release(hooks: tuple, everything: bool = False) -> None:
@@ -158,6 +159,20 @@ def _release(hooks: tuple, everything: bool = False) -> None:
                 theirs = _dask_registry()
                 if theirs is not None:
                     theirs.discard(mirror)
+    _route_dask_distributed()
+
+
+def _route_dask_distributed() -> None:
+    """While a localsched callback is registered at top level, dask's
+    ``"dask.distributed"`` scheduler (what ``x.compute()`` uses when a
+    dask.distributed Client is the default) runs through
+    ``localsched.distributed.get``, so the callback sees those runs (dask's
+    own diagnostics see nothing there).  Only when dask is imported; the
+    routing imports neither distributed nor anything heavy."""
+    if "dask.base" in sys.modules:
+        from .distributed import _route
+
+        _route(bool(_global_active))
 
 
 class Callback(metaclass=_CallbackType):

@@ -24,7 +24,7 @@ import traceback
 from contextlib import ExitStack, contextmanager
 from typing import Optional, Sequence
 
-SCHEDULERS = ("threads", "processes", "sync")
+SCHEDULERS = ("threads", "processes", "sync", "distributed")
 
 
 def _positive_float(text: str) -> float:
@@ -47,6 +47,10 @@ def _common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--scheduler", choices=SCHEDULERS, default="threads",
                    help="scheduler for localsched.compute and dask collections "
                         "(default: %(default)s)")
+    p.add_argument("--address", default=None, metavar="ADDRESS",
+                   help="with --scheduler distributed: the dask.distributed scheduler "
+                        "(e.g. tcp://10.0.0.5:8786; default: the current Client, else "
+                        "a LocalCluster started for the run)")
     p.add_argument("--num-workers", type=_positive_int, default=None, metavar="N",
                    help="worker threads or processes (default: the number of CPUs)")
     p.add_argument("--dt", type=_positive_float, default=0.25, metavar="SECONDS",
@@ -146,8 +150,13 @@ def _as_default_scheduler(args):
 
     from .delayed import default_scheduler, get_scheduler
 
+    if args.address is not None and args.scheduler != "distributed":
+        raise SystemExit("localsched: --address needs --scheduler distributed")
     get = get_scheduler(args.scheduler)
-    if args.num_workers is not None and args.scheduler != "sync":
+    if args.scheduler == "distributed":
+        if args.address is not None:
+            get = partial(get, address=args.address)
+    elif args.num_workers is not None and args.scheduler != "sync":
         get = partial(get, num_workers=args.num_workers)
     token = default_scheduler.set(get)
     try:
@@ -159,6 +168,10 @@ def _as_default_scheduler(args):
             yield
     finally:
         default_scheduler.reset(token)
+        if args.scheduler == "distributed":  # (the embedded cluster or address Client)
+            import sys
+
+            sys.modules["localsched.distributed"].shutdown()
 
 
 def _dask_installed() -> bool:

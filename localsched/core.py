@@ -363,6 +363,10 @@ def run_batch(
         sampler = _worker_sampler(sample) if sample and _process_worker_id else None
         local = _metrics._local
         outer_sink = getattr(local, "sink", None)
+        if measure:
+            # One list for the batch's user metrics, emptied after each task
+            # (cheaper than a list and a thread-local store per task).
+            sink = local.sink = []
         cpu = _thread_time
         arrival = _take_job_arrival() if _process_worker_id else None
         if _process_worker_id:  # the cost of each hand-off, reported in the next
@@ -382,8 +386,6 @@ def run_batch(
                 buf = []
                 carried = 0
                 last = now()
-            if measure:
-                sink = local.sink = []
             if sample:
                 running[tid] = key
             t0 = now()
@@ -397,8 +399,11 @@ def run_batch(
                 running[tid] = None  # between tasks: the worker's own work
             if measure:
                 c = cpu()
-                probe = (c - c_prev, sink or None) if arrival is None else \
-                    (c - c_prev, sink or None, arrival)
+                user = None
+                if sink:
+                    user = sink[:]
+                    sink.clear()
+                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
                 c_prev = c
                 arrival = None
             if store:
@@ -1170,9 +1175,15 @@ class Run:
             if load is not None:
                 # The outputs become the caller's own objects (mapped, not
                 # copied); their handles go, and with them the segments' names.
+                # Released explicitly, not left to the handle's last
+                # reference: the pool's listener thread may still hold the
+                # record list that brought it (until that thread runs again).
+                release = transport.release
                 for k in flatten_keys(self.out_keys, []):
-                    cache[k] = load(cache[k])
-                k = None
+                    handle = cache[k]
+                    cache[k] = load(handle)
+                    release(handle)
+                k = handle = None
                 inbox.end()
         except BaseException as exc:
             cancelled.append(True)

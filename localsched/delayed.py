@@ -244,6 +244,8 @@ _SCHEDULER_NAMES = {
     "sync": ("local", "get_sync"),
     "synchronous": ("local", "get_sync"),
     "single-threaded": ("local", "get_sync"),
+    # a dask.distributed cluster (the optional extra localsched[distributed])
+    "distributed": ("distributed", "get"),
 }
 
 

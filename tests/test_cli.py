@@ -107,3 +107,24 @@ def test_trailing_output_and_double_dash(tmp_path):
     proc = run_cli("profile", "echo.py", "--", "b", "-o", "mine", cwd=tmp_path)
     assert "argv ['b', '-o', 'mine']" in proc.stdout
     assert (tmp_path / "report.html").exists()
+
+
+@pytest.mark.cluster
+def test_profile_on_a_cluster_by_address(tmp_path, cluster_client):
+    """``--scheduler distributed --address``: the script's graph runs on the
+    cluster and the report records it."""
+    (tmp_path / "job.py").write_text(SCRIPT)
+    address = cluster_client.scheduler.address
+    proc = run_cli("profile", "--scheduler", "distributed", "--address", address,
+                   "--no-progress", "-o", "out.html", "job.py", "20", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "result 210" in proc.stdout
+    assert "21 tasks" in proc.stderr
+    assert (tmp_path / "out.html").stat().st_size > 10_000
+
+
+def test_address_needs_the_distributed_scheduler(tmp_path):
+    (tmp_path / "job.py").write_text(SCRIPT)
+    proc = run_cli("profile", "--address", "tcp://127.0.0.1:1", "job.py", "2", cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "--address needs --scheduler distributed" in proc.stderr

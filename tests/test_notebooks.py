@@ -185,6 +185,20 @@ def _check_walkthrough(nb) -> None:
     assert re.search(r"^  random_block\s+\[#+\] 18/18$", progress, re.MULTILINE), progress
 
 
+def _check_distributed(nb) -> None:
+    """notebooks/distributed.ipynb: the QR example on a LocalCluster."""
+    run = _stdout(_cell(nb, "cluster-run"))
+    assert "q @ r == a: True" in run, run
+    assert int(re.search(r"^(\d+) tasks in \d+ groups$", run, re.MULTILINE).group(1)) > 20, run
+    workers = re.search(r"^workers: \[(.*)\]$", run, re.MULTILINE).group(1)
+    assert workers.count("tcp://127.0.0.1:") >= 1, run
+    assert "'compute'" in run, run
+    assert re.search(r"^fine metrics: [1-9]\d* entries", run, re.MULTILINE), run
+    _assert_bokeh_plot(_cell(nb, "visualize"))
+    default = _stdout(_cell(nb, "default-client"))
+    assert "sum matches: True" in default and not default.startswith("0 tasks"), default
+
+
 def _shares(text: str, label: str) -> dict:
     """The ``{activity: share}`` dict printed after ``label`` on one line."""
     match = re.search(rf"{re.escape(label)}\s*(\{{[^}}]*\}})", text)
@@ -248,7 +262,8 @@ def _check_where_the_time_went(nb, cwd: Path) -> None:
 
 #: Extra checks of an executed notebook's outputs, by file name: check(nb, cwd).
 CHECKS = {"walkthrough.ipynb": lambda nb, cwd: _check_walkthrough(nb),
-          "where_the_time_went.ipynb": _check_where_the_time_went}
+          "where_the_time_went.ipynb": _check_where_the_time_went,
+          "distributed.ipynb": lambda nb, cwd: _check_distributed(nb)}
 
 
 # -- the tests ------------------------------------------------------------------

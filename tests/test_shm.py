@@ -420,7 +420,8 @@ def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
     if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
         assert "KeyboardInterrupt" in proc.stderr
     else:  # killed outright: the next process that starts a pool sweeps
-        assert shm.live_segments(pids=[pid])  # (what it held when killed)
+        # (what it held when killed is usually still there; not asserted:
+        # any other process starting a pool meanwhile sweeps it first)
         shm.sweep_stale()
     assert not shm.live_segments(pids=[pid])
 

@@ -97,7 +97,7 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None
 
-__all__ = ["SharedValue", "Inbox", "load", "dumps_oob", "dump_records", "dumps_job",
+__all__ = ["SharedValue", "Inbox", "load", "release", "dumps_oob", "dump_records", "dumps_job",
            "loads_job", "available", "sweep", "sweep_stale", "settings", "live_segments",
            "PREFIX", "SHM_DIR"]
 
@@ -362,18 +362,22 @@ def _reuse(name: str, size: int) -> Optional[int]:
 def _retire(name: str) -> None:
     """A released segment: into the free list while a computation runs and
     the list has room, else unlinked (later, if a computation runs)."""
-    if _deferring:
-        owner = _owner_prefix(name)
-        if len(_free_list(owner)) < FREE_MAX:
-            try:
-                os.rename(os.path.join(SHM_DIR, name),
-                          os.path.join(SHM_DIR, f"{owner}free-{next(_counter)}"))
-                return
-            except OSError:
-                pass
-        _deferred.append(name)
-    else:
-        _unlink(name)
+    # Under the lock that ``Inbox.end`` takes to count the last computation
+    # out and sweep the free list: a handle dropped late (by another thread)
+    # must not rename a segment into the list after that sweep has looked.
+    with _defer_lock:
+        if _deferring:
+            owner = _owner_prefix(name)
+            if len(_free_list(owner)) < FREE_MAX:
+                try:
+                    os.rename(os.path.join(SHM_DIR, name),
+                              os.path.join(SHM_DIR, f"{owner}free-{next(_counter)}"))
+                    return
+                except OSError:
+                    pass
+            _deferred.append(name)
+            return
+    _unlink(name)
 
 
 def _unlink(name: str) -> None:
@@ -567,6 +571,15 @@ def load(value: Any) -> Any:
     return value.load() if type(value) is SharedValue else value
 
 
+def release(value: Any) -> None:
+    """Release ``value``'s segment now if it is a ``SharedValue`` (idempotent).
+
+    >>> release(3)
+    """
+    if type(value) is SharedValue:
+        value.release()
+
+
 def release_records(records: list) -> None:
     """Release the handles in records nobody will read."""
     for r in records:
@@ -657,10 +670,9 @@ class Inbox:
         self._ended = True
         with _defer_lock:
             _deferring -= 1
-            last = not _deferring
+            if not _deferring:  # no computation runs: the free list goes
+                sweep(f"{PREFIX}{os.getpid()}-free-")
         self.idle()
-        if last:  # no computation runs: the free list goes
-            sweep(f"{PREFIX}{os.getpid()}-free-")
 
     def __call__(self, records: list) -> None:
         with self._lock:

@@ -19,6 +19,12 @@ Tasks that raised (``prof.failed``), that were cut short (``prof.interrupted``)
 and the time process-pool tasks spent travelling (``prof.transfers``) are
 recorded beside dask's ``TaskData`` records.
 
+Where the time went inside the tasks: ``FineMetrics`` (seconds per span,
+task group and activity -- thread CPU, non-CPU, the user's
+``localsched.metrics.meter`` labels, serialization and transfer on
+processes, idle workers, the scheduler) and ``SampleProfiler`` (call stacks
+sampled per task group, as totals or a flame-graph tree).
+
 They also work around dask's own schedulers (``dask.threaded.get``, a
 dask collection's ``.compute()``), as dask's diagnostics do.
 

@@ -27,9 +27,12 @@ class CacheProfiler(Collector):
 
     Parameters
     ----------
-    metric : callable, optional
+    metric : callable or "nbytes", optional
         Applied to each result to give its size, e.g. ``len`` or
-        ``cachey.nbytes``.  Default: every result counts 1.
+        ``cachey.nbytes``.  Default: every result counts 1.  ``"nbytes"``:
+        the size the cluster measured on ``localsched.distributed`` (where
+        callbacks get no results), else the result's ``nbytes`` attribute
+        or ``sys.getsizeof``.
     metric_name : str, optional
         Label of the metric in plots.  Default: the metric's name, or
         ``"tasks"`` when no metric is given.
@@ -66,13 +69,14 @@ class CacheProfiler(Collector):
 
     def __init__(self, metric: Optional[Callable[[Any], float]] = None,
                  metric_name: Optional[str] = None):
-        if metric is not None and not callable(metric):
+        if metric is not None and not callable(metric) and metric != "nbytes":
             raise TypeError(f"CacheProfiler metric= must be callable, got {metric!r}")
         if metric_name is not None and not isinstance(metric_name, str):
             raise TypeError(f"CacheProfiler metric_name= must be a str, got {metric_name!r}")
         self._metric = metric
         if metric_name is None:
-            metric_name = "tasks" if metric is None else funcname(metric)
+            metric_name = ("tasks" if metric is None else
+                           "nbytes" if metric == "nbytes" else funcname(metric))
         #: Label of the metric (read by the plotting code).
         self.metric_name = metric_name
 
@@ -85,7 +89,9 @@ class CacheProfiler(Collector):
         metric = self._metric
         freed = state.freed
         self._events(state).append((key, state.timing[1],
-                                    1 if metric is None else metric(result),
+                                    1 if metric is None else (
+                                        _nbytes(result, state) if metric == "nbytes"
+                                        else metric(result)),
                                     tuple(freed) if freed else ()))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
@@ -96,7 +102,8 @@ class CacheProfiler(Collector):
         metric = self._metric
         released = state["released"]
         freed = tuple(d for d in state["dependencies"].get(key, ()) if d in released)
-        self._events(state).append((key, end, 1 if metric is None else metric(result), freed))
+        self._events(state).append((key, end, 1 if metric is None else (
+            _nbytes(result, state) if metric == "nbytes" else metric(result)), freed))
 
     @property
     def _metric_name(self) -> str:
@@ -124,3 +131,25 @@ class CacheProfiler(Collector):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} computations>"
+
+
+def _nbytes(result, state) -> float:
+    """``metric="nbytes"``: the result's size -- as the cluster measured it
+    (``state.nbytes``, on localsched.distributed, where ``result`` is None),
+    else dask's ``sizeof`` when dask is loaded, else its ``nbytes``
+    attribute (NumPy, pandas) or ``sys.getsizeof``."""
+    n = getattr(state, "nbytes", None)
+    if n is not None:
+        return n
+    import sys
+
+    dask_sizeof = sys.modules.get("dask.sizeof")
+    if dask_sizeof is not None:
+        return int(dask_sizeof.sizeof(result))
+    n = getattr(result, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    try:
+        return sys.getsizeof(result)
+    except TypeError:
+        return 0

@@ -94,8 +94,10 @@ class FineMetrics(Collector):
         self._metrics: dict = {}
 
     def _posttask(self, key, result, dsk, state, worker_id):
-        self._events(state).append((key, state.timing, worker_id, state.probe,
-                                    state.activities))
+        run = self._current  # (Collector._events, inlined: this runs once per task)
+        if run[0] is not state:
+            run = self._current = self._live[id(state)]
+        run[1].append((key, state.timing, worker_id, state.probe, state.activities))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         import time
@@ -106,11 +108,22 @@ class FineMetrics(Collector):
 
     def _at_finish(self, run: tuple, state):
         return (getattr(state, "span", ()), getattr(state, "overhead", None),
-                list(getattr(state, "late", ())))
+                list(getattr(state, "late", ())), getattr(state, "cluster_metrics", None))
 
     def _build(self, run: FinishedRun) -> None:
-        span, overhead, late = run.extra or ((), None, [])
+        span, overhead, late, cluster = run.extra or ((), None, [], None)
         metrics, activities = self._metrics, self._built
+        if cluster is not None:
+            # A localsched.distributed run: the workers' own fine metrics
+            # (dask.distributed's execute and gather-dep), and the tasks'
+            # startstops other than compute (transfer, disk-read/-write) as
+            # activities only: their time is in those metrics already.
+            for k, v in cluster.items():
+                metrics[k] = metrics.get(k, 0.0) + v
+            for key, _timing, wid, _probe, acts in run.events:
+                for name, start, stop in acts or ():
+                    activities.append(ActivityData(key, name, start, stop, wid))
+            return
         groups: dict = {}  # key -> group (key_split is not free)
 
         def group_of(key):

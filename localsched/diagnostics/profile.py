@@ -14,7 +14,8 @@ shipping its inputs there and its result back (``transfers``).
 What did not finish is kept apart from ``results`` (whose records are
 dask's five-field ``TaskData``): ``failed`` (tasks that raised, read from
 ``state.failed`` at the finish) and ``interrupted`` (tasks still running when
-the computation stopped, from ``state.running_since``).
+the computation stopped, from ``state.running_since``; on a cluster also
+the attempts whose worker died under them, ``state.lost``).
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ class Profiler(Collector):
         else:
             # dask's schedulers: handed out (pretask) but never reported back.
             running = [(key, start, None) for key, start in run[4].items()]
+        # localsched.distributed: attempts whose worker died under them (the
+        # task ran again); dispatch time to the loss, on the lost worker.
+        running = [(key, start, worker, None) for key, start, worker in running]
+        running += [(key, start, worker, lost) for key, start, lost, worker
+                    in getattr(state, "lost", ())]
         return failed, running
 
     def _build(self, run: FinishedRun) -> None:
@@ -116,9 +122,9 @@ class Profiler(Collector):
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))
-        for key, start, worker in running:
-            self._interrupted.append(
-                InterruptedTaskData(key, dsk.get(key), start, max(run.finished, start), worker))
+        for key, start, worker, stop in running:
+            stop = max(run.finished if stop is None else stop, start)
+            self._interrupted.append(InterruptedTaskData(key, dsk.get(key), start, stop, worker))
         self._walls.append((run.started, run.finished))
 
     def _read(self, name: str) -> list:

@@ -868,8 +868,10 @@ class performance_report:
         from .. import diagnostics
         from . import CacheProfiler, Profiler, ResourceProfiler
 
+        # (metric="nbytes": the same sizes as _nbytes, and on a cluster, where
+        # callbacks get no results, the sizes the cluster measured)
         profilers = [ResourceProfiler(dt=self._dt), Profiler(),
-                     CacheProfiler(metric=_nbytes, metric_name="bytes")]
+                     CacheProfiler(metric="nbytes", metric_name="bytes")]
         fine = getattr(diagnostics, "FineMetrics", None) if self._metrics else None
         if fine is not None:
             profilers.append(fine())

@@ -1,0 +1,211 @@
+"""The worker tier's detail of cluster runs, in localsched's shared records.
+
+:class:`WorkerTier` is a callback: around each ``localsched.distributed``
+run it keeps
+
+- ``activities``: :class:`~localsched.diagnostics.records.ActivityData` of
+  every task, from the workers' own startstops (``compute``, ``transfer``
+  of inputs from a peer, ``disk-read``/``disk-write`` when spilled);
+- ``metrics``: dask.distributed's fine performance metrics of the run (the
+  ``execute`` and ``gather-dep`` metrics, the difference of the scheduler's
+  cumulative counters before and after the run, after making every worker
+  report at once), in localsched's ``(span, group, activity, unit) ->
+  value`` mapping: ``execute`` entries keep their task group and activity;
+  ``gather-dep`` entries have no group and the activity
+  ``"gather-dep <activity>"``;
+- ``samples``: the workers' statistical profile for the run's time window
+  (distributed samples every 10 ms), one
+  :class:`~localsched.diagnostics.records.SampleData` per sample, by task
+  group (its ``time`` is the window's middle, its ``worker_id`` None: the
+  cluster merges samples across workers);
+- ``transfers``: ``(source worker, destination worker) -> bytes`` moved
+  between workers during the run;
+- ``worker_resources``: ``(time, worker, mem MB, cpu %)`` of every worker,
+  from its own SystemMonitor (every 0.5 s, the worker's clock), and
+  ``resources``: the same summed over the workers, as
+  :class:`~localsched.diagnostics.records.ResourceData` (one sample per
+  0.5 s step).  (The ResourceProfiler measures this process and its
+  children: for a LocalCluster, the scheduler and every worker, summed.)
+
+Runs that overlap on one cluster share its counters: their metrics and
+transfers are mixed (the activities are not).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from ..callbacks import Callback
+from ..diagnostics.records import ActivityData, MetricData, ResourceData, SampleData
+
+__all__ = ["WorkerTier"]
+
+#: At most this many task groups have their profile fetched (one call each).
+MAX_PROFILED_GROUPS = 20
+
+
+class WorkerTier(Callback):
+    """Collect the worker tier's detail of ``localsched.distributed`` runs.
+
+    Other schedulers' runs are ignored.
+
+    >>> from distributed import LocalCluster, Client
+    >>> import localsched.distributed as ld
+    >>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
+    ...         Client(lc) as c, WorkerTier() as tier:
+    ...     ld.get({'x': (sum, [1, 2])}, 'x', client=c)
+    3
+    >>> [a.activity for a in tier.activities]
+    ['compute']
+    """
+
+    def __init__(self, samples: bool = True):
+        self.want_samples = samples
+        self.activities: list = []
+        self.metrics: dict = {}
+        self.samples: list = []
+        self.transfers: dict = {}
+        self.worker_resources: list = []
+        self.errors: list = []  # what could not be collected, as text
+        self._runs: dict = {}
+
+    def clear(self) -> None:
+        self.activities, self.metrics, self.samples, self.transfers = [], {}, [], {}
+        self.worker_resources = []
+        self.errors = []
+
+    def __enter__(self):
+        self.clear()
+        return super().__enter__()
+
+    @property
+    def resources(self) -> list:
+        """``worker_resources`` summed over the workers per 0.5 s step."""
+        steps: dict = {}
+        for t, _worker, mem, cpu in self.worker_resources:
+            step = round(t * 2) / 2
+            m, c = steps.get(step, (0.0, 0.0))
+            steps[step] = (m + mem, c + cpu)
+        return [ResourceData(t, m, c) for t, (m, c) in sorted(steps.items())]
+
+    @property
+    def metric_records(self) -> list:
+        """``metrics`` as :class:`MetricData` rows."""
+        return [MetricData(*k, v) for k, v in self.metrics.items()]
+
+    # Read by localsched.distributed (core.wants): collect the run's fine
+    # metrics and samples (set on the state before finish).
+    _localsched_measure = True
+
+    @property
+    def _localsched_sample(self) -> float:
+        return 0.01 if self.want_samples else 0.0
+
+    def _start_state(self, dsk, state):
+        if getattr(state, "client", None) is not None:
+            self._runs[id(state)] = time.time()
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        if getattr(state, "client", None) is None:
+            return
+        self.activities.append(ActivityData(key, "compute", *state.timing, worker_id))
+        for activity, start, stop in state.activities or ():
+            self.activities.append(ActivityData(key, activity, start, stop, worker_id))
+
+    def _finish(self, dsk, state, errored):
+        t0 = self._runs.pop(id(state), None)
+        if t0 is None:
+            return
+        self.errors.extend(state.detail_errors)
+        for k, v in (state.cluster_metrics or {}).items():
+            self.metrics[k] = self.metrics.get(k, 0) + v
+        if self.want_samples:
+            self.samples.extend(SampleData(*s) for s in state.samples)
+        from . import _plugin
+
+        try:
+            for rows in state.client.run(_plugin.worker_transfers, t0, time.time()).values():
+                for source, dest, nbytes, _, _ in rows:
+                    pair = (source, dest)
+                    self.transfers[pair] = self.transfers.get(pair, 0) + nbytes
+        except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
+            self.errors.append(f"transfers: {exc!r}")
+        try:
+            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5, time.time() + 0.5)
+            for worker, rows in monitors.items():
+                for t, cpu, mem in rows:
+                    self.worker_resources.append((t, worker, (mem or 0) / 1e6, cpu or 0.0))
+        except Exception as exc:  # noqa: BLE001
+            self.errors.append(f"resources: {exc!r}")
+
+
+def metrics_delta(before: dict, after: dict) -> dict:
+    """The scheduler's fine-metric counters' growth, in localsched's
+    ``(span, group, activity, unit)`` layout (see ``WorkerTier``)."""
+    out: dict = {}
+    for k, v in after.items():
+        d = v - before.get(k, 0)
+        if not d:
+            continue
+        if k[0] == "execute" and len(k) in (4, 5):
+            # (the scheduler's totals drop the span: execute, prefix,
+            # activity, unit; a span's own totals keep it)
+            group, activity, unit = k[-3:]
+            key = ((), group, activity, unit)
+        elif k[0] == "gather-dep" and len(k) == 3:
+            key = ((), None, f"gather-dep {k[1]}", k[2])
+        else:
+            continue
+        out[key] = out.get(key, 0) + d
+    return out
+
+
+def profile_samples(client, keys, t0: float, t1: float) -> list:
+    """SampleData of the workers' profile between t0 and t1 (the profile is
+    kept in 1 s cycles: the window is widened by a second each side), by
+    task group of ``keys``."""
+    from dask.utils import key_split
+
+    groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
+    middle = (t0 + t1) / 2
+    out: list = []
+    for group in groups:
+        tree = client.profile(key=group, start=t0 - 1.0, stop=t1 + 1.0)
+        _walk(tree, (), group, middle, out)
+    return out
+
+
+def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -> None:
+    """Expand distributed's counting tree into one SampleData per sample."""
+    children = node.get("children") or {}
+    ident = node.get("identifier", "root")
+    if ident != "root":
+        stack = stack + (_frame(node),)
+    own = node.get("count", 0) - sum(c.get("count", 0) for c in children.values())
+    if own > 0:
+        # (distributed 2026.8 leaves the innermost frame's count at 0: its
+        # samples show on the parent; give them the whole stack)
+        leaf_stack, leaf = stack, node
+        while True:
+            zero = [c for c in (leaf.get("children") or {}).values() if not c.get("count")]
+            if not zero:
+                break
+            leaf = zero[0]
+            leaf_stack = leaf_stack + (_frame(leaf),)
+        for _ in range(own):
+            out.append(SampleData(t, None, group, leaf_stack))
+    for child in children.values():
+        if child.get("count"):
+            _walk(child, stack, group, t, out)
+
+
+def _frame(node: dict) -> tuple:
+    """``(filename, first line of the function, name)`` of a tree node (its
+    identifier is ``name;filename;first line``)."""
+    desc = node.get("description") or {}
+    try:
+        first = int(node.get("identifier", "").rsplit(";", 1)[-1])
+    except ValueError:
+        first = desc.get("line_number", 0)
+    return (desc.get("filename", "?"), first, desc.get("name", "?"))

@@ -1,0 +1,71 @@
+"""Real ``dask scheduler`` + ``dask worker`` subprocesses for the cluster tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import distributed
+
+
+class SubprocessCluster:
+    """``dask scheduler`` and ``dask worker`` processes, each in a session of
+    its own, so a finalizer can kill them with everything they started."""
+
+    def __init__(self, tmp_path, n_workers=2, nanny=False, env=None):
+        self.procs: list = []
+        self.tmp = tmp_path
+        # (the workers import this module's task functions)
+        here = os.path.dirname(os.path.abspath(__file__))
+        path = os.pathsep.join([here, os.path.dirname(here), os.environ.get("PYTHONPATH", "")])
+        self.env = dict(os.environ, PYTHONPATH=path, **(env or {}))
+        self.file = str(tmp_path / "scheduler.json")
+        self.client = None
+        try:
+            self._launch(n_workers, nanny)
+        except BaseException:
+            self.close()
+            raise
+
+    def _launch(self, n_workers, nanny):
+        self.scheduler = self._start(
+            ["scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.file])
+        deadline = time.monotonic() + 30
+        while not os.path.exists(self.file):
+            assert time.monotonic() < deadline, "dask scheduler did not start"
+            time.sleep(0.05)
+        self.workers = [self.start_worker(nanny) for _ in range(n_workers)]
+        self.client = distributed.Client(scheduler_file=self.file, set_as_default=False)
+        self.client.wait_for_workers(n_workers, timeout=30)
+
+    def _start(self, args):
+        p = subprocess.Popen(
+            [sys.executable, "-m", "dask", *args], start_new_session=True, env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def start_worker(self, nanny=False):
+        return self._start(
+            ["worker", "--scheduler-file", self.file, "--nthreads", "1", "--host", "127.0.0.1",
+             "--dashboard-address", "127.0.0.1:0", "--nanny" if nanny else "--no-nanny"])
+
+    def worker_pids(self) -> dict:
+        """worker address -> pid (of the worker process itself)."""
+        return self.client.run(os.getpid)
+
+    def close(self):
+        try:
+            if self.client is not None:
+                self.client.close()
+        finally:
+            for p in self.procs:
+                try:
+                    os.killpg(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                p.wait(10)
