@@ -21,6 +21,17 @@ Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
 timed yet, or is slow, goes alone, so long tasks spread over all workers.
 
+Large results.  On processes, a result with large buffers crosses to the
+next worker through shared memory: written once (about 1 ms per 8 MB), then
+mapped and faulted in by each reader (about 0.7 ms), as much again as
+making a NumPy chunk.  Once a function's result has arrived that way
+(``Planner.large_result``), a batch that starts with it gets
+``LARGE_BUDGET`` (32 ms) instead, and is cut where it leaves the fewest
+*large* results behind (then the fewest results): on ``x + x.T`` the batch
+``x[i,j], x[j,i]`` and both tasks that use them runs in one worker, and
+nothing large crosses.  The batch is still a piece of the sequential run,
+within ``MAX_LIVE``, so the depth-first rule holds.
+
 Records.  A worker reports each task as a plain tuple laid out as
 ``Record`` (plain tuples: they are made once per task in the hot path, and
 pickle small); lists of them travel together.
@@ -49,6 +60,14 @@ BATCH_BUDGET = 2e-3
 # the others' like a second sequential run, so each result it keeps alive
 # adds to the computation's peak.
 MAX_LIVE = 8
+# The budget of a batch that starts with a task whose results are large
+# (they crossed processes through shared memory: ``Planner.large``).  Such
+# a result costs its writer and each reader about as much again as making
+# it (bench_shm: 8 MB written ~1 ms, mapped and faulted in ~0.7 ms per
+# reader, against ~4 ms to compute), so continuing the sequential run in
+# the same worker, where the next tasks find it in memory, pays for itself
+# long before this.
+LARGE_BUDGET = 32e-3
 
 
 class Record(NamedTuple):
@@ -115,10 +134,14 @@ class Planner:
     """
 
     def __init__(self, run, *, limit: Optional[int] = None, budget: float = BATCH_BUDGET,
-                 max_live: int = MAX_LIVE):
+                 max_live: int = MAX_LIVE, large_budget: Optional[float] = None):
         self.run = run
         self.limit = limit or 256
         self.budget = budget
+        self.large_budget = LARGE_BUDGET if large_budget is None else large_budget
+        # Groups (functions) whose results were large enough to cross
+        # processes out of band (see ``large_result``).
+        self.large: set = set()
         self.max_live = max_live
         self.group_of = [spec_group(s) for s in run.specs]
         self.stats: dict = {}  # group -> [total seconds, count]
@@ -133,6 +156,11 @@ class Planner:
         else:
             st[0] += seconds
             st[1] += 1
+
+    def large_result(self, i: int) -> None:
+        """Learn that i's result was large (it travelled through shared
+        memory): batches starting with its function get ``large_budget``."""
+        self.large.add(self.group_of[i])
 
     def estimate(self, i: int) -> Optional[float]:
         """Mean measured duration of i's function so far, or None."""
@@ -163,9 +191,15 @@ class Planner:
         mark[i] = serial
         batch = [i]
         spent = self.estimate(i)
-        if spent is None or spent >= self.budget:
-            return batch
         budget, limit, stats, group_of = self.budget, self.limit, self.stats, self.group_of
+        # A batch of large results (see ``large``) gets a larger budget, and
+        # is cut where it leaves the fewest large results behind, then the
+        # fewest results: each one left behind will cross processes.
+        large = self.large if self.large and group_of[i] in self.large else None
+        if large is not None:
+            budget = self.large_budget
+        if spent is None or spent >= budget:
+            return batch
         dependents, waiting, priority = run.dependents, run.waiting, run.priority
         is_output, max_live = run.is_output, self.max_live
         local: list = []  # ready inside the batch, next on top
@@ -173,6 +207,10 @@ class Planner:
         unused: dict = {}  # batch result -> its consumers not (yet) in the batch
         live = 1  # results of the batch still wanted after the prefix so far
         lives = [live]  # live after each prefix
+        if large is not None:
+            big = {i}  # the large results among them (as far as known)
+            nbig = 1
+            lives = [(nbig, live)]
         unused[i] = len(dependents[i]) or 1
         while len(batch) < limit and live <= max_live:
             new = []
@@ -217,7 +255,15 @@ class Planner:
                     unused[d] = u - 1
                     if u == 1 and not is_output[d]:
                         live -= 1
-            lives.append(live)
+                        if large is not None and d in big:
+                            nbig -= 1
+            if large is None:
+                lives.append(live)
+            else:
+                if group_of[j] in large:
+                    big.add(j)
+                    nbig += 1
+                lives.append((nbig, live))
             i = j
         return self._cut(batch, lives)
 

@@ -297,6 +297,11 @@ FLUSH_INTERVAL = 1e-3
 # ... and as soon as this many records carrying results wait, so that the
 # results in flight between worker and scheduler stay few (memory).
 FLUSH_RESULTS = 8
+# Batches handed to a process pool beyond one per worker: they wait in the
+# pool, so a worker that finishes gets its next batch from the pool's
+# listener thread at once, without a round trip through the scheduler's
+# thread (thread pools need none: the hand-off is a queue).
+QUEUE_AHEAD = 1
 # When someone listens for task starts, finished records go out before the
 # next task starts if this long has passed since the last hand-off: a
 # pretask fires at most this late, and microsecond tasks do not pay one
@@ -988,8 +993,10 @@ class Run:
         # records come in through an Inbox that releases them once the run stops.
         load = inbox = None
         emit = put
+        shared_type = None  # (the type of a result that arrived as a handle)
         if transport is not None:
             load = transport.load
+            shared_type = getattr(transport, "SharedValue", None)
             emit = inbox = transport.Inbox(put)
         measure, sample = self.measure, self.sample
         # What a worker is asked to measure (nothing, usually: no keywords).
@@ -1051,7 +1058,12 @@ class Run:
             raise exc
 
         try:
-            idle = num_workers
+            # Processes: one batch more than there are workers, queued in
+            # the pool, which hands it to the first worker that finishes
+            # without waiting for this thread (bench_shm: 0.245 against
+            # 0.256 s).
+            ahead = QUEUE_AHEAD if pack_data else 0
+            idle = num_workers + ahead  # batches that may start now
             while self.remaining:
                 while idle and planner.has_ready():
                     dispatch()
@@ -1063,12 +1075,12 @@ class Run:
                 try:
                     # A timeout, so a Ctrl-C that lands just before the wait
                     # starts (and so cannot interrupt it) is seen promptly.
-                    if measure and idle:  # free workers, and nothing ready
+                    if measure and idle > ahead:  # free workers, and nothing ready
                         w0 = now()
                         try:
                             item = get_event(True, 0.1)
                         finally:
-                            self.idle += idle * (now() - w0)
+                            self.idle += (idle - ahead) * (now() - w0)
                     else:
                         item = get_event(True, 0.1)
                 except Empty:
@@ -1124,6 +1136,8 @@ class Run:
                         fail(i, value, t0, t1, wid)
                     freed = complete(i, value)
                     planner.observe(i, t1 - t0)
+                    if type(value) is shared_type:
+                        planner.large_result(i)
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
@@ -1176,7 +1190,9 @@ class Run:
             if inbox is not None:
                 inbox.abandon(cache, lambda: _drain(events))
             stopped = now()
-            for flight in inflight.values():
+            for fut, flight in inflight.items():
+                if fut.cancel():  # still queued in the pool (QUEUE_AHEAD): never started
+                    continue
                 flight.report_running(self, stopped)
             if isinstance(exc, KeyboardInterrupt) and on_interrupt is not None:
                 on_interrupt(list(inflight))

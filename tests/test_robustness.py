@@ -166,3 +166,30 @@ def test_chunksize_bounds_the_whole_batch():
 
     assert threaded.get(dsk, "c499", pool=Spy(), num_workers=2, chunksize=3) == 499
     assert max(sizes) <= 3
+
+
+def _log_then(path, name, fail):
+    with open(path, "a") as f:
+        f.write(name + "\n")
+    if fail:
+        raise ValueError("boom")
+    return name
+
+
+def test_after_a_failure_at_most_the_batch_queued_behind_it_runs(tmp_path):
+    # A process pool is handed one batch more than it has workers (it waits
+    # in the pool, see core.QUEUE_AHEAD).  When a task fails, the scheduler
+    # cancels that batch if the pool has not handed it to a worker yet, and
+    # starts nothing more: at most one batch runs after the failing one.
+    log = str(tmp_path / "log")
+    dsk = {"bad": (_log_then, log, "ran-bad", True)}
+    for n in "abcdef":
+        dsk[n] = (_log_then, log, "ran-" + n, False)
+    with pytest.raises(ValueError, match="boom"):
+        lmp.get(dsk, ["bad", *"abcdef"], num_workers=1, chunksize=1)
+    # The pool runs jobs in order: once this ends, the queued batch has run
+    # or was cancelled.
+    assert lmp.get({"z": (inc, 1)}, "z", num_workers=1) == 2
+    with open(log) as f:
+        ran = f.read().split()
+    assert len(ran) - ran.index("ran-bad") - 1 <= 1, ran

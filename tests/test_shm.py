@@ -90,6 +90,15 @@ def slow_big(i):
     return np.full(BIG, i, dtype="f8")
 
 
+def medium_big(i):
+    time.sleep(0.005)
+    return np.full(BIG, i, dtype="f8")
+
+
+def first_of_sum(a, b):
+    return int(a[0] + b[0])
+
+
 def get(dsk, keys, **kw):
     kw.setdefault("num_workers", 2)
     kw.setdefault("chunksize", 1)  # every task its own batch: results travel
@@ -181,6 +190,31 @@ def test_inputs_in_the_graph_reach_workers_through_shared_memory():
     how, out = get({"x": x, "y": (described, "x")}, "y")
     assert how == "mmap"
     np.testing.assert_array_equal(out, x)
+
+
+def test_large_results_and_their_consumer_run_in_one_batch():
+    # Each big result takes longer to make than a batch's usual budget, so
+    # it would be a batch of its own, and a task that needs two of them
+    # would find at least one in the other worker.  Once the scheduler has
+    # seen that the function's results travel through shared memory, it
+    # keeps both producers and their consumer in one batch: no crossing.
+    ran = {}
+
+    def where(key, result, dsk, state, worker_id):
+        ran[key] = worker_id
+
+    n = 16
+    dsk = {}
+    for i in range(n):
+        dsk[f"p{2 * i}"] = (medium_big, 2 * i)
+        dsk[f"p{2 * i + 1}"] = (medium_big, 2 * i + 1)
+        dsk[f"c{i}"] = (first_of_sum, f"p{2 * i}", f"p{2 * i + 1}")
+    out = lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2,
+                  callbacks=[Callback(posttask=where)])
+    assert list(out) == [4 * i + 1 for i in range(n)]
+    together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
+    # (the first producers start before any result is back)
+    assert together >= n - 4, ran
 
 
 # -- lifetime ----------------------------------------------------------------------

@@ -203,6 +203,15 @@ class _JobFuture(Future):
         self._pool = pool
         self._job: Optional[_Job] = None
 
+    def cancel(self) -> bool:
+        """Cancel the job if it has not started; its inputs' segment goes
+        at once (not when the pool reaches the job in its queue)."""
+        if not super().cancel():
+            return False
+        if self._job is not None:
+            self._job.ended()
+        return True
+
 
 # -- worker processes, as the pool sees them -----------------------------------
 
