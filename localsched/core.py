@@ -676,6 +676,25 @@ def wants(cbs: Iterable[tuple]) -> tuple[bool, float]:
     return measure, sample
 
 
+def needs_results(posttasks: Iterable[Callable]) -> bool:
+    """Whether some posttask hook reads the task's result.
+
+    A Callback says it does not with the class attribute
+    ``_localsched_result = False`` (the Profiler, FineMetrics, the
+    ProgressBar): on pools, results that stay inside a batch then stay in
+    the worker, and those hooks get ``result=None`` for them.  Plain
+    functions and other callbacks get every result, as dask gives them.
+
+    >>> needs_results([]), needs_results([print])
+    (False, True)
+    """
+    for f in posttasks:
+        owner = getattr(f, "__self__", None)
+        if owner is None or getattr(owner, "_localsched_result", True) is not False:
+            return True
+    return False
+
+
 def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
     """Call every finish hook, even when one raises; then raise the first
     error (chained to the computation's own error, if any)."""
@@ -985,7 +1004,12 @@ class Run:
         flights = self.flights  # batch serial -> _Flight
         # After position p of a batch finishes, the next one starts.
         successor: dict = {}
-        keep_all = bool(posttasks) or rerun_exceptions_locally
+        # Every result goes back to the scheduler only when a posttask hook
+        # reads results (or a failed task may be re-run here): a Profiler,
+        # FineMetrics or ProgressBar alone leaves a batch's inner results
+        # in its worker, as a run without callbacks does.
+        results_wanted = needs_results(posttasks)
+        keep_all = results_wanted or rerun_exceptions_locally
         ctx = contextvars.copy_context()
         now = time.time
         state.transfer = None
@@ -1141,7 +1165,9 @@ class Run:
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
-                        if load is not None:
+                        if not results_wanted:
+                            value = None  # (not mapped from shared memory for nobody)
+                        elif load is not None:
                             value = load(value)
                         if pack_data:
                             sent = 0.0

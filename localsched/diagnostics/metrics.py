@@ -85,6 +85,10 @@ class FineMetrics(Collector):
     True
     """
 
+    # Its posttask never reads the result: results may stay in the workers
+    # (core.needs_results).
+    _localsched_result = False
+
     record_type = ActivityData
     # Read by the scheduler once per computation (core.wants): measure.
     _localsched_measure = True

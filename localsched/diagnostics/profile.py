@@ -71,6 +71,10 @@ class Profiler(Collector):
     ResourceProfiler, CacheProfiler, localsched.diagnostics.plots.visualize
     """
 
+    # Its posttask never reads the result: results may stay in the workers
+    # (core.needs_results).
+    _localsched_result = False
+
     record_type = TaskData
 
     def _reset_built(self) -> None:

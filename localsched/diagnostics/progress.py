@@ -398,6 +398,10 @@ class ProgressBar(Callback):
     Profiler, ResourceProfiler, CacheProfiler
     """
 
+    # Its posttask never reads the result: results may stay in the workers
+    # (core.needs_results).
+    _localsched_result = False
+
     def __init__(
         self,
         minimum: float = 0,

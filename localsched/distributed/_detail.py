@@ -60,6 +60,10 @@ class WorkerTier(Callback):
     ['compute']
     """
 
+    # Its posttask never reads the result: results may stay in the workers
+    # (core.needs_results).
+    _localsched_result = False
+
     def __init__(self, samples: bool = True):
         self.want_samples = samples
         self.activities: list = []
