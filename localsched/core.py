@@ -682,7 +682,7 @@ def needs_results(posttasks: Iterable[Callable]) -> bool:
     A Callback says it does not with the class attribute
     ``_localsched_result = False`` (the Profiler, FineMetrics, the
     ProgressBar): on pools, results that stay inside a batch then stay in
-    the worker, and those hooks get ``result=None`` for them.  Plain
+    the worker, and every posttask hook gets ``result=None``.  Plain
     functions and other callbacks get every result, as dask gives them.
 
     >>> needs_results([]), needs_results([print])

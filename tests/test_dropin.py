@@ -479,3 +479,30 @@ def test_threaded_run_of_a_wide_tree_holds_few_results_at_once():
         assert result.v == sum(range(n))
         del result
     assert _COUNTER.peak - _COUNTER.live <= 24
+
+
+class _Results(Callback):
+    def __init__(self):
+        super().__init__()
+        self.seen = {}
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.seen[key] = result
+
+
+class _TimesOnly(_Results):
+    _localsched_result = False  # (as the Profiler, FineMetrics, ProgressBar declare)
+
+
+@pytest.mark.parametrize("get", [threaded.get, get_processes], ids=["threads", "processes"])
+def test_results_stay_in_the_worker_unless_a_posttask_reads_them(get):
+    # One worker, one batch: a and b are made and used inside it.
+    dsk = {"a": (add, 1, 1), "b": (add, "a", 1), "c": (add, "b", 1)}
+    with _TimesOnly() as times:
+        assert get(dsk, "c", num_workers=1) == 4
+    # posttask hooks that said they read no result get None
+    assert times.seen == {"a": None, "b": None, "c": None}
+    with _TimesOnly() as times, _Results() as results:
+        assert get(dsk, "c", num_workers=1) == 4
+    # one hook that reads results: every result comes back, for every hook
+    assert results.seen == times.seen == {"a": 2, "b": 3, "c": 4}
