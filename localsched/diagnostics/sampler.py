@@ -263,26 +263,12 @@ def tree(samples: list, group: Optional[str] = None, start: Optional[float] = No
     through it, children most first.  A flame graph draws each node as a bar
     as wide as its count, on top of its parent.
     """
-    root: dict = {"name": "all", "filename": "", "line": 0, "count": 0, "children": {}}
-    for s in _window(samples, start, stop, group):
-        node = root
-        node["count"] += 1
-        for filename, line, name in s.stack:
-            kids = node["children"]
-            child = kids.get((filename, line, name))
-            if child is None:
-                child = kids[(filename, line, name)] = {
-                    "name": name, "filename": filename, "line": line, "count": 0,
-                    "children": {}}
-            child["count"] += 1
-            node = child
+    # One builder for Python queries and the report's flame graph: the
+    # report's, which walks without recursion (deep stacks would exceed
+    # Python's recursion limit).
+    from .report import stack_tree
 
-    def finish(node: dict) -> dict:
-        kids = sorted(node["children"].values(), key=lambda c: -c["count"])
-        node["children"] = [finish(c) for c in kids]
-        return node
-
-    return finish(root)
+    return stack_tree(samples, group=group, start=start, stop=stop)
 
 
 class _WorkerSampler:
