@@ -68,15 +68,7 @@ def cluster_client():
     cluster.close()
     _cluster_alive = False
     _stop_shared_pools()  # (the resource tracker its processes used)
-    problems = []
-    for p in workers:
-        try:
-            p.wait(timeout=10)
-        except psutil.TimeoutExpired:
-            problems.append(f"cluster process left running: {p.pid}")
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
+    problems = _reap(workers, "cluster process left running")
     for t in set(threading.enumerate()) - threads_before:
         t.join(timeout=10)
     left = [t.name for t in set(threading.enumerate()) - threads_before if t.is_alive()]
@@ -136,18 +128,24 @@ def no_leftovers(request):
         t.join(timeout=10)  # a thread that is finishing gets its moment
         if t.is_alive():
             problems.append(f"thread left running: {t.name}")
-    for p in me.children(recursive=True):
-        if p.pid in children_before:
-            continue
+    problems += _reap([p for p in me.children(recursive=True) if p.pid not in children_before],
+                      "child process left running")
+    if problems:
+        pytest.fail("; ".join(problems))
+
+
+def _reap(processes, what: str) -> list:
+    """Wait up to 10 s for each process to end; kill and list those that did not."""
+    problems = []
+    for p in processes:
         try:
             p.wait(timeout=10)
         except psutil.TimeoutExpired:
-            problems.append(f"child process left running: {p.pid} {p.name()}")
+            problems.append(f"{what}: {p.pid} {p.name()}")
             p.kill()
         except psutil.NoSuchProcess:
             pass
-    if problems:
-        pytest.fail("; ".join(problems))
+    return problems
 
 
 @pytest.fixture
