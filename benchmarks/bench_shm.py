@@ -132,12 +132,12 @@ def main(argv=None) -> int:
         from localsched.diagnostics import ResourceProfiler
 
         gc.collect()
-        with ResourceProfiler(dt=0.05) as rprof:
+        with ResourceProfiler(dt=0.01) as rprof:
             localsched.multiprocessing.get(dsk, keys, num_workers=n)
         peak = max(r.mem for r in rprof.results)
         base = rprof.results[0].mem
         print(f"  localsched processes peak memory {peak:8.0f} MB "
-              f"(at start {base:.0f} MB; ResourceProfiler dt=0.05, shared counted once)")
+              f"(at start {base:.0f} MB; ResourceProfiler dt=0.01, shared counted once)")
     localsched.multiprocessing.shutdown()
     return 0
 

@@ -534,3 +534,47 @@ def _bad(x):
 def test_pool_size_needs_a_size():
     with pytest.raises(TypeError, match="pass num_workers="):
         pool_size(object())
+
+
+# -- memory a worker's tasks free ----------------------------------------------------
+
+
+def _churn(megabytes: int) -> int:
+    """Make and free blocks of 8 MB, ``megabytes`` of them alive at once; how
+    many bytes of what was freed the worker still holds."""
+    rss = psutil.Process().memory_info
+    before = rss().rss
+    held = [bytearray(8 << 20) for _ in range(megabytes // 8)]  # (zeroed: touched)
+    del held
+    return rss().rss - before
+
+
+def _rss_within(pid: int, limit: int, seconds: float) -> int:
+    """``pid``'s resident bytes once at most ``limit``, or the last reading."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = psutil.Process(pid).memory_info().rss
+        if now <= limit or time.monotonic() > deadline:
+            return now
+        time.sleep(0.02)
+
+
+@pytest.mark.skipif(not hasattr(os, "confstr") or not os.confstr("CS_GNU_LIBC_VERSION"),
+                    reason="tuning a worker's malloc needs glibc")
+def test_a_busy_worker_reuses_the_memory_its_tasks_free_and_an_idle_one_gives_it_back():
+    with lmp.ProcessPool(1) as pool:
+        pool.submit(inc, 1).result(timeout=30)
+        (pid,) = pool.pids
+        base = psutil.Process(pid).memory_info().rss
+        # While the job runs, what its tasks freed stays for the next task:
+        # 8 MB arrays are not page-faulted in anew each time.
+        kept = pool.submit(_churn, 160).result(timeout=30)
+        assert kept > 100 << 20
+        # Idle, the worker trims it (after IDLE_TRIM_AFTER).
+        assert _rss_within(pid, base + (20 << 20), 10) <= base + (20 << 20)
+
+
+def test_without_the_tuning_a_worker_frees_at_once(monkeypatch):
+    monkeypatch.setenv("LOCALSCHED_WORKER_MALLOC", "0")  # (read by new workers)
+    with lmp.ProcessPool(1) as pool:
+        assert pool.submit(_churn, 160).result(timeout=30) < 40 << 20
