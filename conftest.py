@@ -9,6 +9,7 @@ import threading
 import psutil
 import pytest
 
+from localsched.batching import forget as forget_learned
 from localsched.callbacks import Callback
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -112,6 +113,9 @@ def no_leftovers(request):
     # taking the snapshot (their own end is checked by their fixtures).
     for name in _wants_cluster(request):
         request.getfixturevalue(name)
+    # Each test plans from scratch: nothing learned from an earlier test's
+    # computations (localsched.batching, "Across computations").
+    forget_learned()
     threads_before = set(threading.enumerate())
     active_before = set(Callback.active)
     me = psutil.Process()

@@ -32,6 +32,23 @@ making a NumPy chunk.  Once a function's result has arrived that way
 nothing large crosses.  The batch is still a piece of the sequential run,
 within ``MAX_LIVE``, so the depth-first rule holds.
 
+Across computations.  What a planner learns of each task group -- the
+mean duration of its function and whether its results are large -- is kept
+when the computation ends (``remember``), under the group's key name and
+function name (``('random_sample', 'random_sample')``), for the last
+``MEMORY_SIZE`` groups.  A later computation whose tasks make large results
+of a known group (the same array computed again, or a new graph of the
+same kind) starts with the placement above (``_recall``) instead of
+sending each function's first tasks alone until one has been timed and its
+result seen (bench_shm: the first 25 ms of a 0.2 s run went that way, with
+8 MB chunks crossing processes).  A recalled mean counts as one
+observation, so this run's own timings take over at once.  Only batches
+that start with a large result use what was recalled: elsewhere each
+computation starts afresh, because a batch runs its tasks one after the
+other, and tasks that wait for each other (dask's own tests start a pool
+with tasks that meet at a ``threading.Barrier``) must first go to
+separate workers.
+
 Records.  A worker reports each task as a plain tuple laid out as
 ``Record`` (plain tuples: they are made once per task in the hot path, and
 pickle small); lists of them travel together.
@@ -42,11 +59,13 @@ pickle small); lists of them travel together.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NamedTuple, Optional
 
 from .graph import A_TASK, CALL, NESTED, NODE
+from .utils import funcname, key_split
 
-__all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET"]
+__all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
 
 # Task states, shared with the core.
 WAITING, READY, RUNNING, DONE = 0, 1, 2, 3
@@ -68,6 +87,17 @@ MAX_LIVE = 8
 # the same worker, where the next tasks find it in memory, pays for itself
 # long before this.
 LARGE_BUDGET = 32e-3
+# Task groups whose statistics outlive their computation (see "Across
+# computations" above): (key name, function name) -> (mean seconds, large).
+MEMORY_SIZE = 1024
+_learned: dict = {}
+_learned_lock = threading.Lock()
+
+
+def forget() -> None:
+    """Drop what planners learned in earlier computations (tests start clean)."""
+    with _learned_lock:
+        _learned.clear()
 
 
 class Record(NamedTuple):
@@ -112,6 +142,29 @@ class BatchItem(NamedTuple):
     send: bool
 
 
+def group_name(key, spec: tuple) -> tuple:
+    """What a task group is remembered by across computations: its key's
+    name without trailing digits (``'inc-12'`` and ``('x3', 0)`` give
+    ``'inc'`` and ``'x'``), and its function's name.
+
+    >>> group_name(('sum-aggregate-4c2a9b1e00ff', 3), (CALL, sum))
+    ('sum-aggregate', 'sum')
+    """
+    return key_split(key).rstrip("0123456789-_"), spec_name(spec)
+
+
+def spec_name(spec: tuple) -> str:
+    """A readable name of a task's function (what ``spec_group`` tells apart)."""
+    kind = spec[0]
+    if kind == CALL:
+        return funcname(spec[1])
+    if kind == NESTED and spec[1][0] == A_TASK:
+        return funcname(spec[1][1])
+    if kind == NODE:
+        return funcname(getattr(spec[1], "func", None) or type(spec[1]))
+    return str(kind)
+
+
 def spec_group(spec: tuple):
     """What a task's duration is estimated by: its function (as an id)."""
     kind = spec[0]
@@ -144,7 +197,8 @@ class Planner:
         self.large: set = set()
         self.max_live = max_live
         self.group_of = [spec_group(s) for s in run.specs]
-        self.stats: dict = {}  # group -> [total seconds, count]
+        self.stats: dict = {}  # group -> [total seconds, count, a task of it]
+        self.asked: set = set()  # groups looked up in ``_learned``
         self.mark = [0] * len(run.keys)  # serial of the batch a task joined
         self.serial = 0
 
@@ -152,7 +206,7 @@ class Planner:
         """Learn from a finished task's measured duration."""
         st = self.stats.get(self.group_of[i])
         if st is None:
-            self.stats[self.group_of[i]] = [seconds, 1]
+            self.stats[self.group_of[i]] = [seconds, 1, i]
         else:
             st[0] += seconds
             st[1] += 1
@@ -165,7 +219,43 @@ class Planner:
     def estimate(self, i: int) -> Optional[float]:
         """Mean measured duration of i's function so far, or None."""
         st = self.stats.get(self.group_of[i])
+        if st is None:
+            st = self._recall(i, large_only=True)
         return None if st is None else st[0] / st[1]
+
+    def _recall(self, i: int, large_only: bool = False) -> Optional[list]:
+        """Take i's group's statistics from an earlier computation, if any;
+        ``large_only``: only if its results were large.  (A group is looked
+        up until found; once found, or missing, never again.)"""
+        g = self.group_of[i]
+        if not _learned or g in self.asked:
+            return None
+        run = self.run
+        got = _learned.get(group_name(run.keys[i], run.specs[i]))
+        if got is None or (large_only and not got[1]):
+            if got is None:
+                self.asked.add(g)
+            return None
+        self.asked.add(g)
+        mean, large = got
+        st = self.stats[g] = [mean, 1, i]
+        if large:
+            self.large.add(g)
+        return st
+
+    def remember(self) -> None:
+        """Keep this computation's statistics for later ones (at its end)."""
+        if not self.stats:
+            return
+        keys, specs, large = self.run.keys, self.run.specs, self.large
+        learned = [(group_name(keys[i], specs[i]), (total / count, g in large))
+                   for g, (total, count, i) in self.stats.items()]
+        with _learned_lock:
+            for name, value in learned:
+                _learned.pop(name, None)  # (to the end: the most recently used)
+                _learned[name] = value
+            while len(_learned) > MEMORY_SIZE:
+                del _learned[next(iter(_learned))]
 
     def has_ready(self) -> bool:
         """Whether a READY task is waiting (drops stale stack entries)."""
@@ -235,7 +325,11 @@ class Planner:
                 j = stack[-1]
             st = stats.get(group_of[j])
             if st is None:
-                break  # not timed yet: it goes alone, later
+                # (A recalled mean only within a batch of large results: see
+                # "Across computations".)
+                st = None if large is None else self._recall(j)
+                if st is None:
+                    break  # not timed yet: it goes alone, later
             e = st[0] / st[1]
             if spent + e > budget:
                 break

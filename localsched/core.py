@@ -1223,6 +1223,8 @@ class Run:
             if isinstance(exc, KeyboardInterrupt) and on_interrupt is not None:
                 on_interrupt(list(inflight))
             raise
+        finally:
+            planner.remember()  # for the next computation's first batches
 
 
 class _Flight:

@@ -112,6 +112,91 @@ def test_foreign_process_executor_works_with_pool_option():
     assert b == 2 and pid != os.getpid()
 
 
+# -- what planners learn across computations ----------------------------------------
+
+
+def _chain(n: int, func=inc) -> dict:
+    dsk = {"inc-0": (func, 0)}
+    dsk.update({f"inc-{i}": (func, f"inc-{i - 1}") for i in range(1, n)})
+    return dsk
+
+
+def _first_batch(dsk, key):
+    from localsched.batching import Planner
+    from localsched.core import Run
+
+    planner = Planner(Run(dsk, key))
+    return planner, planner.next_batch()
+
+
+def _learn(dsk, key, seconds: float, large: bool) -> None:
+    """A computation of ``dsk`` whose tasks took ``seconds`` each and whose
+    results crossed processes through shared memory (``large``)."""
+    planner, _ = _first_batch(dsk, key)
+    for i in range(len(planner.run.keys)):
+        planner.observe(i, seconds)
+        if large:
+            planner.large_result(i)
+    planner.remember()
+
+
+def test_large_results_start_from_what_earlier_computations_learned():
+    dsk = _chain(20)
+    # Never timed: the first task goes alone (it might be slow).
+    assert _first_batch(dsk, "inc-19")[1] == [0]
+    _learn(dsk, "inc-19", 1e-3, large=True)
+    # Known to make large results in 1 ms: the chain runs in one worker
+    # from the start, and no result crosses processes.
+    assert _first_batch(dsk, "inc-19")[1] == list(range(20))
+    # A new graph of the same kind (key name and function) too.
+    assert _first_batch(_chain(5), "inc-4")[1] == list(range(5))
+
+
+def test_only_the_same_key_name_and_function_are_recalled():
+    _learn(_chain(20), "inc-19", 1e-3, large=True)
+
+    def other(x):
+        return x + 1
+
+    assert _first_batch(_chain(20, other), "inc-19")[1] == [0]
+    assert _first_batch({"dec-0": (inc, 0), "dec-1": (inc, "dec-0")}, "dec-1")[1] == [0]
+
+
+def test_small_results_start_afresh_each_computation():
+    dsk = _chain(20)
+    threaded.get(dsk, "inc-19")
+    _learn(dsk, "inc-19", 1e-6, large=False)
+    assert _first_batch(dsk, "inc-19")[1] == [0]
+
+
+def test_tasks_that_wait_for_each_other_meet_again_in_a_later_computation():
+    # dask's test_threaded warms its pool up this way: each task waits for
+    # the other at a barrier, so they must run side by side, every time.
+    barrier = threading.Barrier(2, timeout=30)  # (a regression breaks it, never hangs)
+    dsk = {("x", i): (barrier.wait,) for i in range(2)}
+    for _ in range(3):
+        assert sorted(threaded.get(dsk, list(dsk), num_workers=2)) == [0, 1]
+
+
+def test_this_computations_timings_take_over_from_a_recalled_mean():
+    _learn(_chain(20), "inc-19", 1e-4, large=True)
+    planner, batch = _first_batch(_chain(20), "inc-19")
+    assert planner.estimate(0) == pytest.approx(1e-4)
+    planner.observe(0, 1.0)  # this run's tasks of the group are slow
+    assert planner.estimate(1) == pytest.approx((1e-4 + 1.0) / 2)
+
+
+def test_the_memory_keeps_the_most_recently_used_groups(monkeypatch):
+    from localsched import batching
+
+    monkeypatch.setattr(batching, "MEMORY_SIZE", 3)
+    for name in "abcde":
+        threaded.get({f"{name}-0": (inc, 0), f"{name}-1": (inc, f"{name}-0")}, f"{name}-1")
+    assert [n for n, _ in batching._learned] == ["c", "d", "e"]
+    batching.forget()
+    assert not batching._learned
+
+
 # -- processes -------------------------------------------------------------------
 
 

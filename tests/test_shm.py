@@ -215,6 +215,12 @@ def test_large_results_and_their_consumer_run_in_one_batch():
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
     # (the first producers start before any result is back)
     assert together >= n - 4, ran
+    # The next computation knows from the start (localsched.batching,
+    # "Across computations"): every pair meets its consumer.
+    ran.clear()
+    lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2, callbacks=[Callback(posttask=where)])
+    together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
+    assert together == n, ran
 
 
 # -- lifetime ----------------------------------------------------------------------
