@@ -17,7 +17,10 @@ price of crossing the process boundary); the bar (#10) is localsched
 processes ≤ 1.5 × localsched threads.  ``--transport pipe`` runs
 localsched's processes with shared memory switched off
 (``LOCALSCHED_SHM=0``), as before #10, for the before/after figure.
-``--memory`` also reports the peak of ResourceProfiler's ``mem`` (shared
+``--cold`` makes localsched's planner forget, before each of its runs,
+what earlier computations taught it (``localsched.batching.forget``): the
+figure for a first computation, whose first batches go one task at a time
+until each function is timed.  ``--memory`` also reports the peak of ResourceProfiler's ``mem`` (shared
 memory counted once) for the localsched processes run.
 
 localsched's process pool is started before timing (it persists by
@@ -53,6 +56,8 @@ def main(argv=None) -> int:
                         help="localsched processes' transport (pipe: LOCALSCHED_SHM=0)")
     parser.add_argument("--memory", action="store_true",
                         help="also report ResourceProfiler's peak for localsched processes")
+    parser.add_argument("--cold", action="store_true",
+                        help="localsched forgets what earlier computations taught its planner")
     parser.add_argument("--only", action="append", default=[],
                         help="run only contenders whose name contains this")
     args = parser.parse_args(argv)
@@ -64,6 +69,7 @@ def main(argv=None) -> int:
     import dask.threaded
     import numpy as np
 
+    import localsched.batching
     import localsched.multiprocessing
     import localsched.threaded
 
@@ -84,7 +90,8 @@ def main(argv=None) -> int:
     if args.only:
         contenders = {k: v for k, v in contenders.items() if any(o in k for o in args.only)}
     print(f"(x + x.T).mean(axis=0), {args.size}x{args.size}, chunks {args.chunk}: "
-          f"{ntasks} tasks, {n} workers, localsched transport: {args.transport}; "
+          f"{ntasks} tasks, {n} workers, localsched transport: {args.transport}"
+          f"{', cold planner' if args.cold else ''}; "
           f"Python {sys.version.split()[0]}, dask {dask.__version__}, best of {args.repeat}")
     # Warm up: localsched's pools (they persist), imports in workers.
     localsched.multiprocessing.get(dsk, keys, num_workers=n)
@@ -96,6 +103,8 @@ def main(argv=None) -> int:
         order = names[r % len(names):] + names[:r % len(names)]
         for name in order:
             gc.collect()
+            if args.cold:
+                localsched.batching.forget()
             t0 = time.perf_counter()
             out = contenders[name]()
             t = time.perf_counter() - t0
