@@ -36,7 +36,8 @@ Across computations.  What a planner learns of each task group -- the
 mean duration of its function and whether its results are large -- is kept
 when the computation ends (``remember``), under the group's key name and
 function name (``('random_sample', 'random_sample')``), for the last
-``MEMORY_SIZE`` groups.  A later computation whose tasks make large results
+``MEMORY_SIZE`` groups, on processes with shared memory (``learn``; a
+threads run neither keeps nor recalls).  A later computation whose tasks make large results
 of a known group (the same array computed again, or a new graph of the
 same kind) starts with the placement above (``_recall``) instead of
 sending each function's first tasks alone until one has been timed and its
@@ -187,8 +188,13 @@ class Planner:
     """
 
     def __init__(self, run, *, limit: Optional[int] = None, budget: float = BATCH_BUDGET,
-                 max_live: int = MAX_LIVE, large_budget: Optional[float] = None):
+                 max_live: int = MAX_LIVE, large_budget: Optional[float] = None,
+                 learn: bool = False):
         self.run = run
+        # Recall and keep what computations learn (see "Across computations"):
+        # only where results can be large, i.e. cross processes through shared
+        # memory (a threads run would otherwise overwrite what processes saw).
+        self.learn = learn
         self.limit = limit or 256
         self.budget = budget
         self.large_budget = LARGE_BUDGET if large_budget is None else large_budget
@@ -219,7 +225,7 @@ class Planner:
     def estimate(self, i: int) -> Optional[float]:
         """Mean measured duration of i's function so far, or None."""
         st = self.stats.get(self.group_of[i])
-        if st is None:
+        if st is None and self.learn:
             st = self._recall(i, large_only=True)
         return None if st is None else st[0] / st[1]
 
@@ -245,7 +251,7 @@ class Planner:
 
     def remember(self) -> None:
         """Keep this computation's statistics for later ones (at its end)."""
-        if not self.stats:
+        if not self.stats or not self.learn:
             return
         keys, specs, large = self.run.keys, self.run.specs, self.large
         learned = [(group_name(keys[i], specs[i]), (total / count, g in large))
@@ -327,7 +333,7 @@ class Planner:
             if st is None:
                 # (A recalled mean only within a batch of large results: see
                 # "Across computations".)
-                st = None if large is None else self._recall(j)
+                st = self._recall(j) if large is not None and self.learn else None
                 if st is None:
                     break  # not timed yet: it goes alone, later
             e = st[0] / st[1]

@@ -994,7 +994,9 @@ class Run:
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
         state = self.state
         complete = self._mover()
-        planner = Planner(self, limit=chunksize)
+        # (Only results that cross processes in shared memory are "large":
+        # see batching, "Across computations".)
+        planner = Planner(self, limit=chunksize, learn=transport is not None)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put

@@ -125,7 +125,7 @@ def _first_batch(dsk, key):
     from localsched.batching import Planner
     from localsched.core import Run
 
-    planner = Planner(Run(dsk, key))
+    planner = Planner(Run(dsk, key), learn=True)  # (as on processes with shared memory)
     return planner, planner.next_batch()
 
 
@@ -164,9 +164,19 @@ def test_only_the_same_key_name_and_function_are_recalled():
 
 def test_small_results_start_afresh_each_computation():
     dsk = _chain(20)
-    threaded.get(dsk, "inc-19")
     _learn(dsk, "inc-19", 1e-6, large=False)
     assert _first_batch(dsk, "inc-19")[1] == [0]
+
+
+def test_threads_neither_keep_nor_recall_what_was_learned():
+    from localsched import batching
+    from localsched.batching import Planner
+    from localsched.core import Run
+
+    threaded.get(_chain(20), "inc-19")
+    assert not batching._learned
+    _learn(_chain(20), "inc-19", 1e-3, large=True)
+    assert Planner(Run(_chain(20), "inc-19")).next_batch() == [0]  # (as threads plan)
 
 
 def test_tasks_that_wait_for_each_other_meet_again_in_a_later_computation():
@@ -191,7 +201,8 @@ def test_the_memory_keeps_the_most_recently_used_groups(monkeypatch):
 
     monkeypatch.setattr(batching, "MEMORY_SIZE", 3)
     for name in "abcde":
-        threaded.get({f"{name}-0": (inc, 0), f"{name}-1": (inc, f"{name}-0")}, f"{name}-1")
+        _learn({f"{name}-0": (inc, 0), f"{name}-1": (inc, f"{name}-0")}, f"{name}-1",
+               1e-3, large=True)
     assert [n for n, _ in batching._learned] == ["c", "d", "e"]
     batching.forget()
     assert not batching._learned
