@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -224,7 +225,7 @@ class State(Mapping):
 
 class _Waiting(Mapping):
     """``state["waiting"]``: key -> its unfinished dependencies, for tasks not
-    yet ready.  Its length costs O(ready + running), not O(graph) (dask's
+    yet ready.  Its length counts the states' bytes, in C (dask's
     ProgressBar asks for it ten times a second); a lookup costs one task's
     dependencies; only iterating it walks the graph."""
 
@@ -247,8 +248,9 @@ class _Waiting(Mapping):
     def __len__(self) -> int:
         run = self._run
         status = run.status
-        ready = sum(1 for i in list(run.ready) if status[i] == READY)
-        return run.remaining - ready - len(run.running_keys())
+        # (Only tasks of the run are ever READY or RUNNING; counting bytes
+        # runs in C: 40 µs for 57,000 tasks, against 2.7 ms for a walk.)
+        return max(0, run.remaining - status.count(READY) - status.count(RUNNING))
 
     def __repr__(self) -> str:
         return repr(dict(self))
@@ -695,6 +697,32 @@ def needs_results(posttasks: Iterable[Callable]) -> bool:
     return False
 
 
+def exact_starts(pretasks: Iterable[Callable]) -> bool:
+    """Whether some pretask hook must hear of a task when it starts.
+
+    On pools, hearing each start costs a hand-off per batch and records
+    sent every ``ANNOUNCE_INTERVAL``.  A Callback that only needs to hear
+    of each task before its posttask says so with the class attribute
+    ``_localsched_exact_start = False``; dask's own ProgressBar, whose
+    pretask only keeps the state for its timer thread, is taken as such.
+    Its pretask then fires when the task's record arrives, just before its
+    posttask.
+
+    >>> exact_starts([]), exact_starts([print])
+    (False, True)
+    """
+    dask_bar = getattr(sys.modules.get("dask.diagnostics.progress"), "ProgressBar", None)
+    for f in pretasks:
+        owner = getattr(f, "__self__", None)
+        if owner is None:
+            return True
+        if getattr(owner, "_localsched_exact_start", True) is False:
+            continue
+        if dask_bar is None or type(owner) is not dask_bar:
+            return True
+    return False
+
+
 def _finish_all(hooks: list, dsk, state, errored: bool) -> None:
     """Call every finish hook, even when one raises; then raise the first
     error (chained to the computation's own error, if any)."""
@@ -842,7 +870,11 @@ class Run:
         keys, status = self.keys, self.status
         # Snapshots (list() of a list or dict view runs in C, under the GIL):
         # callbacks may read the state from their own thread mid-run.
-        return [keys[i] for i in reversed(list(self.ready)) if status[i] == READY]
+        stack = list(self.ready)
+        if status.count(READY) == len(stack):  # no stale entry: all in C
+            stack.reverse()
+            return list(map(keys.__getitem__, stack))
+        return [keys[i] for i in reversed(stack) if status[i] == READY]
 
     def running_keys(self) -> set:
         """Keys of the tasks running now (O(running))."""
@@ -1011,6 +1043,10 @@ class Run:
         # FineMetrics or ProgressBar alone leaves a batch's inner results
         # in its worker, as a run without callbacks does.
         results_wanted = needs_results(posttasks)
+        # Whether the workers announce each task's start (else pretask fires
+        # as its record arrives, just before posttask).
+        exact = bool(pretasks) and exact_starts(pretasks)
+        late_starts = bool(pretasks) and not (stream and exact)
         keep_all = results_wanted or rerun_exceptions_locally
         ctx = contextvars.copy_context()
         now = time.time
@@ -1043,7 +1079,7 @@ class Run:
             elif not pack_data:
                 data = cache
             announce = False
-            if pretasks and stream:
+            if exact and stream:
                 # The worker announces when the batch starts; each later task
                 # starts as soon as its predecessor's record is sent.
                 announce = True
@@ -1148,7 +1184,7 @@ class Run:
                     if flight is not None:
                         flight.seen(t0 if ok is None else t1, wid)
                     key = keys[i]
-                    if ok is None or (pretasks and not stream):
+                    if ok is None or late_starts:
                         # A batch started (or, without a record stream, we
                         # only learn it now): the task began.
                         if status[i] != RUNNING:
@@ -1188,7 +1224,7 @@ class Run:
                                                         ("deserialize", received, t0))
                         for f in posttasks:
                             f(key, value, dsk, state, wid)
-                    if pretasks:
+                    if successor:
                         nxt = successor.pop(i, None)
                         if nxt is not None:
                             k2 = keys[nxt]

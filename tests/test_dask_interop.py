@@ -96,3 +96,47 @@ def test_a_dask_callback_passed_per_call():
     x = da.ones(10, chunks=5).sum()
     assert dask.compute(x, scheduler=localsched.get, callbacks=[Mine()]) == (10.0,)
     assert seen
+
+
+class _LateStarts(Callback):
+    """Needs each task's pretask before its posttask, not at its start."""
+
+    _localsched_exact_start = False
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+
+    def _pretask(self, key, dsk, state):
+        self.log.append(("pre", key))
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.log.append(("post", key))
+
+
+@pytest.mark.parametrize("name", ["threads", "processes"])
+def test_hooks_that_need_no_exact_start_hear_each_task_once_pretask_first(name):
+    from localsched.core import exact_starts
+
+    log = []
+    from dask.diagnostics import ProgressBar
+
+    bar = ProgressBar(out=None)
+    late = _LateStarts(log)
+    # dask's own ProgressBar only keeps the state in its pretask: no worker
+    # need announce each start for it (nor for a hook that says so).
+    assert not exact_starts([bar._pretask, late._pretask])
+    assert exact_starts([bar._pretask, late._pretask, lambda key, dsk, state: None])
+    dsk = {("x", i): (sum, [i, 1]) for i in range(200)}
+    dsk["total"] = (sum, [("x", i) for i in range(200)])
+    with bar, late:
+        assert GETS[name](dsk, "total", num_workers=2) == sum(range(1, 201))
+    assert len(log) == 2 * len(dsk)
+    seen = set()
+    for what, key in log:
+        if what == "pre":
+            assert key not in seen
+            seen.add(key)
+        else:
+            assert key in seen  # its pretask came first
+    assert seen == set(dsk)
