@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 
 from . import callbacks as _callbacks
 from . import metrics as _metrics
-from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
+from .batching import DONE, MAX_INPUTS, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
 from .options import dask_config
@@ -994,7 +994,8 @@ class Run:
         keys, specs, cache, status = self.keys, self.specs, self.cache, self.status
         state = self.state
         complete = self._mover()
-        planner = Planner(self, limit=chunksize)
+        # (A process's batch holds a copy of each input it is sent: see MAX_INPUTS.)
+        planner = Planner(self, limit=chunksize, max_inputs=MAX_INPUTS if pack_data else None)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put
