@@ -20,6 +20,9 @@ tree whose parents are not yet timed, held 68x more results than dask.)
 Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
 timed yet, or is slow, goes alone, so long tasks spread over all workers.
+A batch also stops once more than ``MAX_LIVE`` of its results are wanted
+at once, and, on processes, before it would be sent more than ``MAX_INPUTS``
+results made outside it (each one a second copy, in the worker).
 
 Large results.  On processes, a result with large buffers crosses to the
 next worker through shared memory: written once (about 1 ms per 8 MB), then
