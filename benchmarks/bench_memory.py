@@ -13,9 +13,16 @@ Graphs (the shapes of the drop-in issue): a 4096-leaf binary tree; 256
 chains of 16 reduced by a pairwise tree; a 64-wide, 32-step stencil lattice
 summed at the end; two reductions (sum and max) over the same 2048 leaves.
 
-Bar: localsched's peak <= dask's x 1.05 + 2 on threads and on processes.
+Noise.  On processes the peak depends on timing (how far a worker has got
+when the scheduler reads its records, how many lists of records wait in
+the scheduler's queue), so one run says little: each (graph, scheduler)
+pair runs ``--runs`` times (default 5), dask and localsched alternating,
+and the row shows each library's median and max.
 
-Run:  python benchmarks/bench_memory.py [--workers 2] [--only NAME] [--schedulers threads,processes]
+Bar: localsched's median peak <= dask's median peak x 1.05 + 2, on threads
+and on processes (judged on the medians; the maxima are shown, not judged).
+
+Run:  python benchmarks/bench_memory.py [--runs 5] [--workers 2] [--only NAME] [--schedulers threads,processes]
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import fcntl
 import gc
 import mmap
 import os
+import statistics
 import struct
 import sys
 import tempfile
@@ -186,11 +194,15 @@ def peak_of(get, dsk, keys, **kw) -> int:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--runs", type=int, default=5,
+                   help="runs per (graph, scheduler) and library; the bar is judged on medians")
     p.add_argument("--only", default=None, help="run graphs whose name contains this")
     p.add_argument("--schedulers", default="threads,processes")
     p.add_argument("--chunksize", type=int, default=None,
                    help="pass chunksize= to localsched (to see what batching costs)")
     args = p.parse_args(argv)
+    if args.runs < 1:
+        p.error("--runs must be at least 1")
 
     fd, path = tempfile.mkstemp(prefix="localsched-bench-counter-")
     os.write(fd, b"\0" * 16)
@@ -222,23 +234,34 @@ def main(argv=None) -> int:
                 if args.only and args.only not in name:
                     continue
                 dsk, keys = build()
-                d = me.peak_of(dget, dsk, keys, num_workers=args.workers)
-                ls = me.peak_of(lget, dsk, keys, num_workers=args.workers,
-                                chunksize=args.chunksize)
-                bar = d * 1.05 + 2
-                good = ls <= bar
+                d, ls = [], []
+                for r in range(args.runs):  # alternating, each first in turn
+                    runs = [(d, dget, {}), (ls, lget, {"chunksize": args.chunksize})]
+                    for peaks, get, kw in runs[::-1] if r % 2 else runs:
+                        peaks.append(me.peak_of(get, dsk, keys, num_workers=args.workers, **kw))
+                dmed, lmed = statistics.median(d), statistics.median(ls)
+                bar = dmed * 1.05 + 2
+                good = lmed <= bar
                 ok &= good
-                rows.append((name, sched, d, ls, good))
-                print(f"{name:32s} {sched:9s} dask {d:5d}  localsched {ls:5d}  "
-                      f"{'ok' if good else 'OVER'} (bar {bar:.1f})", flush=True)
+                rows.append((name, sched, d, ls, bar, good))
+                print(f"{name:32s} {sched:9s} dask {_fmt(d)}  localsched {_fmt(ls)}  "
+                      f"{'ok' if good else 'OVER'} (bar {bar:.1f} on the medians)  "
+                      f"[dask {sorted(d)}, localsched {sorted(ls)}]", flush=True)
     finally:
         localsched.multiprocessing.shutdown()
         os.unlink(path)
-    print("\n| graph | scheduler | dask peak | localsched peak | bar (dask x 1.05 + 2) |")
+    print(f"\n{args.runs} runs each: median (max)\n")
+    print("| graph | scheduler | dask peak | localsched peak | bar (dask median x 1.05 + 2) |")
     print("|---|---|--:|--:|---|")
-    for name, sched, d, ls, good in rows:
-        print(f"| {name} | {sched} ({args.workers}) | {d} | {ls} | {'met' if good else 'MISSED'} |")
+    for name, sched, d, ls, bar, good in rows:
+        print(f"| {name} | {sched} ({args.workers}) | {_fmt(d)} | {_fmt(ls)} | "
+              f"{bar:.1f}: {'met' if good else 'MISSED'} |")
     return 0 if ok else 1
+
+
+def _fmt(peaks: list) -> str:
+    """``median (max)`` of a list of peaks."""
+    return f"{statistics.median(peaks):g} ({max(peaks)})"
 
 
 if __name__ == "__main__":

@@ -20,6 +20,9 @@ tree whose parents are not yet timed, held 68x more results than dask.)
 Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
 timed yet, or is slow, goes alone, so long tasks spread over all workers.
+A batch also stops once more than ``MAX_LIVE`` of its results are wanted
+at once, and, on processes, before it would be sent more than ``MAX_INPUTS``
+results made outside it (each one a second copy, in the worker).
 
 Large results.  On processes, a result with large buffers crosses to the
 next worker through shared memory: written once (about 1 ms per 8 MB), then
@@ -80,6 +83,15 @@ BATCH_BUDGET = 2e-3
 # the others' like a second sequential run, so each result it keeps alive
 # adds to the computation's peak.
 MAX_LIVE = 8
+# On processes, a batch also stops growing before it would need more than
+# this many inputs from outside it.  Those inputs travel with the batch and
+# are all unpickled when it starts, so the worker holds a copy of each, next
+# to the scheduler's, until the batch's last use of it: the batch that
+# closes a reduction tree takes the tree's whole frontier (one result per
+# level; on "two reductions, shared leaves" both workers did at once, ~12
+# copies each, 48 live results where dask holds 35-39).  Task by task, a
+# worker would hold only the inputs of the task it runs.
+MAX_INPUTS = 4
 # The budget of a batch that starts with a task whose results are large
 # (they crossed processes through shared memory: ``Planner.large``).  Such
 # a result costs its writer and each reader about as much again as making
@@ -189,7 +201,7 @@ class Planner:
 
     def __init__(self, run, *, limit: Optional[int] = None, budget: float = BATCH_BUDGET,
                  max_live: int = MAX_LIVE, large_budget: Optional[float] = None,
-                 learn: bool = False):
+                 learn: bool = False, max_inputs: Optional[int] = None):
         self.run = run
         # Recall and keep what computations learn (see "Across computations"):
         # only where results can be large, i.e. cross processes through shared
@@ -202,6 +214,8 @@ class Planner:
         # processes out of band (see ``large_result``).
         self.large: set = set()
         self.max_live = max_live
+        # (processes: ``MAX_INPUTS``; None where batches read a shared cache)
+        self.max_inputs = max_inputs
         self.group_of = [spec_group(s) for s in run.specs]
         self.stats: dict = {}  # group -> [total seconds, count, a task of it]
         self.asked: set = set()  # groups looked up in ``_learned``
@@ -308,6 +322,9 @@ class Planner:
             nbig = 1
             lives = [(nbig, live)]
         unused[i] = len(dependents[i]) or 1
+        deps, max_inputs = run.deps, self.max_inputs
+        if max_inputs is not None:
+            outside = set(deps[i])  # inputs the batch takes from outside it
         while len(batch) < limit and live <= max_live:
             new = []
             for c in dependents[i]:
@@ -339,6 +356,12 @@ class Planner:
             e = st[0] / st[1]
             if spent + e > budget:
                 break
+            if max_inputs is not None:
+                extra = [d for d in deps[j] if d not in unused and d not in outside]
+                if extra:
+                    if len(outside) + len(extra) > max_inputs:
+                        break
+                    outside.update(extra)
             if local:
                 local.pop()
             else:
@@ -349,7 +372,7 @@ class Planner:
             spent += e
             live += 1
             unused[j] = len(dependents[j]) or 1
-            for d in run.deps[j]:
+            for d in deps[j]:
                 u = unused.get(d)
                 if u is not None:
                     unused[d] = u - 1

@@ -85,7 +85,7 @@ if TYPE_CHECKING:
 
 from . import callbacks as _callbacks
 from . import metrics as _metrics
-from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
+from .batching import DONE, MAX_INPUTS, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
 from .options import dask_config
@@ -1027,8 +1027,10 @@ class Run:
         state = self.state
         complete = self._mover()
         # (Only results that cross processes in shared memory are "large":
-        # see batching, "Across computations".)
-        planner = Planner(self, limit=chunksize, learn=transport is not None)
+        # see batching, "Across computations".  A process's batch holds a
+        # copy of each input it is sent: see MAX_INPUTS.)
+        planner = Planner(self, limit=chunksize, learn=transport is not None,
+                          max_inputs=MAX_INPUTS if pack_data else None)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put

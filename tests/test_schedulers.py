@@ -220,6 +220,87 @@ def test_processes_run_in_worker_processes_and_reuse_them():
     assert set(lmp.get(dsk, keys, num_workers=2)) <= pool_pids
 
 
+class Held:
+    """A task result whose copies can be counted in a worker process."""
+
+    def __init__(self, v):
+        self.v = v
+
+
+def held(*parts):
+    return Held(sum(getattr(p, "v", p) for p in parts))
+
+
+def count_held(*_):
+    import gc
+
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o).__name__ == "Held")
+
+
+def _reduction_tail(n: int) -> tuple[dict, str]:
+    """The last steps of a reduction: step k adds result x(k+1), made
+    earlier (one per level of the tree, as its frontier)."""
+    dsk = {f"x{i}": (held, i) for i in range(n + 1)}
+    dsk["y0"] = (held, "x0", "x1")
+    for k in range(1, n):
+        dsk[f"y{k}"] = (held, f"y{k - 1}", f"x{k + 1}")
+    return dsk, f"y{n - 1}"
+
+
+def test_a_process_batch_is_sent_at_most_max_inputs_results():
+    # Each input a batch is sent is a second copy, held by the worker from
+    # the batch's start: the batch closing a tree must not take its whole
+    # frontier (dask's worker holds one task's inputs at a time).
+    from localsched.batching import DONE, MAX_INPUTS, READY, Planner
+    from localsched.core import Run
+
+    dsk, out = _reduction_tail(9)
+    sizes = {}
+    for max_inputs in (None, MAX_INPUTS):
+        run = Run(dsk, out)
+        planner = Planner(run, max_inputs=max_inputs)
+        for i in range(len(run.keys)):
+            planner.observe(i, 1e-6)  # all timed, all fast
+        for k in (f"x{i}" for i in range(10)):  # the frontier is done
+            j = run.index[k]
+            run.status[j] = DONE
+            run.cache[k] = Held(0)
+            for c in run.dependents[j]:
+                run.waiting[c] -= 1
+        run.ready[:] = [run.index["y0"]]
+        run.status[run.index["y0"]] = READY
+        batch = planner.next_batch()
+        _, data = planner.items(batch, keep_all=False, pack_data=True)
+        sizes[max_inputs] = (len(batch), len(data))
+    assert sizes[None] == (9, 10)  # the whole tail, sent the whole frontier
+    assert sizes[MAX_INPUTS] == (MAX_INPUTS - 1, MAX_INPUTS)
+
+
+def test_processes_batches_take_few_inputs_and_workers_keep_no_result(monkeypatch):
+    from localsched import batching
+
+    sent = []
+    items = batching.Planner.items
+
+    def spy(self, batch, **kw):
+        got = items(self, batch, **kw)
+        sent.append((batch, got[1]))
+        return got
+
+    monkeypatch.setattr(batching.Planner, "items", spy)
+    dsk, out = _reduction_tail(40)
+    for _ in range(3):  # the later runs with every task timed
+        # The frontier is known (cache=): every step takes one input from outside.
+        known = {f"x{i}": Held(i) for i in range(41)}
+        assert lmp.get(dsk, out, num_workers=1, cache=known).v == sum(range(41))
+    assert sent and all(len(data) <= batching.MAX_INPUTS for _, data in sent)
+    assert any(len(batch) > 1 for batch, _ in sent)  # (batches did form)
+    # Once its jobs have ended, the worker holds none of the results it
+    # made or was sent (its next job runs after them: one worker).
+    assert lmp.default_pool(1).submit(count_held).result() == 0
+
+
 def test_processes_ship_lambdas_and_closures():
     offset = 10
     dsk = {"a": 1, "b": (lambda x: x + offset, "a")}
