@@ -880,8 +880,8 @@ class Run:
         """Keys of the tasks running now (O(running))."""
         keys, status = self.keys, self.status
         current = self.current  # (read once: another thread may be asking)
-        if current is not None:
-            return {keys[current]}
+        if current is not None:  # (sync: the task this thread runs, if any)
+            return {keys[current]} if status[current] == RUNNING else set()
         return {keys[i] for f in list(self.flights.values()) for i in f.batch
                 if status[i] == RUNNING}
 
@@ -961,13 +961,13 @@ class Run:
             while ready:
                 i = ready.pop()
                 key = keys[i]
+                if status[i] != READY:
+                    raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+                status[i] = RUNNING  # (before pretask: it sees the task running, as in dask)
+                self.current = i
                 if pretasks:
                     for f in pretasks:
                         f(key, dsk, state)
-                if status[i] != READY:
-                    raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
-                status[i] = RUNNING
-                self.current = i
                 if measure:
                     sink = local.sink = []
                     c0 = cpu()
