@@ -21,8 +21,9 @@ Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
 timed yet, or is slow, goes alone, so long tasks spread over all workers.
 A batch also stops once more than ``MAX_LIVE`` of its results are wanted
-at once, and, on processes, before it would be sent more than ``MAX_INPUTS``
-results made outside it (each one a second copy, in the worker).
+at once, and, on processes, before a task after its first would bring the
+results it is sent from outside to more than ``MAX_INPUTS`` (each one a
+second copy, in the worker; a first task takes what it needs).
 
 Large results.  On processes, a result with large buffers crosses to the
 next worker through shared memory: written once (about 1 ms per 8 MB), then
@@ -40,18 +41,20 @@ mean duration of its function and whether its results are large -- is kept
 when the computation ends (``remember``), under the group's key name and
 function name (``('random_sample', 'random_sample')``), for the last
 ``MEMORY_SIZE`` groups, on processes with shared memory (``learn``; a
-threads run neither keeps nor recalls).  A later computation whose tasks make large results
-of a known group (the same array computed again, or a new graph of the
-same kind) starts with the placement above (``_recall``) instead of
-sending each function's first tasks alone until one has been timed and its
-result seen (bench_shm: the first 25 ms of a 0.2 s run went that way, with
-8 MB chunks crossing processes).  A recalled mean counts as one
-observation, so this run's own timings take over at once.  Only batches
-that start with a large result use what was recalled: elsewhere each
-computation starts afresh, because a batch runs its tasks one after the
-other, and tasks that wait for each other (dask's own tests start a pool
-with tasks that meet at a ``threading.Barrier``) must first go to
-separate workers.
+threads run neither keeps nor recalls).  A later computation whose batches
+start with a group known to make large results (the same array computed
+again, or a new graph of the same kind) starts with the placement above
+(``_recall``) instead of sending each function's first tasks alone until
+one has been timed and its result seen (bench_shm: the first 25 ms of a
+0.2 s run went that way, with 8 MB chunks crossing processes).  A recalled
+mean counts as one observation, so this run's own timings take over at
+once, and a group recalled as large whose first result in this run comes
+back small loses the larger budget (``small_result``).  Care for tasks
+that wait for each other (dask's own tests meet at a
+``threading.Barrier``): a batch runs its tasks one after the other, so
+until this run has timed a group, a batch takes at most one of its tasks
+-- except for groups of large results, whose pairs are the point -- and
+batches that start elsewhere recall nothing.
 
 Records.  A worker reports each task as a plain tuple laid out as
 ``Record`` (plain tuples: they are made once per task in the hot path, and
@@ -63,6 +66,7 @@ pickle small); lists of them travel together.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any, NamedTuple, Optional
 
@@ -218,7 +222,13 @@ class Planner:
         self.max_inputs = max_inputs
         self.group_of = [spec_group(s) for s in run.specs]
         self.stats: dict = {}  # group -> [total seconds, count, a task of it]
-        self.asked: set = set()  # groups looked up in ``_learned``
+        # Across computations (``_recall``): each group's entry of
+        # ``_learned`` as looked up (None: none); groups recalled and not
+        # yet timed in this run; groups recalled as large and not yet seen
+        # to be so in this run.
+        self.looked: dict = {}
+        self.fresh: set = set()
+        self.unconfirmed: set = set()
         self.mark = [0] * len(run.keys)  # serial of the batch a task joined
         self.serial = 0
 
@@ -230,11 +240,24 @@ class Planner:
         else:
             st[0] += seconds
             st[1] += 1
+            if self.fresh:
+                self.fresh.discard(self.group_of[i])
 
     def large_result(self, i: int) -> None:
         """Learn that i's result was large (it travelled through shared
         memory): batches starting with its function get ``large_budget``."""
-        self.large.add(self.group_of[i])
+        g = self.group_of[i]
+        self.large.add(g)
+        if self.unconfirmed:
+            self.unconfirmed.discard(g)
+
+    def small_result(self, i: int) -> None:
+        """Learn that i's result came back small (through the pipe): a group
+        recalled as large that is not so in this run loses its budget."""
+        g = self.group_of[i]
+        if g in self.unconfirmed:
+            self.unconfirmed.discard(g)
+            self.large.discard(g)
 
     def estimate(self, i: int) -> Optional[float]:
         """Mean measured duration of i's function so far, or None."""
@@ -245,22 +268,23 @@ class Planner:
 
     def _recall(self, i: int, large_only: bool = False) -> Optional[list]:
         """Take i's group's statistics from an earlier computation, if any;
-        ``large_only``: only if its results were large.  (A group is looked
-        up until found; once found, or missing, never again.)"""
+        ``large_only``: only if its results were large.  (``_learned`` is
+        read once per group.)"""
         g = self.group_of[i]
-        if not _learned or g in self.asked:
-            return None
-        run = self.run
-        got = _learned.get(group_name(run.keys[i], run.specs[i]))
+        got = self.looked.get(g, self)  # (self: not looked up yet)
+        if got is self:
+            if not _learned:
+                return None
+            run = self.run
+            got = self.looked[g] = _learned.get(group_name(run.keys[i], run.specs[i]))
         if got is None or (large_only and not got[1]):
-            if got is None:
-                self.asked.add(g)
             return None
-        self.asked.add(g)
         mean, large = got
         st = self.stats[g] = [mean, 1, i]
+        self.fresh.add(g)
         if large:
             self.large.add(g)
+            self.unconfirmed.add(g)
         return st
 
     def remember(self) -> None:
@@ -268,14 +292,17 @@ class Planner:
         if not self.stats or not self.learn:
             return
         keys, specs, large = self.run.keys, self.run.specs, self.large
+        items = list(self.stats.items())[-MEMORY_SIZE:]
         learned = [(group_name(keys[i], specs[i]), (total / count, g in large))
-                   for g, (total, count, i) in self.stats.items()]
+                   for g, (total, count, i) in items]
         with _learned_lock:
             for name, value in learned:
                 _learned.pop(name, None)  # (to the end: the most recently used)
                 _learned[name] = value
-            while len(_learned) > MEMORY_SIZE:
-                del _learned[next(iter(_learned))]
+            excess = len(_learned) - MEMORY_SIZE
+            if excess > 0:  # the oldest, in one pass
+                for name in list(itertools.islice(_learned, excess)):
+                    del _learned[name]
 
     def has_ready(self) -> bool:
         """Whether a READY task is waiting (drops stale stack entries)."""
@@ -325,6 +352,11 @@ class Planner:
         deps, max_inputs = run.deps, self.max_inputs
         if max_inputs is not None:
             outside = set(deps[i])  # inputs the batch takes from outside it
+        # Groups timed only in earlier computations: one task of each per
+        # batch until this run has timed one, except groups of large results
+        # (see "Across computations": tasks that wait for each other).
+        fresh = self.fresh
+        once = {group_of[i]} if fresh else None
         while len(batch) < limit and live <= max_live:
             new = []
             for c in dependents[i]:
@@ -356,6 +388,12 @@ class Planner:
             e = st[0] / st[1]
             if spent + e > budget:
                 break
+            if fresh:
+                g = group_of[j]
+                if g in fresh and g not in self.large:
+                    if g in once:
+                        break
+                    once.add(g)
             if max_inputs is not None:
                 extra = [d for d in deps[j] if d not in unused and d not in outside]
                 if extra:

@@ -85,7 +85,8 @@ if TYPE_CHECKING:
 
 from . import callbacks as _callbacks
 from . import metrics as _metrics
-from .batching import DONE, MAX_INPUTS, READY, RUNNING, STATE_NAMES, WAITING, Planner
+from . import batching as _batching
+from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
 from .options import dask_config
@@ -1030,7 +1031,7 @@ class Run:
         # see batching, "Across computations".  A process's batch holds a
         # copy of each input it is sent: see MAX_INPUTS.)
         planner = Planner(self, limit=chunksize, learn=transport is not None,
-                          max_inputs=MAX_INPUTS if pack_data else None)
+                          max_inputs=_batching.MAX_INPUTS if pack_data else None)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put
@@ -1202,6 +1203,8 @@ class Run:
                     planner.observe(i, t1 - t0)
                     if type(value) is shared_type:
                         planner.large_result(i)
+                    elif planner.unconfirmed and value is not None:
+                        planner.small_result(i)
                     if posttasks:
                         state.timing = (t0, t1)
                         state.freed = freed
@@ -1264,7 +1267,10 @@ class Run:
                 on_interrupt(list(inflight))
             raise
         finally:
-            planner.remember()  # for the next computation's first batches
+            try:
+                planner.remember()  # for the next computation's first batches
+            except Exception:  # noqa: BLE001 -- never instead of the run's own outcome
+                pass
 
 
 class _Flight:

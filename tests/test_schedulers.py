@@ -188,6 +188,69 @@ def test_tasks_that_wait_for_each_other_meet_again_in_a_later_computation():
         assert sorted(threaded.get(dsk, list(dsk), num_workers=2)) == [0, 1]
 
 
+def _big(n):
+    import numpy as np
+
+    return np.ones(n // 8)  # (crosses processes through shared memory)
+
+
+def _use(a):
+    return len(a)
+
+
+def _meet(barrier, _):
+    try:
+        return barrier.wait()
+    except threading.BrokenBarrierError:
+        return "never met"
+
+
+def _meeting_graph(barrier) -> dict:
+    # A large result, then two tasks that can only end together.
+    return {"big-0": (_big, 16 << 20), "use-0": (_use, "big-0"),
+            "meet-0": (_meet, barrier, "use-0"), "meet-1": (_meet, barrier, "use-0"),
+            "total-0": (sorted, ["meet-0", "meet-1"])}
+
+
+def test_a_batch_takes_one_task_of_a_group_timed_only_in_earlier_computations():
+    dsk = _meeting_graph(None)
+    planner, _ = _first_batch(dsk, "total-0")
+    for i, key in enumerate(planner.run.keys):
+        planner.observe(i, 1e-4)
+        if key == "big-0":
+            planner.large_result(i)
+    planner.remember()
+    planner, batch = _first_batch(dsk, "total-0")
+    names = [planner.run.keys[i] for i in batch]
+    assert names[:2] == ["big-0", "use-0"]  # the large result's placement is recalled
+    assert not {"meet-0", "meet-1"} <= set(names)  # never both in one batch
+    # Once this run has timed the group, its tasks batch as usual.
+    meet = planner.run.keys.index("meet-0")
+    assert planner.group_of[meet] in planner.fresh
+    planner.observe(meet, 1e-4)
+    assert planner.group_of[meet] not in planner.fresh
+
+
+def test_tasks_that_wait_for_each_other_meet_in_every_processes_computation():
+    import multiprocessing
+
+    manager = multiprocessing.get_context("spawn").Manager()
+    try:
+        for _ in range(3):  # the later ones start from what the first learned
+            barrier = manager.Barrier(2, timeout=20)  # (a regression breaks it, never hangs)
+            assert lmp.get(_meeting_graph(barrier), "total-0", num_workers=2) == [0, 1]
+    finally:
+        manager.shutdown()
+
+
+def test_a_group_recalled_as_large_that_comes_back_small_loses_its_budget():
+    _learn(_chain(20), "inc-19", 1e-3, large=True)
+    planner, _ = _first_batch(_chain(20), "inc-19")
+    assert planner.large and planner.unconfirmed
+    planner.small_result(0)
+    assert not planner.large and not planner.unconfirmed
+
+
 def test_this_computations_timings_take_over_from_a_recalled_mean():
     _learn(_chain(20), "inc-19", 1e-4, large=True)
     planner, batch = _first_batch(_chain(20), "inc-19")

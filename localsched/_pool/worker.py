@@ -56,9 +56,11 @@ M_TRIM_THRESHOLD, M_TOP_PAD, M_MMAP_THRESHOLD = -1, -2, -3
 # Blocks below this come from the heap, where freed memory is reused without
 # new page faults (glibc accepts at most 32 MiB on 64-bit systems) ...
 KEEP_MMAP_THRESHOLD = 32 << 20
-# ... the heap keeps what is freed at its top instead of handing it back to
-# the system after each free, and grows in steps of this much more than asked.
-KEEP_TRIM_THRESHOLD = 1 << 30
+# ... the heap keeps up to this much freed at its top instead of handing it
+# back to the system after each free (enough for a task's few chunks; more
+# would let workers whose peaks come at different times add them up), and
+# grows in steps of this much more than asked.
+KEEP_TRIM_THRESHOLD = 256 << 20
 KEEP_TOP_PAD = 64 << 20
 # An idle worker (no job for this long) hands its free memory back.
 IDLE_TRIM_AFTER = 0.05
@@ -174,7 +176,8 @@ def _keep_freed_memory() -> Optional[Callable[[], None]]:
     once the worker has had no job for ``IDLE_TRIM_AFTER`` seconds, so an
     idle pool holds no more than before.
     """
-    if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1") in ("0", "off", "no", "false"):
+    if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1").strip().lower() in ("0", "off", "no",
+                                                                         "false"):
         return None
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION"):
