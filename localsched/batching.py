@@ -355,8 +355,8 @@ class Planner:
         # Groups timed only in earlier computations: one task of each per
         # batch until this run has timed one, except groups of large results
         # (see "Across computations": tasks that wait for each other).
-        fresh = self.fresh
-        once = {group_of[i]} if fresh else None
+        fresh = self.fresh  # (grows as the loop recalls groups)
+        once = {group_of[i]}
         while len(batch) < limit and live <= max_live:
             new = []
             for c in dependents[i]:

@@ -212,14 +212,19 @@ def _meeting_graph(barrier) -> dict:
             "total-0": (sorted, ["meet-0", "meet-1"])}
 
 
-def test_a_batch_takes_one_task_of_a_group_timed_only_in_earlier_computations():
-    dsk = _meeting_graph(None)
+def _learn_meeting(dsk) -> None:
+    """A computation of the meeting graph: every task timed, big-0's result large."""
     planner, _ = _first_batch(dsk, "total-0")
     for i, key in enumerate(planner.run.keys):
         planner.observe(i, 1e-4)
         if key == "big-0":
             planner.large_result(i)
     planner.remember()
+
+
+def test_a_batch_takes_one_task_of_a_group_timed_only_in_earlier_computations():
+    dsk = _meeting_graph(None)
+    _learn_meeting(dsk)
     planner, batch = _first_batch(dsk, "total-0")
     names = [planner.run.keys[i] for i in batch]
     assert names[:2] == ["big-0", "use-0"]  # the large result's placement is recalled
@@ -229,6 +234,22 @@ def test_a_batch_takes_one_task_of_a_group_timed_only_in_earlier_computations():
     assert planner.group_of[meet] in planner.fresh
     planner.observe(meet, 1e-4)
     assert planner.group_of[meet] not in planner.fresh
+
+
+def test_a_batch_recalls_groups_it_meets_after_its_first_task():
+    # The batch starts with a group this run has timed; the groups after it
+    # are recalled as the batch grows.
+    dsk = _meeting_graph(None)
+    _learn_meeting(dsk)
+    from localsched.batching import Planner
+    from localsched.core import Run
+
+    planner = Planner(Run(dsk, "total-0"), learn=True)
+    big = planner.run.keys.index("big-0")
+    planner.observe(big, 1e-4)
+    planner.large_result(big)
+    names = [planner.run.keys[i] for i in planner.next_batch()]
+    assert names[:2] == ["big-0", "use-0"] and not {"meet-0", "meet-1"} <= set(names)
 
 
 def test_tasks_that_wait_for_each_other_meet_in_every_processes_computation():
