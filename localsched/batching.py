@@ -53,8 +53,9 @@ back small loses the larger budget (``small_result``).  Care for tasks
 that wait for each other (dask's own tests meet at a
 ``threading.Barrier``): a batch runs its tasks one after the other, so
 until this run has timed a group, a batch takes at most one of its tasks
--- except for groups of large results, whose pairs are the point -- and
-batches that start elsewhere recall nothing.
+-- except for large results and the tasks that use them, which are the
+point of the placement -- and batches that start elsewhere recall
+nothing.
 
 Records.  A worker reports each task as a plain tuple laid out as
 ``Record`` (plain tuples: they are made once per task in the hot path, and
@@ -391,7 +392,10 @@ class Planner:
             if fresh:
                 g = group_of[j]
                 if g in fresh and g not in self.large:
-                    if g in once:
+                    # (A task that uses a large result of the batch is the
+                    # placement's point, like the large results themselves.)
+                    if g in once and not (large is not None
+                                          and any(d in big for d in deps[j])):
                         break
                     once.add(g)
             if max_inputs is not None:
