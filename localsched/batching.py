@@ -354,8 +354,9 @@ class Planner:
         if max_inputs is not None:
             outside = set(deps[i])  # inputs the batch takes from outside it
         # Groups timed only in earlier computations: one task of each per
-        # batch until this run has timed one, except groups of large results
-        # (see "Across computations": tasks that wait for each other).
+        # batch until this run has timed one, except large results and the
+        # tasks that use them (see "Across computations": tasks that wait
+        # for each other).
         fresh = self.fresh  # (grows as the loop recalls groups)
         once = {group_of[i]}
         while len(batch) < limit and live <= max_live:
