@@ -1032,6 +1032,7 @@ class Run:
         # copy of each input it is sent: see MAX_INPUTS.)
         planner = Planner(self, limit=chunksize, learn=transport is not None,
                           max_inputs=_batching.MAX_INPUTS if pack_data else None)
+        unconfirmed = planner.unconfirmed  # (a set the planner changes in place)
         mark = planner.mark
         events: SimpleQueue = SimpleQueue()
         put = events.put
@@ -1203,7 +1204,7 @@ class Run:
                     planner.observe(i, t1 - t0)
                     if type(value) is shared_type:
                         planner.large_result(i)
-                    elif planner.unconfirmed and value is not None:
+                    elif unconfirmed and value is not None:
                         planner.small_result(i)
                     if posttasks:
                         state.timing = (t0, t1)

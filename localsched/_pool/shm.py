@@ -702,15 +702,19 @@ def job_prefix(pool_token: int, job_id: int) -> str:
     return f"{PREFIX}{os.getpid()}-{pool_token}-{job_id}-"
 
 
+def _segment_names() -> list:
+    """The names in ``/dev/shm`` (none if it cannot be read)."""
+    try:
+        return os.listdir(SHM_DIR)
+    except OSError:
+        return []
+
+
 def sweep(prefix: str) -> int:
     """Unlink the segments named ``prefix...`` that this process does not
     own (a dead worker's unreported results); how many."""
     n = 0
-    try:
-        names = os.listdir(SHM_DIR)
-    except OSError:
-        return 0
-    for name in names:
+    for name in _segment_names():
         if name.startswith(prefix) and name not in _owned:
             _unlink(name)
             n += 1
@@ -721,11 +725,7 @@ def sweep_stale() -> int:
     """Unlink segments whose owning process no longer runs (it was killed
     before it could clean up); how many."""
     n = 0
-    try:
-        names = os.listdir(SHM_DIR)
-    except OSError:
-        return 0
-    for name in names:
+    for name in _segment_names():
         if not name.startswith(PREFIX):
             continue
         pid = name[len(PREFIX):].split("-", 1)[0]
