@@ -72,13 +72,11 @@ import threading
 from typing import Any, NamedTuple, Optional
 
 from .graph import A_TASK, CALL, NESTED, NODE
+from .machine import READY, RUNNING, WAITING
 from .utils import funcname, key_split
 
 __all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
 
-# Task states, shared with the core.
-WAITING, READY, RUNNING, DONE = 0, 1, 2, 3
-STATE_NAMES = ("waiting", "ready", "running", "done")
 
 # Seconds of (measured) work a batch is sized to: enough to make the
 # hand-off to a worker cheap next to the work, small enough to balance.
@@ -132,7 +130,7 @@ class Record(NamedTuple):
     worker got the batch and had unpickled it.  A record with a negative
     ``index`` carries no task: -1, how an earlier hand-off of results
     travelled; -2, stack samples taken in a worker process (see
-    ``core.run_batch``).
+    ``runtime.run_batch``).
     """
 
     index: int

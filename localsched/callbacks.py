@@ -34,6 +34,26 @@ Subclass and override either the plain names or dask's underscored names
 >>> seen
 ['b', 'c']
 
+What a callback needs.  Measuring costs, so a computation asks its
+callbacks once what they need, as a :class:`Needs`: every result in
+``posttask`` (``results``; a Profiler does not, and results that stay inside
+a worker's batch then never travel back), each ``pretask`` at the task's
+true start (``exact_start``; else just before its posttask, which saves a
+hand-off per batch), fine metrics (``measure``) and stack samples
+(``sample``, an interval in seconds).  A ``Callback`` declares it as its
+``needs`` attribute; plain functions travel in a :class:`Hooks` 5-tuple that
+carries one.  A plain tuple needs everything, as dask gives it.
+
+>>> class Timer(Callback):
+...     needs = Needs(results=False)
+...     def _posttask(self, key, result, dsk, state, worker_id):
+...         pass
+>>> needs_of(Timer()._callback).results
+False
+>>> hooks = Hooks(posttask=lambda *a: None, needs=Needs(results=False))
+>>> len(hooks), needs_of(hooks) == Needs(results=False)
+(5, True)
+
 See Also
 --------
 localsched.diagnostics : ProgressBar, Profiler, ResourceProfiler, CacheProfiler
@@ -45,17 +65,98 @@ import contextvars
 import sys
 import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Iterable, NamedTuple, Optional
 
 __all__ = [
     "Callback",
+    "Needs",
+    "Hooks",
+    "needs_of",
+    "merge_needs",
     "add_callbacks",
     "active_callbacks",
     "unpack_callbacks",
     "normalize_callback",
+    "callback_list",
 ]
 
 HOOKS = ("start", "start_state", "pretask", "posttask", "finish")
+
+class Needs(NamedTuple):
+    """What a callback needs from a computation (see the module docstring).
+
+    ``results``: posttask hooks get every task's result (False: they may
+    get None); ``exact_start``: pretask fires when the task starts on its
+    worker (False: just before its posttask); ``measure``: per-task thread
+    CPU time and ``localsched.metrics`` entries (``state.task.probe``), the
+    travel of process inputs and results, idle and scheduler time;
+    ``sample``: stack samples of running tasks every that many seconds
+    (0: none).
+    """
+
+    results: bool = True
+    exact_start: bool = True
+    measure: bool = False
+    sample: float = 0.0
+
+
+_NEEDS_ALL = Needs()
+
+
+class Hooks(tuple):
+    """A callback as the registry holds it: the 5-tuple ``(start,
+    start_state, pretask, posttask, finish)`` (None where absent), carrying
+    what it needs (``needs``).  Compares and hashes as the plain tuple, so
+    dask's registry and schedulers take it as one.
+    """
+
+    needs: Needs
+
+    def __new__(cls, start=None, start_state=None, pretask=None, posttask=None, finish=None,
+                *, needs: Needs = _NEEDS_ALL):
+        self = super().__new__(cls, (start, start_state, pretask, posttask, finish))
+        self.needs = needs
+        return self
+
+    def __repr__(self) -> str:
+        return f"Hooks{tuple(self)!r}"
+
+
+def needs_of(hooks: tuple) -> Needs:
+    """What the callback ``hooks`` needs: a :class:`Hooks`' ``needs``; a plain
+    tuple needs everything, except that dask's own ProgressBar (whose
+    pretask only keeps the state for its timer thread) needs no exact
+    starts."""
+    needs = getattr(hooks, "needs", None)
+    if needs is not None:
+        return needs
+    pretask = hooks[2]
+    if pretask is not None:
+        dask_bar = getattr(sys.modules.get("dask.diagnostics.progress"), "ProgressBar", None)
+        if dask_bar is not None and type(getattr(pretask, "__self__", None)) is dask_bar:
+            return Needs(exact_start=False)
+    return _NEEDS_ALL
+
+
+def merge_needs(cbs: Iterable[tuple]) -> Needs:
+    """What a computation with these callbacks must provide: results and
+    exact starts only count for callbacks with a posttask / pretask; the
+    shortest sampling interval wins.
+
+    >>> merge_needs([])
+    Needs(results=False, exact_start=False, measure=False, sample=0.0)
+    """
+    results = exact = measure = False
+    sample = 0.0
+    for cb in cbs:
+        n = needs_of(cb)
+        results = results or (cb[3] is not None and n.results)
+        exact = exact or (cb[2] is not None and n.exact_start)
+        measure = measure or n.measure
+        if n.sample > 0:
+            sample = n.sample if not sample else min(sample, n.sample)
+    return Needs(results, exact, measure, sample)
+
 
 # The registry.  At top level, ``Callback.active`` is the process-wide set
 # below.  While a computation runs (its tasks, and its own callbacks) the
@@ -196,6 +297,10 @@ class Callback(metaclass=_CallbackType):
     3
     """
 
+    #: What this callback needs from a computation (see :class:`Needs`);
+    #: set it on a subclass, or on an instance before registering it.
+    needs: Needs = _NEEDS_ALL
+
     def __init__(
         self,
         start: Optional[Callable] = None,
@@ -218,13 +323,10 @@ class Callback(metaclass=_CallbackType):
                 setattr(self, "_" + name, fn)
 
     @property
-    def _callback(self) -> tuple:
-        """The 5-tuple of this object's hooks (None where not overridden)."""
-        hooks = []
-        for name in HOOKS:
-            fn = _own_hook(self, name)
-            hooks.append(fn)
-        return tuple(hooks)
+    def _callback(self) -> Hooks:
+        """The 5-tuple of this object's hooks (None where not overridden),
+        carrying its ``needs``."""
+        return Hooks(*[_own_hook(self, name) for name in HOOKS], needs=self.needs)
 
     @property
     def _dask_callback(self) -> tuple:
@@ -303,6 +405,27 @@ def active_callbacks() -> list:
             if cb not in cbs and cb not in mirrors:  # (ours, put there by _hold)
                 cbs.append(cb)
     return cbs
+
+
+def callback_list(callbacks: Any) -> list:
+    """The hooks tuples of a computation: the registered ones (None), else
+    those given per call (one callback, or a collection of them), each
+    once."""
+    if callbacks is None:
+        return active_callbacks()
+    if hasattr(callbacks, "_callback") or _is_raw_callback(callbacks):
+        callbacks = [callbacks]  # one callback, not a collection of them
+    cbs: list = []
+    for c in callbacks:
+        c = normalize_callback(c)
+        if c not in cbs:
+            cbs.append(c)
+    return cbs
+
+
+def _is_raw_callback(x) -> bool:
+    return (type(x) in (tuple, Hooks) and len(x) == 5
+            and all(f is None or (callable(f) and not hasattr(f, "_callback")) for f in x))
 
 
 def unpack_callbacks(cbs: Iterable[tuple]) -> tuple[list, list, list, list, list]:

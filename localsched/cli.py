@@ -148,7 +148,7 @@ def _as_default_scheduler(args):
     """Make the chosen scheduler the default for localsched and for dask."""
     from functools import partial
 
-    from .delayed import default_scheduler, get_scheduler
+    from .delayed import get_scheduler, process_default_scheduler
 
     if args.address is not None and args.scheduler != "distributed":
         raise SystemExit("localsched: --address needs --scheduler distributed")
@@ -158,7 +158,8 @@ def _as_default_scheduler(args):
             get = partial(get, address=args.address)
     elif args.num_workers is not None and args.scheduler != "sync":
         get = partial(get, num_workers=args.num_workers)
-    token = default_scheduler.set(get)
+    # For every thread of the script, not only this one.
+    previous, process_default_scheduler[0] = process_default_scheduler[0], get
     try:
         with ExitStack() as stack:
             if _dask_installed():
@@ -167,7 +168,7 @@ def _as_default_scheduler(args):
                 stack.enter_context(dask.config.set(scheduler=get))
             yield
     finally:
-        default_scheduler.reset(token)
+        process_default_scheduler[0] = previous
         if args.scheduler == "distributed":  # (the embedded cluster or address Client)
             import sys
 

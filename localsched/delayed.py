@@ -230,11 +230,14 @@ def _collect_graph(values) -> dict:
     return dsk
 
 
-#: The scheduler ``compute`` uses when none is named ("threads" unless set,
-#: e.g. by ``localsched profile --scheduler``).
+#: The scheduler ``compute`` uses when none is named, in this context (None:
+#: the process-wide ``process_default_scheduler``).
 default_scheduler: contextvars.ContextVar = contextvars.ContextVar(
-    "localsched_default_scheduler", default="threads"
+    "localsched_default_scheduler", default=None
 )
+#: The process-wide default, for every thread ("threads" unless set, e.g. by
+#: ``localsched profile --scheduler``): a one-item list, replaced in place.
+process_default_scheduler: list = ["threads"]
 
 _SCHEDULER_NAMES = {
     "threads": ("threaded", "get"),
@@ -257,6 +260,8 @@ def get_scheduler(scheduler=None) -> Callable:
     """
     if scheduler is None:
         scheduler = default_scheduler.get()
+        if scheduler is None:
+            scheduler = process_default_scheduler[0]
     if callable(scheduler):
         return scheduler
     try:

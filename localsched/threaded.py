@@ -239,6 +239,15 @@ def get(
         )
     num_workers, rerun_exceptions_locally, chunksize = resolve_pool_options(
         num_workers, pool, rerun_exceptions_locally, chunksize)
+    if _is_process_executor(pool):
+        # Workers in other processes share no memory with the caller (and
+        # cannot take its contextvars): the process scheduler's way, which
+        # ships each batch its inputs, on any process Executor.
+        from .multiprocessing import get as get_processes
+
+        return get_processes(dsk, keys, num_workers=num_workers, pool=pool,
+                             callbacks=callbacks, chunksize=chunksize, cache=cache,
+                             rerun_exceptions_locally=rerun_exceptions_locally)
     temporary = None
     shared = False
     if pool is None:
@@ -256,8 +265,6 @@ def get(
             f"pool= must be a concurrent.futures.Executor or a multiprocessing.pool."
             f"ThreadPool, got {type(pool).__name__}"
         )
-    process_executor = _is_process_executor(pool)
-
     def on_interrupt(futures: list) -> None:
         # Ctrl-C: abandon the running tasks (threads cannot be killed) and
         # drop what has not started.
@@ -276,9 +283,6 @@ def get(
             rerun_exceptions_locally=rerun_exceptions_locally,
             chunksize=chunksize,
             cache=cache,
-            # A process-based Executor cannot take our in-process record stream.
-            stream=not process_executor,
-            pack_data=process_executor,
             on_interrupt=on_interrupt,
         )
     finally:
@@ -294,6 +298,10 @@ def _is_mp_thread_pool(pool) -> bool:
 
 
 def _is_process_executor(pool) -> bool:
+    """A concurrent.futures ProcessPoolExecutor or localsched's ProcessPool."""
     from concurrent.futures import ProcessPoolExecutor
 
-    return isinstance(pool, ProcessPoolExecutor)
+    if isinstance(pool, ProcessPoolExecutor):
+        return True
+    ours = sys.modules.get("localsched._pool.pool")  # (loaded by whoever made one)
+    return ours is not None and isinstance(pool, ours.ProcessPool)

@@ -75,6 +75,24 @@ def test_profile_makes_localsched_the_scheduler_for_dask(tmp_path):
     assert tasks > 16  # dask's tasks ran under localsched's profilers
 
 
+def test_profile_scheduler_applies_to_every_thread_of_the_script(tmp_path):
+    (tmp_path / "threads.py").write_text(textwrap.dedent("""
+        import os, threading
+        import localsched
+
+        out = {}
+        def work():
+            out["pid"] = localsched.delayed(os.getpid)().compute()
+        t = threading.Thread(target=work)
+        t.start(); t.join()
+        print("other thread ran in a worker process:", out["pid"] != os.getpid())
+    """))
+    proc = run_cli("profile", "--scheduler", "processes", "--num-workers", "1",
+                   "threads.py", "-o", "t.html", "--no-progress", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "other thread ran in a worker process: True" in proc.stdout
+
+
 def test_demo_writes_a_report(tmp_path):
     proc = run_cli("demo", "--blocks", "3", "--block-size", "60", "-o", "demo.html",
                    "--no-progress", cwd=tmp_path)

@@ -211,6 +211,41 @@ def test_finish_fires_for_callbacks_whose_start_ran_when_a_start_fails(get):
     assert rec.calls == [("start",), ("finish", True)]
 
 
+def test_finish_gets_a_state_when_the_graph_is_refused(get):
+    # dask hands finish a state even then; so does every localsched scheduler
+    seen = []
+    cb = Callback(finish=lambda dsk, state, errored: seen.append((state, errored)))
+    with pytest.raises(KeyError, match="missing"):
+        get({"x": (inc, 1)}, "missing", callbacks=[cb])
+    [(state, errored)] = seen
+    assert errored is True
+    assert isinstance(state, Mapping)
+    assert set(state["finished"]) == set() and dict(state["cache"]) == {}
+
+
+def _raising_finish(exc):
+    def finish(dsk, state, errored):
+        raise exc
+
+    return Callback(finish=finish)
+
+
+def test_every_failing_finish_hook_is_reported(get):
+    one, two = RuntimeError("finish one"), LookupError("finish two")
+    with pytest.raises(BaseExceptionGroup) as info:
+        get({"x": (inc, 1)}, "x", callbacks=[_raising_finish(one), _raising_finish(two)])
+    assert list(info.value.exceptions) == [one, two]
+
+
+def test_failing_finish_hooks_do_not_hide_the_tasks_own_error(get):
+    one, two = RuntimeError("finish one"), LookupError("finish two")
+    with pytest.raises(ValueError, match="bad input 1") as info:
+        get({"a": 1, "b": (fail, "a")}, "b",
+            callbacks=[_raising_finish(one), _raising_finish(two)])
+    notes = "\n".join(getattr(info.value, "__notes__", ()))
+    assert "finish one" in notes and "finish two" in notes
+
+
 def _copy(x):
     if x is None:  # (a cluster's cache holds None for values left on the workers)
         return None

@@ -12,7 +12,7 @@ db = pytest.importorskip("dask.bag")
 import localsched  # noqa: E402
 from localsched import multiprocessing as lmp  # noqa: E402
 from localsched import threaded  # noqa: E402
-from localsched.callbacks import Callback  # noqa: E402
+from localsched.callbacks import Callback, Needs  # noqa: E402
 from localsched.local import get_sync  # noqa: E402
 
 GETS = {
@@ -101,7 +101,7 @@ def test_a_dask_callback_passed_per_call():
 class _LateStarts(Callback):
     """Needs each task's pretask before its posttask, not at its start."""
 
-    _localsched_exact_start = False
+    needs = Needs(exact_start=False)
 
     def __init__(self, log):
         super().__init__()
@@ -116,7 +116,7 @@ class _LateStarts(Callback):
 
 @pytest.mark.parametrize("name", ["threads", "processes"])
 def test_hooks_that_need_no_exact_start_hear_each_task_once_pretask_first(name):
-    from localsched.core import exact_starts
+    from localsched.callbacks import merge_needs
 
     log = []
     from dask.diagnostics import ProgressBar
@@ -125,8 +125,9 @@ def test_hooks_that_need_no_exact_start_hear_each_task_once_pretask_first(name):
     late = _LateStarts(log)
     # dask's own ProgressBar only keeps the state in its pretask: no worker
     # need announce each start for it (nor for a hook that says so).
-    assert not exact_starts([bar._pretask, late._pretask])
-    assert exact_starts([bar._pretask, late._pretask, lambda key, dsk, state: None])
+    assert not merge_needs([bar._callback, late._callback]).exact_start
+    plain = (None, None, lambda key, dsk, state: None, None, None)
+    assert merge_needs([bar._callback, late._callback, plain]).exact_start
     dsk = {("x", i): (sum, [i, 1]) for i in range(200)}
     dsk["total"] = (sum, [("x", i) for i in range(200)])
     with bar, late:

@@ -19,7 +19,7 @@ import pytest
 
 import localsched
 from localsched import threaded
-from localsched.callbacks import Callback
+from localsched.callbacks import Callback, Needs
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
 
@@ -491,7 +491,7 @@ class _Results(Callback):
 
 
 class _TimesOnly(_Results):
-    _localsched_result = False  # (as the Profiler, FineMetrics, ProgressBar declare)
+    needs = Needs(results=False)  # (as the Profiler, FineMetrics, ProgressBar declare)
 
 
 @pytest.mark.parametrize("get", [threaded.get, get_processes], ids=["threads", "processes"])

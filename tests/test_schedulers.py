@@ -112,6 +112,23 @@ def test_foreign_process_executor_works_with_pool_option():
     assert b == 2 and pid != os.getpid()
 
 
+def test_threads_get_runs_on_localscheds_process_pool():
+    dsk = {"a": 1, "b": (inc, "a"), "c": (whoami, "b"), "d": (lambda b: b * 10, "b")}
+    with lmp.ProcessPool(2) as pool:
+        b, pid, d = threaded.get(dsk, ["b", "c", "d"], pool=pool)
+    assert (b, d) == (2, 20) and pid != os.getpid()
+
+
+def test_threads_get_on_a_process_pool_fires_callbacks_and_raises_task_errors():
+    seen = []
+    cb = Callback(posttask=lambda key, result, dsk, state, wid: seen.append((key, result)))
+    with lmp.ProcessPool(1) as pool:
+        assert threaded.get({"a": 1, "b": (inc, "a")}, "b", pool=pool, callbacks=[cb]) == 2
+        with pytest.raises(ZeroDivisionError):
+            threaded.get({"a": 0, "b": (lambda x: 1 / x, "a")}, "b", pool=pool)
+    assert seen == [("b", 2)]
+
+
 # -- what planners learn across computations ----------------------------------------
 
 
@@ -123,7 +140,7 @@ def _chain(n: int, func=inc) -> dict:
 
 def _first_batch(dsk, key):
     from localsched.batching import Planner
-    from localsched.core import Run
+    from localsched.machine import RunState as Run
 
     planner = Planner(Run(dsk, key), learn=True)  # (as on processes with shared memory)
     return planner, planner.next_batch()
@@ -171,7 +188,7 @@ def test_small_results_start_afresh_each_computation():
 def test_threads_neither_keep_nor_recall_what_was_learned():
     from localsched import batching
     from localsched.batching import Planner
-    from localsched.core import Run
+    from localsched.machine import RunState as Run
 
     threaded.get(_chain(20), "inc-19")
     assert not batching._learned
@@ -242,7 +259,7 @@ def test_a_batch_recalls_groups_it_meets_after_its_first_task():
     dsk = _meeting_graph(None)
     _learn_meeting(dsk)
     from localsched.batching import Planner
-    from localsched.core import Run
+    from localsched.machine import RunState as Run
 
     planner = Planner(Run(dsk, "total-0"), learn=True)
     big = planner.run.keys.index("big-0")
@@ -336,8 +353,9 @@ def test_a_process_batch_is_sent_at_most_max_inputs_results():
     # Each input a batch is sent is a second copy, held by the worker from
     # the batch's start: the batch closing a tree must not take its whole
     # frontier (dask's worker holds one task's inputs at a time).
-    from localsched.batching import DONE, MAX_INPUTS, READY, Planner
-    from localsched.core import Run
+    from localsched.batching import MAX_INPUTS, Planner
+    from localsched.machine import DONE, READY
+    from localsched.machine import RunState as Run
 
     dsk, out = _reduction_tail(9)
     sizes = {}

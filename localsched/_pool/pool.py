@@ -103,7 +103,7 @@ class WorkerDiedError(RuntimeError):
     def for_task(self, keys: list) -> "WorkerDiedError":
         """The same error, naming the task the worker was running (or the
         tasks it may have been running, when it died with records unsent)."""
-        from ..core import _name_tasks
+        from ..utils import name_tasks as _name_tasks
 
         return WorkerDiedError(f"{self.args[0]} while running {_name_tasks(keys)}",
                                self.pid, self.exitcode)

@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from . import shm
+from . import job, shm
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
 
 __all__ = ["main", "BOOT", "run_packed"]
@@ -122,10 +122,9 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     lifeline_fd = lifeline if isinstance(lifeline, int) else lifeline.fileno()
     if not _die_with_parent(lifeline_fd, parent_pid):
         return
-    from .. import core
     from ..callbacks import Callback
 
-    core._process_worker_id = os.getpid()
+    job.worker_pid = os.getpid()
     shm.attach_on_load = True  # shared inputs arrive as values, mapped (see shm)
     shm._owned.clear()  # a forked worker owns none of the parent's segments
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
@@ -204,12 +203,10 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     """
     shm_prefix = None
 
-    from .. import core
-
     def emit(records: list) -> None:
         t = time.perf_counter()
         body = dump_records(records, shm_prefix)
-        core._dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        job.dump_seconds = time.perf_counter() - t  # (read by fine metrics)
         frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
@@ -220,7 +217,7 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
         received = time.time()
         fn, args, kwargs, streams, shm_prefix = shm.loads_job(body)
         del body
-        core._job_arrival = (received, time.time())  # (read by fine metrics)
+        job.arrival = (received, time.time())  # (read by fine metrics)
         if streams:
             fn(*args, emit=emit, **kwargs)
             return encode(Kind.DONE, job_id)
@@ -254,9 +251,7 @@ def run_packed(payload: bytes) -> bytes:
     """
     import multiprocessing
 
-    from .. import core
-
     if multiprocessing.parent_process() is not None:  # (not a thread pool of the caller's)
-        core._process_worker_id = os.getpid()
+        job.worker_pid = os.getpid()
     fn, args, kwargs = pickle.loads(payload)
     return dump_records(fn(*args, **kwargs))

@@ -87,8 +87,9 @@ class CacheProfiler(Collector):
         # leave the garbage collector's tracking); entries and exits are
         # matched when results are read.
         metric = self._metric
-        freed = state.freed
-        self._events(state).append((key, state.timing[1],
+        task = state.task
+        freed = task.freed
+        self._events(state).append((key, task.end,
                                     1 if metric is None else (
                                         _nbytes(result, state) if metric == "nbytes"
                                         else metric(result)),
@@ -138,7 +139,9 @@ def _nbytes(result, state) -> float:
     (``state.nbytes``, on localsched.distributed, where ``result`` is None),
     else dask's ``sizeof`` when dask is loaded, else its ``nbytes``
     attribute (NumPy, pandas) or ``sys.getsizeof``."""
-    n = getattr(state, "nbytes", None)
+    n = getattr(getattr(state, "task", None), "nbytes", None)
+    if n is None:
+        n = getattr(state, "nbytes", None)
     if n is not None:
         return n
     import sys

@@ -57,6 +57,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..utils import key_split
+from ..callbacks import Needs
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
 
@@ -85,13 +86,11 @@ class FineMetrics(Collector):
     True
     """
 
-    # Its posttask never reads the result: results may stay in the workers
-    # (core.needs_results).
-    _localsched_result = False
+    # Measure each task; its posttask never reads the result (results may
+    # stay in the workers).
+    needs = Needs(results=False, measure=True)
 
     record_type = ActivityData
-    # Read by the scheduler once per computation (core.wants): measure.
-    _localsched_measure = True
 
     def _reset_built(self) -> None:
         self._built = []
@@ -101,18 +100,22 @@ class FineMetrics(Collector):
         run = self._current  # (Collector._events, inlined: this runs once per task)
         if run[0] is not state:
             run = self._current = self._live[id(state)]
-        run[1].append((key, state.timing, worker_id, state.probe, state.activities))
+        task = state.task
+        run[1].append((key, task.start, task.end, worker_id, task.probe, task.activities))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         import time
 
         end = time.time()
         run = self._run_of(state)
-        run[1].append((key, (run[4].pop(key, end), end), worker_id, None, None))
+        run[1].append((key, run[4].pop(key, end), end, worker_id, None, None))
 
     def _at_finish(self, run: tuple, state):
-        return (getattr(state, "span", ()), getattr(state, "overhead", None),
-                list(getattr(state, "late", ())), getattr(state, "cluster_metrics", None))
+        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
+        if outcome is None:
+            return ((), None, [], None)
+        cluster = getattr(state, "cluster_metrics", None) or outcome.extra.get("cluster_metrics")
+        return (outcome.span, outcome.overhead, list(outcome.late), cluster)
 
     def _build(self, run: FinishedRun) -> None:
         span, overhead, late, cluster = run.extra or ((), None, [], None)
@@ -124,7 +127,7 @@ class FineMetrics(Collector):
             # activities only: their time is in those metrics already.
             for k, v in cluster.items():
                 metrics[k] = metrics.get(k, 0.0) + v
-            for key, _timing, wid, _probe, acts in run.events:
+            for key, _t0, _t1, wid, _probe, acts in run.events:
                 for name, start, stop in acts or ():
                     activities.append(ActivityData(key, name, start, stop, wid))
             return
@@ -140,7 +143,7 @@ class FineMetrics(Collector):
             k = (span, group, activity, unit)
             metrics[k] = metrics.get(k, 0.0) + value
 
-        for key, (t0, t1), wid, probe, acts in run.events:
+        for key, t0, t1, wid, probe, acts in run.events:
             g = group_of(key)
             wall = t1 - t0
             if probe is None:
@@ -164,7 +167,7 @@ class FineMetrics(Collector):
                     add(g, name, max(0.0, stop - start))
                     activities.append(ActivityData(key, name, start, stop, wid))
         if late:
-            ends = {key: (t[1], wid) for key, t, wid, _, _ in run.events}
+            ends = {key: (t1, wid) for key, _t0, t1, wid, _, _ in run.events}
             for keys, start, dumped, stop, received in late:
                 for key in keys:
                     end, wid = ends.get(key, (start, None))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import time
 
+from ..callbacks import Needs
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
@@ -71,9 +72,8 @@ class Profiler(Collector):
     ResourceProfiler, CacheProfiler, localsched.diagnostics.plots.visualize
     """
 
-    # Its posttask never reads the result: results may stay in the workers
-    # (core.needs_results).
-    _localsched_result = False
+    # Its posttask never reads the result: results may stay in the workers.
+    needs = Needs(results=False)
 
     record_type = TaskData
 
@@ -87,21 +87,21 @@ class Profiler(Collector):
     def _posttask(self, key, result, dsk, state, worker_id):
         # One small append per task; the task itself is looked up in dsk
         # only when results are read.
-        self._events(state).append(
-            (key, state.timing, worker_id, state.transfer)
-        )
+        task = state.task
+        self._events(state).append((key, task.start, task.end, worker_id, task.transfer))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
         run = self._run_of(state)
-        run[1].append((key, (run[4].pop(key, end), end), worker_id, None))
+        run[1].append((key, run[4].pop(key, end), end, worker_id, None))
 
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
+        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
         failed = []
-        for key, (exc, start, end, worker) in dict(getattr(state, "failed", None) or {}).items():
+        for key, (exc, start, end, worker) in dict(outcome.failed if outcome else {}).items():
             failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
-        running = getattr(state, "running_since", None)
+        running = outcome.running_since if outcome else None
         if running is not None:
             running = [(key, start, worker) for key, (start, worker) in dict(running).items()]
         else:
@@ -110,18 +110,18 @@ class Profiler(Collector):
         # localsched.distributed: attempts whose worker died under them (the
         # task ran again); dispatch time to the loss, on the lost worker.
         running = [(key, start, worker, None) for key, start, worker in running]
-        running += [(key, start, worker, lost) for key, start, lost, worker
-                    in getattr(state, "lost", ())]
+        lost = outcome.extra.get("lost", ()) if outcome else ()
+        running += [(key, start, worker, stop) for key, start, stop, worker
+                    in getattr(state, "lost", None) or lost]
         return failed, running
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
-        self._built.extend(TaskData(key, dsk[key], t[0], t[1], w) for key, t, w, _ in run.events)
-        for key, t, w, transfer in run.events:
+        self._built.extend(TaskData(key, dsk[key], t0, t1, w) for key, t0, t1, w, _ in run.events)
+        for key, t0, t1, w, transfer in run.events:
             if transfer and (transfer[0] or transfer[1]):
                 send, receive = transfer
-                self._transfers.append(
-                    TransferData(key, w, t[0] - send, t[0], t[1], t[1] + receive))
+                self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
         failed, running = run.extra or ((), ())
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(

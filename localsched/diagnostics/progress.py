@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple, Optional, Union
 
-from ..callbacks import Callback
+from ..callbacks import Callback, Needs
 from ..utils import key_split
 
 __all__ = [
@@ -398,9 +398,8 @@ class ProgressBar(Callback):
     Profiler, ResourceProfiler, CacheProfiler
     """
 
-    # Its posttask never reads the result: results may stay in the workers
-    # (core.needs_results).
-    _localsched_result = False
+    # Its posttask never reads the result: results may stay in the workers.
+    needs = Needs(results=False)
 
     def __init__(
         self,

@@ -36,71 +36,16 @@ task's function.
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
-from collections import deque
 from typing import Callable, Optional
 
-from ..callbacks import Callback
+from ..callbacks import Callback, Needs
+from ..runtime import running_tasks, take_samples
 from ..utils import key_split
 from .records import SampleData
 
-__all__ = ["SampleProfiler", "totals", "tree", "worker_sampler"]
-
-# The files whose frames are the scheduler's, cut off the top of a stack.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SCHEDULER_FILES = frozenset(
-    os.path.join(_PACKAGE, *name.split("/"))
-    for name in ("core.py", "graph.py", "local.py", "threaded.py", "multiprocessing.py",
-                 "delayed.py", "_pool/worker.py", "_pool/pool.py")
-)
-
-
-def _trim(stack: list) -> tuple:
-    """Drop the frames above the task: everything up to the end of the first
-    run of scheduler frames (see the module docstring)."""
-    n = len(stack)
-    p = 0
-    while p < n and stack[p][0] not in _SCHEDULER_FILES:
-        p += 1
-    if p == n:  # no scheduler frame: keep all
-        return tuple(stack)
-    while p < n and stack[p][0] in _SCHEDULER_FILES:
-        p += 1
-    return tuple(stack[p:])
-
-
-def take_samples(running: dict, append: Callable, codes: dict, now: Callable) -> None:
-    """Append ``(time, thread ident, key, stack)`` for every thread in
-    ``running`` (thread ident -> the key of its task).  ``codes`` interns
-    frames per code object, so equal frames are one tuple (and pickle once)."""
-    if not running:
-        return
-    frames = sys._current_frames()
-    t = now()
-    for tid, key in list(running.items()):  # (a snapshot: other threads write it)
-        f = frames.get(tid)
-        if f is None:
-            continue
-        stack = []
-        while f is not None:
-            code = f.f_code
-            frame = codes.get(code)
-            if frame is None:
-                frame = codes[code] = (code.co_filename, code.co_firstlineno, code.co_name)
-            stack.append(frame)
-            f = f.f_back
-        stack.reverse()
-        append((t, tid, key, _trim(stack)))
-    del frames
-
-
-def _core():
-    from .. import core
-
-    return core
+__all__ = ["SampleProfiler", "totals", "tree"]
 
 
 class SampleProfiler(Callback):
@@ -132,8 +77,8 @@ class SampleProfiler(Callback):
         if not interval > 0:
             raise ValueError(f"interval must be a positive number of seconds, got {interval!r}")
         self.interval = interval
-        # Read by the scheduler once per computation (core.wants).
-        self._localsched_sample = interval
+        # Read by the scheduler once per computation: sample every interval.
+        self.needs = Needs(sample=interval)
         self._timer = timer
         self._raw: list = []  # (time, worker id, key, stack), appended by the sampler thread
         self._built: list = []
@@ -146,7 +91,7 @@ class SampleProfiler(Callback):
     # -- the sampler thread ---------------------------------------------------
 
     def _sample_loop(self, stop: threading.Event) -> None:
-        running = _core()._running_tasks
+        running = running_tasks
         append, codes, timer, interval = self._raw.append, {}, self._timer, self.interval
         while not stop.wait(interval):
             take_samples(running, append, codes, timer)
@@ -161,7 +106,8 @@ class SampleProfiler(Callback):
                 self._thread.start()
 
     def _finish(self, dsk, state, errored):
-        remote = getattr(state, "samples", None)
+        outcome = getattr(state, "outcome", None)
+        remote = getattr(state, "samples", None) or (outcome.samples if outcome else None)
         if remote:  # taken in worker processes: already (time, pid, key, stack)
             self._raw.extend(remote)
         with self._lock:
@@ -269,61 +215,3 @@ def tree(samples: list, group: Optional[str] = None, start: Optional[float] = No
     from .report import stack_tree
 
     return stack_tree(samples, group=group, start=start, stop=stop)
-
-
-class _WorkerSampler:
-    """The sampler of a worker process: one daemon thread, started on first
-    use and enabled per job (``enable``/``disable``); it samples the
-    worker's running task into a deque that the job drains as it reports."""
-
-    def __init__(self):
-        self.interval = 0.01
-        self._on = threading.Event()
-        self._off = threading.Event()
-        self._out: deque = deque()
-        self._thread: Optional[threading.Thread] = None
-
-    def _loop(self) -> None:
-        running = _core()._running_tasks
-        codes: dict = {}
-        out = self._out
-
-        def append(sample):
-            out.append((sample[0], sample[2], sample[3]))  # (the pid is added on arrival)
-
-        while True:
-            self._on.wait()
-            while not self._off.wait(self.interval):
-                take_samples(running, append, codes, time.time)
-
-    def enable(self, interval: float) -> None:
-        self.interval = interval
-        self._off.clear()
-        self._on.set()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="localsched-sampler",
-                                            daemon=True)
-            self._thread.start()
-
-    def disable(self) -> None:
-        self._on.clear()
-        self._off.set()
-
-    def drain(self) -> list:
-        out, popleft = [], self._out.popleft
-        try:
-            while True:
-                out.append(popleft())
-        except IndexError:
-            return out
-
-
-_worker_sampler: Optional[_WorkerSampler] = None
-
-
-def worker_sampler() -> _WorkerSampler:
-    """The sampler of this worker process (created on first use)."""
-    global _worker_sampler
-    if _worker_sampler is None:
-        _worker_sampler = _WorkerSampler()
-    return _worker_sampler

@@ -76,8 +76,12 @@ from typing import Any, Iterable, Optional
 
 from .. import callbacks as _callbacks
 from ..callbacks import active_callbacks, normalize_callback, unpack_callbacks
-from ..core import DONE, READY, RUNNING, WAITING, Run, State, _add_note, _finish_all, wants
-from ..core import _is_raw_callback, _name_tasks
+from ..lifecycle import Computation
+from ..machine import DONE, READY, RUNNING, WAITING
+from ..machine import RunState as Run
+from ..utils import add_note as _add_note
+from ..utils import name_tasks as _name_tasks
+from ..view import State, TaskRecord
 from ..graph import as_mapping, flatten_keys
 from ..options import check_options
 
@@ -367,46 +371,17 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
         rerun = dask_config("rerun_exceptions_locally", False)
     client_options["rerun_exceptions_locally"] = rerun
     client = default_client(client, address)
-    if callbacks is None:
-        cbs = active_callbacks()
-    else:
-        if hasattr(callbacks, "_callback") or _is_raw_callback(callbacks):
-            callbacks = [callbacks]
-        cbs = []
-        for c in callbacks:
-            c = normalize_callback(c)
-            if c not in cbs:
-                cbs.append(c)
-    hooks = unpack_callbacks(cbs)
-    dsk = as_mapping(dsk)
-    started: list = []
-    errored = True
-    state = None
-    token = _callbacks.enter_computation()
-    try:
-        for cb in cbs:
-            if cb[0] is not None:
-                cb[0](dsk)
-            if cb[4] is not None:
-                started.append(cb[4])
+    comp = Computation(dsk, callbacks)
+    dsk = comp.dsk
+    with comp:
         run = _ClusterRun(dsk, keys)
-        state = run.state = ClusterState(run, client)
-        from .. import metrics as _metrics
-
-        state.span = _metrics._span.get()
-        for f in hooks[1]:
-            f(dsk, state)
-        detail = _Detail(client, state, *wants(cbs))
+        state = comp.open(run, ClusterState(run, client))
+        detail = _Detail(client, state, comp.needs.measure, comp.needs.sample)
+        hooks = (None, comp.start_states, comp.pretasks, comp.posttasks, comp.finishes)
         try:
             result = _Computation(client, dsk, run, state, hooks, client_options).run()
         finally:
             detail.collect(run)
-        errored = False
-    finally:
-        try:
-            _finish_all(started, dsk, state, errored)
-        finally:
-            _callbacks._local_active.reset(token)
     return result
 
 
@@ -422,7 +397,7 @@ class _Computation:
         self.pretasks, self.posttasks = hooks[2], hooks[3]
         self.client_options = client_options
         self.queue: SimpleQueue = SimpleQueue()
-        self.complete = run._mover()
+        self.complete = run.mover()
         self.failed_key = None
         self.no_workers_since: Optional[float] = None
         self.rerun = bool(client_options.pop("rerun_exceptions_locally", False))
@@ -541,13 +516,13 @@ class _Computation:
                 start, stop, activities = _startstops(key, startstops, wid, t)
                 dispatched.pop(key, None)
                 if status[i] == RUNNING:
-                    state.freed = self.complete(i, None)
+                    freed = self.complete(i, None)
                 else:  # run again (its result was lost with a worker)
-                    state.freed = []
-                state.timing = (start, stop)
+                    freed = []
+                state.task = TaskRecord(key, start, stop, wid, freed, None, None, activities,
+                                        nbytes)
                 state.worker = worker
                 state.nbytes = nbytes
-                state.activities = activities
                 for f in posttasks:
                     f(key, None, dsk, state, wid)
             elif kind == "erred":
@@ -679,7 +654,7 @@ class _Detail:
         if self.before is not None:
             try:
                 after = client.run_on_scheduler(_plugin.scheduler_metrics)
-                span = state.span
+                span = state.outcome.span
                 state.cluster_metrics = {(span,) + k[1:]: v for k, v in
                                          _detail.metrics_delta(self.before, after).items()}
             except Exception as exc:  # noqa: BLE001
@@ -687,7 +662,8 @@ class _Detail:
         if self.sample:
             try:
                 samples = _detail.profile_samples(client, state.finished, self.t0, time.time())
-                state.samples = [(t, wid, group, stack) for t, wid, group, stack in samples]
+                state.outcome.samples = [(t, wid, group, stack)
+                                         for t, wid, group, stack in samples]
             except Exception as exc:  # noqa: BLE001
                 state.detail_errors.append(f"samples: {exc!r}")
 

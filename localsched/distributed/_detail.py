@@ -36,7 +36,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from ..callbacks import Callback
+from ..callbacks import Callback, Needs
 from ..diagnostics.records import ActivityData, MetricData, ResourceData, SampleData
 
 __all__ = ["WorkerTier"]
@@ -60,12 +60,12 @@ class WorkerTier(Callback):
     ['compute']
     """
 
-    # Its posttask never reads the result: results may stay in the workers
-    # (core.needs_results).
-    _localsched_result = False
-
     def __init__(self, samples: bool = True):
+        super().__init__()
         self.want_samples = samples
+        # Read by localsched.distributed: collect the run's fine metrics and
+        # samples (set on the state before finish); results never read.
+        self.needs = Needs(results=False, measure=True, sample=0.01 if samples else 0.0)
         self.activities: list = []
         self.metrics: dict = {}
         self.samples: list = []
@@ -98,14 +98,6 @@ class WorkerTier(Callback):
         """``metrics`` as :class:`MetricData` rows."""
         return [MetricData(*k, v) for k, v in self.metrics.items()]
 
-    # Read by localsched.distributed (core.wants): collect the run's fine
-    # metrics and samples (set on the state before finish).
-    _localsched_measure = True
-
-    @property
-    def _localsched_sample(self) -> float:
-        return 0.01 if self.want_samples else 0.0
-
     def _start_state(self, dsk, state):
         if getattr(state, "client", None) is not None:
             self._runs[id(state)] = time.time()
@@ -114,7 +106,7 @@ class WorkerTier(Callback):
         if getattr(state, "client", None) is None:
             return
         self.activities.append(ActivityData(key, "compute", *state.timing, worker_id))
-        for activity, start, stop in state.activities or ():
+        for activity, start, stop in state.task.activities or ():
             self.activities.append(ActivityData(key, activity, start, stop, worker_id))
 
     def _finish(self, dsk, state, errored):
@@ -125,7 +117,7 @@ class WorkerTier(Callback):
         for k, v in (state.cluster_metrics or {}).items():
             self.metrics[k] = self.metrics.get(k, 0) + v
         if self.want_samples:
-            self.samples.extend(SampleData(*s) for s in state.samples)
+            self.samples.extend(SampleData(*s) for s in state.outcome.samples)
         from . import _plugin
 
         try:

@@ -245,7 +245,7 @@ def test_runs_nobody_measures_carry_no_probes(scheduler):
     from localsched.callbacks import Callback
 
     seen = []
-    cb = Callback(posttask=lambda key, result, dsk, state, wid: seen.append(state.probe))
+    cb = Callback(posttask=lambda key, result, dsk, state, wid: seen.append(state.task.probe))
     name, get = scheduler
     with cb:
         get({"a": (sleepy, 0.0)}, "a")

@@ -1,9 +1,9 @@
 """The report tells the truth: failed, interrupted and travelling work, a
 summary read first, an empty report that says so, readable legends.
 
-Real computations check what the core hands to callbacks (``state.failed``,
-``state.running_since``, ``state.transfer``) end to end; the hooks are also
-driven directly with a State-like object, to pin down exact values.
+Real computations check what the core hands to callbacks (``state.outcome``'s
+failed and running tasks, ``state.task.transfer``) end to end; the hooks are
+also driven directly with a State, to pin down exact values.
 """
 
 from __future__ import annotations
@@ -55,10 +55,19 @@ def hooks(callback):
                     callback._callback))
 
 
-def fake_state(**attrs):
-    """What the core hands to callbacks, as far as the Profiler reads it."""
-    return SimpleNamespace(timing=(0.0, 0.0), freed=[], transfer=None, failed={},
-                           running_since={}, **attrs)
+def fake_state():
+    """What the core hands to callbacks: a real (empty) State whose task
+    record and outcome a test sets."""
+    from localsched.machine import RunState
+    from localsched.view import State
+
+    return State(RunState.empty())
+
+
+def task_record(key, start, end, transfer=None):
+    from localsched.view import TaskRecord
+
+    return TaskRecord(key, start, end, 0, [], transfer)
 
 
 def by_name(fig, name):
@@ -75,10 +84,10 @@ def test_profiler_keeps_failed_and_interrupted_tasks_apart_from_results():
     dsk = {"a": (inc, 1), "b": (truediv, "a", 0), "c": (inc, 5)}
     state = fake_state()
     h["start_state"](dsk, state)
-    state.timing = (T0, T0 + 0.5)
+    state.task = task_record("a", T0, T0 + 0.5)
     h["posttask"]("a", 2, dsk, state, 7)
-    state.failed = {"b": (ZeroDivisionError("division by zero"), T0 + 0.5, T0 + 0.6, 7)}
-    state.running_since = {"c": (T0 + 0.2, 8)}
+    state.outcome.failed["b"] = (ZeroDivisionError("division by zero"), T0 + 0.5, T0 + 0.6, 7)
+    state.outcome.running_since["c"] = (T0 + 0.2, 8)
     h["finish"](dsk, state, True)
 
     assert prof.results == [TaskData("a", dsk["a"], T0, T0 + 0.5, 7)]
@@ -280,9 +289,9 @@ def test_profiler_records_transfer_times_from_the_state():
     dsk = {"a": (inc, 1), "b": (inc, "a")}
     state = fake_state()
     h["start_state"](dsk, state)
-    state.timing, state.transfer = (T0 + 1.0, T0 + 2.0), (0.25, 0.5)
+    state.task = task_record("a", T0 + 1.0, T0 + 2.0, (0.25, 0.5))
     h["posttask"]("a", 2, dsk, state, 4242)
-    state.timing, state.transfer = (T0 + 2.0, T0 + 2.1), (0.0, 0.0)  # nothing travelled
+    state.task = task_record("b", T0 + 2.0, T0 + 2.1, (0.0, 0.0))  # nothing travelled
     h["posttask"]("b", 3, dsk, state, 4242)
     h["finish"](dsk, state, False)
     assert [r.key for r in prof.results] == ["a", "b"]

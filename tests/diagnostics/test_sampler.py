@@ -132,13 +132,17 @@ def test_tree_is_the_agreed_nested_format():
 
 
 def test_stacks_are_cut_below_the_scheduler():
-    pkg = sampler_module._PACKAGE + "/"
+    import os
+
+    from localsched import runtime
+
+    pkg = os.path.dirname(runtime.__file__) + "/"
     stack = [("threading.py", 1, "_bootstrap"), (pkg + "threaded.py", 2, "_worker"),
              (pkg + "core.py", 3, "run_batch"), (pkg + "graph.py", 4, "execute"),
              ("user.py", 5, "f"), (pkg + "core.py", 3, "get_async"), ("user.py", 9, "g")]
-    assert sampler_module._trim(stack) == (("user.py", 5, "f"), (pkg + "core.py", 3, "get_async"),
-                                           ("user.py", 9, "g"))
-    assert sampler_module._trim([("x.py", 1, "f")]) == (("x.py", 1, "f"),)
+    assert runtime.trim_stack(stack) == (("user.py", 5, "f"), (pkg + "core.py", 3, "get_async"),
+                                         ("user.py", 9, "g"))
+    assert runtime.trim_stack([("x.py", 1, "f")]) == (("x.py", 1, "f"),)
 
 
 def test_bad_interval_is_refused():

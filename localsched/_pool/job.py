@@ -1,0 +1,16 @@
+"""What a worker process knows of the job it runs now.
+
+Set by the worker loop (``localsched._pool.worker``), read by the
+worker-side runtime (``localsched.runtime``) through ``sys.modules``: the
+pool does not import the scheduler, and the scheduler does not import the
+pool for these three numbers.
+"""
+
+#: This worker's pid (0 in the caller's process: not a pool worker).
+worker_pid: int = 0
+
+#: ``(received, decoded)`` epoch seconds of the current job, or None.
+arrival: "tuple[float, float] | None" = None
+
+#: Seconds the last hand-off of records spent pickling them.
+dump_seconds: float = 0.0

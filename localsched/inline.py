@@ -1,0 +1,131 @@
+"""The inline loop: every task in the caller's thread, by the ready rule.
+
+The synchronous scheduler's loop.  It pops the top of the ready stack
+(``RunState.ready``), runs the task here, completes it and fires the hooks;
+a failing task raises its own exception with its own frames first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from . import metrics as _metrics
+from . import runtime
+from .graph import execute
+from .lifecycle import Computation
+from .machine import READY, RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .utils import add_note
+from .view import TaskRecord
+
+__all__ = ["run_inline"]
+
+
+def run_inline(machine: RunState, comp: Computation) -> float:
+    """Run every task of ``machine`` in this thread; returns the CPU seconds
+    the tasks took when ``comp.needs.measure`` (else 0)."""
+    needs = comp.needs
+    if needs.measure or needs.sample:
+        return _run_measured(machine, comp)
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.state, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    complete = machine.mover()
+    now = time.time
+    wid = threading.get_ident()
+    record = TaskRecord
+    while ready:
+        i = ready.pop()
+        key = keys[i]
+        if status[i] != READY:
+            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+        status[i] = RUNNING  # (before pretask: it sees the task running, as in dask)
+        machine.current = i
+        for f in pretasks:
+            f(key, dsk, state)
+        t0 = now()
+        try:
+            value = execute(specs[i], cache)
+        except BaseException as exc:
+            _failed(state, key, exc, t0, now(), wid)
+            raise
+        t1 = now()
+        machine.current = None
+        freed = complete(i, value)
+        if posttasks:
+            state.task = record(key, t0, t1, wid, freed)
+            for f in posttasks:
+                f(key, value, dsk, state, wid)
+        value = None
+    return 0.0
+
+
+def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
+    """Note a failed (or interrupted) task in the outcome; its own frames
+    first in the traceback."""
+    if isinstance(exc, Exception):
+        state.outcome.failed[key] = (exc, t0, t1, wid)
+        add_note(exc, f"while computing task {key!r}")
+        exc.with_traceback(runtime.trim_traceback(exc.__traceback__))
+    else:
+        state.outcome.running_since[key] = (t0, wid)  # interrupted
+
+
+def _run_measured(machine: RunState, comp: Computation) -> float:
+    """``run_inline`` while a callback measures or samples."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.state, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    measure, sample = comp.needs.measure, comp.needs.sample
+    complete = machine.mover()
+    now = time.time
+    wid = threading.get_ident()
+    local = _metrics._local
+    outer_sink = getattr(local, "sink", None)
+    running = runtime.running_tasks
+    outer_task = running.get(wid)
+    cpu = runtime.thread_time
+    probe = None
+    spent = 0.0
+    try:
+        while ready:
+            i = ready.pop()
+            key = keys[i]
+            if status[i] != READY:
+                raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+            status[i] = RUNNING
+            machine.current = i
+            for f in pretasks:
+                f(key, dsk, state)
+            if measure:
+                sink = local.sink = []
+                c0 = cpu()
+            if sample:
+                running[wid] = key
+            t0 = now()
+            try:
+                value = execute(specs[i], cache)
+            except BaseException as exc:
+                _failed(state, key, exc, t0, now(), wid)
+                raise
+            t1 = now()
+            if measure:
+                c = cpu() - c0
+                spent += c
+                probe = (c, sink or None)
+            machine.current = None
+            freed = complete(i, value)
+            if posttasks:
+                state.task = TaskRecord(key, t0, t1, wid, freed, None, probe)
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+            value = None
+    finally:
+        local.sink = outer_sink
+        if outer_task is None:
+            running.pop(wid, None)
+        else:  # a computation nested in a task: its task again
+            running[wid] = outer_task
+    return spent

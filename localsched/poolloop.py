@@ -1,0 +1,453 @@
+"""The pool loop: batches to a pool of workers, records back, hooks fired here.
+
+::
+
+    caller thread (PoolLoop.run)                     workers (runtime.run_batch)
+    ────────────────────────────                     ───────────────────────────
+    dispatch: Planner ─► batch ──submit(run_batch)──► for each task: t0, execute, t1
+    wait:     events (SimpleQueue) ◄── emit([record, ...]) as tasks end
+    handle records: complete, wake dependents, fire pretask/posttask
+    handle a finished batch: its future is done, the worker is free again
+    abort: stop in-process batches, say what was running, release handles
+
+Only this thread touches the ``RunState`` and fires callbacks, so the
+callbacks of one computation never run concurrently.
+
+Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
+sequential run (about ``BATCH_BUDGET`` seconds of measured work), so memory
+stays depth-first; see ``localsched/batching.py``.  On processes one batch
+more than there are workers waits in the pool (``QUEUE_AHEAD``), so a
+worker that finishes gets its next batch from the pool's listener thread
+without a round trip through this thread.
+
+Timing.  ``posttask`` fires when a task's record arrives; ``state.task``
+holds the ``start``/``end`` the worker measured around the call.  When a
+callback needs exact starts, a worker announces each batch as it starts
+and hands over finished records before each next task starts; that is
+when ``pretask`` fires.  Otherwise pretask fires just before posttask.
+
+Results.  When no posttask hook needs results (``Needs.results``) and no
+failed task may be re-run here, a result only later tasks of its batch use
+stays in the worker.  Results in shared memory (``transport``) arrive as
+handles: the cache keeps the handles; posttask hooks and the caller get
+the values.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Callable
+from queue import Empty, SimpleQueue
+from typing import Any
+
+from . import batching as _batching
+from .batching import Planner
+from .graph import execute, flatten_keys
+from .lifecycle import Computation
+from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .runtime import run_batch, run_batch_collect, trim_traceback
+from .utils import add_note, name_tasks
+from .view import TaskRecord
+
+__all__ = ["PoolLoop", "QUEUE_AHEAD"]
+
+# Batches handed to a process pool beyond one per worker (see above;
+# thread pools need none: the hand-off is a queue).
+QUEUE_AHEAD = 1
+
+
+class _Overlay(dict):
+    """A batch's own results, falling back to the shared cache (set as
+    ``.shared``): dict lookups stay in C except on a miss."""
+
+    __slots__ = ("shared",)
+
+    def __missing__(self, key):
+        return self.shared[key]
+
+
+class _Flight:
+    """A batch on its way: what the loop knows of it, to say which of its
+    tasks was running when a computation stops."""
+
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived")
+
+    def __init__(self, batch: list, dispatched: float):
+        self.batch = batch
+        self.dispatched = dispatched
+        self.sent: tuple | None = None  # (start, end) of pickling its inputs (measuring)
+        self.arrived = dispatched  # when its last hand-off of records arrived (measuring)
+        self.last_end = dispatched
+        self.worker_id = None
+        self.where: list = []  # (worker_id, start) from a thread worker
+
+    def running_task(self, machine: RunState, stopped: float) -> tuple | None:
+        """``(key, start, worker_id)`` of the batch's running task (its first
+        unreported one): it started when its predecessor ended."""
+        for i in self.batch:
+            if machine.status[i] == RUNNING:
+                started, wid = self.last_end, self.worker_id
+                if self.where:
+                    where_wid, where_start = self.where[0]
+                    wid = wid if wid is not None else where_wid
+                    started = max(started, where_start)
+                return machine.keys[i], min(started, stopped), wid
+        return None
+
+
+class PoolLoop:
+    """One computation on a pool (see the module docstring).
+
+    ``submit(fn, *args, **kwargs) -> Future``; ``pack_data``: workers share
+    no memory with the caller (send each batch its inputs); ``stream``:
+    ``submit`` takes ``emit=`` and records arrive as tasks end; else with
+    the batch's result.
+    """
+
+    def __init__(self, machine: RunState, comp: Computation, submit: Callable, num_workers: int,
+                 *, pack_data: bool, stream: bool, unpack_exception: Callable | None = None,
+                 chunksize: int | None = None, rerun_exceptions_locally: bool = False,
+                 on_interrupt: Callable | None = None, transport: Any = None):
+        self.machine, self.comp, self.submit = machine, comp, submit
+        self.pack_data, self.stream = pack_data, stream
+        self.unpack_exception, self.rerun = unpack_exception, rerun_exceptions_locally
+        self.on_interrupt, self.transport = on_interrupt, transport
+        self.complete = machine.mover()
+        # (Only results that cross processes in shared memory are "large";
+        # a process's batch holds a copy of each input it is sent.)
+        self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
+                               max_inputs=_batching.MAX_INPUTS if pack_data else None)
+        self.events: SimpleQueue = SimpleQueue()
+        self.cancelled: list = []  # made non-empty to stop in-process batches early
+        self.inflight: dict = {}  # future -> _Flight
+        self.flights = machine.in_flight  # batch serial -> its task indices
+        self.flight_of: dict = {}  # batch serial -> _Flight
+        self.successor: dict = {}  # after task a of a batch finishes, b starts
+        needs = comp.needs
+        pretasks = comp.pretasks
+        # Every result travels back only when a posttask hook reads results
+        # (or a failed task may be re-run here).
+        self.results_wanted = needs.results
+        self.keep_all = needs.results or rerun_exceptions_locally
+        self.announce = bool(pretasks) and needs.exact_start and stream
+        # pretask fires as the record arrives, just before posttask
+        self.late_starts = bool(pretasks) and not self.announce
+        self.measure, self.sample = needs.measure, needs.sample
+        self.probes: dict = {}  # what a worker is asked to measure (usually nothing)
+        if needs.measure:
+            self.probes["measure"] = True
+        if needs.sample:
+            self.probes["sample"] = needs.sample
+        self.ahead = QUEUE_AHEAD if pack_data else 0
+        self.idle = num_workers + self.ahead  # batches that may start now
+        self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
+        # Results in shared memory arrive as handles, through an Inbox that
+        # releases them once the run stops.
+        self.load = self.inbox = self.shared_type = None
+        self.emit = self.events.put
+        if transport is not None:
+            self.load = transport.load
+            self.shared_type = getattr(transport, "SharedValue", None)
+            self.emit = self.inbox = transport.Inbox(self.events.put)
+        self.ctx = contextvars.copy_context() if stream and not pack_data else None
+
+    # -- the steps ----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Run every task; raise the first failure."""
+        machine = self.machine
+        try:
+            while machine.remaining:
+                self.dispatch()
+                item = self.wait()
+                if item is None:
+                    continue
+                if type(item) is list:  # records, about a millisecond's worth
+                    self.handle_records(item)
+                else:  # a batch's future: the worker is free again
+                    self.handle_finished_batch(item)
+                item = None  # (hold no result past its release while waiting)
+            if (self.measure or self.sample) and self.pack_data and self.stream:
+                self.drain_notes()
+            self.hand_over_outputs()
+        except BaseException as exc:
+            self.abort(exc)
+            raise
+        finally:
+            self.events = None  # (futures done later then hold no queue of ours)
+            try:
+                self.planner.remember()  # for the next computation's first batches
+            except Exception:  # noqa: BLE001 -- never instead of the run's own outcome
+                pass
+
+    def dispatch(self) -> None:
+        """Hand batches to the free workers while tasks are ready."""
+        planner = self.planner
+        while self.idle and planner.has_ready():
+            self._dispatch_one(planner)
+            self.idle -= 1
+        if not self.inflight:  # nothing runs and nothing is ready: a bug
+            raise InvalidStateError("scheduler stalled with tasks left")
+
+    def _dispatch_one(self, planner: Planner) -> None:
+        batch = planner.next_batch()
+        items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data)
+        machine = self.machine
+        if not self.pack_data:
+            if len(batch) > 1:
+                # Results made inside the batch stay in the worker's overlay:
+                # only this thread writes the shared cache.
+                data = _Overlay()
+                data.shared = machine.cache
+            else:
+                data = machine.cache
+        if self.announce:
+            # The worker announces when the batch starts; each later task
+            # starts as soon as its predecessor's record is sent.
+            successor = self.successor
+            for a, b in zip(batch[:-1], batch[1:], strict=True):
+                successor[a] = b
+        flight = _Flight(batch, time.time())
+        try:
+            if self.ctx is not None:  # threads: in a copy of the caller's context
+                fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
+                                  self.announce, emit=self.events.put, where=flight.where,
+                                  **self.probes)
+            elif self.stream:  # a process pool that routes ``emit`` back to this process
+                fut = self.submit(run_batch, items, data, None, self.announce, emit=self.emit,
+                                  **self.probes)
+                if self.measure:  # the inputs were pickled by submit
+                    flight.sent = (flight.dispatched, time.time())
+            else:
+                fut = self.submit(run_batch_collect, items, data)
+        except Exception as exc:  # e.g. a task or an input that cannot be pickled
+            add_note(exc, "while sending " + name_tasks([machine.keys[i] for i in batch]))
+            raise
+        self.inflight[fut] = flight
+        self.flight_of[planner.serial] = flight
+        self.flights[planner.serial] = batch
+        fut.add_done_callback(self.events.put)
+
+    def wait(self):
+        """The next event (a list of records or a done future), or None
+        after a short timeout (so a Ctrl-C is seen promptly)."""
+        events = self.events
+        if self.inbox is not None and events.empty():
+            self.inbox.idle()  # unlink released segments while workers work
+        try:
+            if self.measure and self.idle > self.ahead:  # free workers, nothing ready
+                w0 = time.time()
+                try:
+                    return events.get(True, 0.1)
+                finally:
+                    self.idle_seconds += (self.idle - self.ahead) * (time.time() - w0)
+            return events.get(True, 0.1)
+        except Empty:
+            return None
+
+    def handle_finished_batch(self, fut) -> None:
+        """A batch's future is done: its worker is free again."""
+        flight = self.inflight.pop(fut)
+        serial = self.planner.mark[flight.batch[0]]
+        self.flights.pop(serial, None)
+        self.flight_of.pop(serial, None)
+        self.idle += 1
+        exc = fut.exception()
+        machine = self.machine
+        if exc is not None:
+            # The whole batch failed (a worker died, a batch could not be
+            # sent): any unreported task of the batch may have been running.
+            lost = [machine.keys[i] for i in flight.batch if machine.status[i] == RUNNING]
+            naming = getattr(exc, "for_task", None)
+            if naming is not None:
+                raise naming(lost) from exc
+            add_note(exc, "while computing " + name_tasks(lost))
+            raise exc
+        if self.stream:
+            for i in flight.batch:
+                if machine.status[i] == RUNNING:  # stopped early: lost tasks
+                    raise InvalidStateError(
+                        f"task {machine.keys[i]!r} was dispatched but never reported")
+            return
+        self.handle_records(fut.result())
+
+    def handle_records(self, records: list) -> None:
+        """Complete each task of a list of records and fire its hooks (the
+        per-task hot path)."""
+        machine, comp, planner = self.machine, self.comp, self.planner
+        keys, status, complete = machine.keys, machine.status, self.complete
+        state, dsk = comp.state, comp.dsk
+        pretasks, posttasks = comp.pretasks, comp.posttasks
+        late_starts, successor, flight_of, mark = (self.late_starts, self.successor,
+                                                   self.flight_of, planner.mark)
+        unconfirmed = planner.unconfirmed  # (a set the planner changes in place)
+        shared_type, pack_data = self.shared_type, self.pack_data
+        results_wanted = self.results_wanted
+        arrived = time.time() if pack_data else 0.0
+        last = len(records) - 1
+        flight = None
+        for n, (i, ok, value, t0, t1, wid, probe) in enumerate(records):
+            if ok is None and i < 0:  # not a task: measurements (see runtime)
+                self._note(i, value, wid)
+                continue
+            flight = flight_of.get(mark[i])
+            if flight is not None:
+                flight.last_end = t0 if ok is None else t1
+                flight.worker_id = wid
+            key = keys[i]
+            if ok is None or late_starts:
+                # A batch started (or we only learn it now): the task began.
+                if status[i] != RUNNING:
+                    raise InvalidStateError(
+                        f"task {key!r} announced while {STATE_NAMES[status[i]]}")
+                for f in pretasks:
+                    f(key, dsk, state)
+                if ok is None:
+                    continue
+            if not ok:
+                self.fail(i, value, t0, t1, wid)
+            freed = complete(i, value)
+            planner.observe(i, t1 - t0)
+            if type(value) is shared_type:
+                planner.large_result(i)
+            elif unconfirmed and value is not None:
+                planner.small_result(i)
+            if posttasks:
+                if not results_wanted:
+                    value = None  # (not mapped from shared memory for nobody)
+                elif self.load is not None:
+                    value = self.load(value)
+                if pack_data or probe is not None:
+                    state.task = self._record(i, key, t0, t1, wid, freed, probe, flight,
+                                              arrived if n == last else None)
+                else:
+                    state.task = TaskRecord(key, t0, t1, wid, freed)
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+            if successor:
+                nxt = successor.pop(i, None)
+                if nxt is not None:
+                    k2 = keys[nxt]
+                    for f in pretasks:
+                        f(k2, dsk, state)
+            value = None
+        if self.measure and flight is not None:
+            flight.arrived = arrived  # (when this hand-off's results arrived)
+
+    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> TaskRecord:
+        """A process task's record: its travel, and measured, its activities."""
+        transfer = activities = None
+        if self.pack_data:
+            sent = 0.0
+            if flight is not None and flight.batch[0] == i:
+                sent = max(0.0, t0 - flight.dispatched)
+            transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
+            if probe is not None and len(probe) > 2 and flight is not None \
+                    and flight.sent is not None:
+                (d0, d1), (received, _) = flight.sent, probe[2]
+                activities = (("serialize", d0, d1), ("transfer", d1, received),
+                              ("deserialize", received, t0))
+        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities)
+
+    def fail(self, i: int, exc: BaseException, t0, t1, wid):
+        """A task raised: note it, maybe re-run it here, raise its exception."""
+        machine = self.machine
+        key = machine.keys[i]
+        if self.unpack_exception is not None:
+            exc = self.unpack_exception(exc)
+        self.comp.state.outcome.failed[key] = (exc, t0, t1, wid)
+        try:
+            if self.rerun:
+                inputs = machine.cache
+                if self.load is not None:  # the values, not their handles
+                    inputs = {machine.keys[d]: self.load(machine.cache[machine.keys[d]])
+                              for d in machine.deps[i]}
+                _rerun_locally(machine.specs[i], inputs, key, exc)
+            if isinstance(exc, Exception):
+                add_note(exc, f"while computing task {key!r}")
+            if exc.__traceback__ is not None:
+                exc = exc.with_traceback(trim_traceback(exc.__traceback__))
+            raise exc
+        finally:
+            exc = None  # (no frame of ours keeps the exception: no cycle)
+
+    def _note(self, i: int, value, wid) -> None:
+        """A worker process's measurement record (index < 0, see runtime)."""
+        outcome = self.comp.state.outcome
+        if i == -2:  # stack samples: (time, key, stack) each
+            outcome.samples.extend((t, wid, key, stack) for t, key, stack in value)
+            return
+        sent, start, dumped, stop = value
+        if not self.measure or not sent:
+            return
+        flight = self.flight_of.get(self.planner.mark[sent[0]])
+        if flight is not None:
+            keys = self.machine.keys
+            outcome.late.append(([keys[j] for j in sent], start, dumped, stop, flight.arrived))
+
+    def drain_notes(self) -> None:
+        """All tasks are done; wait for the batches still in flight (their
+        last lists, measurements only: see runtime) to end, reading them."""
+        inflight, events = self.inflight, self.events
+        while inflight:
+            try:
+                item = events.get(True, 0.1)
+            except Empty:
+                continue
+            if type(item) is list:
+                for i, ok, value, _, _, wid, _ in item:
+                    if ok is None and i < 0:
+                        self._note(i, value, wid)
+            else:
+                flight = inflight.pop(item)
+                serial = self.planner.mark[flight.batch[0]]
+                self.flight_of.pop(serial, None)
+                self.flights.pop(serial, None)
+
+    def hand_over_outputs(self) -> None:
+        """Outputs in shared memory become the caller's own objects (mapped,
+        not copied); their handles go, and with them the segments' names.
+        Released explicitly, not left to the handle's last reference: the
+        pool's listener thread may still hold the record list that brought it."""
+        if self.load is None:
+            return
+        cache, load, release = self.machine.cache, self.load, self.transport.release
+        for k in flatten_keys(self.machine.out_keys, []):
+            handle = cache[k]
+            cache[k] = load(handle)
+            release(handle)
+        self.inbox.end()
+
+    def abort(self, exc: BaseException) -> None:
+        """The computation stops (a failure, Ctrl-C): stop in-process batches,
+        say which tasks were running, release what arrived."""
+        self.cancelled.append(True)
+        if self.inbox is not None:
+            self.inbox.abandon(self.machine.cache, self._drain_events)
+        stopped = time.time()
+        outcome = self.comp.state.outcome
+        for fut, flight in self.inflight.items():
+            if fut.cancel():  # still queued in the pool (QUEUE_AHEAD): never started
+                continue
+            running = flight.running_task(self.machine, stopped)
+            if running is not None and running[0] not in outcome.failed:
+                outcome.running_since[running[0]] = running[1:]
+        if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:
+            self.on_interrupt(list(self.inflight))
+
+    def _drain_events(self) -> list:
+        """What is waiting in the event queue now."""
+        out, events = [], self.events
+        while True:
+            try:
+                out.append(events.get_nowait())
+            except Empty:
+                return out
+
+
+def _rerun_locally(spec, cache, key, exc):
+    """Re-run a failed task here, so that a debugger stops in its code."""
+    execute(spec, cache)  # raises again, normally, with the task's own frames
+    # It succeeded on a re-run: still report the original failure.
+    add_note(exc, f"task {key!r} failed on its worker but succeeded when re-run locally")

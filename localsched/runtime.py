@@ -1,0 +1,400 @@
+"""The worker side: running a batch of tasks, measuring them, sampling them.
+
+Everything here runs where tasks run: in a pool's thread, in a worker
+process, or (``run_batch`` aside) in the caller's thread for the sync
+scheduler.  It imports nothing of the scheduler's loops or of the
+diagnostics; ``localsched.diagnostics.sampler`` imports it (never the
+reverse).
+
+- ``run_batch``: runs a batch in order and hands records over in lists
+  (``emit``), at most every ``FLUSH_INTERVAL`` or ``FLUSH_RESULTS``
+  results, and with ``announce`` each batch's start and, before each next
+  task, what finished (every ``ANNOUNCE_INTERVAL``).
+- Measuring (only while a callback needs ``measure``): the thread's CPU
+  clock once per task boundary, the task's ``localsched.metrics`` entries,
+  and in a worker process each hand-off's own cost (``MeasuredEmit``).
+- Sampling (only while a callback needs ``sample``): each thread publishes
+  the task it runs in ``running_tasks``; a sampler thread reads it with
+  ``take_samples``.  A worker process runs its own (``worker_sampler()``)
+  and its samples travel back as records.
+
+In a worker process, the pool's ``localsched._pool.job`` says which
+process this is and when its job arrived; it is read through
+``sys.modules`` (loaded there by the worker), so importing the runtime
+never imports the pool.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from . import callbacks as _callbacks
+from . import metrics as _metrics
+from .graph import execute
+
+__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",
+           "worker_sampler", "trim_traceback", "trim_stack"]
+
+# A worker hands finished records over at least this often (seconds): many
+# short tasks share one hand-off, and the scheduler still learns within about
+# a millisecond when a task ends (a long task's record goes out at once).
+FLUSH_INTERVAL = 1e-3
+# ... and as soon as this many records carrying results wait, so that the
+# results in flight between worker and scheduler stay few (memory).
+FLUSH_RESULTS = 8
+# When someone listens for task starts, finished records go out before the
+# next task starts if this long has passed since the last hand-off: a
+# pretask fires at most this late, and microsecond tasks do not pay one
+# hand-off each (dask's ProgressBar listens for starts).
+ANNOUNCE_INTERVAL = 1e-4
+
+thread_time = time.thread_time
+
+# thread ident -> key of the task it runs, while a sampler listens (read by
+# the sampler thread: plain dict operations are atomic).
+running_tasks: dict = {}
+
+_JOB_MODULE = "localsched._pool.job"
+
+
+def _job():
+    """The pool's per-job globals in a worker process, else None."""
+    job = sys.modules.get(_JOB_MODULE)
+    return job if job is not None and job.worker_pid else None
+
+
+def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,
+              emit: Callable, where: list | None = None, measure: bool = False,
+              sample: float = 0.0):
+    """Run a batch of tasks in order, on a worker; emit lists of records.
+
+    ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
+    send)`` (see ``localsched.batching``); dependency results are read from
+    ``data`` (the shared cache, an overlay of it, or the inputs shipped to a
+    process).  A record is a ``Record`` tuple ``(i, ok, value, start, end,
+    worker_id, probe)``; the batch stops at the first failure.  With
+    ``announce``, a first record ``(i, None, None, start, 0.0, worker_id,
+    None)`` says at once that the batch has started.  ``where`` (a list
+    shared with the scheduler, threads only) receives ``(worker_id,
+    start)`` once, so a batch stopped before it reports can be placed.
+
+    ``measure``: each record's ``probe`` holds the task's thread CPU time
+    and what it metered; in a worker process each hand-off's cost is
+    reported in the next one as a record with index -1.  ``sample``: the
+    thread's running task is published in ``running_tasks``; in a worker
+    process the worker's sampler runs and its samples travel back as
+    records with index -2.
+    """
+    if measure or sample:
+        return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
+                                   sample)
+    # Inside tasks, Callback.active is a registry of their own (empty).
+    token = _callbacks.enter_computation()
+    job = _job()
+    wid = job.worker_pid if job is not None else threading.get_ident()
+    now = time.time
+    buf: list = []
+    carried = 0
+    try:
+        last = now()
+        if where is not None:  # (threads) who runs the batch, from when
+            where.append((wid, last))
+        if announce:
+            emit([(batch[0][0], None, None, last, 0.0, wid, None)])
+        for i, key, spec, store, drop, send in batch:
+            if cancelled:
+                break
+            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
+                emit(buf)
+                buf = []
+                carried = 0
+                last = now()
+            t0 = now()
+            try:
+                value = execute(spec, data)
+            except BaseException as exc:  # noqa: B036 -- reported, not swallowed
+                buf.append((i, False, exc, t0, now(), wid, None))
+                break
+            t1 = now()
+            if store:
+                data[key] = value
+            for k in drop:
+                del data[k]
+            if send:
+                buf.append((i, True, value, t0, t1, wid, None))
+                carried += 1
+            else:
+                buf.append((i, True, None, t0, t1, wid, None))
+            value = None
+            if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
+                emit(buf)
+                buf = []
+                carried = 0
+                last = t1
+    finally:
+        _callbacks._local_active.reset(token)
+        if buf:
+            emit(buf)
+
+
+def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample):
+    """``run_batch`` while a callback measures or samples (the rare path)."""
+    token = _callbacks.enter_computation()
+    job = _job()
+    wid = job.worker_pid if job is not None else threading.get_ident()
+    now = time.time
+    buf: list = []
+    carried = 0
+    probe = None
+    tid = threading.get_ident()
+    running = running_tasks
+    outer_task = running.get(tid) if sample else None
+    sampler = None
+    if sample and job is not None:
+        sampler = worker_sampler()
+        sampler.enable(sample)
+    local = _metrics._local
+    outer_sink = getattr(local, "sink", None)
+    # One list for the batch's user metrics, emptied after each task.
+    sink = local.sink = [] if measure else outer_sink
+    cpu = thread_time
+    arrival = None
+    if job is not None:
+        arrival, job.arrival = job.arrival, None
+        emit = MeasuredEmit(emit, wid, sampler, job)  # each hand-off's cost, in the next
+    c_prev = cpu()
+    try:
+        last = now()
+        if where is not None:
+            where.append((wid, last))
+        if announce:
+            emit([(batch[0][0], None, None, last, 0.0, wid, None)])
+        for i, key, spec, store, drop, send in batch:
+            if cancelled:
+                break
+            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
+                emit(buf)
+                buf = []
+                carried = 0
+                last = now()
+            if sample:
+                running[tid] = key
+            t0 = now()
+            try:
+                value = execute(spec, data)
+            except BaseException as exc:  # noqa: B036 -- reported, not swallowed
+                buf.append((i, False, exc, t0, now(), wid, None))
+                break
+            t1 = now()
+            if sample:
+                running[tid] = None  # between tasks: the worker's own work
+            if measure:
+                c = cpu()
+                user = None
+                if sink:
+                    user = sink[:]
+                    sink.clear()
+                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
+                c_prev = c
+                arrival = None
+            if store:
+                data[key] = value
+            for k in drop:
+                del data[k]
+            buf.append((i, True, value if send else None, t0, t1, wid, probe))
+            carried += send
+            value = None
+            if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
+                emit(buf)
+                buf = []
+                carried = 0
+                last = t1
+    finally:
+        _callbacks._local_active.reset(token)
+        local.sink = outer_sink
+        if sample:
+            if outer_task is None:
+                running.pop(tid, None)
+            else:  # a computation nested in a task (sync): its task again
+                running[tid] = outer_task
+        if buf:
+            emit(buf)
+        if job is not None:
+            emit.close()
+
+
+class MeasuredEmit:
+    """``emit`` in a worker process while measuring: times each hand-off
+    and reports it (and the worker's stack samples) at the head of the next
+    one, or in a last list of its own when the batch ends."""
+
+    __slots__ = ("emit", "wid", "sampler", "pending", "job")
+
+    def __init__(self, emit: Callable, wid: int, sampler, job):
+        self.emit = emit
+        self.wid = wid
+        self.sampler = sampler
+        self.job = job
+        self.pending: list = []
+
+    def __call__(self, records: list) -> None:
+        if self.pending:
+            records = self.pending + records
+        job = self.job
+        job.dump_seconds = 0.0
+        start = time.time()
+        self.emit(records)
+        stop = time.time()
+        # (indices of the tasks whose results went, hand-off start, pickling
+        # seconds, hand-off end)
+        sent = tuple(r[0] for r in records if r[1] and r[2] is not None)
+        self.pending = [(-1, None, (sent, start, job.dump_seconds, stop), 0.0, 0.0, self.wid,
+                         None)]
+        self._add_samples()
+
+    def _add_samples(self) -> None:
+        if self.sampler is not None:
+            samples = self.sampler.drain()
+            if samples:
+                self.pending.append((-2, None, samples, 0.0, 0.0, self.wid, None))
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            self.sampler.disable()
+            self._add_samples()
+        pending, self.pending = self.pending, []
+        if pending:
+            self.emit(pending)
+
+
+def run_batch_collect(items: list, data: dict) -> list:
+    """run_batch for executors without a record stream: return the records."""
+    out: list = []
+    run_batch(items, data, emit=out.extend)
+    return out
+
+
+# -- tracebacks and stacks: the package's own frames are cut off ----------------
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+# The scheduler's own directories (not the diagnostics'): frames there are
+# the scheduler's.
+_SCHEDULER_DIRS = frozenset((_PACKAGE_DIR, os.path.join(_PACKAGE_DIR, "_pool")))
+
+
+def trim_traceback(tb):
+    """A worker-side traceback without its leading localsched frames (the
+    batch runner and spec executor), so the user's frames come first."""
+    prefix = _PACKAGE_DIR + os.sep
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(prefix):
+        tb = tb.tb_next
+    return tb
+
+
+def _is_scheduler_file(filename: str, cache: dict = {}) -> bool:  # noqa: B006 -- a memo
+    known = cache.get(filename)
+    if known is None:
+        known = cache[filename] = os.path.dirname(filename) in _SCHEDULER_DIRS
+    return known
+
+
+def trim_stack(stack: list) -> tuple:
+    """Drop the frames above the task: everything up to the end of the first
+    run of scheduler frames (thread start-up, the worker loop, the batch
+    runner, the task executor, and a sync computation's caller)."""
+    n = len(stack)
+    p = 0
+    while p < n and not _is_scheduler_file(stack[p][0]):
+        p += 1
+    if p == n:  # no scheduler frame: keep all
+        return tuple(stack)
+    while p < n and _is_scheduler_file(stack[p][0]):
+        p += 1
+    return tuple(stack[p:])
+
+
+def take_samples(running: dict, append: Callable, codes: dict, now: Callable) -> None:
+    """Append ``(time, thread ident, key, stack)`` for every thread in
+    ``running`` (thread ident -> the key of its task).  ``codes`` interns
+    frames per code object, so equal frames are one tuple (and pickle once)."""
+    if not running:
+        return
+    frames = sys._current_frames()
+    t = now()
+    for tid, key in list(running.items()):  # (a snapshot: other threads write it)
+        f = frames.get(tid)
+        if f is None:
+            continue
+        stack = []
+        while f is not None:
+            code = f.f_code
+            frame = codes.get(code)
+            if frame is None:
+                frame = codes[code] = (code.co_filename, code.co_firstlineno, code.co_name)
+            stack.append(frame)
+            f = f.f_back
+        stack.reverse()
+        append((t, tid, key, trim_stack(stack)))
+    del frames
+
+
+class WorkerSampler:
+    """The sampler of a worker process: one daemon thread, started on first
+    use and enabled per job (``enable``/``disable``); it samples the
+    worker's running task into a deque that the job drains as it reports."""
+
+    def __init__(self):
+        self.interval = 0.01
+        self._on = threading.Event()
+        self._off = threading.Event()
+        self._out: deque = deque()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        codes: dict = {}
+        out = self._out
+
+        def append(sample):
+            out.append((sample[0], sample[2], sample[3]))  # (the pid is added on arrival)
+
+        while True:
+            self._on.wait()
+            while not self._off.wait(self.interval):
+                take_samples(running_tasks, append, codes, time.time)
+
+    def enable(self, interval: float) -> None:
+        self.interval = interval
+        self._off.clear()
+        self._on.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="localsched-sampler",
+                                            daemon=True)
+            self._thread.start()
+
+    def disable(self) -> None:
+        self._on.clear()
+        self._off.set()
+
+    def drain(self) -> list:
+        out, popleft = [], self._out.popleft
+        try:
+            while True:
+                out.append(popleft())
+        except IndexError:
+            return out
+
+
+_worker_sampler: WorkerSampler | None = None
+
+
+def worker_sampler() -> WorkerSampler:
+    """The sampler of this worker process (created on first use)."""
+    global _worker_sampler
+    if _worker_sampler is None:
+        _worker_sampler = WorkerSampler()
+    return _worker_sampler

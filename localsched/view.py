@@ -1,0 +1,249 @@
+"""What a callback receives: the state view, one record per task, one outcome per run.
+
+Hooks keep dask's signatures (``posttask(key, result, dsk, state,
+worker_id)`` ...).  ``state`` is a :class:`State`: dask's read-only Mapping
+of the scheduler state (``state["cache"]``, ``state["ready"]`` ...), built
+on access from the run's :class:`~localsched.machine.RunState`, plus two
+typed attributes that say what happened:
+
+- ``state.task``: the :class:`TaskRecord` of the task whose posttask fires
+  (its worker-measured start and end, worker, the keys its end released,
+  and what only some runs measure: travel, probe, activities, size);
+- ``state.outcome``: the run's :class:`RunOutcome`, filled as the run goes
+  and complete at ``finish`` (failed and interrupted tasks, the caller's
+  span, what worker processes sent back: late hand-offs, stack samples; the
+  scheduler's overhead).
+
+``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
+and ``state.ntasks`` read those two (the names the README documents).
+
+The view points at the RunState; nothing points back at the view, so the
+run is freed as soon as its last user lets go.
+
+>>> from localsched.machine import RunState
+>>> state = State(RunState({'a': 1, 'b': (abs, 'a')}, 'b'))
+>>> len(state), state["waiting"], state["ready"], state["cache"]
+(9, {}, ['b'], {'a': 1})
+>>> state.task = TaskRecord('b', 1.0, 1.5, 7, [])
+>>> state.timing, state.task.worker_id
+((1.0, 1.5), 7)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from .machine import DONE, WAITING, RunState
+
+__all__ = ["State", "TaskRecord", "RunOutcome"]
+
+
+class TaskRecord(NamedTuple):
+    """One finished task, as its posttask hooks see it (``state.task``).
+
+    ``start``/``end``: epoch seconds the worker measured around the call;
+    ``worker_id``: the thread ident, worker pid or cluster worker;
+    ``freed``: keys whose results the task's end released from the cache;
+    ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
+    its inputs' travel before ``start`` (first task of a batch) and its
+    result's after ``end``; ``probe`` (only while a callback needs
+    ``measure``): ``(thread CPU seconds, user metrics or None[, (received,
+    unpacked)])``; ``activities``: None, or ``(activity, start, stop)``
+    stretches outside the call (on processes the batch's inputs:
+    serialize, transfer, deserialize; on a cluster its startstops);
+    ``nbytes``: the result's size where the scheduler knows it (a cluster).
+    """
+
+    key: Any
+    start: float
+    end: float
+    worker_id: Any
+    freed: list
+    transfer: tuple | None = None
+    probe: Any = None
+    activities: tuple | None = None
+    nbytes: int | None = None
+
+
+@dataclass
+class RunOutcome:
+    """One computation's outcome (``state.outcome``), complete at ``finish``.
+
+    ``ntasks``: tasks that will run; ``span``: the caller's
+    ``localsched.span`` names when it started; ``failed``: key ->
+    ``(exception, start, end, worker_id)`` of tasks that raised;
+    ``running_since``: key -> ``(start, worker_id)`` of tasks still running
+    when it stopped; ``late``: ``(keys, start, pickling seconds, stop,
+    received)`` per hand-off of results from a worker process (measured
+    runs); ``samples``: ``(time, worker_id, key, stack)`` stack samples
+    taken in worker processes; ``overhead``: ``(scheduler CPU seconds,
+    worker-seconds idle)`` (measured runs); ``extra``: what one kind of
+    loop adds (a cluster: its client, lost attempts ...).
+    """
+
+    ntasks: int = 0
+    span: tuple = ()
+    failed: dict = field(default_factory=dict)
+    running_since: dict = field(default_factory=dict)
+    late: list = field(default_factory=list)
+    samples: list = field(default_factory=list)
+    overhead: tuple | None = None
+    extra: dict = field(default_factory=dict)
+
+
+_NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])
+
+
+class State(Mapping):
+    """The scheduler state handed to callbacks: a read-only Mapping with
+    dask's documented fields.
+
+    - ``cache`` (live dict key -> result), ``finished`` (live set of finished
+      keys), ``released`` (live set of keys whose results left the cache);
+    - ``dependencies`` and ``dependents`` (key -> set of keys, per lookup);
+    - ``ready`` (list of keys, next first), ``running`` (set), ``waiting``
+      (Mapping key -> set of unfinished dependencies, for tasks not yet
+      ready), ``waiting_data`` (dict key -> set of unfinished dependents, for
+      cached keys): snapshots built on access from what is live, so an
+      access costs O(ready + running + cache), never a walk of the graph
+      (``len(state["waiting"])`` included).
+
+    And ``task`` (:class:`TaskRecord`) and ``outcome`` (:class:`RunOutcome`):
+    see the module docstring.
+    """
+
+    FIELDS = ("dependencies", "dependents", "waiting", "waiting_data", "cache", "ready",
+              "running", "finished", "released")
+
+    # Slots: callbacks read state.task once per task.
+    __slots__ = ("_machine", "cache", "finished", "released", "task", "outcome", "_static",
+                 "__weakref__")
+
+    def __init__(self, machine: RunState, outcome: RunOutcome | None = None):
+        self._machine = machine
+        self.cache: dict = machine.cache
+        self.finished: set = machine.finished
+        self.released: set = machine.released
+        self.task: TaskRecord = _NO_TASK
+        self.outcome = outcome if outcome is not None else RunOutcome(machine.ntasks)
+        self._static: dict = {}
+
+    # -- the documented shortcuts ------------------------------------------------
+
+    @property
+    def timing(self) -> tuple:
+        """``(start, end)`` of the task whose posttask fires."""
+        task = self.task
+        return (task.start, task.end)
+
+    @property
+    def freed(self) -> list:
+        """The keys whose results the end of that task released."""
+        return self.task.freed
+
+    @property
+    def ntasks(self) -> int:
+        return self.outcome.ntasks
+
+    @property
+    def failed(self) -> dict:
+        return self.outcome.failed
+
+    @property
+    def running_since(self) -> dict:
+        return self.outcome.running_since
+
+    # -- the Mapping --------------------------------------------------------------
+
+    def __getitem__(self, name: str):
+        if name == "cache":
+            return self.cache
+        if name == "finished":
+            return self.finished
+        if name == "released":
+            return self.released
+        machine = self._machine
+        if name in ("dependencies", "dependents"):
+            if name not in self._static:
+                self._static[name] = _Adjacency(machine, name == "dependencies")
+            return self._static[name]
+        if name == "ready":
+            return machine.ready_keys()
+        if name == "running":
+            return machine.running_keys()
+        if name == "waiting":
+            return _Waiting(machine)
+        if name == "waiting_data":
+            keys, status, index, dependents = (machine.keys, machine.status, machine.index,
+                                               machine.dependents)
+            # (a snapshot of the keys: callbacks such as dask's ProgressBar
+            # read the state from their own thread while the run goes on)
+            return {k: {keys[j] for j in dependents[index[k]] if status[j] != DONE}
+                    for k in list(machine.cache)}
+        raise KeyError(name)
+
+    def __iter__(self):
+        return iter(self.FIELDS)
+
+    def __len__(self) -> int:
+        return len(self.FIELDS)
+
+    def __repr__(self) -> str:
+        return f"<State: {len(self.finished)}/{self.outcome.ntasks} tasks finished>"
+
+
+class _Waiting(Mapping):
+    """``state["waiting"]``: key -> its unfinished dependencies, for tasks not
+    yet ready.  Its length counts the states' bytes, in C (dask's
+    ProgressBar asks for it ten times a second); a lookup costs one task's
+    dependencies; only iterating it walks the graph."""
+
+    def __init__(self, machine: RunState):
+        self._machine = machine
+
+    def __getitem__(self, key):
+        m = self._machine
+        i = m.index.get(key)
+        if i is None or not m.in_run[i] or m.status[i] != WAITING:
+            raise KeyError(key)
+        keys, status = m.keys, m.status
+        return {keys[d] for d in m.deps[i] if status[d] != DONE}
+
+    def __iter__(self):
+        m = self._machine
+        keys, status = m.keys, m.status
+        return (keys[i] for i in m.order if status[i] == WAITING)
+
+    def __len__(self) -> int:
+        return self._machine.waiting_count()
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+
+class _Adjacency(Mapping):
+    """``state["dependencies"]`` / ``state["dependents"]``: key -> set of keys,
+    computed per lookup from the compiled graph (building the whole dict
+    would cost more than a typical callback spends on a run)."""
+
+    def __init__(self, machine: RunState, forward: bool):
+        self._machine = machine
+        self._forward = forward
+
+    def __getitem__(self, key):
+        m = self._machine
+        i = m.index[key]
+        if not m.in_run[i]:
+            raise KeyError(key)
+        keys = m.keys
+        adjacency = m.deps if self._forward else m.dependents
+        return {keys[j] for j in adjacency[i]}
+
+    def __iter__(self):
+        keys = self._machine.keys
+        return (keys[i] for i in self._machine.needed)
+
+    def __len__(self) -> int:
+        return len(self._machine.needed)
