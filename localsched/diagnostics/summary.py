@@ -108,27 +108,12 @@ def format_seconds(seconds: float) -> str:
 
 
 def groups_of(keys: Iterable) -> list:
-    """``key_split`` of every key, computed once per distinct name part.
-
-    key_split looks only at a tuple key's first element, so the many keys
-    of one collection (``('x-abc123', 0)``, ``('x-abc123', 1)``, ...) cost
-    one call.
+    """``key_split`` (dask's rule, cached) of every key.
 
     >>> groups_of([('x-1a2b3c4d', 0), ('x-1a2b3c4d', 1), 'y'])
     ['x', 'x', 'y']
     """
-    memo: dict = {}
-    groups = []
-    for key in keys:
-        name = key[0] if isinstance(key, tuple) and key else key
-        try:
-            group = memo[name]
-        except KeyError:
-            group = memo[name] = key_split(key)
-        except TypeError:  # an unhashable name part
-            group = key_split(key)
-        groups.append(group)
-    return groups
+    return [key_split(key) for key in keys]
 
 
 def _union_length(intervals: Iterable) -> float:
