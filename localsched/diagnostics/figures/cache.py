@@ -98,8 +98,11 @@ def draw_cache(table: CacheTable, metric_name: str, x_range, t0, colors, label_s
     point_hover(fig, lines, [("group", "$name"), ("time", "@time{0.000} s"), (metric_name, value)])
     # The largest groups first: the legend may not have room for all.
     lines.sort(key=lambda line: -float(np.max(line.data_source.data["value"])))
-    items = [(line.name, line, None) for line in lines[:LEGEND_ITEMS]]
-    rest = len(lines) - LEGEND_ITEMS
+    # Groups drawn in a colour of their own, the largest first; the grey
+    # ones (not among the task stream's top groups) share one entry.
+    own = [line for line in lines if line.glyph.line_color not in OTHER_COLORS]
+    items = [(line.name, line, None) for line in own[:LEGEND_ITEMS]]
+    rest = len(lines) - len(items)
     if rest > 0:  # one entry for the rest, on an invisible line of their colour
         key = fig.step(x=[np.nan], y=[np.nan], color=OTHER_COLORS[0], line_width=2,
                        name="legend")

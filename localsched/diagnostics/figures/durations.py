@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from bokeh.layouts import gridplot
-from bokeh.models import CustomJSTickFormatter, Div, LogTicker
+from bokeh.models import CustomJSTickFormatter, Div, FixedTicker
 from bokeh.plotting import figure
 
 from ..aggregate import TaskTable, duration_bins
@@ -28,7 +28,7 @@ from ..naming import format_seconds, shorten
 from ..records import TaskData
 from .base import LABEL_SIZE, group_colors, point_hover
 
-__all__ = ["plot_durations", "durations_note", "HISTOGRAM_GROUPS"]
+__all__ = ["plot_durations", "durations_note", "duration_ticks", "HISTOGRAM_GROUPS"]
 
 #: At most this many groups get a histogram (the ones with most time).
 HISTOGRAM_GROUPS = 12
@@ -39,6 +39,30 @@ _SECONDS_JS = """
     if (tick >= 1e-3) return parseFloat((tick * 1e3).toPrecision(3)) + ' ms';
     return parseFloat((tick * 1e6).toPrecision(3)) + ' \\u00b5s';
 """
+
+
+def duration_ticks(lo: float, hi: float, most: int = 4) -> list:
+    """At most ``most`` round durations between ``lo`` and ``hi`` for a log
+    axis: powers of ten when two or more fit, else 1-2-5 steps.
+
+    >>> duration_ticks(2e-6, 0.3)
+    [1e-05, 0.001, 0.1]
+    >>> duration_ticks(0.004, 0.016)
+    [0.005, 0.01]
+    """
+    import math
+
+    def within(mantissas):
+        out = []
+        for k in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1):
+            out += [m * 10.0 ** k for m in mantissas if lo <= m * 10.0 ** k <= hi]
+        return [float(f"{t:.3g}") for t in out]
+
+    ticks = within((1,))
+    if len(ticks) < 2:
+        ticks = within((1, 2, 5))
+    step = -(-len(ticks) // most)
+    return ticks[::step]
 
 
 def durations_note(n_groups: int) -> str:
@@ -72,7 +96,7 @@ def plot_durations(results: Sequence[TaskData], bins: int = 30, palette=None,
         fig = figure(title=f"{shorten(group, label_size)}: {len(values):,} tasks", width=330,
                      height=220, tools="hover,save,reset", toolbar_location=None,
                      x_axis_type="log", x_axis_label="duration", y_axis_label="tasks")
-        fig.xaxis.ticker = LogTicker(desired_num_ticks=3)
+        fig.xaxis.ticker = FixedTicker(ticks=duration_ticks(edges[0], edges[-1]))
         fig.xaxis.formatter = CustomJSTickFormatter(code=_SECONDS_JS)
         fig.yaxis.ticker.desired_num_ticks = 4
         fig.y_range.start = 0

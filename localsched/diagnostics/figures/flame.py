@@ -35,6 +35,11 @@ FLAME_MAX_ROWS = 40
 FLAME_ROW_PX = 20
 
 
+def flame_height(depth: int) -> int:
+    """Pixels of a flame graph showing rows 0..``depth``."""
+    return max(200, 90 + FLAME_ROW_PX * (depth + 1))
+
+
 def flame_depth(rects: Mapping) -> int:
     """The deepest row holding a frame of at least ``FLAME_VISIBLE_SHARE``.
 
@@ -116,9 +121,8 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
     choices = [ColumnDataSource(flame_rects(trees[label]), name=f"flame:{label}")
                for label in labels]
     depths = [flame_depth(c.data) for c in choices]
-    depth = max(depths, default=0)
     opts = figure_options(dict(FIGURE_DEFAULTS, title="Flame graph (stack samples)",
-                               height=max(200, 90 + FLAME_ROW_PX * (depth + 1)),
+                               height=flame_height(depths[0]),
                                tools="hover,xwheel_zoom,xpan,reset,save"), figure_kwargs)
     y_range = Range1d(-0.5, depths[0] + 0.5)
     fig = figure(x_range=Range1d(0, 1, bounds=(0, 1)), y_range=y_range,
@@ -136,12 +140,16 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
                     name="flame-group")
     select.js_on_change("value", CustomJS(args={"source": source, "choices": choices,
                                                 "labels": labels, "depths": depths,
-                                                "y_range": y_range}, code="""
+                                                "y_range": y_range, "fig": fig,
+                                                "row_px": FLAME_ROW_PX,
+                                                "resize": "height" not in figure_kwargs},
+                                          code="""
         const i = labels.indexOf(cb_obj.value);
         if (i < 0) return;
         const data = choices[i].data;
         source.data = data instanceof Map ? new Map(data) : Object.assign({}, data);
         y_range.end = depths[i] + 0.5;
+        if (resize) fig.height = Math.max(200, 90 + row_px * (depths[i] + 1));
     """))
     stretch = opts.get("sizing_mode") == "stretch_width"
     return column(select, fig, **({"sizing_mode": "stretch_width"} if stretch else {}))
