@@ -366,6 +366,8 @@ def open_in_chromium(
     evaluate: str | None = None,
     timeout: float = 60.0,
     executable: str | None = None,
+    width: int | None = None,
+    screenshot: str | os.PathLike | None = None,
 ) -> BrowserResult:
     """Load ``path`` in headless Chromium; return its final DOM and its errors.
 
@@ -373,6 +375,9 @@ def open_in_chromium(
     given until ``timeout`` for it to become truthy (``result.ready`` says
     whether it did).  ``evaluate`` is a JavaScript expression run last (a
     promise is awaited); its JSON value is ``result.value``.
+
+    ``width`` sets the window's width in CSS pixels (default: Chromium's);
+    ``screenshot`` writes a PNG of the whole page there, once it is ready.
 
     Raises ``BrowserError`` if Chromium is missing, fails or does not answer
     within ``timeout`` seconds.  In every case Chromium and all its helper
@@ -395,6 +400,8 @@ def open_in_chromium(
             ]
             for domain in ("Runtime", "Log", "Page"):
                 cdp.call(f"{domain}.enable", session=session)
+            if width is not None:
+                _set_size(cdp, session, width, 900)
             nav = cdp.call("Page.navigate", {"url": url}, session=session)
             nav_error = nav.get("errorText")
             ready, value = True, None
@@ -406,6 +413,8 @@ def open_in_chromium(
                 _evaluate(cdp, session, _SETTLE)
             if evaluate is not None and not nav_error:
                 value = _evaluate(cdp, session, evaluate)
+            if screenshot is not None and not nav_error:
+                _screenshot(cdp, session, screenshot, width)
             dom = _evaluate(cdp, session, _SERIALIZE_DOM)
             errors, console = [], []
             if nav_error:
@@ -442,3 +451,21 @@ def _evaluate(cdp: _Pipe, session: str, expression: str):
     if "exceptionDetails" in result:
         raise BrowserError(f"evaluating helper script failed: {result['exceptionDetails']}")
     return result["result"].get("value")
+
+
+def _set_size(cdp: _Pipe, session: str, width: int, height: int) -> None:
+    cdp.call("Emulation.setDeviceMetricsOverride",
+             {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+             session=session)
+
+
+def _screenshot(cdp: _Pipe, session: str, path, width: int | None) -> None:
+    """A PNG of the whole page (the window grown to the page's height)."""
+    import base64
+
+    size = cdp.call("Page.getLayoutMetrics", session=session)["cssContentSize"]
+    width = width or int(size["width"])
+    _set_size(cdp, session, width, min(int(size["height"]) + 1, 16000))
+    _evaluate(cdp, session, _SETTLE)
+    shot = cdp.call("Page.captureScreenshot", {"format": "png"}, session=session)
+    Path(path).write_bytes(base64.b64decode(shot["data"]))

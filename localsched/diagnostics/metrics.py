@@ -131,20 +131,12 @@ class FineMetrics(Collector):
                 for name, start, stop in acts or ():
                     activities.append(ActivityData(key, name, start, stop, wid))
             return
-        groups: dict = {}  # key -> group (key_split is not free)
-
-        def group_of(key):
-            g = groups.get(key)
-            if g is None:
-                g = groups[key] = key_split(key)
-            return g
-
         def add(group, activity, value, unit="seconds"):
             k = (span, group, activity, unit)
             metrics[k] = metrics.get(k, 0.0) + value
 
         for key, t0, t1, wid, probe, acts in run.events:
-            g = group_of(key)
+            g = key_split(key)
             wall = t1 - t0
             if probe is None:
                 add(g, "compute", max(0.0, wall))
@@ -171,7 +163,7 @@ class FineMetrics(Collector):
             for keys, start, dumped, stop, received in late:
                 for key in keys:
                     end, wid = ends.get(key, (start, None))
-                    g = group_of(key)
+                    g = key_split(key)
                     stretches = (("queued", end, start), ("serialize", start, start + dumped),
                                  ("transfer", start + dumped, max(received, start + dumped)))
                     for name, a, b in stretches:

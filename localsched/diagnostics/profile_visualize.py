@@ -11,7 +11,8 @@ adds dask's small helpers and imports bokeh only when one is called.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = ["visualize", "plot_tasks", "plot_resources", "plot_cache", "get_colors", "unquote",
            "BOKEH_VERSION"]
@@ -78,7 +79,7 @@ def get_colors(palette: str, funcs: Iterable) -> list:
             colours = list(linear_palette(largest, max(n, 1)))
         else:  # more items than colours: spread them over all of them
             colours = [largest[i * len(largest) // n] for i in range(n)]
-    colour_of = dict(zip(distinct, colours))
+    colour_of = dict(zip(distinct, colours, strict=False))
     return [colour_of[f] for f in funcs]
 
 

@@ -578,7 +578,6 @@ class ProgressBar(Callback):
         """Group totals, and each task's group index, once per computation."""
         group_by = self._group_by
         at_start = state["cache"]  # data keys (and nothing computed yet)
-        memo: dict = {}
         index: dict = {}
         names: list = []
         totals: list = []
@@ -587,14 +586,7 @@ class ProgressBar(Callback):
             if key in at_start:
                 continue
             if group_by is key_split:
-                # key_split of a tuple key is that of its str head: split each head once.
-                head = key[0] if type(key) is tuple and key else key
-                if type(head) is str:
-                    name = memo.get(head)
-                    if name is None:
-                        name = memo[head] = key_split(head)
-                else:
-                    name = key_split(key)
+                name = key_split(key)  # (cached)
             else:
                 name = str(group_by(key))
             i = index.get(name)

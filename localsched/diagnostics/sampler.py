@@ -82,7 +82,6 @@ class SampleProfiler(Callback):
         self._timer = timer
         self._raw: list = []  # (time, worker id, key, stack), appended by the sampler thread
         self._built: list = []
-        self._groups: dict = {}
         self._lock = threading.Lock()  # guards the thread's start/stop, _live, the build
         self._live: set = set()  # id() of the states of the computations watched now
         self._thread: Optional[threading.Thread] = None
@@ -126,11 +125,9 @@ class SampleProfiler(Callback):
     def results(self) -> list:
         """The samples so far, as :class:`SampleData` (a copy)."""
         with self._lock:
-            raw, groups = self._raw, self._groups
-            for t, wid, key, stack in raw[len(self._built):]:
-                g = groups.get(key)
-                if g is None and key is not None:  # (None: between tasks)
-                    g = groups[key] = key_split(key)
+            for t, wid, key, stack in self._raw[len(self._built):]:
+                # (key None: the sample was taken between tasks)
+                g = None if key is None else key_split(key)
                 self._built.append(SampleData(t, wid, g, stack))
             return list(self._built)
 

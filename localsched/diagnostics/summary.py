@@ -26,11 +26,10 @@ Definitions (all seconds):
 
 from __future__ import annotations
 
-import reprlib
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterable, Optional, Sequence
 
-from ..utils import funcname, key_split
+from .naming import format_seconds, groups_of, short_repr
 
 __all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds", "short_repr"]
 
@@ -61,7 +60,7 @@ class Summary:
     interrupted: int
     workers: int
     busy: float
-    efficiency: Optional[float]
+    efficiency: float | None
     groups: tuple
     other_groups: int = 0
 
@@ -88,47 +87,17 @@ class Summary:
                 out.append(f"({self.other_groups} more groups)")
         return out
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the summary as the report's table."""
+        from .tables import summary_html
+
+        return summary_html(self)
+
     def __str__(self) -> str:
         return "\n".join(self.lines())
 
     def __repr__(self) -> str:
         return "Summary(\n  " + "\n  ".join(self.lines()) + "\n)"
-
-
-def format_seconds(seconds: float) -> str:
-    """
-    >>> format_seconds(0.00042), format_seconds(1.5), format_seconds(0.012), format_seconds(0)
-    ('420 \u00b5s', '1.5 s', '12 ms', '0 s')
-    """
-    if seconds >= 1 or seconds == 0:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} \u00b5s"
-
-
-def groups_of(keys: Iterable) -> list:
-    """``key_split`` of every key, computed once per distinct name part.
-
-    key_split looks only at a tuple key's first element, so the many keys
-    of one collection (``('x-abc123', 0)``, ``('x-abc123', 1)``, ...) cost
-    one call.
-
-    >>> groups_of([('x-1a2b3c4d', 0), ('x-1a2b3c4d', 1), 'y'])
-    ['x', 'x', 'y']
-    """
-    memo: dict = {}
-    groups = []
-    for key in keys:
-        name = key[0] if isinstance(key, tuple) and key else key
-        try:
-            group = memo[name]
-        except KeyError:
-            group = memo[name] = key_split(key)
-        except TypeError:  # an unhashable name part
-            group = key_split(key)
-        groups.append(group)
-    return groups
 
 
 def _union_length(intervals: Iterable) -> float:
@@ -145,7 +114,7 @@ def _union_length(intervals: Iterable) -> float:
 
 
 def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = (),
-              walls: Optional[Sequence] = None, top: int = 10) -> Summary:
+              walls: Sequence | None = None, top: int = 10) -> Summary:
     """A :class:`Summary` of task records.
 
     ``results`` are TaskData, ``failed`` FailedTaskData and ``interrupted``
@@ -164,7 +133,7 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     totals: dict = {}
     counts: dict = {}
     busy = 0.0
-    for (key, start, end, _), group in zip(spans, groups_of(s[0] for s in spans)):
+    for (_key, start, end, _), group in zip(spans, groups_of(s[0] for s in spans), strict=False):
         d = max(end - start, 0.0)
         busy += d
         totals[group] = totals.get(group, 0.0) + d
@@ -181,29 +150,3 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
                    interrupted=len(interrupted), workers=workers, busy=busy,
                    efficiency=efficiency, groups=groups,
                    other_groups=max(len(ranked) - top, 0))
-
-
-_repr = reprlib.Repr()
-_repr.maxlevel = 3
-_repr.maxstring = 40
-_repr.maxother = 40
-for _attr in ("maxtuple", "maxlist", "maxarray", "maxdict", "maxset", "maxfrozenset", "maxdeque"):
-    setattr(_repr, _attr, 4)
-
-
-def short_repr(task, limit: int = 100) -> str:
-    """A bounded, readable repr of a task: ``add(1, 'x')`` for tuple tasks.
-
-    What the plots' hovers and the saved JSON (``localsched.diagnostics.report``)
-    show of a task.
-
-    >>> short_repr((max, 1, 'x'))
-    "max(1, 'x')"
-    >>> len(short_repr(list(range(10**6))) ) < 40
-    True
-    """
-    if isinstance(task, tuple) and task and callable(task[0]):
-        text = f"{funcname(task[0])}({', '.join(_repr.repr(arg) for arg in task[1:])})"
-    else:
-        text = _repr.repr(task)
-    return text if len(text) <= limit else text[: max(limit - 1, 1)] + "\u2026"

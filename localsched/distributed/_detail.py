@@ -38,6 +38,7 @@ from typing import Optional
 
 from ..callbacks import Callback, Needs
 from ..diagnostics.records import ActivityData, MetricData, ResourceData, SampleData
+from ..utils import key_split
 
 __all__ = ["WorkerTier"]
 
@@ -161,8 +162,6 @@ def profile_samples(client, keys, t0: float, t1: float) -> list:
     """SampleData of the workers' profile between t0 and t1 (the profile is
     kept in 1 s cycles: the window is widened by a second each side), by
     task group of ``keys``."""
-    from dask.utils import key_split
-
     groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
     middle = (t0 + t1) / 2
     out: list = []

@@ -10,7 +10,8 @@ import numpy as np
 import psutil
 import pytest
 
-from localsched.diagnostics import plots
+from localsched.diagnostics import page, plots
+from localsched.diagnostics.figures import tasks as figures_tasks
 from localsched.diagnostics.records import CacheData, ResourceData, TaskData
 
 try:  # the repository root is on sys.path (python -m pytest), or tests/ is a package
@@ -18,7 +19,7 @@ try:  # the repository root is on sys.path (python -m pytest), or tests/ is a pa
 except ImportError:  # pytest put tests/ itself on sys.path
     from browser import BrowserError, open_in_chromium, require_chromium
 
-from bokeh.models import GlyphRenderer, HBar, LinearAxis, Range1d, Step
+from bokeh.models import GlyphRenderer, HBar, HoverTool, LinearAxis, Range1d, Step
 
 T0 = 1_700_000_000.0  # records hold epoch seconds
 
@@ -168,7 +169,7 @@ def test_figure_kwargs_override_defaults_and_typos_fail():
 
 
 def test_sub_pixel_tasks_become_occupancy_bars_per_pixel_column(monkeypatch):
-    monkeypatch.setattr(plots, "AGGREGATE_ABOVE", 0)
+    monkeypatch.setattr(figures_tasks, "AGGREGATE_ABOVE", 0)
     # x range 0..1000 s over PIXELS=1000 px: one pixel is one second
     assert plots.PIXELS == 1000
     tasks = [
@@ -193,7 +194,7 @@ def test_sub_pixel_tasks_become_occupancy_bars_per_pixel_column(monkeypatch):
     assert data["status"][0] == "busy 700 ms in 900 ms"
     # coloured by the group with most time in the bar
     assert data["color"][0] == data["color"][2] != data["color"][3]
-    hover = dict(fig.select_one({"type": plots.HoverTool}).tooltips)
+    hover = dict(fig.select_one({"type": HoverTool}).tooltips)
     assert "tasks" in hover and "group" in hover
 
 
@@ -263,7 +264,7 @@ def test_resources_have_cpu_left_and_memory_on_a_second_y_range(small_profile):
     assert cpu.data_source.data["cpu"].tolist() == [0.0, 50.0, 100.0, 150.0]
     assert cpu.data_source.data["mem"].tolist() == [100.0, 110.0, 120.0, 130.0]
     assert fig.y_range.end >= 150 and fig.extra_y_ranges["memory"].end >= 130
-    assert fig.select_one({"type": plots.HoverTool}) is not None
+    assert fig.select_one({"type": HoverTool}) is not None
 
 
 def test_cache_has_one_line_per_group_not_per_key():
@@ -359,8 +360,8 @@ def test_saved_html_is_standalone_and_holds_the_data(small_profile, tmp_path):
 
 def test_show_opens_a_browser_outside_notebooks(small_profile, tmp_path, monkeypatch):
     opened = []
-    monkeypatch.setattr(plots, "_in_notebook", lambda: False)
-    monkeypatch.setattr(plots, "_view_in_browser", opened.append)
+    monkeypatch.setattr(page, "_in_notebook", lambda: False)
+    monkeypatch.setattr(page, "_view_in_browser", opened.append)
     plots.visualize(small_profile, filename=str(tmp_path / "shown.html"), show=True)
     assert opened == [str(tmp_path / "shown.html")]
     plots.visualize(small_profile, save=False, show=True)  # a temporary file instead
@@ -372,10 +373,10 @@ def test_show_opens_a_browser_outside_notebooks(small_profile, tmp_path, monkeyp
 
 def test_show_displays_inline_in_notebooks(small_profile, monkeypatch):
     calls = []
-    monkeypatch.setattr(plots, "_in_notebook", lambda: True)
-    monkeypatch.setattr(plots, "_output_notebook", lambda **kw: calls.append(("output", kw)))
-    monkeypatch.setattr(plots, "_show", lambda obj: calls.append(("show", obj)))
-    monkeypatch.setattr(plots, "_view_in_browser", lambda path: calls.append(("browser", path)))
+    monkeypatch.setattr(page, "_in_notebook", lambda: True)
+    monkeypatch.setattr(page, "_output_notebook", lambda **kw: calls.append(("output", kw)))
+    monkeypatch.setattr(page, "_show", lambda obj: calls.append(("show", obj)))
+    monkeypatch.setattr(page, "_view_in_browser", lambda path: calls.append(("browser", path)))
     layout = plots.visualize(small_profile, save=False, show=True, mode="cdn")
     assert [name for name, _ in calls] == ["output", "show"]
     assert calls[0][1]["resources"].mode == "cdn"

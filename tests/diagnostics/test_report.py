@@ -16,6 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from bokeh.models import HoverTool
+
 from localsched.diagnostics import CacheProfiler, Profiler, ResourceProfiler, plots, visualize
 from localsched.diagnostics.records import (
     FailedTaskData,
@@ -125,7 +127,7 @@ def test_failed_and_interrupted_tasks_are_drawn_and_explained():
                                                   2: "unknown worker"}
     labels = [item.label.value for legend in fig.legend for item in legend.items]
     assert "failed" in labels and "interrupted" in labels
-    hover = next(t for t in fig.tools if isinstance(t, plots.HoverTool))
+    hover = next(t for t in fig.tools if isinstance(t, HoverTool))
     assert {r.name for r in hover.renderers} == {"tasks", "failed", "interrupted"}
 
 

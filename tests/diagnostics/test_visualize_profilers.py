@@ -110,8 +110,10 @@ def test_profilers_time_their_with_block_on_dasks_clock():
 def test_dask_palette_names_colour_the_groups():
     from bokeh.palettes import Viridis3
 
+    # three task groups under dask's naming rule ("inc-1" and "inc-2" are one: "inc")
+    dsk = {"a": 1, "inc-1": (inc, "a"), "dec-1": (inc, "inc-1"), "total": (add, "inc-1", "dec-1")}
     with Profiler() as prof:
-        get(DSK, "total")
+        get(dsk, "total")
     fig = prof.visualize(palette="Viridis", show=False, save=False)
     data = fig.select_one({"name": "tasks"}).data_source.data
     assert len(set(data["group"])) == 3

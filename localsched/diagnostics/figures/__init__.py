@@ -1,0 +1,9 @@
+"""The Bokeh figures of the diagnostics, one module a figure.
+
+``base`` (defaults, hover, legends, colours; the bokeh import check),
+``tasks`` (task stream), ``resources``, ``cache``, ``metrics`` (fine
+metrics), ``flame`` (flame graph), ``durations`` (histograms).  Each
+``plot_*`` takes plain records; the ``draw_*`` functions take the tables of
+``localsched.diagnostics.aggregate`` so a page builds them once.  Pages are
+put together in ``localsched.diagnostics.page``.
+"""

@@ -1,0 +1,183 @@
+"""Flame graph of stack samples, with a selector for the task group.
+
+Each frame is a rectangle as wide as its share of the samples, its callees
+stacked on top.  The figure is as tall as the deepest frame worth seeing
+(``FLAME_VISIBLE_SHARE`` of the samples, at most ``FLAME_MAX_ROWS`` rows)
+of the tree shown: a few very deep samples no longer set the height, and
+the import machinery is folded into one ``(import)`` frame
+(``stacks.fold_import_frames``).
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+
+from bokeh.layouts import column
+from bokeh.models import ColumnDataSource, CustomJS, Range1d, Select
+from bokeh.plotting import figure
+
+from ..aggregate import NO_GROUP, PIXELS
+from ..naming import shorten
+from ..stacks import stack_tree
+from .base import FIGURE_DEFAULTS, figure_options, point_hover
+
+__all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN_SHARE",
+           "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS"]
+
+#: Frames that are at least this share of the samples set the figure's height.
+FLAME_VISIBLE_SHARE = 1 / 100
+
+#: At most this many rows of frames are shown (the deepest are cut off).
+FLAME_MAX_ROWS = 40
+
+#: Pixels a row of frames takes.
+FLAME_ROW_PX = 20
+
+
+def flame_height(depth: int) -> int:
+    """Pixels of a flame graph showing rows 0..``depth``."""
+    return max(200, 90 + FLAME_ROW_PX * (depth + 1))
+
+
+def flame_depth(rects: Mapping) -> int:
+    """The deepest row holding a frame of at least ``FLAME_VISIBLE_SHARE``.
+
+    >>> flame_depth({'depth': [0, 1, 2, 3], 'share': [1.0, 0.5, 0.02, 0.001]})
+    2
+    """
+    deep = [d for d, s in zip(rects["depth"], rects["share"], strict=True)
+            if s >= FLAME_VISIBLE_SHARE]
+    return min(max(deep, default=0), FLAME_MAX_ROWS)
+
+
+#: Frames narrower than this share of the samples are left out of the drawing.
+FLAME_MIN_SHARE = 1 / 2000
+
+
+#: At most this many task groups get their own flame graph in the selector.
+FLAME_GROUPS = 20
+
+
+_FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "count", "share",
+                  "color", "label")
+
+
+def flame_rects(tree: Mapping) -> dict:
+    """Rectangles of a call tree (``stack_tree``'s format): x in shares of
+    all samples (0..1), one row per depth (the root ``all`` is row 0)."""
+    total = tree["count"] or 1
+    out: dict = {c: [] for c in _FLAME_COLUMNS}
+    palette = ("#fdae61", "#fee08b", "#f46d43", "#fdd49e", "#fc8d59", "#fec44f")
+    stack = [(tree, 0.0, 0)]
+    while stack:
+        node, left, depth = stack.pop()
+        share = node["count"] / total
+        out["left"].append(left)
+        out["right"].append(left + share)
+        out["depth"].append(depth)
+        out["bottom"].append(depth - 0.45)
+        out["top"].append(depth + 0.45)
+        out["name"].append(node["name"])
+        where = f"{node['filename']}:{node['line']}" if node.get("filename") else ""
+        out["where"].append(where)
+        out["count"].append(node["count"])
+        out["share"].append(share)
+        # crc32, not hash(): the same function gets the same colour in every report
+        out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
+                                    % len(palette)] if depth else "#d9d9d9")
+        # ~7 px a character on a ~1000 px wide plot
+        chars = int(share * PIXELS / 7)
+        out["label"].append(shorten(node["name"], chars) if chars >= 3 else "")
+        x = left
+        for child in node["children"]:
+            if child["count"] / total >= FLAME_MIN_SHARE and depth < FLAME_MAX_ROWS:
+                stack.append((child, x, depth + 1))
+            x += child["count"] / total
+    return out
+
+
+def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
+    """A flame graph of stack samples with a selector for the task group.
+
+    ``trees`` maps a label (``"all"``, a group name ...) to a call tree in
+    ``SampleProfiler.tree()``'s format (``{"name", "filename", "line",
+    "count", "children"}``, root ``"all"``).  Each frame is a rectangle as
+    wide as its share of the samples, its callees stacked on top.  The
+    ``Select`` above the plot switches trees in the browser (CustomJS); its
+    options are the labels, in the mapping's order.  Returns a bokeh column
+    (the select, the figure).
+
+    >>> tree = {'name': 'all', 'filename': '', 'line': 0, 'count': 2, 'children': [
+    ...     {'name': 'f', 'filename': 'm.py', 'line': 1, 'count': 2, 'children': []}]}
+    >>> layout = plot_flame({'all': tree, 'x': tree})
+    >>> select, fig = layout.children
+    >>> select.options, fig.select_one({'name': 'flame'}).data_source.data['name']
+    (['all', 'x'], ['all', 'f'])
+    """
+    labels = list(trees)
+    if not labels:
+        raise ValueError("plot_flame needs at least one tree")
+    choices = [ColumnDataSource(flame_rects(trees[label]), name=f"flame:{label}")
+               for label in labels]
+    depths = [flame_depth(c.data) for c in choices]
+    opts = figure_options(dict(FIGURE_DEFAULTS, title="Flame graph (stack samples)",
+                               height=flame_height(depths[0]),
+                               tools="hover,xwheel_zoom,xpan,reset,save"), figure_kwargs)
+    y_range = Range1d(-0.5, depths[0] + 0.5)
+    fig = figure(x_range=Range1d(0, 1, bounds=(0, 1)), y_range=y_range,
+                 x_axis_label="share of samples", **opts)
+    source = ColumnDataSource(dict(choices[0].data))
+    rects = fig.quad(left="left", right="right", bottom="bottom", top="top",
+                     source=source, fill_color="color", line_color="white", name="flame")
+    fig.text(x="left", y="depth", text="label", source=source, x_offset=3,
+             text_baseline="middle", text_font_size="8pt", name="flame-labels")
+    fig.yaxis.visible = False
+    fig.ygrid.grid_line_color = None
+    point_hover(fig, [rects], [("function", "@name"), ("where", "@where"),
+                          ("samples", "@count"), ("share", "@share{0.0%}")])
+    select = Select(title="Task group", options=labels, value=labels[0], width=300,
+                    name="flame-group")
+    select.js_on_change("value", CustomJS(args={"source": source, "choices": choices,
+                                                "labels": labels, "depths": depths,
+                                                "y_range": y_range, "fig": fig,
+                                                "row_px": FLAME_ROW_PX,
+                                                "resize": "height" not in figure_kwargs},
+                                          code="""
+        const i = labels.indexOf(cb_obj.value);
+        if (i < 0) return;
+        const data = choices[i].data;
+        source.data = data instanceof Map ? new Map(data) : Object.assign({}, data);
+        y_range.end = depths[i] + 0.5;
+        if (resize) fig.height = Math.max(200, 90 + row_px * (depths[i] + 1));
+    """))
+    stretch = opts.get("sizing_mode") == "stretch_width"
+    return column(select, fig, **({"sizing_mode": "stretch_width"} if stretch else {}))
+
+
+def flame_trees(samples: Sequence, tree=None) -> dict:
+    """``{"all": tree, group: tree, ...}`` for ``plot_flame``: all samples,
+    then the ``FLAME_GROUPS`` groups with most samples (``(no task)`` for
+    samples taken between tasks), the import machinery folded.
+    ``tree(group=...)`` builds a tree, by default ``stacks.stack_tree`` over
+    ``samples``.
+
+    >>> from localsched.diagnostics.records import SampleData
+    >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),)), SampleData(0.1, 1, None, ())]
+    >>> {k: v['count'] for k, v in flame_trees(s).items()}
+    {'all': 2, '(no task)': 1, 'x': 1}
+    """
+    if tree is None:
+        def tree(group=None):
+            return stack_tree(samples, group=group, fold_imports=True)
+    counts: dict = {}
+    for s in samples:
+        counts[s.group] = counts.get(s.group, 0) + 1
+    out = {"all": tree()}
+    for group in sorted(counts, key=lambda g: (-counts[g], str(g)))[:FLAME_GROUPS]:
+        if group is None:
+            sub = [s for s in samples if s.group is None]
+            out[NO_GROUP] = stack_tree(sub, fold_imports=True)
+        else:
+            out[str(group)] = tree(group=group)
+    return out

@@ -1,0 +1,126 @@
+"""``performance_report``: every diagnostic on around a block, one page at the end.
+
+>>> import os, tempfile, localsched
+>>> path = os.path.join(tempfile.mkdtemp(), 'report.html')
+>>> with localsched.performance_report(path, samples=False) as report:
+...     localsched.get({'a': (abs, -2), 'b': (abs, 'a')}, 'b')
+2
+>>> sorted(r.key for r in report.data.tasks), os.path.getsize(path) > 100_000
+(['a', 'b'], True)
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from contextlib import ExitStack
+
+from .rundata import RunData
+
+__all__ = ["performance_report"]
+
+
+def _nbytes(value) -> int:
+    """Bytes a result holds: dask's ``sizeof`` when dask is loaded, else
+    ``nbytes`` (NumPy, pandas) or ``sys.getsizeof``."""
+    dask_sizeof = sys.modules.get("dask.sizeof")
+    if dask_sizeof is not None:
+        return int(dask_sizeof.sizeof(value))
+    nbytes = getattr(value, "nbytes", None)
+    if isinstance(nbytes, int):
+        return nbytes
+    try:
+        return sys.getsizeof(value)
+    except TypeError:
+        return 0
+
+
+class performance_report:
+    """Record everything the computations inside a ``with`` block do, and write
+    the performance report when it ends.
+
+    Turns on a Profiler, a ResourceProfiler (every ``dt`` seconds), a
+    CacheProfiler measuring results in bytes, and -- when they are available
+    -- the fine metrics (``FineMetrics``) and a stack sampler
+    (``SampleProfiler``, every ``interval`` seconds; ``samples=False`` turns
+    it off).  After the block, ``report.data`` is the :class:`RunData`; the
+    page goes to ``filename`` (None: no page), the JSON to ``json`` and the
+    trace to ``trace`` when given.  The page is written even when the block
+    raises.
+
+    >>> import localsched
+    >>> with localsched.performance_report(None, samples=False) as report:
+    ...     localsched.get({'a': (sum, [1, 2])}, 'a')
+    3
+    >>> [r.key for r in report.data.tasks], report.data.cache_metric
+    (['a'], 'bytes')
+    """
+
+    def __init__(self, filename: str | None = "report.html", *, title: str | None = None,
+                 dt: float = 0.25, samples: bool = True, interval: float = 0.01,
+                 metrics: bool = True, json: str | None = None,
+                 trace: str | None = None, mode: str | None = None):
+        self.filename = filename
+        self.title = title
+        self.json_path = json
+        self.trace_path = trace
+        self.mode = mode
+        self._dt = dt
+        self._samples = samples
+        self._interval = interval
+        self._metrics = metrics
+        self.data: RunData | None = None
+        self.profilers: list = []
+        self._stack: ExitStack | None = None
+
+    def _make_profilers(self) -> list:
+        from .. import diagnostics
+        from . import CacheProfiler, Profiler, ResourceProfiler
+
+        # (metric="nbytes": the same sizes as _nbytes, and on a cluster, where
+        # callbacks get no results, the sizes the cluster measured)
+        profilers = [ResourceProfiler(dt=self._dt), Profiler(),
+                     CacheProfiler(metric="nbytes", metric_name="bytes")]
+        fine = getattr(diagnostics, "FineMetrics", None) if self._metrics else None
+        if fine is not None:
+            profilers.append(fine())
+        sampler = getattr(diagnostics, "SampleProfiler", None) if self._samples else None
+        if sampler is not None:
+            profilers.append(sampler(interval=self._interval))
+        return profilers
+
+    def __enter__(self) -> performance_report:
+        self.profilers = self._make_profilers()
+        self._started = time.time()
+        with ExitStack() as stack:
+            for p in self.profilers:
+                stack.enter_context(p)
+            self._stack = stack.pop_all()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        stack, self._stack = self._stack, None
+        stack.__exit__(*exc)
+        self.data = RunData.from_profilers(
+            self.profilers, title=self.title or "localsched performance report",
+            started=self._started, finished=time.time())
+        if self.json_path:
+            self.data.save_json(self.json_path)
+        if self.trace_path:
+            self.data.to_chrome_trace(self.trace_path)
+        if self.filename:
+            self.data.to_html(self.filename, mode=self.mode)
+
+    def save_json(self, path) -> None:
+        """Save the recorded run (after the block) as JSON."""
+        self._finished().save_json(path)
+
+    def to_chrome_trace(self, path) -> dict:
+        """Export the recorded run (after the block) as a trace."""
+        return self._finished().to_chrome_trace(path)
+
+    def _finished(self) -> RunData:
+        if self.data is None:
+            raise RuntimeError("performance_report: the data exists once the with block ended")
+        return self.data
+
