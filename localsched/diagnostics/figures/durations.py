@@ -61,6 +61,8 @@ def duration_ticks(lo: float, hi: float, most: int = 4) -> list:
     ticks = within((1,))
     if len(ticks) < 2:
         ticks = within((1, 2, 5))
+    if not ticks:  # a range narrower than one 1-2-5 step: its two ends
+        return [float(f"{lo:.3g}"), float(f"{hi:.3g}")]
     step = -(-len(ticks) // most)
     return ticks[::step]
 
