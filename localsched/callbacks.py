@@ -10,12 +10,15 @@ with another callback:
 ``pretask(key, dsk, state)``
     when the task starts executing on its worker;
 ``posttask(key, result, dsk, state, worker_id)``
-    when the task has finished executing (``state.timing`` holds the
-    worker-measured ``(start, end)`` epoch seconds of that task, and
-    ``state.freed`` the keys whose results its end released from the cache);
+    when the task has finished executing (``state.task``, a
+    ``localsched.view.TaskRecord``, holds the worker-measured ``start`` and
+    ``end`` epoch seconds of that task and ``freed``, the keys whose results
+    its end released from the cache);
 ``finish(dsk, state, errored)``
-    once, for every callback whose ``start`` ran -- on success, on error and
-    on ``KeyboardInterrupt`` (``errored`` is True for the latter two).
+    once, for every callback whose ``start`` ran -- on success, on error,
+    on ``KeyboardInterrupt`` and when the graph is refused (``errored`` is
+    True but for success); ``state.outcome`` says which tasks failed or were
+    still running.
 
 Callbacks come from three places: those registered globally (``register()``,
 or a ``with`` block), and those passed per call as ``callbacks=``.  A get

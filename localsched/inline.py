@@ -87,9 +87,9 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
     running = runtime.running_tasks
     outer_task = running.get(wid)
     cpu = runtime.thread_time
-    probe = None
     spent = 0.0
     try:
+        probe = None  # (not first in the try: see poolloop.PoolLoop.run)
         while ready:
             i = ready.pop()
             key = keys[i]

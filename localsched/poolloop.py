@@ -156,8 +156,11 @@ class PoolLoop:
 
     def run(self) -> None:
         """Run every task; raise the first failure."""
-        machine = self.machine
         try:
+            # (Not the try's first instruction: CPython 3.11 handles a signal
+            # at a loop's backward jump as if at the instruction before the
+            # loop's head, and a Ctrl-C there would skip the handler below.)
+            machine = self.machine
             while machine.remaining:
                 self.dispatch()
                 item = self.wait()

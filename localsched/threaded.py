@@ -214,7 +214,9 @@ def get(
         the pool's size with ``pool=``, else the number of CPUs.
     pool : concurrent.futures.Executor or multiprocessing.pool.ThreadPool
         Run on this pool instead of the shared one (default: dask's ``pool``
-        config).
+        config).  A process Executor (``ProcessPoolExecutor``, localsched's
+        ``ProcessPool``) runs the graph as ``localsched.multiprocessing.get``
+        does on it: each batch is sent its inputs.
     callbacks, rerun_exceptions_locally, chunksize, cache
         See ``localsched.core.get_async``; unset, dask's config supplies
         ``rerun_exceptions_locally`` and ``chunksize``.

@@ -92,7 +92,7 @@ def test_hooks_fire_in_the_callers_thread_and_state_follows_the_cluster(cluster_
 
         def _posttask(self, key, result, dsk, state, worker_id):
             threads.add(threading.get_ident())
-            seen[key] = (result, state.timing, state.nbytes, list(state.activities or ()))
+            seen[key] = (result, state.timing, state.task.nbytes, list(state.task.activities or ()))
 
         def _finish(self, dsk, state, errored):
             threads.add(threading.get_ident())

@@ -1,10 +1,10 @@
 """CacheProfiler: how long each task result stayed in the scheduler's cache.
 
-A result enters the cache when its task ends (``state.timing[1]``, measured
+A result enters the cache when its task ends (``state.task.end``, measured
 by the worker) and leaves it when the scheduler drops it, which happens when
 its last dependent has finished; requested outputs stay until the end.
 
-Leaving is read from ``state.freed``: the keys the scheduler released when
+Leaving is read from ``state.task.freed``: the keys the scheduler released when
 the task whose posttask fires ended.  The hook only appends one tuple per
 task -- (key, end, metric, freed) -- and entries are matched with exits when
 ``results`` is read.  Whatever is still cached when the computation ends is

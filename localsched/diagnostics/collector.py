@@ -3,8 +3,9 @@ plain records built on read, ``clear()``, ``visualize()`` and a ``with``
 block that starts from a clean slate.
 
 Two kinds of scheduler fire the hooks.  localsched's own hands over a
-:class:`~localsched.core.State` whose ``timing`` and ``freed`` say what
-happened, so one ``posttask`` per task is all a profiler needs.  dask's
+:class:`~localsched.view.State` whose ``task`` record (start, end, freed
+keys ...) says what happened, so one ``posttask`` per task is all a
+profiler needs.  dask's
 schedulers (``dask.threaded.get`` and friends, which fire the hooks a
 profiler registers with dask, see ``_dask_callback``) hand over a plain
 dict, so there a profiler also needs ``pretask`` to learn when a task
