@@ -37,7 +37,8 @@ except ImportError as exc:
 from ..naming import shorten
 
 __all__ = ["FIGURE_DEFAULTS", "RENAMED", "LABEL_SIZE", "LEGEND_ITEMS", "TOP_COLORS",
-           "OTHER_COLORS", "TOP_PALETTE", "ACTIVITY_COLORS", "new_figure", "figure_options", "point_hover",
+           "OTHER_COLORS", "TOP_PALETTE", "ACTIVITY_COLORS", "new_figure", "figure_options",
+           "point_hover",
            "empty_message", "add_legend", "height_fixed", "group_colors", "activity_colors",
            "legend_rows"]
 
