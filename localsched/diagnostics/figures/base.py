@@ -188,7 +188,7 @@ def legend_rows(labels: Sequence[str], available: float) -> tuple[int, int]:
     return ncols, -(-len(labels) // ncols)
 
 
-def add_legend(fig, items: list[tuple[str, Any, int | None]], label_size: int,
+def add_legend(fig, items: Sequence[tuple[Any, Any, int | None]], label_size: int,
                click_hide: bool = False, grow: bool = True) -> int:
     """Add a horizontal legend above the frame and grow the figure by its
     height, so the plot keeps its size; returns the pixels added.
