@@ -211,7 +211,7 @@ def _run_profiled(args, workload) -> int:
             traceback.print_exc()
             status = 1
     elapsed = time.monotonic() - t0
-    _written(args, f"{len(report.data.tasks)} tasks in {elapsed:.2f}s")
+    _written(args, _elapsed_line(report.data, elapsed))
     return status
 
 
@@ -237,12 +237,28 @@ def _render_saved(args) -> int:
                 from None
         except ValueError as exc:
             raise SystemExit(f"localsched: {exc}") from None
-    run = runs[0] if len(runs) == 1 else RunData.from_profilers(runs)
+    # Runs recorded apart in time sit side by side, not across the hours between them.
+    run = runs[0] if len(runs) == 1 else RunData.side_by_side(
+        runs, names=[os.path.basename(p) for p in args.data])
+    if args.title:
+        run.meta["title"] = args.title
     run.to_html(args.output, title=args.title)
     if args.trace:
         run.to_chrome_trace(args.trace)
     _written(args, f"{len(run.tasks)} tasks from {', '.join(args.data)}")
     return 0
+
+
+def _elapsed_line(run, elapsed: float) -> str:
+    """The wall time the report and the progress bar show (the computations'),
+    and the whole command's when start-up made it longer."""
+    from .diagnostics.naming import format_seconds
+
+    wall = run.summary().wall
+    line = f"{len(run.tasks)} tasks in {format_seconds(wall)}"
+    if elapsed > wall + 0.05:
+        line += f" of computation ({elapsed:.2f}s with start-up and graph building)"
+    return line
 
 
 def _take_trailing_output(args, fenced: bool) -> None:

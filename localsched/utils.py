@@ -32,6 +32,10 @@ def key_split(key: Hashable) -> str:
     >>> key_split(7), key_split(None), key_split('x')
     ('Other', 'Other', 'x')
     """
+    if type(key) is tuple:  # (name, index, ...): its name's group; cache names, not keys
+        if not key:
+            return "Other"
+        key = key[0]
     try:
         return _cached_split(key)
     except TypeError:  # an unhashable key: no caching

@@ -351,7 +351,7 @@ def cache_steps(cached: np.ndarray, freed: np.ndarray, metric: np.ndarray):
 
 
 #: At most this many task groups get a bar of their own (the rest are summed).
-METRIC_GROUPS = 30
+METRIC_GROUPS = 16
 
 
 #: Label of the fine metrics that belong to no task (idle, scheduler).

@@ -106,6 +106,13 @@ class CacheProfiler(Collector):
         self._events(state).append((key, end, 1 if metric is None else (
             _nbytes(result, state) if metric == "nbytes" else metric(result)), freed))
 
+    def to_pandas(self):
+        """The cache stays as a pandas DataFrame: one row per ``CacheData``
+        (``key``, ``task``, ``metric``, ``cache_time``, ``free_time``) plus ``group``."""
+        from .tables import records_frame
+
+        return records_frame(self.results, CacheData)
+
     @property
     def _metric_name(self) -> str:
         # dask's name for it.

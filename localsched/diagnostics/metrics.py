@@ -184,6 +184,13 @@ class FineMetrics(Collector):
             self._ensure_built()
             return dict(self._metrics)
 
+    def to_pandas(self):
+        """The metrics as a pandas DataFrame, one row per ``(span, group,
+        activity, unit)`` with its ``value``, largest first."""
+        from .tables import records_frame
+
+        return records_frame(self.to_rows(), MetricData)
+
     def to_rows(self) -> list:
         """The mapping as :class:`MetricData` rows, largest value first."""
         rows = [MetricData(*k, v) for k, v in self.metrics.items()]

@@ -160,7 +160,10 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
 
 def _summary_of(task_tables: list) -> Summary:
     """One summary over the task profilers of a report."""
-    results, failed, interrupted, walls = [], [], [], []
+    results: list = []
+    failed: list = []
+    interrupted: list = []
+    walls: list = []
     for profiler, table in task_tables:
         results += profiler.results
         failed += table.failed

@@ -80,7 +80,8 @@ class performance_report:
         # (metric="nbytes": the same sizes as _nbytes, and on a cluster, where
         # callbacks get no results, the sizes the cluster measured)
         profilers = [ResourceProfiler(dt=self._dt), Profiler(),
-                     CacheProfiler(metric="nbytes", metric_name="bytes")]
+                     CacheProfiler(metric="nbytes",  # type: ignore[arg-type]
+                                   metric_name="bytes")]
         fine = getattr(diagnostics, "FineMetrics", None) if self._metrics else None
         if fine is not None:
             profilers.append(fine())
@@ -100,6 +101,8 @@ class performance_report:
 
     def __exit__(self, *exc) -> None:
         stack, self._stack = self._stack, None
+        if stack is None:
+            raise RuntimeError("performance_report: __exit__ without __enter__")
         stack.__exit__(*exc)
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",

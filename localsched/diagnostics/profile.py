@@ -168,6 +168,14 @@ class Profiler(Collector):
             return summarize(self._built, self._failed, self._interrupted,
                              walls=self._walls, top=top)
 
+    def to_pandas(self):
+        """The finished tasks as a pandas DataFrame: one row per ``TaskData``
+        (``key``, ``task``, ``start_time``, ``end_time``, ``worker_id``) plus
+        ``group`` (dask's ``key_split``) and ``duration`` in seconds."""
+        from .tables import records_frame
+
+        return records_frame(self.results, TaskData)
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._raw)} computations>"
 

@@ -434,6 +434,12 @@ class ResourceProfiler(Callback):
         with self._sample_lock:
             self._results = [ResourceData(*sample) for sample in samples]
 
+    def to_pandas(self):
+        """The samples as a pandas DataFrame (``time``, ``mem`` in MB, ``cpu`` in %)."""
+        from .tables import records_frame
+
+        return records_frame(self.results, ResourceData)
+
     def clear(self) -> None:
         """Forget all samples."""
         with self._sample_lock:

@@ -131,6 +131,16 @@ class SampleProfiler(Callback):
                 self._built.append(SampleData(t, wid, g, stack))
             return list(self._built)
 
+    def to_pandas(self):
+        """The samples as a pandas DataFrame (``time``, ``worker_id``,
+        ``group``, ``stack``: outermost frame first) plus ``function``, the
+        innermost frame's name (None for an empty stack)."""
+        from .tables import records_frame
+
+        frame = records_frame(self.results, SampleData)
+        frame["function"] = [stack[-1][2] if stack else None for stack in frame["stack"]]
+        return frame
+
     def clear(self) -> None:
         """Forget all samples."""
         with self._lock:

@@ -11,6 +11,7 @@ adds dozens of frames no one wants to read.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from .records import SampleData
 
@@ -54,13 +55,14 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None,
     ...                 for c in tree['children']]
     (2, [('f', 2, 'g')])
     """
-    root = {"name": "all", "filename": "", "line": 0, "count": 0, "children": {}}
+    root: dict[str, Any] = {"name": "all", "filename": "", "line": 0, "count": 0,
+                            "children": {}}
     for s in samples:
         if group is not None and s.group != group:
             continue
         if start is not None and s.time < start or stop is not None and s.time >= stop:
             continue
-        node = root
+        node: dict[str, Any] = root
         node["count"] += 1
         for frame in (fold_import_frames(s.stack) if fold_imports else s.stack):
             children = node["children"]

@@ -108,9 +108,9 @@ def test_json_round_trip_is_lossless_for_every_record_type(tmp_path):
                 [type(r) for r in getattr(run, name)], name
     # NaN is never equal to itself: compare the cache records field by field
     assert len(again.cache) == len(run.cache)
-    for a, b in zip(again.cache, run.cache):
+    for a, b in zip(again.cache, run.cache, strict=False):
         assert type(a) is CacheData
-        for x, y in zip(a, b):
+        for x, y in zip(a, b, strict=False):
             assert x == y or (isinstance(x, float) and math.isnan(x) and math.isnan(y))
     # key types survive: tuples (nested too), ints, strings, bytes
     assert [r.key for r in again.tasks] == [r.key for r in run.tasks]

@@ -126,7 +126,7 @@ def test_task_stream_has_one_bar_per_task_on_its_workers_row(small_profile):
 def test_task_stream_colours_by_group_with_a_legend_and_hover(small_profile):
     fig = plots.plot_tasks(small_profile[0].results)
     data = task_source(fig).data
-    colour = dict(zip(data["group"], data["color"]))
+    colour = dict(zip(data["group"], data["color"], strict=False))
     assert len(set(colour.values())) == 3
     assert data["color"][1] == data["color"][2]  # both 'inc'
     labels = [item.label.value for legend in fig.legend for item in legend.items]
@@ -139,11 +139,11 @@ def test_task_stream_colours_by_group_with_a_legend_and_hover(small_profile):
 def test_task_stream_palette_sequence_mapping_and_missing_group(small_profile):
     results = small_profile[0].results
     data = task_source(plots.plot_tasks(results, palette=["red", "blue"])).data
-    assert dict(zip(data["group"], data["color"])) == {"inc": "red", "load": "blue",
+    assert dict(zip(data["group"], data["color"], strict=False)) == {"inc": "red", "load": "blue",
                                                        "total": "red"}
     mapping = {"inc": "#000001", "load": "#000002", "total": "#000003"}
     data = task_source(plots.plot_tasks(results, palette=mapping)).data
-    assert dict(zip(data["group"], data["color"])) == mapping
+    assert dict(zip(data["group"], data["color"], strict=False)) == mapping
     with pytest.raises(ValueError, match="total"):
         plots.plot_tasks(results, palette={"inc": "red", "load": "blue"})
 
@@ -292,7 +292,7 @@ def test_cache_sums_the_metric_and_counts_unfreed_results_to_the_end():
     ]
     fig = plots.plot_cache(records, metric_name="nbytes")
     data = fig.renderers[0].data_source.data
-    assert list(zip(data["time"].tolist(), data["value"].tolist())) == [
+    assert list(zip(data["time"].tolist(), data["value"].tolist(), strict=False)) == [
         (0.0, 0.0), (0.0, 100.0), (1.0, 150.0), (2.0, 100.0), (2.0, 107.0),
         (3.0, 7.0), (3.0, 0.0),
     ]
@@ -327,7 +327,8 @@ def test_figures_share_one_x_range_from_the_global_earliest_time(small_profile, 
     assert [fig.xaxis[0].axis_label for fig in (tasks, resources, cache)] == [None, None,
                                                                               "Time (s)"]
     # one colour per group across the task stream and the cache plot
-    colour = dict(zip(task_source(tasks).data["group"], task_source(tasks).data["color"]))
+    data = task_source(tasks).data
+    colour = dict(zip(data["group"], data["color"], strict=True))
     for line in cache.renderers:
         assert line.glyph.line_color == colour[line.name]
 

@@ -15,7 +15,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
 from bokeh.models import HoverTool
 
 from localsched.diagnostics import CacheProfiler, Profiler, ResourceProfiler, plots, visualize
@@ -54,7 +53,7 @@ def inc(x):
 def hooks(callback):
     """The five hooks a scheduler fires, by name."""
     return dict(zip(("start", "start_state", "pretask", "posttask", "finish"),
-                    callback._callback))
+                    callback._callback, strict=False))
 
 
 def fake_state():
@@ -229,7 +228,8 @@ def test_report_without_finished_tasks_says_so_and_bokeh_does_not_warn(tmp_path,
     page = path.read_text()
     assert "No task finished" in page
     for fig, message in zip([child[0] for child in stack.children],
-                            ["No task finished", "No resource samples", "Nothing was cached"]):
+                            ["No task finished", "No resource samples", "Nothing was cached"],
+                            strict=True):
         assert by_name(fig, "message").data_source.data["text"] == [message]
 
 

@@ -15,7 +15,7 @@ hovers show names in full.
 Colours
 -------
 ``group_colors``: with no palette, the ``TOP_COLORS`` groups with most time
-get ten clearly distinct colours (Category10), every other group a grey,
+get ten clearly distinct colours (``TOP_PALETTE``), every other group a grey,
 which is also the colour of the legend's "other groups" entry.  A named
 bokeh palette, a sequence or a ``{group: colour}`` mapping is used as given.
 """
@@ -37,7 +37,8 @@ except ImportError as exc:
 from ..naming import shorten
 
 __all__ = ["FIGURE_DEFAULTS", "RENAMED", "LABEL_SIZE", "LEGEND_ITEMS", "TOP_COLORS",
-           "OTHER_COLORS", "ACTIVITY_COLORS", "new_figure", "figure_options", "point_hover",
+           "OTHER_COLORS", "TOP_PALETTE", "ACTIVITY_COLORS", "new_figure", "figure_options",
+           "point_hover",
            "empty_message", "add_legend", "height_fixed", "group_colors", "activity_colors",
            "legend_rows"]
 
@@ -56,6 +57,10 @@ LEGEND_ROW_PX = 18
 
 #: Groups (most time first) that get a colour of their own when no palette is given.
 TOP_COLORS = 10
+
+#: The colours of the top groups: Category10 with its grey swapped for a dark
+#: blue, so no top group looks like one of the greys of the other groups.
+TOP_PALETTE = tuple("#393b79" if c == "#7f7f7f" else c for c in Category10[10])
 
 #: Colours of the other groups: greys, alternating so neighbouring bars part.
 OTHER_COLORS = ("#b5b5b5", "#9c9c9c", "#cfcfcf", "#a8a8a8")
@@ -161,9 +166,9 @@ def group_colors(groups: Iterable[str], palette=None,
     if palette is None:
         first = [g for g in (ranking or ()) if g in set(names)]
         ordered = first + [g for g in names if g not in set(first)]
-        if len(ordered) <= len(Category10[10]):
-            return {name: Category10[10][i] for i, name in enumerate(names)}
-        colors = {g: Category10[10][i] for i, g in enumerate(ordered[:TOP_COLORS])}
+        if len(ordered) <= len(TOP_PALETTE):
+            return {name: TOP_PALETTE[i] for i, name in enumerate(names)}
+        colors = {g: TOP_PALETTE[i] for i, g in enumerate(ordered[:TOP_COLORS])}
         for i, g in enumerate(ordered[TOP_COLORS:]):
             colors[g] = OTHER_COLORS[i % len(OTHER_COLORS)]
         return colors
@@ -183,7 +188,7 @@ def legend_rows(labels: Sequence[str], available: float) -> tuple[int, int]:
     return ncols, -(-len(labels) // ncols)
 
 
-def add_legend(fig, items: list[tuple[str, Any, int | None]], label_size: int,
+def add_legend(fig, items: Sequence[tuple[Any, Any, int | None]], label_size: int,
                click_hide: bool = False, grow: bool = True) -> int:
     """Add a horizontal legend above the frame and grow the figure by its
     height, so the plot keeps its size; returns the pixels added.

@@ -72,8 +72,9 @@ def draw_cache(table: CacheTable, metric_name: str, x_range, t0, colors, label_s
     t0 = origin(table, t0)
     fig = new_figure("Cache", f"Cache Size ({metric_name})", x_range, figure_kwargs)
     lines = []
-    if len(table.cached):
-        end_time = float(table.bounds()[1])
+    extent = table.bounds()
+    if extent is not None:
+        end_time = float(extent[1])
         freed = np.where(np.isnan(table.freed), end_time, table.freed)
         names = sorted(set(table.groups))
         codes = group_codes(table.groups, names)

@@ -295,13 +295,13 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
                 kinds.append(kind)
     left = np.asarray(lefts, dtype=float) - t0
     right = np.asarray(rights, dtype=float) - t0
-    row = np.asarray(rows, dtype=np.int64)
-    kind = np.asarray(kinds, dtype=np.int64)
+    row_arr = np.asarray(rows, dtype=np.int64)
+    kind_arr = np.asarray(kinds, dtype=np.int64)
     what = ("sending inputs", "receiving result")
     color = (SEND_COLOR, RECEIVE_COLOR)
     if len(left) <= AGGREGATE_ABOVE or px <= 0:
         return {
-            "left": left, "right": right, "row": row,
+            "left": left, "right": right, "row": row_arr,
             "height": np.full(len(left), TRANSFER_HEIGHT),
             "color": [color[k] for k in kinds],
             "key": [str(k) for k in keys],
@@ -313,8 +313,8 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
         }
     parts = []
     for k in (0, 1):
-        mine = kind == k
-        bars = occupancy_bars(left[mine], right[mine], row[mine], px, TRANSFER_HEIGHT)
+        mine = kind_arr == k
+        bars = occupancy_bars(left[mine], right[mine], row_arr[mine], px, TRANSFER_HEIGHT)
         count = bars["count"]
         parts.append({
             **bars,
