@@ -86,16 +86,16 @@ if TYPE_CHECKING:
 from . import callbacks as _callbacks
 from . import metrics as _metrics
 from . import batching as _batching
+from ._pool import job as _job
 from .batching import DONE, READY, RUNNING, STATE_NAMES, WAITING, Planner
 from .callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from .graph import DATA, as_mapping, compile_graph, execute, flatten_keys
 from .options import dask_config
 from .order import order_and_consumers
+from .utils import name_tasks
 
 __all__ = ["get_async", "State", "InvalidStateError", "in_task"]
 
-# In a worker process, its pid: records then name the process, not the thread.
-_process_worker_id: int = 0
 
 # The package's directory: frames from here are trimmed off task tracebacks.
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -353,7 +353,7 @@ def run_batch(
     """
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
-    wid = _process_worker_id or threading.get_ident()
+    wid = _job.worker_pid or threading.get_ident()
     now = time.time
     buf: list = []
     carried = 0
@@ -363,7 +363,7 @@ def run_batch(
         tid = threading.get_ident()
         running = _running_tasks if sample else None
         outer_task = running.get(tid) if sample else None
-        sampler = _worker_sampler(sample) if sample and _process_worker_id else None
+        sampler = _worker_sampler(sample) if sample and _job.worker_pid else None
         local = _metrics._local
         outer_sink = getattr(local, "sink", None)
         if measure:
@@ -371,8 +371,8 @@ def run_batch(
             # (cheaper than a list and a thread-local store per task).
             sink = local.sink = []
         cpu = _thread_time
-        arrival = _take_job_arrival() if _process_worker_id else None
-        if _process_worker_id:  # the cost of each hand-off, reported in the next
+        arrival = _job.take_arrival() if _job.worker_pid else None
+        if _job.worker_pid:  # the cost of each hand-off, reported in the next
             emit = _MeasuredEmit(emit, wid, sampler)
         c_prev = cpu()
     try:
@@ -435,7 +435,7 @@ def run_batch(
                     running[tid] = outer_task
         if buf:
             emit(buf)
-        if (measure or sample) and _process_worker_id:
+        if (measure or sample) and _job.worker_pid:
             emit.close()
 
 
@@ -447,18 +447,9 @@ _thread_time = time.thread_time
 # (read by the sampler thread: plain dict operations are atomic).
 _running_tasks: dict = {}
 
-# In a worker process: (received, unpacked) epoch seconds of the job being
-# started, set by the worker before it calls run_batch.
-_job_arrival: Optional[tuple] = None
-# In a worker process: seconds the last hand-off spent pickling its records
-# (set by the worker's emit).
-_dump_seconds: float = 0.0
-
-
-def _take_job_arrival() -> Optional[tuple]:
-    global _job_arrival
-    arrival, _job_arrival = _job_arrival, None
-    return arrival
+# In a worker process, ``_pool.job`` says which job runs: its arrival times
+# (set by the worker before it calls run_batch) and the seconds the last
+# hand-off spent pickling its records (set by the worker's emit).
 
 
 def _worker_sampler(interval: float):
@@ -484,17 +475,16 @@ class _MeasuredEmit:
         self.pending: list = []
 
     def __call__(self, records: list) -> None:
-        global _dump_seconds
         if self.pending:
             records = self.pending + records
-        _dump_seconds = 0.0
+        _job.dump_seconds = 0.0
         start = time.time()
         self.emit(records)
         stop = time.time()
         # (indices of the tasks whose results went, hand-off start, pickling
         # seconds, hand-off end)
         sent = tuple(r[0] for r in records if r[1] and r[2] is not None)
-        self.pending = [(-1, None, (sent, start, _dump_seconds, stop), 0.0, 0.0, self.wid, None)]
+        self.pending = [(-1, None, (sent, start, _job.dump_seconds, stop), 0.0, 0.0, self.wid, None)]
         if self.sampler is not None:
             samples = self.sampler.drain()
             if samples:
@@ -1101,7 +1091,7 @@ class Run:
                 else:
                     fut = submit(_run_batch_collect, items, data)
             except Exception as exc:  # e.g. a task or an input that cannot be pickled
-                _add_note(exc, "while sending " + _name_tasks([keys[i] for i in batch]))
+                _add_note(exc, "while sending " + name_tasks([keys[i] for i in batch]))
                 raise
             inflight[fut] = flight
             flights[planner.serial] = flight
@@ -1167,7 +1157,7 @@ class Run:
                         naming = getattr(exc, "for_task", None)
                         if naming is not None:
                             raise naming(lost) from exc
-                        _add_note(exc, "while computing " + _name_tasks(lost))
+                        _add_note(exc, "while computing " + name_tasks(lost))
                         raise exc
                     if stream:
                         for i in flight.batch:
@@ -1315,15 +1305,6 @@ def _trim_traceback(tb):
     while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         tb = tb.tb_next
     return tb
-
-
-def _name_tasks(keys: list) -> str:
-    """'task 'x'' or 'one of tasks 'x', 'y', ...' (at most five named)."""
-    if len(keys) == 1:
-        return f"task {keys[0]!r}"
-    shown = ", ".join(repr(k) for k in keys[:5])
-    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
-    return f"one of tasks {shown}{more}"
 
 
 def _is_raw_callback(x) -> bool:

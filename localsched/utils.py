@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Hashable
 
-__all__ = ["key_split", "funcname"]
+__all__ = ["key_split", "funcname", "name_tasks"]
 
 _hex_token = re.compile(r"^[0-9a-f]{6,}$")
 
@@ -54,3 +54,18 @@ def funcname(func) -> str:
     if name is None:
         name = type(func).__name__
     return name
+
+
+def name_tasks(keys: list) -> str:
+    """How an error names the tasks it concerns (at most five).
+
+    >>> name_tasks(["x"])
+    "task 'x'"
+    >>> name_tasks(list("abcdefg"))
+    "one of tasks 'a', 'b', 'c', 'd', 'e' and 2 more"
+    """
+    if len(keys) == 1:
+        return f"task {keys[0]!r}"
+    shown = ", ".join(repr(k) for k in keys[:5])
+    more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
+    return f"one of tasks {shown}{more}"

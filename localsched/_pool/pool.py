@@ -67,6 +67,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections import deque
 from concurrent.futures import Executor, Future, InvalidStateError
@@ -74,8 +75,10 @@ from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProces
 from multiprocessing.connection import wait as wait_for
 from typing import Any, Callable, Iterable, Optional
 
-from . import shm
+from ..utils import name_tasks
+from . import oob, segments
 from . import worker as worker_module
+from .handles import SharedValue
 from .protocol import LAST_OF_JOB, Kind, decode, dumps, encode, unpack_exception
 
 __all__ = ["ProcessPool", "WorkerDiedError", "BrokenProcessPool", "WorkerState",
@@ -86,6 +89,10 @@ START_METHODS = ("spawn", "fork", "forkserver")
 # Seconds a worker gets to exit after STOP (or after SIGKILL) before the
 # pool stops waiting for it: a worker ignoring STOP is then killed.
 STOP_GRACE = 5.0
+# Seconds ``terminate()`` lets a running job send its last message before
+# its worker is killed: a job whose function has returned is finished, not
+# killed, even when its last message is still on its way.
+TERMINATE_GRACE = 0.5
 
 
 class WorkerDiedError(RuntimeError):
@@ -103,9 +110,7 @@ class WorkerDiedError(RuntimeError):
     def for_task(self, keys: list) -> "WorkerDiedError":
         """The same error, naming the task the worker was running (or the
         tasks it may have been running, when it died with records unsent)."""
-        from ..core import _name_tasks
-
-        return WorkerDiedError(f"{self.args[0]} while running {_name_tasks(keys)}",
+        return WorkerDiedError(f"{self.args[0]} while running {name_tasks(keys)}",
                                self.pid, self.exitcode)
 
 
@@ -172,10 +177,12 @@ class _Job:
     and the shared-memory segments it uses (see ``shm``): its name prefix,
     and the segment holding its inputs, owned here until the job ends."""
 
-    __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs")
+    __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs", "store",
+                 "lent")
 
     def __init__(self, job_id: int, future: Future, frame: bytes, emit: Optional[Callable],
-                 shm_prefix: Optional[str] = None, inputs: Optional[shm.SharedValue] = None):
+                 shm_prefix: Optional[str] = None, inputs: Optional[SharedValue] = None,
+                 store: Optional[segments.SegmentStore] = None, lent: Optional[list] = None):
         self.id = job_id
         self.future = future
         self.frame: Optional[bytes] = frame
@@ -183,16 +190,22 @@ class _Job:
         self.worker: Optional[Worker] = None
         self.shm_prefix = shm_prefix
         self.inputs = inputs
+        self.store = store
+        self.lent = lent
 
-    def ended(self, worker_died: bool = False) -> None:
+    def ended(self, worker_died: bool = False, used=None) -> None:
         """The job will say no more: its inputs' segment goes (the worker
-        mapped it when the job started); if its worker died, so do the
-        segments it made but never reported."""
+        mapped it when the job started), the free segments it was lent and
+        did not use (``used``, from its DONE) return to the free list; if
+        its worker died, so do the segments it made but never reported."""
         if self.inputs is not None:
             self.inputs.release()
             self.inputs = None
+        if self.lent:
+            lent, self.lent = self.lent, None
+            self.store.give_back(lent, used or (), lost=used is None)
         if worker_died and self.shm_prefix is not None:
-            shm.sweep(self.shm_prefix)
+            segments.sweep(self.shm_prefix)
 
 
 class _JobFuture(Future):
@@ -343,7 +356,10 @@ class _MPWorker(Worker):
             args=(child, child, life_r, os.getpid() if forked else None, init_payload,
                   (parent, life_w) if forked else ()),
             name="localsched-worker",
-            daemon=True,
+            # Not a daemon: a task may start processes of its own (a nested
+            # get).  The lifeline and PDEATHSIG tie it to this process, and
+            # ``forget`` keeps multiprocessing from joining it at exit.
+            daemon=False,
         )
         try:
             self.proc.start()
@@ -351,6 +367,7 @@ class _MPWorker(Worker):
             child.close()
             life_r.close()
         self.pid = self.proc.pid
+        self._untrack()
         self.conn = self.out = parent
         self.lifeline = life_w
         self._open_pidfd()
@@ -363,11 +380,16 @@ class _MPWorker(Worker):
     def kill(self) -> None:
         self.proc.kill()
 
-    def forget(self) -> None:
-        """In a forked child: this process is not ours to stop at exit."""
+    def _untrack(self) -> None:
+        # multiprocessing joins the non-daemon children it knows of at exit;
+        # the pool stops and reaps its workers itself.
         children = getattr(multiprocessing.process, "_children", None)
         if children is not None:
             children.discard(self.proc)
+
+    def forget(self) -> None:
+        """In a forked child: this process is not ours to stop at exit."""
+        self._untrack()
         try:
             self.proc._popen.close()  # its exit sentinel
         except Exception:
@@ -433,15 +455,17 @@ class ProcessPool(Executor):
         self._init_payload = dumps((initializer, tuple(initargs))) if initializer else None
         self._owner = os.getpid()
         self._ids = itertools.count(1)
-        # Names this pool's shared-memory segments (see ``shm``).
+        # Names this pool's shared-memory segments (see ``segments``).
         self._token = next(_pool_tokens)
-        shm.start_owner()
+        if segments.settings()[0]:
+            segments.store()  # (this process owns segments from now on)
         # _lock guards _pending, _workers, _closed, _broken, _woken and every
         # worker's state and job.
         self._lock = threading.Lock()
         self._pending: deque = deque()
         self._workers: list[Worker] = []
         self._closed = False  # shutdown() was called: no new submits
+        self._kill_at: Optional[float] = None  # terminate(): kill running work then
         self._broken: Optional[BrokenProcessPool] = None
         # Wakes the listener from its wait (new work, shutdown, kill): a
         # byte on a non-blocking pipe, written once until the listener runs.
@@ -481,14 +505,21 @@ class ProcessPool(Executor):
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
         # Streaming jobs (the scheduler's batches) exchange large values
         # through shared memory when there is room; plain jobs use the pipe.
-        prefix = None
-        if emit is not None and shm.available():
-            prefix = shm.job_prefix(self._token, job_id)
-        # May raise: not sendable.
-        body, inputs = shm.dumps_job((fn, args, kwargs, emit is not None, prefix), prefix, dumps)
+        prefix = store = lent = None
+        if emit is not None and segments.available():
+            store = segments.store()
+            prefix = store.job_prefix(self._token, job_id)
+            lent = store.lend()
+        try:  # may raise: not sendable
+            body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, prefix, lent),
+                                         prefix, dumps, store)
+        except BaseException:
+            if lent:
+                store.give_back(lent)
+            raise
         future = _JobFuture(self)
         job = future._job = _Job(job_id, future, encode(Kind.RUN, job_id, body), emit,
-                                 prefix, inputs)
+                                 prefix, inputs, store, lent)
         del body
         with self._lock:
             refused = self._broken or self._closed
@@ -552,26 +583,22 @@ class ProcessPool(Executor):
             self._listener.join()
 
     def terminate(self) -> None:
-        """Stop now: cancel pending work, kill running work (its futures fail
-        with WorkerDiedError), stop the workers and wait for them."""
+        """Stop now: cancel pending work, kill the work still running after
+        ``TERMINATE_GRACE`` seconds (its futures fail with WorkerDiedError;
+        a job that only had its last message to send finishes), stop the
+        idle workers (they exit cleanly) and wait for them all."""
         if os.getpid() != self._owner:
             return
         with self._lock:
             self._closed = True
             cancelled = list(self._pending)
             self._pending.clear()
-            killed = []
-            for w in self._workers:
-                if w.state is BUSY:
-                    self._kill(w)
-                    killed.append((w.pid, w.job))
+            if self._kill_at is None:
+                self._kill_at = time.monotonic() + TERMINATE_GRACE
             self._wake()
         for job in cancelled:
             job.future.cancel()
             job.ended()
-        for pid, job in killed:
-            _settle(job.future, exc=WorkerDiedError(
-                f"worker process {pid} was killed: the pool was terminated", pid))
         if threading.current_thread() is not self._listener:
             self._listener.join()
 
@@ -622,12 +649,19 @@ class ProcessPool(Executor):
                 if self._closed and not self._pending and not any(
                         w.state is BUSY for w in self._workers):
                     return
+                kill_at = self._kill_at
+            timeout = None
+            if kill_at is not None:
+                timeout = kill_at - time.monotonic()
+                if timeout <= 0:
+                    self._kill_running("the pool was terminated")
+                    continue
             self._assign()
             handles = self._handles
             if handles is None:
                 handles = self._handles = self._watch_list()
             dead = []
-            for obj in wait_for([wake_r, *handles]):
+            for obj in wait_for([wake_r, *handles], timeout):
                 if obj is wake_r:
                     os.read(wake_r, 4096)
                     continue
@@ -642,6 +676,20 @@ class ProcessPool(Executor):
                     dead.append(w)
             for w in dead:
                 self._reap(w)
+            store = segments.current()
+            if store is not None and store.events:
+                store.drain()  # (handles dropped in this thread, or after their run)
+
+    def _kill_running(self, why: str) -> None:
+        """Kill the workers still running a job; their futures fail."""
+        with self._lock:
+            killed = [(w.pid, w.job) for w in self._workers if w.state is BUSY]
+            for w in self._workers:
+                if w.state is BUSY:
+                    self._kill(w)
+        for pid, job in killed:
+            _settle(job.future, exc=WorkerDiedError(
+                f"worker process {pid} was killed: {why}", pid))
 
     def _watch_list(self) -> dict:
         handles: dict = {}
@@ -731,15 +779,18 @@ class ProcessPool(Executor):
         if kind is Kind.RECORDS:
             if job.emit is not None and not job.future.done():
                 try:
-                    job.emit(pickle.loads(body))
+                    job.emit(oob.loads_records(body, job.store) if job.store is not None
+                             else pickle.loads(body))
                 except Exception as exc:  # the job fails; it still runs to its end
                     _settle(job.future, exc=self._unreadable(w, exc))
             return True
         if kind not in LAST_OF_JOB:
             return True
-        value = error = None
+        value = error = used = None
         try:
-            if kind is Kind.RESULT:
+            if kind is Kind.DONE:
+                used = pickle.loads(body) if len(body) else ()
+            elif kind is Kind.RESULT:
                 value = pickle.loads(body)
             elif kind is Kind.FAILED:
                 error = unpack_exception(pickle.loads(body))
@@ -751,7 +802,7 @@ class ProcessPool(Executor):
             w.job = None
             job.worker = None
             w.move(IDLE)
-        job.ended()
+        job.ended(used=used)
         _settle(job.future, value, error)
         return True
 

@@ -77,7 +77,8 @@ from typing import Any, Iterable, Optional
 from .. import callbacks as _callbacks
 from ..callbacks import active_callbacks, normalize_callback, unpack_callbacks
 from ..core import DONE, READY, RUNNING, WAITING, Run, State, _add_note, _finish_all, wants
-from ..core import _is_raw_callback, _name_tasks
+from ..core import _is_raw_callback
+from ..utils import name_tasks
 from ..graph import as_mapping, flatten_keys
 from ..options import check_options
 
@@ -477,7 +478,7 @@ class _Computation:
                                   if run.status[i] != DONE and run.keys[i] not in lost]
                 raise RuntimeError(
                     f"every worker of the cluster died or left while computing "
-                    f"{_name_tasks(pending)}; none came back within "
+                    f"{name_tasks(pending)}; none came back within "
                     f"{NO_WORKERS_TIMEOUT:g} s. The run's futures were cancelled.")
 
     def _barrier(self, stream: _Stream) -> None:
