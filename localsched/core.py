@@ -371,7 +371,9 @@ def run_batch(
             # (cheaper than a list and a thread-local store per task).
             sink = local.sink = []
         cpu = _thread_time
-        arrival = _job.take_arrival() if _job.worker_pid else None
+        arrival = None
+        if _job.worker_pid:  # (the current job's, once)
+            arrival, _job.arrival = _job.arrival, None
         if _job.worker_pid:  # the cost of each hand-off, reported in the next
             emit = _MeasuredEmit(emit, wid, sampler)
         c_prev = cpu()

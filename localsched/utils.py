@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Hashable
 
-__all__ = ["key_split", "funcname", "name_tasks"]
+__all__ = ["key_split", "funcname", "name_tasks", "add_note"]
 
 _hex_token = re.compile(r"^[0-9a-f]{6,}$")
 
@@ -57,11 +57,11 @@ def funcname(func) -> str:
 
 
 def name_tasks(keys: list) -> str:
-    """How an error names the tasks it concerns (at most five).
+    """How an error names the tasks it concerns (at most five named).
 
-    >>> name_tasks(["x"])
+    >>> name_tasks(['x'])
     "task 'x'"
-    >>> name_tasks(list("abcdefg"))
+    >>> name_tasks(list('abcdefg'))
     "one of tasks 'a', 'b', 'c', 'd', 'e' and 2 more"
     """
     if len(keys) == 1:
@@ -69,3 +69,9 @@ def name_tasks(keys: list) -> str:
     shown = ", ".join(repr(k) for k in keys[:5])
     more = f" and {len(keys) - 5} more" if len(keys) > 5 else ""
     return f"one of tasks {shown}{more}"
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """Add ``note`` to ``exc`` once (where notes exist: Python 3.11+)."""
+    if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
+        exc.add_note(note)

@@ -1,27 +1,16 @@
-"""What a worker process knows about the job it is running.
+"""What a worker process knows of the job it runs now.
 
-Set by ``worker`` (the worker process's main loop), read by the batch
-runner in ``localsched.core`` (fine metrics) and by the pool's own modules.
-No imports: the lowest module of the package.
-
-- ``worker_pid``: this process's pid in a pool worker, 0 in the caller
-  (records then name the process, not the thread);
-- ``arrival``: ``(received, decoded)`` wall times of the current job's
-  message, or None once read;
-- ``dump_seconds``: seconds the last emit spent pickling its records.
+Set by the worker loop (``localsched._pool.worker``), read by the
+worker-side runtime (``localsched.runtime``) through ``sys.modules``: the
+pool does not import the scheduler, and the scheduler does not import the
+pool for these three numbers.
 """
 
-from __future__ import annotations
-
-from typing import Optional
-
+#: This worker's pid (0 in the caller's process: not a pool worker).
 worker_pid: int = 0
-arrival: Optional[tuple[float, float]] = None
+
+#: ``(received, decoded)`` epoch seconds of the current job, or None.
+arrival: "tuple[float, float] | None" = None
+
+#: Seconds the last hand-off of records spent pickling them.
 dump_seconds: float = 0.0
-
-
-def take_arrival() -> Optional[tuple[float, float]]:
-    """The current job's arrival times, once (None afterwards)."""
-    global arrival
-    value, arrival = arrival, None
-    return value
