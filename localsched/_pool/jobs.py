@@ -94,7 +94,7 @@ class _Job:
         if self.inputs is not None:
             self.inputs.release()
             self.inputs = None
-        if self.lent:
+        if self.lent and self.store is not None:
             lent, self.lent = self.lent, None
             self.store.give_back(lent, used or (), lost=used is None)
         if worker_died and self.shm_prefix is not None:

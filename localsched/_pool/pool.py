@@ -182,7 +182,8 @@ class ProcessPool(_Listener, Executor):
         with self._lock:
             return [w.pid for w in self._workers if w.state is not DEAD]
 
-    def submit(self, fn, /, *args, emit: Optional[Callable] = None, **kwargs) -> Future:
+    def submit(  # type: ignore[override]  # (emit=: a keyword Executor lacks)
+            self, fn, /, *args, emit: Optional[Callable] = None, **kwargs) -> Future:
         self._check_owner()
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
         # Streaming jobs (the scheduler's batches) exchange large values
@@ -196,7 +197,7 @@ class ProcessPool(_Listener, Executor):
             body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, prefix, lent),
                                          prefix, dumps, store)
         except BaseException:
-            if lent:
+            if lent and store is not None:
                 store.give_back(lent)
             raise
         future = _JobFuture(self)

@@ -171,10 +171,10 @@ def write_segment(name: str, buffers: list, reserve: int,
     (``[(name, size)]``, taken out of that list) or None.  OSError (the
     segment removed again) when it does not fit."""
     size, layout = _layout(buffers)
-    reused = None
-    fd = _claim(name, size, reusable) if reusable else None
-    if fd is not None:
-        fd, reused = fd
+    reused: Optional[str] = None
+    claimed = _claim(name, size, reusable) if reusable else None
+    if claimed is not None:
+        fd, reused = claimed
     else:
         if free_bytes() < size + reserve:
             raise OSError(28, "not enough free space in " + SHM_DIR)
@@ -575,7 +575,7 @@ def _take_if_dead(owner: str) -> Optional[int]:
 def live_segments(pids=None) -> dict:
     """``{name: size}`` of the localsched segments in ``/dev/shm`` (of the
     owner processes ``pids``, if given; lock files are not segments)."""
-    out = {}
+    out: dict = {}
     try:
         entries = list(os.scandir(SHM_DIR))
     except OSError:

@@ -64,7 +64,7 @@ def _packed_submit(send: Callable) -> Callable[..., Future]:
         payload = dumps((fn, args, kwargs))  # may raise: not sendable
 
         def done(packed: Optional[bytes], exc: Optional[BaseException]) -> None:
-            if exc is None:
+            if exc is None and packed is not None:
                 try:
                     future.set_result(pickle.loads(packed))
                     return

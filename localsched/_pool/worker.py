@@ -142,7 +142,7 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     dirty = False  # ran a job since the last trim
     while True:
         try:
-            if dirty and not jobs.poll(IDLE_TRIM_AFTER):
+            if dirty and trim is not None and not jobs.poll(IDLE_TRIM_AFTER):
                 trim()
                 dirty = False
             frame = jobs.recv_bytes()
