@@ -4,14 +4,16 @@ For pure-Python tasks that hold the GIL.  Functions and data travel with
 cloudpickle, so lambdas and closures work.  Pools are created on first use
 (per worker count, start method and initializer) and reused; ``shutdown()``
 stops them.  The pool itself lives in ``localsched._pool`` (its design note
-is in ``localsched/_pool/pool.py``); this module only picks the pool and
+is in ``localsched/_pool/__init__.py``); this module only picks the pool and
 hands it to the scheduling loop.
 
 On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
 through shared memory: a worker writes them once into ``/dev/shm``, the
 scheduler keeps a handle, and the next worker maps them without copying
-(``localsched/_pool/shm.py``).  Small objects keep the pipe.
+(``localsched/_pool/shm.py``).  Small objects keep the pipe.  The
+scheduler's outputs map their segments without keeping a file descriptor,
+and a reaper process removes the segments if this process is killed.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool
@@ -85,8 +87,11 @@ def default_pool(num_workers: int, context: str = "spawn", initializer=None,
 def shutdown() -> None:
     """Stop the shared process pools now (they are re-created when needed).
 
-    Work still running on them belongs to computations that have ended
-    (after an error or Ctrl-C): it is killed, not waited for.
+    Idle workers exit cleanly (their exit-time code runs), and so does a
+    worker whose job has only its last message left to send.  Work still
+    running after ``ProcessPool.terminate``'s short grace belongs to
+    computations that have ended (after an error or Ctrl-C): it is killed,
+    not waited for.
     """
     with _pools_lock:
         pools = list(_pools.values())

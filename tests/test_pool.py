@@ -21,7 +21,7 @@ import pytest
 from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched._pool import pool_size
-from localsched._pool.pool import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
+from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,6 +8,8 @@ computation returns, with the pool still up.
 
 from __future__ import annotations
 
+import ctypes
+import mmap
 import os
 import signal
 import threading
@@ -18,7 +20,7 @@ import pytest
 
 from localsched import batching
 from localsched import multiprocessing as lmp
-from localsched._pool import shm
+from localsched._pool import segments, shm
 from localsched.callbacks import Callback
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
@@ -35,7 +37,7 @@ def mine() -> dict:
 def clean_shm(monkeypatch):
     for var in ("LOCALSCHED_SHM", "LOCALSCHED_SHM_THRESHOLD", "LOCALSCHED_SHM_RESERVE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(shm, "_warned", False)
+    monkeypatch.setattr(segments, "_warned", False)
     lmp.shutdown()  # workers start with this test's environment
     before = mine()
     yield
@@ -53,13 +55,16 @@ def make(dtype: str, n: int = BIG):
 
 def backing(a) -> str:
     """What an array's memory belongs to: 'mmap' when it points into a
-    mapped segment, else the owner's type (or 'own')."""
+    mapped segment (Python's mmap in a worker, a descriptor-less mapping in
+    the caller), else the owner's type (or 'own')."""
     base = a
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
     if isinstance(base, np.ndarray):
         return "own"
     if isinstance(base, memoryview):
+        if isinstance(base.obj, (mmap.mmap, ctypes.Array)):
+            return "mmap"
         return type(base.obj).__name__
     return type(base).__name__
 
@@ -291,14 +296,14 @@ def test_a_worker_killed_while_holding_segments_leaves_none():
 
 
 def write_segment_then_die(prefix, emit):
-    shm.share(make("f8"), prefix + "unreported")  # written, never reported
+    shm.share(make("f8"), shm.WorkerSegments(prefix, []))  # written, never reported
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_segments_a_dead_worker_wrote_but_never_reported_are_swept():
     with lmp.ProcessPool(1) as pool:
         # Job 1 of this pool: its segments are named with this prefix.
-        prefix = shm.job_prefix(pool._token, 1)
+        prefix = shm.store().job_prefix(pool._token, 1)
         future = pool.submit(write_segment_then_die, prefix, emit=lambda records: None)
         with pytest.raises(lmp.WorkerDiedError):
             future.result(timeout=60)
@@ -322,10 +327,11 @@ def test_ctrl_c_mid_run_leaves_no_segment():
 
 
 def test_sweep_removes_only_segments_nobody_owns():
-    prefix = f"{shm.PREFIX}{os.getpid()}-999-1-"
-    owned = shm.share(make("f8"), prefix + "0")
-    orphan = shm.share(make("f8"), prefix + "1")
-    handle = shm.SharedValue(owned.name, owned.size, owned.meta, owned.layout)  # owned here
+    store = shm.store()
+    prefix = store.job_prefix(999, 1)
+    owned = shm.share(make("f8"), shm.WorkerSegments(prefix, []))
+    orphan = shm.share(make("f8"), shm.WorkerSegments(prefix + "x", []))
+    handle = shm.SharedValue(owned.name, owned.size, owned.meta, owned.layout, store)
     assert shm.sweep(prefix) == 1
     assert set(mine()) == {owned.name} and orphan.name not in mine()
     handle.release()
@@ -351,7 +357,7 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
     # Room for the scheduler's check (threshold + reserve), not for 64 MB:
     # wide margins both ways, since other processes use /dev/shm too.
-    free = shm._free_bytes()
+    free = segments.free_bytes()
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
     how, b = get(dsk, "b")
@@ -379,8 +385,9 @@ def test_resource_profiler_counts_shared_memory_once():
     prof = ResourceProfiler(dt=1)
     a = np.ones(size // 8)
     base = prof.sample().mem
-    shared = shm.share(a, f"{shm.PREFIX}{os.getpid()}-998-1-0")
-    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout)
+    store = shm.store()
+    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(998, 1), []))
+    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
     del a
     try:
         held = prof.sample().mem  # the segment, mapped by nobody: counted by its size
@@ -429,11 +436,12 @@ def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
     psutil.wait_procs([p for p in map(_process, workers) if p is not None], timeout=10)
     if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
         assert "KeyboardInterrupt" in proc.stderr
-    else:  # killed outright: the next process that starts a pool sweeps
-        # (what it held when killed is usually still there; not asserted:
-        # any other process starting a pool meanwhile sweeps it first)
-        shm.sweep_stale()
-    assert not shm.live_segments(pids=[pid])
+        assert not shm.live_segments(pids=[pid])
+    else:  # killed outright: its reaper removes what it held (nothing here sweeps)
+        deadline = time.monotonic() + 5
+        while shm.live_segments(pids=[pid]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not shm.live_segments(pids=[pid])
 
 
 def _process(pid: int):

@@ -1,99 +1,52 @@
-"""localsched's process pool, and how the process scheduler uses any pool.
+"""localsched's process pool, and the shared-memory transport it carries.
 
-- ``protocol``: the messages between the pool and its workers, pickling,
-  exceptions with their remote tracebacks;
-- ``worker``: the worker process's main loop;
-- ``pool``: ``ProcessPool``, its worker states and the listener thread.
-- ``shm``: large buffers through shared memory instead of the pipes
-  (zero-copy for the reading worker), and who unlinks each segment when.
+The rooms, lowest first (each imports only those above it; none imports the
+scheduler, ``localsched.core``)::
 
-``submitter_for(pool)`` says how ``localsched.multiprocessing.get`` runs
-batches on a pool, ours or a foreign one; ``pool_size(pool)`` how many
-tasks that pool runs at once.
+    job        what a worker process knows of its current job (pid, arrival,
+               pickling seconds): globals the batch runner reads
+    segments   the segment store: owner names and lock, the reaper, writing,
+               the free list, releases applied from an event queue, sweeps
+    handles    SharedValue, mapping a segment (no descriptor kept in the
+               owner), the Inbox a computation's records arrive in
+    oob        out-of-band pickling; value or handle, chosen per unpickler
+    shm        the transport facade the scheduler is given (``transport=shm``)
+    protocol   the messages between the pool and its workers, exceptions
+    worker     the worker process's main loop
+    workers    worker handles as the pool sees them: states, start methods
+    listener   the listener thread: routes messages, reaps, hands out work
+    pool       ProcessPool, the concurrent.futures Executor facade
+    submit     how ``localsched.multiprocessing.get`` runs batches on any pool
+
+``submitter_for(pool)`` says how the process scheduler runs batches on a
+pool, ours or a foreign one; ``pool_size(pool)`` how many tasks that pool
+runs at once.  Names are exported lazily, so importing ``_pool.job`` (the
+batch runner does) starts no process machinery.
 """
 
 from __future__ import annotations
 
-import pickle
-import sys
-from concurrent.futures import Executor, Future
-from typing import Any, Callable, NamedTuple, Optional
-
-from ..options import pool_size  # one helper for every pool type
-from .pool import (START_METHODS, BrokenProcessPool, ProcessPool, WorkerDiedError,
-                   WorkerState, WorkerStateError)
-from .protocol import RemoteError, RemoteTraceback, dumps, unpack_exception
-from .worker import run_packed
+import importlib
+from typing import Any
 
 __all__ = ["ProcessPool", "WorkerDiedError", "BrokenProcessPool", "WorkerState",
            "WorkerStateError", "RemoteTraceback", "RemoteError", "dumps",
            "unpack_exception", "START_METHODS", "pool_size", "submitter_for", "Submitter"]
 
-
-class Submitter(NamedTuple):
-    """How the scheduler runs batches on one pool (see ``core.get_async``)."""
-
-    submit: Callable[..., Future]
-    stream: bool  # submit takes emit= and streams records as tasks end
-    on_interrupt: Optional[Callable[[list], None]]  # stops running work on Ctrl-C
-
-
-def submitter_for(pool: Any) -> Submitter:
-    """The way to run batches on ``pool``: a ``ProcessPool`` streams records
-    and can kill running work; a ``multiprocessing.Pool`` or another
-    Executor gets each batch cloudpickled (so lambdas work) and returns its
-    records whole.
-
-    >>> submitter_for(object())
-    Traceback (most recent call last):
-      ...
-    TypeError: pool= must be a concurrent.futures.Executor or a multiprocessing.Pool, got object
-    """
-    if isinstance(pool, ProcessPool):
-        return Submitter(pool.submit, True, pool.kill)
-    if _is_mp_pool(pool):
-        def send(payload: bytes, done: Callable[[Any, Optional[BaseException]], None]) -> None:
-            pool.apply_async(run_packed, (payload,), callback=lambda b: done(b, None),
-                             error_callback=lambda e: done(None, e))
-
-        return Submitter(_packed_submit(send), False, None)
-    if isinstance(pool, Executor):
-        def send(payload: bytes, done: Callable[[Any, Optional[BaseException]], None]) -> None:
-            inner = pool.submit(run_packed, payload)
-            inner.add_done_callback(
-                lambda f: done(None, f.exception()) if f.exception() else done(f.result(), None))
-
-        return Submitter(_packed_submit(send), False, None)
-    raise TypeError(f"pool= must be a concurrent.futures.Executor or a multiprocessing.Pool, "
-                    f"got {type(pool).__name__}")
+_WHERE = {
+    "ProcessPool": "pool", "WorkerDiedError": "pool", "BrokenProcessPool": "pool",
+    "START_METHODS": "pool", "WorkerState": "pool", "WorkerStateError": "pool",
+    "RemoteTraceback": "protocol", "RemoteError": "protocol", "dumps": "protocol",
+    "unpack_exception": "protocol", "submitter_for": "submit", "Submitter": "submit",
+}
 
 
-def _packed_submit(send: Callable) -> Callable[..., Future]:
-    """An Executor-style submit over ``send(payload, done)``, which runs
-    ``worker.run_packed(payload)`` somewhere and calls ``done(result bytes,
-    None)`` or ``done(None, exception)``."""
+def __getattr__(name: str) -> Any:
+    if name == "pool_size":
+        from ..options import pool_size  # one helper for every pool type
 
-    def submit(fn, *args, **kwargs) -> Future:
-        future: Future = Future()
-        future.set_running_or_notify_cancel()
-        payload = dumps((fn, args, kwargs))  # may raise: not sendable
-
-        def done(packed: Optional[bytes], exc: Optional[BaseException]) -> None:
-            if exc is None:
-                try:
-                    future.set_result(pickle.loads(packed))
-                    return
-                except Exception as e:
-                    exc = e
-            future.set_exception(exc)
-
-        send(payload, done)
-        return future
-
-    return submit
-
-
-def _is_mp_pool(pool: Any) -> bool:
-    # Only a program that imported multiprocessing.pool can pass one.
-    mod = sys.modules.get("multiprocessing.pool")
-    return mod is not None and isinstance(pool, mod.Pool)
+        return pool_size
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)

@@ -30,6 +30,9 @@ from typing import Any, Optional
 
 import cloudpickle
 
+from . import oob
+from .segments import WorkerSegments
+
 __all__ = ["Kind", "encode", "decode", "dumps", "dump_records", "pack_exception",
            "unpack_exception", "RemoteTraceback", "RemoteError"]
 
@@ -39,9 +42,10 @@ class Kind(enum.IntEnum):
 
     Parent to worker:
 
-    - ``RUN``: body ``(fn, args, kwargs, streams, shm_prefix)`` (pickled,
-      or with its large buffers in a shared-memory segment: ``shm.dumps_job``);
-      run it as job ``job id``.
+    - ``RUN``: body ``(fn, args, kwargs, streams, shm_prefix, lent)``
+      (pickled, or with its large buffers in a shared-memory segment:
+      ``oob.dumps_job``; ``lent``: free segments the job may rewrite); run
+      it as job ``job id``.
     - ``STOP``: no body; the worker exits (sent only to a worker with no job).
 
     Worker to parent, after start-up (job id 0):
@@ -53,7 +57,8 @@ class Kind(enum.IntEnum):
     Worker to parent, about job ``job id``:
 
     - ``RECORDS``: body: a list of records the job emitted (streaming jobs).
-    - ``DONE``: a streaming job's function returned: the job's last message.
+    - ``DONE``: a streaming job's function returned: the job's last message;
+      body: the lent segments it used, pickled (or b"" for none).
     - ``RESULT``: body: a plain job's return value: its last message.
     - ``FAILED``: body: the function's exception, packed: the job's last message.
     """
@@ -178,17 +183,14 @@ def _pack_record(r: tuple) -> tuple:
     return r[:RECORD_VALUE] + (_packed(r[RECORD_VALUE]),) + r[RECORD_VALUE + 1:]
 
 
-def dump_records(records: list, shm_prefix: Optional[str] = None) -> bytes:
+def dump_records(records: list, writer: Optional[WorkerSegments] = None) -> bytes:
     """Pickle a list of records; a result or exception that cannot be pickled
-    becomes a failure of its task, explained.  With ``shm_prefix``, large
-    results travel in shared-memory segments of that name prefix (see
-    ``shm``)."""
+    becomes a failure of its task, explained.  With ``writer``, large
+    results travel in shared-memory segments it writes (see ``oob``)."""
     try:
         packed = [_pack_record(r) for r in records]
-        if shm_prefix is not None:
-            from . import shm
-
-            return shm.dump_records(packed, shm_prefix, dumps)
+        if writer is not None:
+            return oob.dump_records(packed, writer, dumps)
         return dumps(packed)
     except Exception:
         pass

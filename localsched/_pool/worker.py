@@ -24,8 +24,10 @@ import threading
 import time
 from typing import Callable, Optional
 
-from . import job, shm
+from . import job as _job
+from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
+from .segments import WorkerSegments, hold_owner_lock
 
 __all__ = ["main", "BOOT", "run_packed"]
 
@@ -124,9 +126,7 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
         return
     from ..callbacks import Callback
 
-    job.worker_pid = os.getpid()
-    shm.attach_on_load = True  # shared inputs arrive as values, mapped (see shm)
-    shm._owned.clear()  # a forked worker owns none of the parent's segments
+    _job.worker_pid = os.getpid()
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
     trim = _keep_freed_memory()
@@ -142,7 +142,7 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
     dirty = False  # ran a job since the last trim
     while True:
         try:
-            if dirty and not jobs.poll(IDLE_TRIM_AFTER):
+            if dirty and trim is not None and not jobs.poll(IDLE_TRIM_AFTER):
                 trim()
                 dirty = False
             frame = jobs.recv_bytes()
@@ -201,12 +201,12 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
     records at once, tagged with the job's id; large results travel in
     shared-memory segments named ``shm_prefix...`` when the pool gave one.
     """
-    shm_prefix = None
+    writer = None
 
     def emit(records: list) -> None:
         t = time.perf_counter()
-        body = dump_records(records, shm_prefix)
-        job.dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        body = dump_records(records, writer)
+        _job.dump_seconds = time.perf_counter() - t  # (read by fine metrics)
         frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
@@ -215,12 +215,16 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
 
     try:
         received = time.time()
-        fn, args, kwargs, streams, shm_prefix = shm.loads_job(body)
+        fn, args, kwargs, streams, shm_prefix, lent = loads_job(body)
         del body
-        job.arrival = (received, time.time())  # (read by fine metrics)
+        _job.arrival = (received, time.time())  # (read by fine metrics)
+        if shm_prefix is not None:
+            hold_owner_lock(shm_prefix)
+            writer = WorkerSegments(shm_prefix, lent)
         if streams:
             fn(*args, emit=emit, **kwargs)
-            return encode(Kind.DONE, job_id)
+            # (which lent segments it rewrote: the others go back to the free list)
+            return encode(Kind.DONE, job_id, dumps(writer.used) if writer and writer.used else b"")
         result = fn(*args, **kwargs)
     except _ParentGone:
         raise
@@ -252,6 +256,6 @@ def run_packed(payload: bytes) -> bytes:
     import multiprocessing
 
     if multiprocessing.parent_process() is not None:  # (not a thread pool of the caller's)
-        job.worker_pid = os.getpid()
+        _job.worker_pid = os.getpid()
     fn, args, kwargs = pickle.loads(payload)
     return dump_records(fn(*args, **kwargs))

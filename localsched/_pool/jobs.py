@@ -1,0 +1,119 @@
+"""A job as the pool tracks it, its future, and how it can fail.
+
+A ``_Job`` is one ``submit``: its RUN frame until sent, where its records
+go, and the shared-memory segments it uses (its name prefix, its inputs'
+segment, the free segments it was lent).  ``_JobFuture`` lets
+``ProcessPool.kill`` find a future's job.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProcessPool
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from ..utils import name_tasks
+from . import segments
+from .handles import SharedValue
+
+if TYPE_CHECKING:
+    from .workers import Worker
+
+__all__ = ["WorkerDiedError", "BrokenProcessPool"]
+
+
+class WorkerDiedError(RuntimeError):
+    """A worker process died (or was killed) while running a job.
+
+    >>> str(WorkerDiedError("worker process 7 died (exit code 3)", 7, 3).for_task(["x"]))
+    "worker process 7 died (exit code 3) while running task 'x'"
+    """
+
+    def __init__(self, message: str, pid: int = 0, exitcode: Optional[int] = None):
+        super().__init__(message)
+        self.pid = pid
+        self.exitcode = exitcode
+
+    def for_task(self, keys: list) -> "WorkerDiedError":
+        """The same error, naming the task the worker was running (or the
+        tasks it may have been running, when it died with records unsent)."""
+        return WorkerDiedError(f"{self.args[0]} while running {name_tasks(keys)}",
+                               self.pid, self.exitcode)
+
+
+class BrokenProcessPool(_CPythonBrokenProcessPool):
+    """The pool cannot run work any more: its workers could not start (they
+    exited at start-up, or the initializer failed).  Pending work fails with
+    it and new submits raise it.  A RuntimeError, and CPython's
+    ``concurrent.futures.process.BrokenProcessPool``, so code written for
+    ProcessPoolExecutor catches it.
+
+    >>> issubclass(BrokenProcessPool, RuntimeError)
+    True
+    """
+
+
+def _settle(future: Future, value: Any = None, exc: Optional[BaseException] = None) -> None:
+    """Complete ``future`` unless it is complete already (killed, or failed
+    on an unreadable message, while its job went on)."""
+    try:
+        if exc is not None:
+            future.set_exception(exc)
+        else:
+            future.set_result(value)
+    except InvalidStateError:
+        pass
+
+
+class _Job:
+    """One submit: its future, the RUN frame until sent, where records go,
+    and the shared-memory segments it uses (see ``shm``): its name prefix,
+    and the segment holding its inputs, owned here until the job ends."""
+
+    __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs", "store",
+                 "lent")
+
+    def __init__(self, job_id: int, future: Future, frame: bytes, emit: Optional[Callable],
+                 shm_prefix: Optional[str] = None, inputs: Optional[SharedValue] = None,
+                 store: Optional[segments.SegmentStore] = None, lent: Optional[list] = None):
+        self.id = job_id
+        self.future = future
+        self.frame: Optional[bytes] = frame
+        self.emit = emit
+        self.worker: Optional[Worker] = None
+        self.shm_prefix = shm_prefix
+        self.inputs = inputs
+        self.store = store
+        self.lent = lent
+
+    def ended(self, worker_died: bool = False, used=None) -> None:
+        """The job will say no more: its inputs' segment goes (the worker
+        mapped it when the job started), the free segments it was lent and
+        did not use (``used``, from its DONE) return to the free list; if
+        its worker died, so do the segments it made but never reported."""
+        if self.inputs is not None:
+            self.inputs.release()
+            self.inputs = None
+        if self.lent and self.store is not None:
+            lent, self.lent = self.lent, None
+            self.store.give_back(lent, used or (), lost=used is None)
+        if worker_died and self.shm_prefix is not None:
+            segments.sweep(self.shm_prefix)
+
+
+class _JobFuture(Future):
+    """A Future that knows its job, so that ``ProcessPool.kill`` can find it."""
+
+    def __init__(self, pool: Any):
+        super().__init__()
+        self._pool = pool
+        self._job: Optional[_Job] = None
+
+    def cancel(self) -> bool:
+        """Cancel the job if it has not started; its inputs' segment goes
+        at once (not when the pool reaches the job in its queue)."""
+        if not super().cancel():
+            return False
+        if self._job is not None:
+            self._job.ended()
+        return True

@@ -1,0 +1,359 @@
+"""The listener thread: the one thread that talks to a pool's workers.
+
+Only the listener thread reads or writes the workers' pipes, spawns and
+reaps; ``kill()`` and ``terminate()`` may run in other threads and only
+move a BUSY worker to STOPPING and signal it, under ``_lock``.  A STOPPING
+worker is never given work and its messages are dropped.
+
+``_Listener`` is the listener's half of ``ProcessPool`` (its base class:
+both halves share the pool's state, guarded by ``_lock``).  Its ``_serve``
+loop reads as its steps: stop when closed and idle, kill what outlived
+``terminate``'s grace, hand out pending jobs, wait, read messages, reap
+exits, apply shared-memory releases.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+from collections import deque
+from multiprocessing.connection import wait as wait_for
+from typing import Any, Optional
+
+from . import oob, segments
+from .jobs import BrokenProcessPool, WorkerDiedError, _settle
+from .protocol import LAST_OF_JOB, Kind, decode, encode, unpack_exception
+from .workers import (
+    BUSY,
+    DEAD,
+    IDLE,
+    STARTING,
+    STOP_GRACE,
+    STOPPING,
+    Worker,
+    describe_exit,
+    start_worker,
+)
+
+__all__ = ["_Listener"]
+
+
+class _Listener:
+    """The listener thread's methods (see the module docstring)."""
+
+    num_workers: int
+    _lock: threading.Lock
+    _pending: deque
+    _workers: list
+    _closed: bool
+    _broken: Optional[BrokenProcessPool]
+    _kill_at: Optional[float]
+    _woken: bool
+    _wake_r: int
+    _wake_w: int
+    _handles: Optional[dict]
+    _started: threading.Event
+    _start_error: Optional[BaseException]
+    _method: str
+    _ctx: Any
+    _init_payload: Optional[bytes]
+
+    def _stopped(self) -> None:
+        """The listener has stopped every worker (the pool's hook)."""
+
+    def _kill(self, w: Worker) -> None:
+        """(under _lock) Stop a worker at once: it takes no more work."""
+        w.move(STOPPING)
+        w.kill()  # still unreaped (it is not DEAD): its pid cannot be reused yet
+
+    def _wake(self) -> None:
+        """(under _lock) Make the listener look at pending work and states."""
+        if not self._woken and self._wake_w >= 0:
+            self._woken = True
+            try:
+                os.write(self._wake_w, b"\0")
+            except BlockingIOError:
+                pass  # the pipe is full of wake-ups already
+
+
+    def _listen(self) -> None:
+        try:
+            for _ in range(self.num_workers):
+                self._spawn()
+        except BaseException as exc:  # noqa: B036 -- re-raised in __init__
+            self._start_error = exc
+            self._started.set()
+            self._stop_workers()
+            return
+        self._started.set()
+        try:
+            self._serve()
+        except BaseException as exc:  # noqa: B036 -- nothing may hang on a dead listener
+            self._break(BrokenProcessPool(
+                f"the process pool's listener thread failed: {exc!r}"), running_too=True)
+            raise
+        finally:
+            self._stop_workers()
+
+    def _serve(self) -> None:
+        """Route messages, reap exits, hand out work, until closed and idle."""
+        wake_r = self._wake_r
+        while True:
+            with self._lock:
+                self._woken = False
+                if self._closed and not self._pending and not any(
+                        w.state is BUSY for w in self._workers):
+                    return
+                kill_at = self._kill_at
+            timeout = None
+            if kill_at is not None:
+                timeout = kill_at - time.monotonic()
+                if timeout <= 0:
+                    self._kill_running("the pool was terminated")
+                    continue
+            self._assign()
+            handles = self._handles
+            if handles is None:
+                handles = self._handles = self._watch_list()
+            dead = []
+            for obj in wait_for([wake_r, *handles], timeout):
+                if obj is wake_r:
+                    os.read(wake_r, 4096)
+                    continue
+                w = handles[obj]
+                if obj is w.conn:
+                    if not self._read(w):  # the pipe closed: the process is ending
+                        w.conn_open = False
+                        self._handles = None
+                        if w.exit_handle is None:
+                            dead.append(w)
+                elif w not in dead:
+                    dead.append(w)
+            for w in dead:
+                self._reap(w)
+            store = segments.current()
+            if store is not None and store.events:
+                store.drain()  # (handles dropped in this thread, or after their run)
+
+    def _kill_running(self, why: str) -> None:
+        """Kill the workers still running a job; their futures fail."""
+        with self._lock:
+            killed = [(w.pid, w.job) for w in self._workers if w.state is BUSY]
+            for w in self._workers:
+                if w.state is BUSY:
+                    self._kill(w)
+        for pid, job in killed:
+            _settle(job.future, exc=WorkerDiedError(
+                f"worker process {pid} was killed: {why}", pid))
+
+    def _watch_list(self) -> dict:
+        handles: dict = {}
+        with self._lock:
+            workers = list(self._workers)
+        for w in workers:
+            if w.conn_open:
+                handles[w.conn] = w
+            if w.exit_handle is not None:
+                handles[w.exit_handle] = w
+        return handles
+
+    def _spawn(self) -> None:
+        w = start_worker(self._method, self._ctx, self._init_payload)
+        with self._lock:
+            self._workers.append(w)
+        self._handles = None
+
+    def _assign(self) -> None:
+        """Hand pending jobs to IDLE workers."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    return
+                w = next((w for w in self._workers if w.state is IDLE), None)
+                if w is None:
+                    return
+                job = self._pending.popleft()
+                if not job.future.set_running_or_notify_cancel():
+                    job.ended()
+                    continue  # cancelled while pending
+                w.move(BUSY)
+                w.job = job
+                w.jobs_started += 1
+                job.worker = w
+                frame, job.frame = job.frame, None
+            try:
+                w.out.send_bytes(frame)
+            except (OSError, ValueError):
+                pass  # it died: its exit fails the job
+
+    def _read(self, w: Worker) -> bool:
+        """Handle one message from ``w``; False if its pipe has closed."""
+        try:
+            frame = w.conn.recv_bytes()
+        except (EOFError, OSError):
+            return False
+        try:
+            kind, job_id, body = decode(frame)
+        except ValueError as exc:  # not our framing: the stream cannot be trusted
+            with self._lock:
+                if w.state in (STARTING, IDLE, BUSY):
+                    job = w.job
+                    self._kill(w)
+                else:
+                    job = None
+            if job is not None:
+                _settle(job.future, exc=self._unreadable(w, exc))
+            return True
+        with self._lock:
+            state, job = w.state, w.job
+        if state is STOPPING:
+            return True  # killed: whatever it still says is dropped
+        if kind is Kind.READY:
+            with self._lock:
+                if w.state is STARTING:
+                    w.move(IDLE)
+            return True
+        if kind is Kind.INIT_FAILED:
+            w.init_failed = True
+            try:
+                cause = unpack_exception(pickle.loads(body))
+            except Exception as exc:
+                cause = exc
+            err = BrokenProcessPool(f"the process pool's initializer failed: {cause!r}")
+            err.__cause__ = cause
+            self._break(err)
+            return True
+        if job is None or job.id != job_id:
+            # A message of a job this worker no longer runs.  Workers stay
+            # BUSY until their job's last message, so this cannot happen;
+            # if it did, the message must not reach another job.
+            return True
+        if kind is Kind.RECORDS:
+            if job.emit is not None and not job.future.done():
+                try:
+                    job.emit(oob.loads_records(body, job.store) if job.store is not None
+                             else pickle.loads(body))
+                except Exception as exc:  # the job fails; it still runs to its end
+                    _settle(job.future, exc=self._unreadable(w, exc))
+            return True
+        if kind not in LAST_OF_JOB:
+            return True
+        value = error = used = None
+        try:
+            if kind is Kind.DONE:
+                used = pickle.loads(body) if len(body) else ()
+            elif kind is Kind.RESULT:
+                value = pickle.loads(body)
+            elif kind is Kind.FAILED:
+                error = unpack_exception(pickle.loads(body))
+        except Exception as exc:
+            error = self._unreadable(w, exc)
+        with self._lock:
+            if w.state is not BUSY or w.job is not job:
+                return True  # killed meanwhile: kill() settled the future
+            w.job = None
+            job.worker = None
+            w.move(IDLE)
+        job.ended(used=used)
+        _settle(job.future, value, error)
+        return True
+
+    @staticmethod
+    def _unreadable(w: Worker, exc: BaseException) -> RuntimeError:
+        err = RuntimeError(f"could not read a message from worker process {w.pid}: {exc!r}")
+        err.__cause__ = exc
+        return err
+
+    def _reap(self, w: Worker) -> None:
+        """A worker process ended (or closed its pipe): fail its job, start a
+        replacement, or break the pool if it never got going."""
+        # What it said before it died still counts (records, its job's end).
+        while w.conn_open:
+            try:
+                if not w.conn.poll():
+                    break
+            except (EOFError, OSError):
+                break
+            if not self._read(w):
+                break
+        with self._lock:
+            before = w.state
+            job, w.job = w.job, None
+            w.move(DEAD)  # from here on kill() leaves it alone: safe to reap
+        code = w.join(STOP_GRACE)
+        if code is None:  # closed its pipe but lives on: make sure it is gone
+            w.kill()
+            code = w.join(STOP_GRACE)
+        w.close()
+        with self._lock:
+            self._workers.remove(w)
+        self._handles = None
+        if job is not None:
+            job.ended(worker_died=True)
+        if before is BUSY and job is not None:
+            _settle(job.future, exc=WorkerDiedError(
+                f"worker process {w.pid} died ({describe_exit(code)})", w.pid, code))
+        elif (before is STARTING or (before is IDLE and not w.jobs_started)) \
+                and not w.init_failed:
+            # It never ran anything: so would its replacement.  Respawning
+            # would loop forever; break the pool instead, as CPython does.
+            self._break(BrokenProcessPool(
+                f"a worker process exited at start-up ({describe_exit(code)}); the pool "
+                f"cannot run work"))
+        with self._lock:
+            needed = self._broken is None and (not self._closed or bool(self._pending))
+        if needed:
+            try:
+                self._spawn()
+            except Exception as exc:
+                self._break(BrokenProcessPool(f"could not start a worker process: {exc!r}"))
+
+    def _break(self, error: BrokenProcessPool, running_too: bool = False) -> None:
+        """The pool cannot run new work: fail what waits (and, if the
+        listener itself failed, what runs) with ``error``; refuse submits.
+        Work already running on live workers finishes."""
+        with self._lock:
+            if self._broken is None:
+                self._broken = error
+            self._closed = True
+            jobs = list(self._pending)
+            self._pending.clear()
+            if running_too:
+                jobs += [w.job for w in self._workers if w.job is not None]
+        for job in jobs:
+            _settle(job.future, exc=error)
+            if job.worker is None:  # never sent (a running job ends with its worker)
+                job.ended()
+
+    def _stop_workers(self) -> None:
+        """Stop every worker (the listener's last act) and release the pipes."""
+        with self._lock:
+            workers = list(self._workers)
+            self._workers.clear()
+            for w in workers:
+                if w.state is BUSY:  # only if the listener failed
+                    self._kill(w)
+                elif w.state in (STARTING, IDLE):
+                    w.move(STOPPING)
+        for w in workers:
+            if w.state is STOPPING:
+                try:
+                    w.out.send_bytes(encode(Kind.STOP))
+                except (OSError, ValueError):
+                    pass
+        for w in workers:
+            if w.state is not DEAD:
+                if w.join(STOP_GRACE) is None:
+                    w.kill()
+                    w.join(STOP_GRACE)
+                w.move(DEAD)
+                w.close()
+                if w.job is not None:
+                    w.job.ended(worker_died=True)
+        with self._lock:  # (a closed descriptor's number may be reused at once)
+            os.close(self._wake_r)
+            os.close(self._wake_w)
+            self._wake_r = self._wake_w = -1
+        self._stopped()

@@ -1,0 +1,254 @@
+"""Worker processes as the pool sees them: their states and how they start.
+
+Worker states, every move checked (``Worker.move``; an illegal move raises
+WorkerStateError)::
+
+    STARTING ──READY──► IDLE ──RUN──► BUSY ──last message──► IDLE
+        │                │              │
+        │                └──────────────┴──stop/kill──► STOPPING ──exit──► DEAD
+        └──────────────exit (start-up failure: the pool breaks)─────────► DEAD
+    (any live state) ──exit──► DEAD
+
+A worker starts by one of three methods: "spawn" runs ``worker.BOOT`` in a
+fresh interpreter (``_SpawnedWorker``: never re-imports the user's main
+module); "fork" and "forkserver" go through multiprocessing
+(``_MPWorker``).  None is a daemon process, so a task may start processes
+of its own; the lifeline and PDEATHSIG tie each to the pool's process.
+"""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from multiprocessing.connection import wait as wait_for
+from typing import TYPE_CHECKING, Any, Optional
+
+from . import worker as worker_module
+
+if TYPE_CHECKING:
+    from .jobs import _Job
+
+__all__ = ["WorkerState", "WorkerStateError", "Worker", "START_METHODS", "STOP_GRACE",
+           "STARTING", "IDLE", "BUSY", "STOPPING", "DEAD", "describe_exit", "start_worker"]
+
+START_METHODS = ("spawn", "fork", "forkserver")
+
+# Seconds a worker gets to exit after STOP (or after SIGKILL) before the
+# pool stops waiting for it: a worker ignoring STOP is then killed.
+STOP_GRACE = 5.0
+
+
+class WorkerState(enum.Enum):
+    """Where a worker process is in its life (see the module docstring)."""
+
+    STARTING = "starting"  # started; its READY has not arrived: takes no work yet
+    IDLE = "idle"  # waiting for a job
+    BUSY = "busy"  # running a job, until the job's last message is read
+    STOPPING = "stopping"  # told to stop or killed: never given work again
+    DEAD = "dead"  # exited and reaped
+
+
+STARTING, IDLE, BUSY, STOPPING, DEAD = WorkerState
+
+_MOVES: dict = {
+    STARTING: {IDLE, STOPPING, DEAD},
+    IDLE: {BUSY, STOPPING, DEAD},
+    BUSY: {IDLE, STOPPING, DEAD},
+    STOPPING: {DEAD},
+    DEAD: set(),
+}
+
+
+class WorkerStateError(RuntimeError):
+    """A worker was asked to make a move its state does not allow (a bug)."""
+
+
+def describe_exit(exitcode: Optional[int]) -> str:
+    if exitcode is not None and exitcode < 0:
+        try:
+            return f"killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
+
+
+# -- worker processes, as the pool sees them -----------------------------------
+
+
+class Worker:
+    """A worker process: its pid, its state and job, the pipes to it, and a
+    handle that becomes ready when it exits."""
+
+    pid: int
+    conn: Any  # replies come in here
+    out: Any  # RUN and STOP go out here
+    lifeline: Any  # the write end of the worker's lifeline: never written to
+
+    def __init__(self) -> None:
+        self.state = STARTING
+        self.job: Optional[_Job] = None
+        self.jobs_started = 0
+        self.init_failed = False  # it reported INIT_FAILED (the pool broke then)
+        self.conn_open = True
+        self.exit_handle: Any = None
+
+    def move(self, new: WorkerState) -> None:
+        """Change state; a move the state diagram does not have raises."""
+        if new not in _MOVES[self.state]:
+            raise WorkerStateError(
+                f"worker process {self.pid} cannot go from {self.state.value} to {new.value}")
+        self.state = new
+
+    def _open_pidfd(self) -> None:
+        # Readable when the process ends, even if a grandchild it forked
+        # still holds its pipes open (Linux; elsewhere see subclasses).
+        try:
+            self.pidfd: Optional[int] = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):
+            self.pidfd = None
+
+    def join(self, timeout: Optional[float]) -> Optional[int]:
+        """Wait up to ``timeout`` seconds for the process to end; its exit
+        code, or None if it still runs."""
+        if self.pidfd is not None and not wait_for([self.pidfd], timeout):
+            return None
+        return self._wait(None if self.pidfd is not None else timeout)
+
+    def _wait(self, timeout: Optional[float]) -> Optional[int]:
+        raise NotImplementedError
+
+    def kill(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the parent's ends of everything (the process is gone, or
+        this is a forked child that must not hold them)."""
+        for c in {id(self.conn): self.conn, id(self.out): self.out}.values():
+            c.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        if self.lifeline is not None:
+            self.lifeline.close()
+            self.lifeline = None
+
+
+class _SpawnedWorker(Worker):
+    """A fresh interpreter running ``worker.BOOT`` (the "spawn" method)."""
+
+    def __init__(self, init_payload: Optional[bytes]):
+        from multiprocessing.connection import Connection
+
+        super().__init__()
+        to_parent_r, to_parent_w = os.pipe()
+        to_child_r, to_child_w = os.pipe()
+        life_r, life_w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", worker_module.BOOT,
+                 str(to_child_r), str(to_parent_w), str(life_r), str(os.getpid())],
+                pass_fds=(to_child_r, to_parent_w, life_r),
+                stdin=subprocess.DEVNULL,
+                # Its own session: Ctrl-C at a terminal goes to the parent only,
+                # which decides.
+                start_new_session=True,
+            )
+        except BaseException:
+            for fd in (to_parent_r, to_child_w, life_w):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (to_child_r, to_parent_w, life_r):
+                os.close(fd)
+        self.pid = self.proc.pid
+        self.conn = Connection(to_parent_r, writable=False)
+        self.out = Connection(to_child_w, readable=False)
+        self.lifeline = Connection(life_w, readable=False)
+        self._open_pidfd()
+        self.exit_handle = self.pidfd  # without one, the pipe's end tells
+        try:
+            # The parent's authkey too: a multiprocessing Manager's proxies
+            # (a Manager().Lock() passed to a task) authenticate with it, as
+            # they do in multiprocessing's own spawned children.
+            self.out.send_bytes(pickle.dumps(
+                (sys.path, bytes(multiprocessing.current_process().authkey))))
+            self.out.send_bytes(init_payload or b"")
+        except OSError:
+            pass  # it died at once: its exit is a start-up failure
+
+    def _wait(self, timeout):
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+
+class _MPWorker(Worker):
+    """Started by multiprocessing (the "fork" and "forkserver" methods)."""
+
+    def __init__(self, ctx, init_payload: Optional[bytes]):
+        super().__init__()
+        parent, child = ctx.Pipe(duplex=True)
+        life_r, life_w = ctx.Pipe(duplex=False)
+        forked = ctx.get_start_method() == "fork"
+        self.proc = ctx.Process(
+            target=worker_module.main,
+            # A forked worker inherits the parent's ends and closes them; the
+            # fork server's children never have them.  The fork server, not
+            # this process, is a forkserver worker's parent.
+            args=(child, child, life_r, os.getpid() if forked else None, init_payload,
+                  (parent, life_w) if forked else ()),
+            name="localsched-worker",
+            # Not a daemon: a task may start processes of its own (a nested
+            # get).  The lifeline and PDEATHSIG tie it to this process, and
+            # ``forget`` keeps multiprocessing from joining it at exit.
+            daemon=False,
+        )
+        try:
+            self.proc.start()
+        finally:
+            child.close()
+            life_r.close()
+        self.pid = self.proc.pid
+        self._untrack()
+        self.conn = self.out = parent
+        self.lifeline = life_w
+        self._open_pidfd()
+        self.exit_handle = self.pidfd if self.pidfd is not None else self.proc.sentinel
+
+    def _wait(self, timeout):
+        self.proc.join(timeout)
+        return self.proc.exitcode
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def _untrack(self) -> None:
+        # multiprocessing joins the non-daemon children it knows of at exit;
+        # the pool stops and reaps its workers itself.
+        children = getattr(multiprocessing.process, "_children", None)
+        if children is not None:
+            children.discard(self.proc)
+
+    def forget(self) -> None:
+        """In a forked child: this process is not ours to stop at exit."""
+        self._untrack()
+        try:
+            self.proc._popen.close()  # its exit sentinel
+        except Exception:
+            pass
+
+
+def start_worker(method: str, ctx: Any, init_payload: Optional[bytes]) -> Worker:
+    """Start a worker process by ``method`` (one of ``START_METHODS``)."""
+    if method == "spawn":
+        return _SpawnedWorker(init_payload)
+    return _MPWorker(ctx, init_payload)
