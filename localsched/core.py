@@ -157,13 +157,13 @@ def get_async(
                     loop.run()
                 finally:
                     idle = loop.idle_seconds
-                    loop = None
+                    del loop
         finally:
             if measure:
                 # The scheduler's own overhead: CPU time of the caller's thread
                 # in this call (the loop, the callbacks), minus the tasks it ran
                 # itself (sync).  Waiting for workers costs no CPU.
                 cpu = thread_time() - cpu_start - inline_cpu
-                comp.state.outcome.overhead = (max(0.0, cpu), idle)
+                comp.view.outcome.overhead = (max(0.0, cpu), idle)
         result = machine.results()
     return result

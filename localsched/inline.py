@@ -29,12 +29,12 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         return _run_measured(machine, comp)
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
-    state, dsk = comp.state, comp.dsk
+    state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
     complete = machine.mover()
     now = time.time
     wid = threading.get_ident()
-    record = TaskRecord
+    new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
     while ready:
         i = ready.pop()
         key = keys[i]
@@ -54,7 +54,7 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         machine.current = None
         freed = complete(i, value)
         if posttasks:
-            state.task = record(key, t0, t1, wid, freed)
+            state.task = new(record, (key, t0, t1, wid, freed, None, None, None, None))
             for f in posttasks:
                 f(key, value, dsk, state, wid)
         value = None
@@ -76,7 +76,7 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
     """``run_inline`` while a callback measures or samples."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
-    state, dsk = comp.state, comp.dsk
+    state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
     measure, sample = comp.needs.measure, comp.needs.sample
     complete = machine.mover()
@@ -118,7 +118,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             machine.current = None
             freed = complete(i, value)
             if posttasks:
-                state.task = TaskRecord(key, t0, t1, wid, freed, None, probe)
+                state.task = tuple.__new__(
+                    TaskRecord, (key, t0, t1, wid, freed, None, probe, None, None))
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
             value = None

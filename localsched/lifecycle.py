@@ -25,6 +25,7 @@ a get nested in a task does not fire this computation's callbacks.
 from __future__ import annotations
 
 import builtins
+import contextvars
 import os
 import traceback
 from typing import Any
@@ -63,7 +64,7 @@ class Computation:
         self.needs: Needs = merge_needs(cbs) if cbs else Needs(False, False, False, 0.0)
         self.state: State | None = None
         self._started: list = []  # finish hooks of the callbacks whose start ran
-        self._token = None
+        self._token: contextvars.Token | None = None
 
     def __enter__(self) -> Computation:
         self._token = _callbacks.enter_computation()
@@ -89,6 +90,13 @@ class Computation:
         for f in self.start_states:
             f(self.dsk, state)
         return state
+
+    @property
+    def view(self) -> State:
+        """The state view the hooks get (after :meth:`open`)."""
+        if self.state is None:
+            raise RuntimeError("Computation.open() has not been called")
+        return self.state
 
     def __exit__(self, exc_type, exc, tb) -> None:
         try:
@@ -125,19 +133,19 @@ def finish_all(hooks: list, dsk, state, errored: bool,
     if not errors:
         return
     if own is not None:
-        for f, exc in errors:
-            _note(own, f"finish hook {funcname(f)} also raised: "
-                       + "".join(traceback.format_exception_only(type(exc), exc)).strip())
+        for f, err in errors:
+            _note(own, f"finish hook {getattr(f, '__qualname__', funcname(f))} also raised: "
+                       + "".join(traceback.format_exception_only(type(err), err)).strip())
         return
     if len(errors) == 1:
         raise errors[0][1]
-    excs = [exc for _, exc in errors]
+    excs = [err for _, err in errors]
     group = getattr(builtins, "BaseExceptionGroup", None)
     if group is not None:
         raise group(f"{len(excs)} finish hooks raised", excs)
     first = excs[0]
-    for exc in excs[1:]:
-        _note(first, f"another finish hook raised: {exc!r}")
+    for err in excs[1:]:
+        _note(first, f"another finish hook raised: {err!r}")
     raise first
 
 

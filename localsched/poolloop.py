@@ -62,6 +62,7 @@ class _Overlay(dict):
     ``.shared``): dict lookups stay in C except on a miss."""
 
     __slots__ = ("shared",)
+    shared: dict
 
     def __missing__(self, key):
         return self.shared[key]
@@ -113,6 +114,7 @@ class PoolLoop:
         self.pack_data, self.stream = pack_data, stream
         self.unpack_exception, self.rerun = unpack_exception, rerun_exceptions_locally
         self.on_interrupt, self.transport = on_interrupt, transport
+        self.state = comp.view
         self.complete = machine.mover()
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
@@ -178,7 +180,6 @@ class PoolLoop:
             self.abort(exc)
             raise
         finally:
-            self.events = None  # (futures done later then hold no queue of ours)
             try:
                 self.planner.remember()  # for the next computation's first batches
             except Exception:  # noqa: BLE001 -- never instead of the run's own outcome
@@ -280,12 +281,13 @@ class PoolLoop:
         per-task hot path)."""
         machine, comp, planner = self.machine, self.comp, self.planner
         keys, status, complete = machine.keys, machine.status, self.complete
-        state, dsk = comp.state, comp.dsk
+        state, dsk = self.state, comp.dsk
         pretasks, posttasks = comp.pretasks, comp.posttasks
         late_starts, successor, flight_of, mark = (self.late_starts, self.successor,
                                                    self.flight_of, planner.mark)
         unconfirmed = planner.unconfirmed  # (a set the planner changes in place)
         shared_type, pack_data = self.shared_type, self.pack_data
+        new, record = tuple.__new__, TaskRecord
         results_wanted = self.results_wanted
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
@@ -321,11 +323,11 @@ class PoolLoop:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
-                if pack_data or probe is not None:
+                if pack_data:
                     state.task = self._record(i, key, t0, t1, wid, freed, probe, flight,
                                               arrived if n == last else None)
-                else:
-                    state.task = TaskRecord(key, t0, t1, wid, freed)
+                else:  # (a record without a Python-level __new__)
+                    state.task = new(record, (key, t0, t1, wid, freed, None, probe, None, None))
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
             if successor:
@@ -359,25 +361,24 @@ class PoolLoop:
         key = machine.keys[i]
         if self.unpack_exception is not None:
             exc = self.unpack_exception(exc)
-        self.comp.state.outcome.failed[key] = (exc, t0, t1, wid)
-        try:
-            if self.rerun:
-                inputs = machine.cache
-                if self.load is not None:  # the values, not their handles
-                    inputs = {machine.keys[d]: self.load(machine.cache[machine.keys[d]])
-                              for d in machine.deps[i]}
-                _rerun_locally(machine.specs[i], inputs, key, exc)
-            if isinstance(exc, Exception):
-                add_note(exc, f"while computing task {key!r}")
-            if exc.__traceback__ is not None:
-                exc = exc.with_traceback(trim_traceback(exc.__traceback__))
-            raise exc
-        finally:
-            exc = None  # (no frame of ours keeps the exception: no cycle)
+        self.state.outcome.failed[key] = (exc, t0, t1, wid)
+        if self.rerun:
+            inputs = machine.cache
+            if self.load is not None:  # the values, not their handles
+                inputs = {machine.keys[d]: self.load(machine.cache[machine.keys[d]])
+                          for d in machine.deps[i]}
+            _rerun_locally(machine.specs[i], inputs, key, exc)
+        if isinstance(exc, Exception):
+            add_note(exc, f"while computing task {key!r}")
+        if exc.__traceback__ is not None:
+            exc = exc.with_traceback(trim_traceback(exc.__traceback__))
+        # (This frame keeps the exception, and the state's failed tasks
+        # too: the lifecycle clears the loop's frames once it has finished.)
+        raise exc
 
     def _note(self, i: int, value, wid) -> None:
         """A worker process's measurement record (index < 0, see runtime)."""
-        outcome = self.comp.state.outcome
+        outcome = self.state.outcome
         if i == -2:  # stack samples: (time, key, stack) each
             outcome.samples.extend((t, wid, key, stack) for t, key, stack in value)
             return
@@ -415,6 +416,7 @@ class PoolLoop:
         pool's listener thread may still hold the record list that brought it."""
         if self.load is None:
             return
+        assert self.inbox is not None
         cache, load, release = self.machine.cache, self.load, self.transport.release
         for k in flatten_keys(self.machine.out_keys, []):
             handle = cache[k]
@@ -429,7 +431,7 @@ class PoolLoop:
         if self.inbox is not None:
             self.inbox.abandon(self.machine.cache, self._drain_events)
         stopped = time.time()
-        outcome = self.comp.state.outcome
+        outcome = self.state.outcome
         for fut, flight in self.inflight.items():
             if fut.cancel():  # still queued in the pool (QUEUE_AHEAD): never started
                 continue

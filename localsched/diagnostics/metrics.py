@@ -100,8 +100,9 @@ class FineMetrics(Collector):
         run = self._current  # (Collector._events, inlined: this runs once per task)
         if run[0] is not state:
             run = self._current = self._live[id(state)]
-        task = state.task
-        run[1].append((key, task.start, task.end, worker_id, task.probe, task.activities))
+        # (state.task is a TaskRecord, unpacked in C: this runs once per task)
+        _, start, end, _, _, _, probe, activities, _ = state.task
+        run[1].append((key, start, end, worker_id, probe, activities))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         import time

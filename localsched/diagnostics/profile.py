@@ -87,8 +87,10 @@ class Profiler(Collector):
     def _posttask(self, key, result, dsk, state, worker_id):
         # One small append per task; the task itself is looked up in dsk
         # only when results are read.
-        task = state.task
-        self._events(state).append((key, task.start, task.end, worker_id, task.transfer))
+        # (state.task is a TaskRecord: key, start, end, worker_id, freed,
+        # transfer, ...; unpacked in C, this runs once per task)
+        _, start, end, _, _, transfer, _, _, _ = state.task
+        self._events(state).append((key, start, end, worker_id, transfer))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
