@@ -45,9 +45,32 @@ starting x
 ``performance_report`` (also ``localsched.performance_report``) turns all of
 them on around a block of code and writes one self-contained HTML page;
 its ``RunData`` saves the records as JSON and exports a Chrome/Perfetto
-trace (``localsched.diagnostics.report``).
+trace (``localsched.diagnostics.report``).  Every profiler and ``RunData``
+has ``to_pandas()``; ``Summary`` and ``RunData`` show as tables in a notebook.
 
-The plotting module (and so bokeh) is imported only when you plot.
+How the package is laid out
+---------------------------
+Imports go one way, top to bottom; bokeh is imported only when you plot,
+pandas only by ``to_pandas()``.
+
+* Collectors (callbacks that record): ``profile``, ``resource``, ``cache``,
+  ``metrics`` (FineMetrics), ``sampler``, ``progress``, on ``collector`` and
+  ``records`` (the plain NamedTuple records everything else reads).
+* Names: ``naming`` -- a key's task group (``localsched.utils.key_split``,
+  dask's rule), worker rows, durations, task reprs -- so every output says
+  the same.
+* Numbers: ``summary`` (wall time, efficiency, top groups), ``stacks``
+  (samples as a call tree), ``aggregate`` (records to arrays and what a
+  pixel shows: NumPy, no bokeh, property-tested), ``tables`` (pandas
+  frames, notebook HTML).
+* One run's data: ``rundata`` (``RunData``), ``codec`` (its JSON), ``trace``
+  (Chrome/Perfetto export), ``perf_report`` (``performance_report``);
+  ``report`` gathers their names.
+* Drawing: ``figures/`` -- one module a figure (``tasks``, ``resources``,
+  ``cache``, ``metrics``, ``flame``, ``durations``) on ``figures/base``
+  (defaults, legends that grow their figure, colours) -- and ``page``, the
+  one place figures are put together (``visualize``, the report page).
+  ``plots`` and ``profile_visualize`` (dask's module name) gather their names.
 """
 
 from __future__ import annotations

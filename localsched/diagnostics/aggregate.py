@@ -297,20 +297,27 @@ def occupancy_bars(start: np.ndarray, end: np.ndarray, rows: np.ndarray, px: flo
         "members": members + [order[[i]] for i in big],
     }
     if groups is not None:
-        codes = groups[order][entry_member]
-        n_groups = int(groups.max(initial=0)) + 1
-        pair = inverse * n_groups + codes
-        pairs, pair_inverse = np.unique(pair, return_inverse=True)
-        seconds = np.bincount(pair_inverse, weights=entry_busy, minlength=len(pairs))
-        tasks = np.bincount(pair_inverse, minlength=len(pairs))
-        rank = np.lexsort((-seconds, pairs // n_groups))
-        weights: list = [[] for _ in range(len(cells))]
-        for p in rank.tolist():
-            weights[int(pairs[p] // n_groups)].append(
-                (int(pairs[p] % n_groups), float(seconds[p]), int(tasks[p])))
-        weights += [[(int(groups[order][i]), float(end[i] - start[i]), 1)] for i in big]
-        out["weights"] = weights
+        sorted_groups = groups[order]
+        out["weights"] = _cell_weights(sorted_groups[entry_member], inverse, entry_busy,
+                                       len(cells), int(groups.max(initial=0)) + 1)
+        out["weights"] += [[(int(sorted_groups[i]), float(end[i] - start[i]), 1)] for i in big]
     return out
+
+
+def _cell_weights(codes: np.ndarray, cell_of: np.ndarray, busy: np.ndarray, n_cells: int,
+                  n_groups: int) -> list:
+    """Per cell, ``[(group code, seconds, intervals), ...]`` most seconds first,
+    from one entry per (interval part, cell): its group, cell and busy seconds."""
+    pair = cell_of * n_groups + codes
+    pairs, pair_inverse = np.unique(pair, return_inverse=True)
+    seconds = np.bincount(pair_inverse, weights=busy, minlength=len(pairs))
+    tasks = np.bincount(pair_inverse, minlength=len(pairs))
+    rank = np.lexsort((-seconds, pairs // n_groups))
+    weights: list = [[] for _ in range(n_cells)]
+    for p in rank.tolist():
+        weights[int(pairs[p] // n_groups)].append(
+            (int(pairs[p] % n_groups), float(seconds[p]), int(tasks[p])))
+    return weights
 
 
 def step_max(time: np.ndarray, value: np.ndarray, px: float):

@@ -95,3 +95,14 @@ def test_runs_recorded_apart_follow_one_another(runs, gap):
     order = sorted(range(len(spans)), key=lambda i: spans[i][0])
     shifted = [spans[i][0] + offsets[i] for i in order]
     assert all(b >= a - 1e-9 * max(1.0, abs(a)) for a, b in zip(shifted, shifted[1:], strict=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.just(0.0), durations), min_size=1, max_size=50))
+def test_histogram_ticks_are_few_and_on_the_axis(values):
+    from localsched.diagnostics.figures.durations import duration_ticks
+
+    _, edges = duration_bins(np.array(values), 30)
+    ticks = duration_ticks(edges[0], edges[-1])
+    assert 1 <= len(ticks) <= 4
+    assert all(edges[0] * 0.99 <= t <= edges[-1] * 1.01 for t in ticks)

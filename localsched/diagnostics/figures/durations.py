@@ -49,6 +49,8 @@ def duration_ticks(lo: float, hi: float, most: int = 4) -> list:
     [1e-05, 0.001, 0.1]
     >>> duration_ticks(0.004, 0.016)
     [0.005, 0.01]
+    >>> duration_ticks(0.1009, 0.1013)
+    [0.101]
     """
     import math
 
@@ -61,8 +63,8 @@ def duration_ticks(lo: float, hi: float, most: int = 4) -> list:
     ticks = within((1,))
     if len(ticks) < 2:
         ticks = within((1, 2, 5))
-    if not ticks:  # a range narrower than one 1-2-5 step: its two ends
-        return [float(f"{lo:.3g}"), float(f"{hi:.3g}")]
+    if not ticks:  # a narrow range (tasks of nearly one length): its middle
+        return [float(f"{math.sqrt(lo * hi):.3g}")]
     step = -(-len(ticks) // most)
     return ticks[::step]
 
