@@ -85,8 +85,8 @@ def hand_offs(store) -> None:
         buf = memoryview(array.view("u1"))
         meta = pickle.dumps(array, protocol=5, buffer_callback=lambda _: False)
         print(f"  fresh hand-off of {size >> 10} KiB: named segment "
-              f"{_best(lambda: named(buf, meta)):.0f} µs, memfd + SCM_RIGHTS "
-              f"{_best(lambda: memfd(buf, meta)):.0f} µs")
+              f"{_best(lambda b=buf, m=meta: named(b, m)):.0f} µs, memfd + SCM_RIGHTS "
+              f"{_best(lambda b=buf, m=meta: memfd(b, m)):.0f} µs")
     a.close()
     b.close()
 
