@@ -19,18 +19,20 @@ Reaping: a reaper process per owner.  The owner starts one small process
 (``REAPER``, a few lines of Python, detached in its own session) that waits
 for an exclusive lock on the owner's lock file, i.e. until the owner and
 all its workers are gone however they went (SIGKILL included), then
-unlinks the owner's segments and lock file and exits.  Measured here
-(2 cores, load average 12): starting it costs the owner 3-14 ms once; it
-costs nothing per segment (no registration message: the name prefix says
-what to remove); after a SIGKILL, 16 segments of 4 MB were gone within
-16-36 ms.  ``memfd_create`` segments passed with ``SCM_RIGHTS`` were the
-alternative (nothing named at all, so nothing to reap; a fresh 156 KiB
-hand-off measured 393 µs against 655 µs for a fresh named segment, and
-alike at 8 MB), and were turned down: the scheduler would hold one
-descriptor per live intermediate result (the 1,200-chunk persist needs
-1,200: over ``ulimit -n 1024``), every hand-off would need Unix sockets
-carrying descriptors instead of the pipes (foreign pools have none), and
-the free list already removes the fresh-segment cost.  ``sweep_stale``
+unlinks the owner's segments and lock file and exits.  Measured
+(``benchmarks/bench_shm_lifetime.py``, 2 cores, load average 12-24, two
+runs): starting it costs the owner 3-14 ms once; it costs nothing per
+segment (no registration message: the name prefix says what to remove);
+after a SIGKILL, 16 segments of 4 MB were gone within 16-48 ms.
+``memfd_create`` segments passed with ``SCM_RIGHTS`` were the alternative
+(nothing named at all, so nothing to reap; a fresh hand-off measured
+393-598 µs against 655-865 µs for a fresh named segment at 156 KiB, 16-19
+against 16-24 ms at 8 MB), and were turned down: the scheduler would hold
+one descriptor per live intermediate result (the 1,200-chunk persist
+needs 1,200: over ``ulimit -n 1024``), every hand-off would need Unix
+sockets carrying descriptors instead of the pipes (foreign pools have
+none), and the free list already takes the fresh-segment cost out of
+most hand-offs.  ``sweep_stale``
 still removes what a dead owner left when its reaper could not run.
 
 Releasing without locks in finalizers.  A handle's finalizer (and a
