@@ -67,7 +67,10 @@ def schedulers(dask_too: bool) -> dict[str, tuple[Callable, Callable]]:
     return {
         "sync": (dask.local.get_sync, ls["sync"]),
         "threads": (lambda d, k: dask.threaded.get(d, k, num_workers=w), ls["threads"]),
-        "processes": (lambda d, k: dask.multiprocessing.get(d, k, num_workers=w),
+        # (optimize_graph=False: dask's default fuses linear chains, and
+        # fusing the 5k chain overflows the stack; both run the same tasks.)
+        "processes": (lambda d, k: dask.multiprocessing.get(d, k, num_workers=w,
+                                                            optimize_graph=False),
                       ls["processes"]),
     }
 

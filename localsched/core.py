@@ -1072,8 +1072,8 @@ class Run:
         if sample:
             probes["sample"] = sample
 
-        def dispatch() -> None:
-            batch = planner.next_batch()
+        def dispatch(spare: int) -> None:
+            batch = planner.next_batch(spare)
             items, data = planner.items(batch, keep_all=keep_all, pack_data=pack_data)
             if not pack_data and len(batch) > 1:
                 # Results made inside the batch stay in the worker's overlay:
@@ -1132,7 +1132,9 @@ class Run:
             idle = num_workers + ahead  # batches that may start now
             while self.remaining:
                 while idle and planner.has_ready():
-                    dispatch()
+                    # (spare: the other workers idle now; the batch leaves
+                    # them as many ready tasks)
+                    dispatch(max(0, idle - ahead - 1))
                     idle -= 1
                 if not inflight:  # nothing runs and nothing is ready: a bug
                     raise InvalidStateError("scheduler stalled with tasks left")
