@@ -155,8 +155,8 @@ def batch_stats(dsk: dict, keys: list) -> str:
     sizes: list = []
     plan = Planner.next_batch
 
-    def counting(self):
-        batch = plan(self)
+    def counting(self, *args):
+        batch = plan(self, *args)
         sizes.append(len(batch))
         return batch
 
