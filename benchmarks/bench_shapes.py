@@ -82,12 +82,13 @@ def bare_plan(dsk: dict, keys: list) -> list:
     """The graph's tasks in localsched's run order, each as
     ``(key, function, how, arguments)``: ``how`` 0, arguments are values;
     1, keys; 2, one list of keys (``sum([...])``)."""
-    from localsched.core import Run
+    from localsched.graph import compile_graph
+    from localsched.order import order
 
-    run = Run(dsk, keys)
+    g = compile_graph(dsk, None)
     plan = []
-    for i in run.order:
-        key = run.keys[i]
+    for i in order(g.deps, g.is_data, [g.index[k] for k in keys], g.keys):
+        key = g.keys[i]
         func, *args = dsk[key]
         if len(args) == 1 and type(args[0]) is list:
             plan.append((key, func, 2, args[0]))
