@@ -12,6 +12,13 @@ result objects, across the scheduler and its workers.
 Graphs (the shapes of the drop-in issue): a 4096-leaf binary tree; 256
 chains of 16 reduced by a pairwise tree; a 64-wide, 32-step stencil lattice
 summed at the end; two reductions (sum and max) over the same 2048 leaves.
+And (issue 17) a fan-in of 2000 tasks into one, a bag (512 partitions,
+a map each, an 8-ary reduction), and results of real size,
+NumPy arrays: 64 arrays of 1 MB into one task (every order holds them all),
+200 arrays of 8 MB each reduced to its mean and the means summed (depth
+first, a run holds about one array per worker), and a 32 x 16 stencil of
+64 KB arrays (the smallest that cross processes in shared memory).  The
+peak counts results, as for the others: an array result is one.
 
 Noise.  On processes the peak depends on timing (how far a worker has got
 when the scheduler reads its records, how many lists of records wait in
@@ -172,11 +179,94 @@ def shared_two_reductions(n=2048):
     return dsk, [a, b]
 
 
+def fan_in(n=2000):
+    """``[delayed(f)(x) for x in items]``, then one task using them all."""
+    dsk = {("x", i): (leaf, i) for i in range(n)}
+    dsk["total"] = (combine, *[("x", i) for i in range(n)])
+    return dsk, ["total"]
+
+
+def bag(partitions=512, arity=8):
+    """A bag's ``map(...).sum()``: partition, map, then an 8-ary tree."""
+    dsk = {}
+    level = []
+    for i in range(partitions):
+        dsk[("part", i)] = (leaf, i)
+        dsk[("map", i)] = (step, ("part", i))
+        level.append(("map", i))
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        level, prev = [], level
+        for j in range(0, len(prev), arity):
+            dsk[("agg", depth, j // arity)] = (combine, *prev[j:j + arity])
+            level.append(("agg", depth, j // arity))
+    return dsk, level
+
+
+# -- results of real size: NumPy arrays ----------------------------------------------
+
+
+def block(i, nbytes):
+    import numpy as np
+
+    return Tracked(np.full(nbytes // 8, float(i)))
+
+
+def block_max(*xs):
+    import numpy as np
+
+    return Tracked(np.maximum.reduce([x.v for x in xs]))
+
+
+def block_mean(x):
+    return float(x.v.mean())  # (a plain float: the peak counts the arrays)
+
+
+def block_total(*xs):
+    return Tracked(sum(float(getattr(x, "v", x).sum()) if hasattr(getattr(x, "v", x), "sum")
+                       else float(x) for x in xs))
+
+
+def arrays_fan_in(n=64, nbytes=1 << 20):
+    """n arrays (1 MB), then one task using them all: every order holds all n."""
+    dsk = {("a", i): (block, i, nbytes) for i in range(n)}
+    dsk["total"] = (block_total, *[("a", i) for i in range(n)])
+    return dsk, ["total"]
+
+
+def arrays_fan_in_mapped(n=200, nbytes=8 << 20):
+    """n arrays (8 MB), each reduced to its mean, then one sum of the means:
+    depth-first, a run holds about one array per worker."""
+    dsk = {}
+    for i in range(n):
+        dsk[("a", i)] = (block, i, nbytes)
+        dsk[("m", i)] = (block_mean, ("a", i))
+    dsk["total"] = (block_total, *[("m", i) for i in range(n)])
+    return dsk, ["total"]
+
+
+def arrays_stencil(width=32, steps=16, nbytes=64 << 10):
+    """The stencil lattice on arrays (64 KB, the smallest that cross
+    processes through shared memory), its last row reduced pairwise."""
+    dsk = {("s", 0, i): (block, i, nbytes) for i in range(width)}
+    for t in range(1, steps):
+        for i in range(width):
+            lo, hi = max(0, i - 1), min(width - 1, i + 1)
+            dsk[("s", t, i)] = (block_max, *[("s", t - 1, j) for j in range(lo, hi + 1)])
+    return dsk, [_pairwise(dsk, [("s", steps - 1, i) for i in range(width)], "r", block_max)]
+
+
 GRAPHS = {
     "binary tree (4096 leaves)": binary_tree,
     "256 chains of 16 + tree": chains_tree,
     "stencil 64x32": stencil,
     "two reductions, shared leaves": shared_two_reductions,
+    "fan-in 2000 + one task": fan_in,
+    "bag 512 parts, 8-ary": bag,
+    "arrays: fan-in 64 x 1 MB": arrays_fan_in,
+    "arrays: 200 x (8 MB -> mean) + sum": arrays_fan_in_mapped,
+    "arrays: stencil 32x16 of 64 KB": arrays_stencil,
 }
 
 

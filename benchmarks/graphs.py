@@ -35,6 +35,10 @@ __all__ = [
     "dask_array_graph",
     "ORDER_GRAPHS",
     "count_tasks",
+    "SHAPES",
+    "TaskKind",
+    "KINDS",
+    "spin",
 ]
 
 Graph = tuple[dict, list]
@@ -211,4 +215,134 @@ ORDER_GRAPHS: dict[str, Callable[[], Graph]] = {
     "dask.array (x + x.T).sum()": lambda: dask_array_graph("x+x.T"),
     "dask.array x.mean() + x.std()": lambda: dask_array_graph("mean-std"),
     "dask.array map_overlap(...).sum()": lambda: dask_array_graph("map_overlap"),
+}
+
+
+# -- the shapes people build (bench_shapes.py) ---------------------------------
+#
+# Each builder takes a ``TaskKind``: the function of a task that makes a
+# value from an int (``leaf``) and of one that combines results (``combine``,
+# any number of int arguments).  Tiny tasks are builtins (``operator.neg``,
+# ``max``); the others spin a Python loop for about 10 µs or 1 ms first, so
+# they hold the GIL as pure-Python work does.
+
+
+def spin(loops: int, *xs: int) -> int:
+    """About ``loops`` iterations of pure Python, then the max of ``xs``
+    (``-loops`` when there are none): a task of measured size."""
+    n = 0
+    for _ in range(loops):
+        n += 1
+    return max(xs) if xs else -n
+
+
+class TaskKind:
+    """How heavy a shape's tasks are: ``loops`` of ``spin`` (0: builtins).
+
+    ``leaf(i)`` makes a value, ``step(x)`` transforms one, ``combine(*xs)``
+    combines two or more."""
+
+    def __init__(self, name: str, loops: int):
+        self.name = name
+        self.loops = loops
+        if loops:
+            import functools
+
+            self.leaf = self.step = self.combine = functools.partial(spin, loops)
+        else:  # (one input: ``step``; two or more: ``combine``)
+            self.leaf, self.step, self.combine = operator.neg, operator.neg, max
+
+    def __repr__(self) -> str:
+        return f"TaskKind({self.name!r}, {self.loops})"
+
+
+# ~10 µs and ~1 ms of Python on this machine's cores (a loop step ~25 ns);
+# bench_shapes.py prints what a task really took.
+KINDS = {"tiny": TaskKind("tiny", 0), "10us": TaskKind("10us", 300),
+         "1ms": TaskKind("1ms", 30_000)}
+
+
+def shape_tree(kind: TaskKind, n_leaves: int) -> Graph:
+    """A binary tree reduction: 2n-1 tasks."""
+    dsk = {("leaf", i): (kind.leaf, i) for i in range(n_leaves)}
+    return dsk, [_reduce_pairwise(dsk, list(dsk), "sum", kind.combine)]
+
+
+def shape_chain(kind: TaskKind, length: int) -> Graph:
+    """One linear chain."""
+    dsk: dict = {("chain", 0): (kind.leaf, 0)}
+    for i in range(1, length):
+        dsk[("chain", i)] = (kind.step, ("chain", i - 1))
+    return dsk, [("chain", length - 1)]
+
+
+def shape_fan_in(kind: TaskKind, n: int) -> Graph:
+    """``[delayed(f)(x) for x in items]`` then one ``sum`` of them all."""
+    dsk: dict = {("x", i): (kind.leaf, i) for i in range(n)}
+    dsk["total"] = (sum, [("x", i) for i in range(n)])
+    return dsk, ["total"]
+
+
+def shape_outputs(kind: TaskKind, n: int) -> Graph:
+    """``dask.compute(*[delayed(f)(x) for x in items])``: n independent outputs."""
+    dsk = {("x", i): (kind.leaf, i) for i in range(n)}
+    return dsk, list(dsk)
+
+
+def shape_bag(kind: TaskKind, partitions: int, arity: int = 8) -> Graph:
+    """A bag's ``map(...).sum()``: a partition task and a map task each,
+    then an ``arity``-ary reduction tree over the mapped partitions."""
+    dsk: dict = {}
+    level = []
+    for i in range(partitions):
+        dsk[("part", i)] = (kind.leaf, i)
+        dsk[("map", i)] = (kind.step, ("part", i))
+        level.append(("map", i))
+    depth = 0
+    while len(level) > 1:
+        depth += 1
+        nxt = []
+        for j in range(0, len(level), arity):
+            k = ("agg", depth, j // arity)
+            group = level[j:j + arity]
+            dsk[k] = (kind.combine if len(group) > 1 else kind.step, *group)
+            nxt.append(k)
+        level = nxt
+    return dsk, level
+
+
+def shape_shuffle(kind: TaskKind, n: int, stages: int) -> Graph:
+    """An all-to-all shuffle, ``stages`` times: each of n partitions is split
+    in n pieces (one task each), each new partition gathers its n pieces."""
+    dsk: dict = {("p", 0, i): (kind.leaf, i) for i in range(n)}
+    for s in range(1, stages + 1):
+        for i in range(n):
+            for j in range(n):
+                dsk[("split", s, i, j)] = (kind.step, ("p", s - 1, i))
+        for j in range(n):
+            dsk[("p", s, j)] = (kind.combine, *[("split", s, i, j) for i in range(n)])
+    return dsk, [("p", stages, j) for j in range(n)]
+
+
+def shape_stencil(kind: TaskKind, width: int, steps: int) -> Graph:
+    """A 1-D stencil over time (3 inputs each), then one ``sum`` of the last row."""
+    dsk: dict = {("s", 0, i): (kind.leaf, i) for i in range(width)}
+    for t in range(1, steps):
+        for i in range(width):
+            lo, hi = max(0, i - 1), min(width - 1, i + 1)
+            dsk[("s", t, i)] = (kind.combine, *[("s", t - 1, j) for j in range(lo, hi + 1)])
+    dsk["stencil-total"] = (sum, [("s", steps - 1, i) for i in range(width)])
+    return dsk, ["stencil-total"]
+
+
+# name -> (builder, full size, size for 1 ms tasks); the issue's eight shapes
+# (fan-in with ~10 µs tasks is the fan-in row of the 10us kind).
+SHAPES: dict[str, tuple[Callable, tuple, tuple]] = {
+    "tree 100k": (shape_tree, (50_000,), (500,)),
+    "chain 5k": (shape_chain, (5_000,), (500,)),
+    "fan-in 5k + sum": (shape_fan_in, (5_000,), (1_000,)),
+    "5k outputs": (shape_outputs, (5_000,), (1_000,)),
+    "bag 2000 parts, 8-ary": (shape_bag, (2_000,), (400,)),
+    "shuffle 48x48 x3": (shape_shuffle, (48, 3), (12, 3)),
+    "stencil 64x48": (shape_stencil, (64, 48), (32, 24)),
 }

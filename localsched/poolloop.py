@@ -189,13 +189,15 @@ class PoolLoop:
         """Hand batches to the free workers while tasks are ready."""
         planner = self.planner
         while self.idle and planner.has_ready():
-            self._dispatch_one(planner)
+            # (spare: the other workers idle now, not counting the queue-ahead
+            # slots of processes; the batch leaves them as many ready tasks)
+            self._dispatch_one(planner, max(0, self.idle - self.ahead - 1))
             self.idle -= 1
         if not self.inflight:  # nothing runs and nothing is ready: a bug
             raise InvalidStateError("scheduler stalled with tasks left")
 
-    def _dispatch_one(self, planner: Planner) -> None:
-        batch = planner.next_batch()
+    def _dispatch_one(self, planner: Planner, spare: int) -> None:
+        batch = planner.next_batch(spare)
         items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data)
         machine = self.machine
         if not self.pack_data:

@@ -1,0 +1,306 @@
+"""Speed on the shapes people build: dask vs localsched vs no scheduler at all.
+
+Shapes (``graphs.SHAPES``): a binary tree of 100k tasks, a chain of 5k,
+5k independent tasks then one ``sum`` (fan-in), 5k independent outputs
+(``dask.compute(*list)``), a bag-like 2000 partitions with an 8-ary
+reduction, a 48 x 48 all-to-all shuffle of 3 stages, a 64 x 48 stencil
+(3 inputs each).  Kinds of task (``graphs.KINDS``): tiny builtins
+(``operator.neg``, ``max``), ~10 µs and ~1 ms of pure Python (smaller
+graphs for 1 ms: about a second of work).
+
+For every (kind, shape, scheduler) dask's and localsched's ``get`` run in
+this process, alternating which goes first, ``--repeat`` times; each keeps
+its best time.  Next to them: the **bare loop**, the same graph's tasks run
+in a precomputed order (localsched's) with no scheduling at all: a list of
+``(key, function, arguments)`` walked once, every result kept in a dict.
+It is the floor: what the tasks themselves cost.  The table shows µs per
+task, dask / localsched, and each scheduler's multiple of the bare loop.
+
+Targets (issue 17; reported, never asserted): tiny tasks, threads >= 5x and
+processes >= 3x dask's same scheduler, threads <= 2x localsched's own sync;
+~10 µs tasks, threads <= 1.5x sync and processes >= 3x dask; the tree and
+the chain, threads >= 8x and processes >= 10x.
+
+``--stats`` also prints how localsched handed tasks out on threads (batches,
+tasks per batch), from one untimed run.
+
+Run:  python benchmarks/bench_shapes.py [--repeat 3] [--kinds tiny,10us,1ms]
+          [--only SHAPE] [--schedulers sync,threads,processes] [--no-dask] [--stats]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import sys
+import time
+from typing import Callable
+
+import localsched.local
+import localsched.multiprocessing
+import localsched.threaded
+
+try:  # run as a script (python benchmarks/bench_shapes.py) or as a module
+    from . import graphs
+except ImportError:
+    import graphs
+
+NUM_WORKERS = 2
+
+
+def schedulers(dask_too: bool) -> dict[str, tuple[Callable, Callable]]:
+    """label -> (dask's get or None, localsched's get)."""
+    w = NUM_WORKERS
+    ls = {
+        "sync": localsched.local.get_sync,
+        "threads": lambda d, k: localsched.threaded.get(d, k, num_workers=w),
+        "processes": lambda d, k: localsched.multiprocessing.get(d, k, num_workers=w),
+    }
+    if not dask_too:
+        return {name: (None, get) for name, get in ls.items()}
+    import dask.local
+    import dask.multiprocessing
+    import dask.threaded
+
+    return {
+        "sync": (dask.local.get_sync, ls["sync"]),
+        "threads": (lambda d, k: dask.threaded.get(d, k, num_workers=w), ls["threads"]),
+        # (optimize_graph=False: dask's default fuses linear chains, and
+        # fusing the 5k chain overflows the stack; both run the same tasks.)
+        "processes": (lambda d, k: dask.multiprocessing.get(d, k, num_workers=w,
+                                                            optimize_graph=False),
+                      ls["processes"]),
+    }
+
+
+# -- the floor -------------------------------------------------------------------
+
+
+def bare_plan(dsk: dict, keys: list) -> list:
+    """The graph's tasks in localsched's run order, each as
+    ``(key, function, how, arguments)``: ``how`` 0, arguments are values;
+    1, keys; 2, one list of keys (``sum([...])``)."""
+    from localsched.graph import compile_graph
+    from localsched.order import order
+
+    g = compile_graph(dsk, None)
+    plan = []
+    for i in order(g.deps, g.is_data, [g.index[k] for k in keys], g.keys):
+        key = g.keys[i]
+        func, *args = dsk[key]
+        if len(args) == 1 and type(args[0]) is list:
+            plan.append((key, func, 2, args[0]))
+        elif any(_is_key(a, dsk) for a in args):
+            plan.append((key, func, 1, args))
+        else:
+            plan.append((key, func, 0, args))
+    return plan
+
+
+def _is_key(a, dsk) -> bool:
+    try:
+        return a in dsk
+    except TypeError:
+        return False
+
+
+def bare_run(plan: list, keys: list):
+    """Run ``plan``: no scheduler, no release, nothing but the calls."""
+    cache: dict = {}
+    get = cache.__getitem__
+    for key, func, how, args in plan:
+        if how == 1:
+            cache[key] = func(*map(get, args))
+        elif how == 0:
+            cache[key] = func(*args)
+        else:
+            cache[key] = func(list(map(get, args)))
+    return tuple(cache[k] for k in keys)
+
+
+# -- timing ----------------------------------------------------------------------
+
+
+def timed(get: Callable, dsk: dict, keys: list) -> tuple[float, object]:
+    gc.collect()
+    t0 = time.perf_counter()
+    result = get(dsk, keys)
+    return time.perf_counter() - t0, tuple(result)
+
+
+def best_of(runners: dict[str, Callable], repeat: int) -> dict[str, float]:
+    """Best seconds of each runner over ``repeat`` rounds, rotating who goes
+    first; the results must agree."""
+    names = list(runners)
+    best = dict.fromkeys(names, float("inf"))
+    expected = None
+    for r in range(repeat):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            seconds, result = runners[name]()
+            if expected is None:
+                expected = (name, result)
+            elif result != expected[1]:
+                raise AssertionError(f"{name} returned {result!r:.80} "
+                                     f"but {expected[0]} returned {expected[1]!r:.80}")
+            best[name] = min(best[name], seconds)
+    return best
+
+
+def batch_stats(dsk: dict, keys: list) -> str:
+    """How localsched's threads(2) handed the graph out: one untimed run."""
+    from localsched.batching import Planner
+
+    sizes: list = []
+    plan = Planner.next_batch
+
+    def counting(self, *args):
+        batch = plan(self, *args)
+        sizes.append(len(batch))
+        return batch
+
+    Planner.next_batch = counting
+    try:
+        localsched.threaded.get(dsk, keys, num_workers=NUM_WORKERS)
+    finally:
+        Planner.next_batch = plan
+    return f"{len(sizes):,} batches, {sum(sizes) / max(1, len(sizes)):.1f} tasks each"
+
+
+# -- targets ---------------------------------------------------------------------
+
+
+def missed_targets(kind: str, shape: str, row: dict) -> list[str]:
+    """The issue's targets this row misses (empty: all met or none apply)."""
+    out = []
+    ratio = row.get("ratio", {})
+    ls = row["ls"]
+    if kind == "tiny":
+        strict = shape.startswith(("tree", "chain"))
+        want = {"threads": 8.0 if strict else 5.0, "processes": 10.0 if strict else 3.0}
+        for s, target in want.items():
+            if s in ratio and ratio[s] < target:
+                out.append(f"{s} {ratio[s]:.1f}x dask < {target:g}x")
+        if "threads" in ls and "sync" in ls and ls["threads"] > 2 * ls["sync"]:
+            out.append(f"threads {ls['threads'] / ls['sync']:.1f}x sync > 2x")
+    elif kind == "10us":
+        if "threads" in ls and "sync" in ls and ls["threads"] > 1.5 * ls["sync"]:
+            out.append(f"threads {ls['threads'] / ls['sync']:.1f}x sync > 1.5x")
+        if "processes" in ratio and ratio["processes"] < 3.0:
+            out.append(f"processes {ratio['processes']:.1f}x dask < 3x")
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeat", type=int, default=3, metavar="N")
+    p.add_argument("--kinds", default="tiny,10us,1ms")
+    p.add_argument("--only", action="append", default=[], metavar="SHAPE",
+                   help="shapes whose name contains this (repeatable)")
+    p.add_argument("--schedulers", default="sync,threads,processes")
+    p.add_argument("--no-dask", dest="dask", action="store_false",
+                   help="localsched and the bare loop only")
+    p.add_argument("--stats", action="store_true", help="batches per run on threads")
+    args = p.parse_args(argv)
+    chosen = args.schedulers.split(",")
+    scheds = {s: g for s, g in schedulers(args.dask).items() if s in chosen}
+    load = os.getloadavg()
+    print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {NUM_WORKERS} workers, "
+          f"best of {args.repeat}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
+          flush=True)
+    # Warm the pools that persist across calls (neither side pays for starting them).
+    for dget, lget in scheds.values():
+        for get in (dget, lget):
+            if get is not None:
+                get({"w": (abs, -1)}, ["w"])
+    rows = []
+    try:
+        for kname in args.kinds.split(","):
+            kind = graphs.KINDS[kname]
+            for shape, (build, full, small) in graphs.SHAPES.items():
+                if args.only and not any(o in shape for o in args.only):
+                    continue
+                dsk, keys = build(kind, *(small if kname == "1ms" else full))
+                n = graphs.count_tasks(dsk)
+                plan = bare_plan(dsk, keys)
+                bare = best_of({"bare": lambda: (_bare_timed(plan, keys))}, args.repeat)["bare"]
+                row = {"kind": kname, "shape": shape, "n": n, "bare": bare / n * 1e6,
+                       "dask": {}, "ls": {}, "ratio": {}}
+                for s, (dget, lget) in scheds.items():
+                    runners = {"localsched": lambda g=lget: timed(g, dsk, keys)}
+                    if dget is not None:
+                        runners["dask"] = lambda g=dget: timed(g, dsk, keys)
+                    best = best_of(runners, args.repeat)
+                    row["ls"][s] = best["localsched"] / n * 1e6
+                    if "dask" in best:
+                        row["dask"][s] = best["dask"] / n * 1e6
+                        row["ratio"][s] = row["dask"][s] / row["ls"][s]
+                row["missed"] = missed_targets(kname, shape, row)
+                if args.stats:
+                    row["stats"] = batch_stats(dsk, keys)
+                rows.append(row)
+                _print_row(row, scheds)
+    finally:
+        localsched.multiprocessing.shutdown()
+        localsched.threaded.shutdown()
+    print()
+    _print_table(rows, scheds)
+    missed = [(r["kind"], r["shape"], m) for r in rows for m in r["missed"]]
+    print()
+    if missed:
+        print("targets missed (reported, not asserted):")
+        for kname, shape, m in missed:
+            print(f"  {kname:5s} {shape}: {m}")
+    else:
+        print("all targets met.")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    return 0
+
+
+def _bare_timed(plan, keys):
+    gc.collect()
+    t0 = time.perf_counter()
+    result = bare_run(plan, keys)
+    return time.perf_counter() - t0, result
+
+
+def _print_row(row: dict, scheds: dict) -> None:
+    parts = [f"{row['kind']:5s} {row['shape']:22s} {row['n']:>7,} tasks  bare {row['bare']:6.2f}"]
+    for s in scheds:
+        ls = row["ls"][s]
+        if s in row["dask"]:
+            parts.append(f"{s} dask {row['dask'][s]:7.2f} / ls {ls:6.2f} = {row['ratio'][s]:5.1f}x")
+        else:
+            parts.append(f"{s} ls {ls:6.2f} ({ls / row['bare']:.1f}x bare)")
+    if "stats" in row:
+        parts.append(row["stats"])
+    print("  ".join(parts), flush=True)
+
+
+def _print_table(rows: list, scheds: dict) -> None:
+    """The matrix as a markdown table: µs per task (multiple of the bare loop)."""
+    head = ["kind", "shape", "tasks", "bare µs"]
+    for s in scheds:
+        head += [f"{s}: dask", f"{s}: localsched", f"{s}: ratio"]
+    head.append("threads / sync (localsched)")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for r in rows:
+        cells = [r["kind"], r["shape"], f"{r['n']:,}", f"{r['bare']:.2f}"]
+        for s in scheds:
+            b = r["bare"]
+            d = r["dask"].get(s)
+            cells.append("–" if d is None else f"{d:.1f} ({d / b:.0f}x)")
+            cells.append(f"{r['ls'][s]:.2f} ({r['ls'][s] / b:.1f}x)")
+            cells.append("–" if d is None else f"**{r['ratio'][s]:.1f}x**")
+        if "threads" in r["ls"] and "sync" in r["ls"]:
+            cells.append(f"{r['ls']['threads'] / r['ls']['sync']:.2f}")
+        else:
+            cells.append("–")
+        print("| " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":  # the process pools start workers with "spawn"
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""The batch planner on the shapes people build (issue 17).
+
+Each shape is planned as a pool would: every function timed (1 µs a task),
+batches handed to idle workers, the oldest batch finishing first.  The
+figures: how many tasks a batch takes, and how many results the run holds
+against a sequential run in the same order (the synchronous scheduler's).
+"""
+
+from __future__ import annotations
+
+import operator
+
+import pytest
+
+from localsched import threaded
+from localsched.batching import MAX_LIVE, RUNNING, Planner
+from localsched.machine import RunState
+
+
+def _run(dsk, keys):
+    return RunState(dsk, keys)
+
+
+def sequential_peak(dsk, keys) -> int:
+    """Most results held at once by a sequential run (the ready rule)."""
+    run = _run(dsk, keys)
+    complete = run.mover()
+    peak = 0
+    while run.ready:
+        i = run.ready.pop()
+        run.status[i] = RUNNING
+        complete(i, None)
+        peak = max(peak, len(run.cache))
+    return peak
+
+
+def pool_run(dsk, keys, workers=2, limit=256):
+    """Plan the whole graph as ``workers`` workers would run it, each batch
+    finishing whole, the oldest first: (batch sizes, most results held)."""
+    run = _run(dsk, keys)
+    complete = run.mover()
+    planner = Planner(run, limit=limit)
+    for i in range(len(run.keys)):
+        planner.observe(i, 1e-6)
+    running, sizes, peak = [], [], 0
+    while run.remaining:
+        while len(running) < workers and planner.has_ready():
+            batch = planner.next_batch(workers - 1 - len(running))
+            sizes.append(len(batch))
+            running.append(batch)
+        for i in running.pop(0):
+            complete(i, None)
+        peak = max(peak, len(run.cache))
+    return sizes, peak
+
+
+# -- the shapes (tiny tasks; the benchmark's, smaller) ----------------------------
+
+
+def fan_in(n=2000):
+    dsk = {("x", i): (operator.neg, i) for i in range(n)}
+    dsk["total"] = (sum, [("x", i) for i in range(n)])
+    return dsk, ["total"]
+
+
+def outputs(n=2000):
+    dsk = {("x", i): (operator.neg, i) for i in range(n)}
+    return dsk, list(dsk)
+
+
+def shuffle(n=16, stages=2):
+    dsk = {("p", 0, i): (operator.neg, i) for i in range(n)}
+    for s in range(1, stages + 1):
+        for i in range(n):
+            for j in range(n):
+                dsk[("split", s, i, j)] = (operator.neg, ("p", s - 1, i))
+        for j in range(n):
+            dsk[("p", s, j)] = (max, *[("split", s, i, j) for i in range(n)])
+    return dsk, [("p", stages, j) for j in range(n)]
+
+
+def tree(n=2048):
+    dsk = {("leaf", i): (operator.neg, i) for i in range(n)}
+    level = list(dsk)
+    d = 0
+    while len(level) > 1:
+        d += 1
+        level = [_put(dsk, ("sum", d, j), (operator.add, level[2 * j], level[2 * j + 1]))
+                 for j in range(len(level) // 2)]
+    return dsk, level
+
+
+def chain(n=1000):
+    dsk = {("c", 0): (operator.neg, 0)}
+    for i in range(1, n):
+        dsk[("c", i)] = (operator.neg, ("c", i - 1))
+    return dsk, [("c", n - 1)]
+
+
+def bag(partitions=512, arity=8):
+    dsk, level = {}, []
+    for i in range(partitions):
+        dsk[("part", i)] = (operator.neg, i)
+        level.append(_put(dsk, ("map", i), (operator.neg, ("part", i))))
+    d = 0
+    while len(level) > 1:
+        d += 1
+        level = [_put(dsk, ("agg", d, j), (max, *level[j * arity:(j + 1) * arity]))
+                 for j in range(len(level) // arity)]
+    return dsk, level
+
+
+def stencil(width=32, steps=24):
+    dsk = {("s", 0, i): (operator.neg, i) for i in range(width)}
+    for t in range(1, steps):
+        for i in range(width):
+            ins = [("s", t - 1, j) for j in range(max(0, i - 1), min(width, i + 2))]
+            dsk[("s", t, i)] = (max, *ins)
+    dsk["total"] = (sum, [("s", steps - 1, i) for i in range(width)])
+    return dsk, ["total"]
+
+
+def _put(dsk, key, task):
+    dsk[key] = task
+    return key
+
+
+SHAPES = {"fan-in": fan_in, "outputs": outputs, "shuffle": shuffle, "tree": tree,
+          "chain": chain, "bag": bag, "stencil": stencil}
+
+
+# -- batch sizes -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["fan-in", "outputs", "chain"])
+def test_independent_tasks_share_batches_as_a_chain_does(shape):
+    dsk, keys = SHAPES[shape]()
+    sizes, _ = pool_run(dsk, keys)
+    # ~2000 tasks in batches of up to 256: 8 full ones, and the tails.
+    assert sum(sizes) == len(dsk)
+    assert len(sizes) <= 12
+    assert max(sizes) == 256
+
+
+def test_a_shuffle_batches_the_pieces_its_gathers_wait_for():
+    # Each gather waits for 16 pieces: more than a batch may hold, so the
+    # pieces are held by any order, and batches take many of them.
+    dsk, keys = shuffle()
+    sizes, _ = pool_run(dsk, keys)
+    assert sum(sizes) / len(sizes) >= 10
+    assert len(sizes) <= len(dsk) // 10
+
+
+def test_a_tree_is_cut_at_the_end_of_its_subtrees():
+    dsk, keys = tree()
+    sizes, _ = pool_run(dsk, keys)
+    assert sum(sizes) / len(sizes) >= 100  # (4,095 tasks)
+
+
+@pytest.mark.parametrize("shape", ["bag", "stencil"])
+def test_results_waited_for_by_near_users_still_count(shape):
+    # A bag's 8-ary reduction or a stencil's 3-input users: a batch holds at
+    # most MAX_LIVE of them, then stops at the end of a region.
+    dsk, keys = SHAPES[shape]()
+    sizes, _ = pool_run(dsk, keys)
+    assert max(sizes) <= 3 * MAX_LIVE
+    assert sum(sizes) == len(dsk)
+
+
+# -- held results against the sequential order -------------------------------------
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_pool_holds_no_more_than_the_sequential_run(shape):
+    dsk, keys = SHAPES[shape]()
+    _, peak = pool_run(dsk, keys)
+    assert peak <= sequential_peak(dsk, keys) + 1
+
+
+# -- work spreads over the workers -------------------------------------------------
+
+
+def _timed_planner(dsk, keys):
+    run = _run(dsk, keys)
+    planner = Planner(run)
+    for i in range(len(run.keys)):
+        planner.observe(i, 1e-6)
+    return planner
+
+
+@pytest.mark.parametrize("idle", [1, 2])
+def test_a_batch_leaves_a_ready_task_to_each_other_idle_worker(idle):
+    planner = _timed_planner(*fan_in(20))
+    assert len(planner.next_batch(idle)) == 20 - idle  # the others' share stays
+    assert len(planner.run.ready) == idle
+
+
+def test_with_no_other_idle_worker_a_batch_takes_every_ready_task():
+    planner = _timed_planner(*fan_in(20))
+    assert len(planner.next_batch(0)) == 20
+
+
+def test_a_small_fan_in_counts_like_a_tree_node():
+    # Four results for a sum that waits for four: a batch could close it, so
+    # they count, and a batch that cannot close it (another worker runs a
+    # task of it) stops at the first: the rest goes to that worker.
+    planner = _timed_planner(*fan_in(4))
+    assert len(planner.next_batch(1)) == 1
+
+
+def test_threads_hand_independent_tasks_out_in_few_batches(monkeypatch):
+    sizes = []
+    plan = Planner.next_batch
+
+    def counting(self, *args):
+        batch = plan(self, *args)
+        sizes.append(len(batch))
+        return batch
+
+    monkeypatch.setattr(Planner, "next_batch", counting)
+    dsk, keys = fan_in(3000)
+    total = (-sum(range(3000)),)
+    assert threaded.get(dsk, keys, num_workers=2) == total
+    sizes.clear()
+    # A second run of the same graph: the functions were timed in the first
+    # run only (threads keep nothing), so the first tasks go alone again,
+    # then batches form.
+    assert threaded.get(dsk, keys, num_workers=2) == total
+    assert sum(sizes) == 3001
+    assert len(sizes) < 100  # (3,001 batches of one task before)
