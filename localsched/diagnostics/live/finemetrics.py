@@ -16,6 +16,7 @@ ACTIVITY_COLORS = {"thread-cpu": "#1f77b4", "thread-noncpu": "#ff7f0e", "seriali
                    "idle": "#cccccc", "scheduler": "#8c564b"}
 OTHER_COLORS = ("#e377c2", "#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78")
 MAX_GROUPS = 20
+EMPTY_HEIGHT = 90
 
 
 class FineMetricsView(Component):
@@ -62,9 +63,11 @@ class FineMetricsView(Component):
                              ("activity", activity), ("seconds", seconds)):
                     cols[k].append(v)
                 left += seconds
+        height = 260 if order else EMPTY_HEIGHT
+        if self.root.height != height:
+            self.root.height = height
         if not order:
-            self.root.title.text = ("Fine metrics: none yet (use FineMetrics() beside the "
-                                    "Dashboard; shown per finished computation)")
+            self.root.title.text = "Fine metrics: none yet (add FineMetrics(); per finished run)"
         else:
             self.root.title.text = "Fine metrics: seconds per task group and activity"
             self.root.y_range.start = len(order) - 0.5

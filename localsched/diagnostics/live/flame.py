@@ -15,6 +15,7 @@ __all__ = ["FlameGraph"]
 
 #: Nodes drawn at most (the widest first); narrower ones are left out.
 MAX_NODES = 3000
+EMPTY_HEIGHT = 90
 COLORS = ("#fdae6b", "#fd8d3c", "#f16913", "#fdd0a2", "#e6550d", "#feb24c")
 
 
@@ -51,13 +52,14 @@ class FlameGraph(Component):
         for s in samplers:
             samples += s.results
         if not samples:
-            self.figure.title.text = ("Flame graph: no samples (use SampleProfiler() beside "
-                                      "the Dashboard)")
+            self.figure.title.text = "Flame graph: no samples (add SampleProfiler())"
+            self.figure.height = EMPTY_HEIGHT
             changed(self.source, {k: [] for k in self.source.data})
             return
         from ..sampler import tree
 
         root = tree(samples)
+        self.figure.height = 300
         self.figure.title.text = f"Flame graph: {root['count']:,} stack samples"
         changed(self.source, _layout(root))
 

@@ -12,6 +12,11 @@ __all__ = ["GroupProgress", "MAX_GROUPS"]
 MAX_GROUPS = 30
 RUNNING_COLOR = "#f2c12e"
 ERRED_COLOR = "#d62728"
+ROW_PIXELS = 20
+
+
+def _height(rows: int) -> int:
+    return 50 + ROW_PIXELS * max(rows, 1)
 
 
 class GroupProgress(Component):
@@ -22,7 +27,7 @@ class GroupProgress(Component):
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
         self.source = ColumnDataSource(self._data())
-        fig = figure(title="Progress per task group", width=PAGE_WIDTH, height=260,
+        fig = figure(title="Progress per task group", width=PAGE_WIDTH, height=_height(1),
                      x_range=Range1d(0, 1.0), y_range=Range1d(MAX_GROUPS, -1),
                      tools="", toolbar_location=None, name="progress")
         fig.quad(left=0, right="done", bottom="bottom", top="top", color="color",
@@ -33,7 +38,7 @@ class GroupProgress(Component):
                  color=ERRED_COLOR, source=self.source, alpha=0.85)
         fig.quad(left="erred", right=1.0, bottom="bottom", top="top", color="#e8e8e8",
                  source=self.source, alpha=0.6)
-        fig.text(x=0.005, y="y", text="label", source=self.source, text_font_size="11px",
+        fig.text(x=0.005, y="y", text="label", source=self.source, text_font_size="12px",
                  text_baseline="middle")
         fig.add_tools(HoverTool(tooltips=[("group", "@name"), ("done", "@n_done"),
                                           ("running", "@n_running"), ("erred", "@n_erred"),
@@ -78,4 +83,5 @@ class GroupProgress(Component):
         if self.root.y_range.start != max(n, 1) - 0.5:
             self.root.y_range.start = max(n, 1) - 0.5
             self.root.y_range.end = -0.5
+            self.root.height = _height(n)
         changed(self.source, data)

@@ -14,6 +14,7 @@ from .component import PAGE_WIDTH, Component, changed
 __all__ = ["MemoryByGroup"]
 
 MAX_BARS = 30
+EMPTY_HEIGHT = 90
 
 
 class MemoryByGroup(Component):
@@ -42,10 +43,12 @@ class MemoryByGroup(Component):
             colors = dict(feed.colors)
         measured = sorted(measured, key=lambda gh: -gh[1])[:MAX_BARS]
         if not measured:
-            self.root.title.text = ("Bytes held per task group: not measured "
-                                    "(Dashboard(memory=True) measures them)")
+            self.root.title.text = "Bytes held per group: not measured (Dashboard(memory=True))"
         else:
             self.root.title.text = "Bytes held per task group (MB)"
+        height = 260 if measured else EMPTY_HEIGHT
+        if self.root.height != height:
+            self.root.height = height
         groups = [g for g, _ in measured]
         if list(self.root.x_range.factors) != groups:
             self.root.x_range.factors = groups

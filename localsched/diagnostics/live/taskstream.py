@@ -95,9 +95,9 @@ class TaskStream(Component):
             return
         self.lanes_shown = shown
         ticks = list(range(nlanes)) + ([nlanes] if nrunning else [])
-        labels = {str(i): f"worker {i}" for i in range(nlanes)}
+        labels: dict = {i: f"worker {i}" for i in range(nlanes)}
         if nrunning:
-            labels[str(nlanes)] = "running"
+            labels[nlanes] = "running"
         self.root.yaxis.ticker = FixedTicker(ticks=ticks)
         self.root.yaxis.major_label_overrides = labels
 
