@@ -45,6 +45,13 @@ class GroupDurations:
         self._total += seconds
         self._n += 1
 
+    def add_total(self, group, seconds: float, count: int) -> None:
+        """``count`` finished tasks of ``group`` that took ``seconds`` in all."""
+        self._sum[group] = self._sum.get(group, 0.0) + seconds
+        self._count[group] = self._count.get(group, 0) + count
+        self._total += seconds
+        self._n += count
+
     def mean(self, group=None) -> float | None:
         """Mean duration of ``group``'s finished tasks (of all, for None or
         a group with none finished); None before any task finished."""

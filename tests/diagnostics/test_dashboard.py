@@ -100,10 +100,10 @@ def test_components_follow_a_real_run(dash, scheduler):
     # every task is drawn once, in a rectangle of its own or merged
     data = stream.source.data
     assert sum(data["count"]) == 81
-    assert len(data["left"]) <= 81 and all(r >= lo for lo, r in zip(data["left"], data["right"]))
+    assert len(data["left"]) <= 81 and all(r >= lo for lo, r in zip(data["left"], data["right"], strict=False))
     assert set(data["group"]) == {"load", "double", "total"}
     assert stream.running.data["left"] == []  # nothing is running any more
-    rows = dict(zip(groups.source.data["name"], groups.source.data["label"]))
+    rows = dict(zip(groups.source.data["name"], groups.source.data["label"], strict=False))
     assert rows == {"load": "load  40/40", "double": "double  40/40", "total": "total  1/1"}
     assert "81 / 81" in summary.root.text and "finished" in summary.root.text
     progress = feed.progress()
@@ -341,7 +341,7 @@ def test_memory_by_group_when_measured():
         with d:
             get(dsk, ["keep", ("block", 0)])
         view = MemoryByGroup(d.feed, d)
-        held = dict(zip(view.source.data["group"], view.source.data["mb"]))
+        held = dict(zip(view.source.data["group"], view.source.data["mb"], strict=False))
         # three blocks were released by keep's end; the requested one is held
         assert held["block"] == pytest.approx(0.1, rel=0.01)
     finally:

@@ -37,11 +37,10 @@ def _dask_session(stop: threading.Event):
     import dask
     import dask.array as da
     import dask.bag as db
+    import dask.dataframe as dd
     import pandas as pd
 
     import localsched.threaded
-
-    import dask.dataframe as dd
 
     def work():
         x = da.random.random((1200, 1200), chunks=(200, 200))
@@ -97,7 +96,7 @@ def test_status_page_live_in_chromium(tmp_path, chromium_path):
                     break
                 time.sleep(0.25)
             # the stream grows while the computation runs
-            assert any(b > a > 0 for a, b in zip(lengths, lengths[1:])), lengths
+            assert any(b > a > 0 for a, b in zip(lengths, lengths[1:], strict=False)), lengths
             tab.screenshot(os.path.join(shots, "dashboard-status.png"))
             groups = tab.evaluate("Array.from(new Set(Bokeh.documents[0]"
                                   ".get_model_by_name('task_stream').data_source.data.group))")

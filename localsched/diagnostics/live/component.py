@@ -39,6 +39,8 @@ class Component:
 def changed(source, data: dict) -> None:
     """Replace ``source.data`` only if it differs (no message when unchanged)."""
     old = source.data
-    if set(old) == set(data) and all(list(old[k]) == list(data[k]) for k in data):
+    if set(old) == set(data) and all(len(old[k]) == len(data[k]) and
+                                     all(a == b for a, b in zip(old[k], data[k], strict=False))
+                                     for k in data):
         return
     source.data = data

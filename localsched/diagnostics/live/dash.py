@@ -98,9 +98,6 @@ class Dashboard(Callback):
     def _start_state(self, dsk, state):
         self.recorder.start_state(dsk, state)
 
-    def _pretask(self, key, dsk, state):
-        self.recorder.pretask(key, dsk, state)
-
     def _posttask(self, key, result, dsk, state, worker_id):
         self.recorder.posttask(key, result, dsk, state, worker_id)
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from operator import itemgetter
 
+import numpy as np
 import psutil
 
 from ...utils import key_split
@@ -24,13 +26,17 @@ from .recorder import Recorder, RunLog
 
 __all__ = ["Feed", "GroupCounts"]
 
-#: New rectangles per update above which the update's tasks are merged per
-#: worker and group (the browser then never receives a burst of thousands).
-MAX_NEW_RECTS = 1000
-#: A task shorter than the run's elapsed time over this many "pixels" is tiny:
-#: tiny neighbours of one worker and group share one rectangle.
+#: Rectangles one update adds at most: tiny tasks are merged into wider
+#: time bins until they fit (the browser never receives a burst of thousands,
+#: and the server thread's Python work per update stays bounded).
+MAX_NEW_RECTS = 200
+#: A task shorter than the run's elapsed time (at least a second) over this
+#: many "pixels" is tiny: tiny neighbours of one worker and group share one
+#: rectangle.
 PIXELS = 1500
 RESOURCE_INTERVAL = 0.5
+#: Running tasks taken from the state per update at most.
+MAX_RUNNING = 256
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39")
@@ -48,19 +54,62 @@ class GroupCounts:
         self.seconds = 0.0
 
 
+def _head(key):
+    """What names a key's group: the string of a tuple key, else the key."""
+    return key[0] if type(key) is tuple and key else key
+
+
+class _GroupIds(dict):
+    """key head -> group index (``names[i]`` is the group's name); a head
+    seen first is split once (``key_split``), so lookups run in C."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list = []
+        self._index: dict = {}
+
+    def __missing__(self, head) -> int:
+        name = key_split(head)
+        i = self._index.get(name)
+        if i is None:
+            i = self._index[name] = len(self.names)
+            self.names.append(name)
+        self[head] = i
+        return i
+
+
+_key, _start, _end, _worker = (itemgetter(i) for i in range(4))
+
+
+def _columns(ends: list) -> tuple:
+    """keys, starts, ends (numpy), worker ids of a slice of ``RunLog.ends``."""
+    n = len(ends)
+    return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
+            np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
+
+
 class _Resources:
     """CPU percent and memory (RSS) of this process and its children."""
+
+    #: Seconds between looks for new child processes (finding them reads
+    #: every process of the machine).
+    CHILDREN_EVERY = 5.0
 
     def __init__(self) -> None:
         self._me = psutil.Process()
         self._procs: dict = {}
+        self._children: list = []
+        self._looked = -1e9
 
     def measure(self) -> tuple:
-        procs = [self._me]
-        try:
-            procs += self._me.children(recursive=True)
-        except psutil.Error:
-            pass
+        now = time.monotonic()
+        if now - self._looked > self.CHILDREN_EVERY:
+            self._looked = now
+            try:  # worker processes are direct children
+                self._children = self._me.children()
+            except psutil.Error:
+                self._children = []
+        procs = [self._me, *self._children]
         cpu = mem = 0.0
         known = {}
         for p in procs:
@@ -85,7 +134,7 @@ class Feed:
         self.clock = clock
         self.lock = threading.RLock()
         self._last_update = -1.0
-        self._names: dict = {}  # key head -> group name
+        self._gid = _GroupIds()
         self.colors: dict = {}
         # lifetime
         self.completed_total = 0
@@ -111,38 +160,44 @@ class Feed:
 
     def _reset_run(self, run: RunLog | None) -> None:
         self.run = run
-        self.groups: dict = {}
-        self.running: dict = {}  # key -> (start, group)
+        self.groups: dict = {}  # group name -> GroupCounts
+        self._counts: list = []  # GroupCounts by group index (self._gid)
+        self.running: dict = {}  # key -> (start or first seen, group)
         self.lanes: dict = {}  # worker id -> lane index
         self.durations = GroupDurations()
         self.done = 0
         self.erred = 0
-        self._starts_seen = 0
         self._ends_seen = 0
         self._failed_seen = False
         self._held_keys: dict = {}
+        self._gid_of_key: dict = {}
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
         if run is None:
             return
-        groups = self.groups
-        for key in run.keys:
-            g = self.group(key)
-            counts = groups.get(g)
-            if counts is None:
-                counts = groups[g] = GroupCounts()
-                self.color(g)
-            counts.total += 1
+        gids = self._gids(run.keys)
+        # key -> group index of this run's tasks: finished tasks are then
+        # looked up in C (a key missing, e.g. from dask's state, falls back)
+        self._gid_of_key = dict(zip(run.keys, gids.tolist(), strict=False))
+        for i, total in enumerate(np.bincount(gids, minlength=len(self._gid.names))):
+            if total:
+                self._counts_of(i).total = int(total)
+
+    def _counts_of(self, gid: int) -> GroupCounts:
+        """The counts of group index ``gid`` in this run (made on first use)."""
+        counts = self._counts
+        while len(counts) <= gid:
+            counts.append(None)
+        c = counts[gid]
+        if c is None:
+            name = self._gid.names[gid]
+            c = counts[gid] = self.groups[name] = GroupCounts()
+            self.color(name)
+        return c
 
     def group(self, key) -> str:
-        head = key[0] if type(key) is tuple and key else key
-        if type(head) is str:
-            name = self._names.get(head)
-            if name is None:
-                name = self._names[head] = key_split(head)
-            return name
-        return key_split(key)
+        return self._gid.names[self._gid[_head(key)]]
 
     def color(self, group: str) -> str:
         c = self.colors.get(group)
@@ -161,121 +216,177 @@ class Feed:
                 return
             self._last_update = now
             runs = self.recorder.runs
-            if runs:
-                self._count_lifetime(runs)
-                latest = runs[-1]
-                if latest is not self.run:
-                    self._reset_run(latest)
-                self._take_in(latest, now)
+            if not runs:
+                return
+            latest = runs[-1]
+            if latest is not self.run:
+                if self.run is not None:
+                    self._take_in(self.run, now)  # its last tasks count too
+                for log in runs[-8:-1]:  # runs that came and went between updates
+                    if log is not self.run:
+                        self._tally(log)
+                self._reset_run(latest)
+            self._take_in(latest, now)
 
-    def _count_lifetime(self, runs: list) -> None:
-        consumed = self._consumed
-        for log in runs[-8:]:  # (runs older than that were finished long ago)
-            n = len(log.ends)
-            seen = consumed.get(log.number, 0)
-            if n > seen:
-                self.completed_total += n - seen
-                for key, start, end, *_ in log.ends[seen:n]:
-                    g = self.group(key)
-                    self.compute_seconds[g] = self.compute_seconds.get(g, 0.0) + (end - start)
-                consumed[log.number] = n
-            if log.finished is not None and ("f", log.number) not in consumed:
-                consumed["f", log.number] = True
-                self.failed_total += len(log.failed)
-                self.runs_total += 1
+    def _tally(self, log: RunLog) -> None:
+        """Lifetime counters only, for a run that is not shown."""
+        seen = self._consumed.get(log.number, 0)
+        new = log.ends[seen:len(log.ends)]
+        if new:
+            self._consumed[log.number] = seen + len(new)
+            keys, starts, ends, _ = _columns(new)
+            self._count_lifetime(self._gids(keys), ends - starts, len(new))
+        self._count_finish(log)
+
+    def _count_lifetime(self, gids, durations, n: int) -> None:
+        self.completed_total += n
+        seconds = np.bincount(gids, weights=durations)
+        names = self._gid.names
+        for g in np.flatnonzero(seconds):
+            name = names[g]
+            self.compute_seconds[name] = self.compute_seconds.get(name, 0.0) + seconds[g]
+
+    def _count_finish(self, log: RunLog) -> None:
+        if log.finished is not None and ("f", log.number) not in self._consumed:
+            self._consumed["f", log.number] = True
+            self.failed_total += len(log.failed)
+            self.runs_total += 1
+
+    def _gids(self, keys: list):
+        heads = [k[0] if k.__class__ is tuple and k else k for k in keys]
+        return np.fromiter(map(self._gid.__getitem__, heads), np.int64, len(keys))
 
     def _take_in(self, run: RunLog, now: float) -> None:
-        groups, running = self.groups, self.running
-        n_starts = len(run.starts)
-        for key, t in run.starts[self._starts_seen:n_starts]:
-            g = self.group(key)
-            running[key] = (t, g)
-            counts = groups.get(g)
-            if counts is not None:
-                counts.running += 1
-        self._starts_seen = n_starts
         n_ends = len(run.ends)
         new = run.ends[self._ends_seen:n_ends]
         self._ends_seen = n_ends
-        lanes, durations, held = self.lanes, self.durations, self._held_keys
-        for key, start, end, wid, nbytes, freed in new:
-            g = self.group(key)
-            counts = groups.get(g)
-            if counts is None:
-                counts = groups[g] = GroupCounts()
-                self.color(g)
-            if running.pop(key, None) is not None:
-                counts.running -= 1
-            counts.done += 1
-            counts.seconds += end - start
-            durations.add(g, end - start)
-            if wid not in lanes:
-                lanes[wid] = len(lanes)
-            if nbytes >= 0:
-                counts.held = max(counts.held, 0) + nbytes
-                held[key] = (g, nbytes)
-                for k in freed:
-                    gone = held.pop(k, None)
-                    if gone is not None:
-                        groups[gone[0]].held -= gone[1]
-        self.done += len(new)
+        self._consumed[run.number] = n_ends
+        ended: set = set()
         if new:
-            self._add_rects(new, now - run.started)
+            ended = self._take_ends(run, new, now)
+        self._take_running(run, ended, now)
         if run.finished is not None and not self._failed_seen:
             self._failed_seen = True
             self._take_failures(run)
+            self._count_finish(run)
         self._rates.append((now, self.done))
+
+    def _take_ends(self, run: RunLog, new: list, now: float) -> set:
+        """Finished tasks, counted with numpy: no Python work per task (the
+        server thread shares the GIL with the scheduler's)."""
+        n = len(new)
+        keys, starts, ends, wids = _columns(new)
+        try:
+            gids = np.fromiter(map(self._gid_of_key.__getitem__, keys), np.int64, n)
+        except KeyError:
+            gids = self._gids(keys)
+        durations = ends - starts
+        self._count_lifetime(gids, durations, n)
+        done = np.bincount(gids)
+        seconds = np.bincount(gids, weights=durations)
+        for g in np.flatnonzero(done):
+            c = self._counts_of(int(g))
+            c.done += int(done[g])
+            c.seconds += float(seconds[g])
+            self.durations.add_total(self._gid.names[g], float(seconds[g]), int(done[g]))
+        self.done += n
+        lanes = self.lanes
+        for w in set(wids).difference(lanes):
+            lanes[w] = len(lanes)
+        lane = np.fromiter(map(lanes.__getitem__, wids), np.int64, n)
+        if run.measured:
+            self._take_sizes(new)
+        self._add_rects(keys, starts, ends, lane, gids, now - run.started)
+        return set(keys)
+
+    def _take_sizes(self, new: list) -> None:
+        held, counts_of, gid = self._held_keys, self._counts_of, self._gid
+        for key, _s, _e, _w, nbytes, freed in new:
+            if nbytes < 0:
+                continue
+            c = counts_of(gid[_head(key)])
+            c.held = max(c.held, 0) + nbytes
+            held[key] = (c, nbytes)
+            for k in freed:
+                gone = held.pop(k, None)
+                if gone is not None:
+                    gone[0].held -= gone[1]
+
+    def _take_running(self, run: RunLog, ended: set, now: float) -> None:
+        """The tasks running now: the run's live ``state["running"]`` (read
+        here, a snapshot of a few keys), else the starts dask's schedulers
+        reported; a task first seen running is dated by its start when known,
+        else by now."""
+        keys = run.running_now()
+        if keys is None:
+            return
+        before = self.running
+        running = {}
+        group = self.group
+        starts = run.dask_starts
+        for key in keys[:MAX_RUNNING]:
+            if key in ended:
+                continue
+            seen = before.get(key)
+            running[key] = seen if seen is not None else (starts.get(key, now), group(key))
+        for c in self.groups.values():
+            c.running = 0
+        for _t, g in running.values():
+            self.groups[g].running += 1
+        self.running = running
 
     def _take_failures(self, run: RunLog) -> None:
         self.erred = len(run.failed)
         rects = []
         for key, start, end, wid, error in run.failed:
-            g = self.group(key)
-            counts = self.groups.get(g)
-            if counts is not None:
-                counts.erred += 1
-            if self.running.pop(key, None) is not None and counts is not None:
-                counts.running -= 1
+            c = self._counts_of(self._gid[_head(key)])
+            c.erred += 1
             if wid not in self.lanes:
                 self.lanes[wid] = len(self.lanes)
-            rects.append((self.lanes[wid], start, end, g, f"{key} failed: {error}", 1,
-                          FAILED_COLOR))
+            rects.append((self.lanes[wid], start, end, self.group(key),
+                          f"{key} failed: {error}", 1, FAILED_COLOR))
         # The rest stopped with the computation.
-        for counts in self.groups.values():
-            counts.running = 0
-        self.running.clear()
+        for c in self.groups.values():
+            c.running = 0
+        self.running = {}
         self._append_rects(rects)
 
-    def _add_rects(self, new: list, elapsed: float) -> None:
-        """Rectangles for newly finished tasks: tiny neighbours of one worker
-        and group merged, and a burst merged per worker and group."""
-        pixel = max(elapsed, 1e-3) / PIXELS
-        lanes, color = self.lanes, self.color
-        out: list = []
-        open_rect: dict = {}  # (lane, group) -> index in out of a rect of tiny tasks
-        for key, start, end, wid, *_ in new:
-            g = self.group(key)
-            lane = lanes[wid]
-            if end - start < pixel:
-                i = open_rect.get((lane, g))
-                if i is not None:
-                    r = out[i]
-                    if start - r[2] < pixel:
-                        out[i] = (lane, min(r[1], start), max(r[2], end), g, None, r[5] + 1,
-                                  r[6])
-                        continue
-                open_rect[lane, g] = len(out)
-            out.append((lane, start, end, g, key, 1, color(g)))
-        if len(out) > MAX_NEW_RECTS:
-            merged: dict = {}
-            for lane, lo, hi, g, _key, n, c in out:
-                r = merged.get((lane, g))
-                merged[lane, g] = ((lane, lo, hi, g, None, n, c) if r is None else
-                                   (lane, min(r[1], lo), max(r[2], hi), g, None, r[5] + n, c))
-            out = list(merged.values())
-        self._append_rects([(lane, lo, hi, g,
-                             str(key) if n == 1 else f"{n} tasks of {g}", n, c)
-                            for lane, lo, hi, g, key, n, c in out])
+    def _add_rects(self, keys: list, starts, ends, lane, gids, elapsed: float) -> None:
+        """Rectangles for newly finished tasks: a task at least a "pixel" long
+        has its own; shorter ones share one per worker, group and pixel-wide
+        time bin; bins widen until at most MAX_NEW_RECTS remain."""
+        pixel = max(elapsed, 1.0) / PIXELS
+        big = np.flatnonzero(ends - starts >= pixel)
+        if len(big) > MAX_NEW_RECTS // 2:
+            big = big[:0]
+        tiny = np.ones(len(keys), bool)
+        tiny[big] = False
+        names, color = self._gid.names, self.color
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]), 1,
+                color(names[gids[i]])) for i in big]
+        idx = np.flatnonzero(tiny)
+        width = pixel
+        while len(idx):
+            bins = np.floor((starts[idx] - starts[idx].min()) / width).astype(np.int64)
+            code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
+            order = np.argsort(code, kind="stable")
+            cuts = np.flatnonzero(np.diff(code[order])) + 1
+            if len(cuts) + 1 + len(out) > MAX_NEW_RECTS:
+                width *= 4
+                continue
+            first = np.concatenate(([0], cuts))
+            sel = idx[order]
+            lo = np.minimum.reduceat(starts[sel], first)
+            hi = np.maximum.reduceat(ends[sel], first)
+            count = np.diff(np.concatenate((first, [len(sel)])))
+            for j, f in enumerate(first):
+                i = sel[f]
+                g = names[gids[i]]
+                n = int(count[j])
+                out.append((int(lane[i]), float(lo[j]), float(hi[j]), g,
+                            str(keys[i]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
+            break
+        self._append_rects(out)
 
     def _append_rects(self, rects: list) -> None:
         self.rects.extend(rects)
@@ -342,7 +453,7 @@ class Feed:
 
     def eta(self, now: float) -> float | None:
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
-        ages = [(g, now - t) for t, g in list(self.running.values())[:1000]]
+        ages = [(g, now - t) for t, g in self.running.values()]
         return self.durations.remaining(left, max(len(self.lanes), 1), ages)
 
     def _rate(self, now: float) -> float:

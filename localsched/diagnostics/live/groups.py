@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
@@ -74,6 +75,8 @@ class GroupProgress(Component):
             extra = f", {c.erred} erred" if c.erred else ""
             cols["label"].append(f"{g}  {c.done}/{c.total}{extra}")
             cols["color"].append(colors.get(g, "#888"))
+        for k in ("y", "bottom", "top", "done", "running", "erred"):
+            cols[k] = np.asarray(cols[k], dtype=float)
         return cols
 
     def update(self) -> None:

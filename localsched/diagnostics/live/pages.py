@@ -2,13 +2,14 @@
 page per component (the paths dask-labextension's panel embeds).
 
 Each page view builds its own components (one Bokeh document per tab) and a
-periodic callback per component at the component's own rate; the callbacks
-(and with them the components) go when the session is reaped.
+periodic callback that updates each component at its own rate; the callback
+(and with it the components) goes when the session is reaped.
 """
 
 from __future__ import annotations
 
 import html
+import time
 from functools import partial
 
 from bokeh.application import Application
@@ -16,7 +17,6 @@ from bokeh.application.handlers.function import FunctionHandler
 from bokeh.layouts import column, row
 from bokeh.models.widgets import Button, Div
 
-from .component import Component
 from .feed import Feed
 from .finemetrics import FineMetricsView
 from .flame import FlameGraph
@@ -33,8 +33,25 @@ COMPONENTS: tuple = (Summary, GroupProgress, TaskStream, Resources, MemoryByGrou
                      FineMetricsView, FlameGraph)
 
 
-def _schedule(doc, component: Component) -> None:
-    doc.add_periodic_callback(component.update, int(component.period * 1000))
+def _schedule(doc, components: list) -> None:
+    """One periodic callback per page: each tick updates the components
+    whose period has come, with the document's changes held and sent as one
+    message (bokeh walks the document once per message)."""
+    tick = min(c.period for c in components)
+    due = [0.0] * len(components)
+
+    def update() -> None:
+        now = time.monotonic()
+        doc.hold("combine")
+        try:
+            for i, c in enumerate(components):
+                if now >= due[i]:
+                    due[i] = now + c.period - tick / 2
+                    c.update()
+        finally:
+            doc.unhold()
+
+    doc.add_periodic_callback(update, int(tick * 1000))
 
 
 def _report_controls(context) -> object:
@@ -58,8 +75,7 @@ def _report_controls(context) -> object:
 
 def _status(feed: Feed, context, doc) -> None:
     comps = {cls: cls(feed, context) for cls in COMPONENTS}
-    for c in comps.values():
-        _schedule(doc, c)
+    _schedule(doc, list(comps.values()))
     doc.add_root(column(
         row(comps[Summary].root, name="summary_row"),
         _report_controls(context),
@@ -74,7 +90,7 @@ def _status(feed: Feed, context, doc) -> None:
 
 def _individual(cls, feed: Feed, context, doc) -> None:
     component = cls(feed, context)
-    _schedule(doc, component)
+    _schedule(doc, [component])
     doc.add_root(component.root)
     doc.title = f"localsched: {cls.title}"
 

@@ -1,11 +1,18 @@
 """The scheduler side of the dashboard: what the hooks record, and nothing else.
 
-Every hook is an append to a list or a store in a dict of the current run's
-:class:`RunLog`; no lock, no Bokeh, no reading of the scheduler's state from
-another thread.  The server thread reads the lists with a cursor
-(``n = len(log.ends); new = log.ends[cursor:n]``): appends are atomic and the
-lists only grow, so a reader never sees a half-written entry and the
-scheduler never waits for the reader.
+Every hook is an append to a list of the current run's :class:`RunLog`: no
+lock, no Bokeh.  The server thread reads the lists with a cursor (``n =
+len(log.ends); new = log.ends[cursor:n]``): appends are atomic and the lists
+only grow, so a reader never sees a half-written entry and the scheduler
+never waits for the reader.
+
+There is no ``pretask`` hook on localsched's schedulers: hearing each start
+makes the workers announce every batch and hand records over before each
+next task (measured: several µs per task on the 50k-task tree).  What runs
+now is read instead, about ten times a second and only while a page is
+open, from the run's live ``state["running"]`` (dask's documented state
+field; localsched builds it as a snapshot of the tasks handed to workers).
+dask's own schedulers fire ``pretask`` anyway; there it dates the starts.
 """
 
 from __future__ import annotations
@@ -37,27 +44,44 @@ class RunLog:
     """One computation as the hooks saw it.
 
     ``keys``: the tasks that will run (set once, at ``start_state``);
-    ``starts``: ``(key, epoch)`` per started task; ``ends``: ``(key, start,
+    ``state``: the run's live state until it finishes; ``ends``: ``(key, start,
     end, worker_id, nbytes, freed)`` per finished task (nbytes -1 when not
     measured, freed the keys whose results its end released); at the finish,
     ``failed`` (``(key, start, end, worker_id, error)``), ``finished`` and
     ``errored``.  ``link``: the dask.distributed dashboard the run used.
     """
 
-    __slots__ = ("number", "started", "keys", "starts", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts")
+    __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
+                 "errored", "link", "dask_starts", "state", "measured")
 
-    def __init__(self, keys: list, link: str | None = None):
+    def __init__(self, keys: list, link: str | None = None, state: Any = None,
+                 measured: bool = False):
         self.number = next(_run_numbers)
         self.started = time.time()
         self.keys = keys
-        self.starts: list = []
+        self.state = state
+        self.measured = measured
         self.ends: list = []
         self.failed: list = []
         self.finished: float | None = None
         self.errored = False
         self.link = link
         self.dask_starts: dict = {}
+
+    def running_now(self) -> list | None:
+        """Keys of the tasks running now (from the live state), [] once
+        finished, None if the state cannot tell."""
+        if self.finished is not None:
+            return []
+        state = self.state
+        if state is None:
+            return None
+        for _ in range(3):
+            try:
+                return list(state["running"])
+            except (RuntimeError, KeyError, TypeError):  # (changed while read: again)
+                continue
+        return None
 
 
 def _task_keys(state) -> list:
@@ -99,13 +123,10 @@ class Recorder:
     # -- hooks (scheduler thread) ------------------------------------------------
 
     def start_state(self, dsk, state) -> None:
-        log = RunLog(_task_keys(state), _cluster_link(state))
+        log = RunLog(_task_keys(state), _cluster_link(state), state, self.measure_memory)
         self._live[id(state)] = log
         self._current = (state, log)
         self.runs.append(log)  # last: a reader sees a complete RunLog
-
-    def pretask(self, key, dsk, state) -> None:
-        self._log(state).starts.append((key, time.time()))
 
     def posttask(self, key, result, dsk, state, worker_id) -> None:
         start, end = state.timing
@@ -114,10 +135,7 @@ class Recorder:
                                       tuple(state.freed) if self.measure_memory else ()))
 
     def dask_pretask(self, key, dsk, state) -> None:
-        now = time.time()
-        log = self._log(state)
-        log.dask_starts[key] = now
-        log.starts.append((key, now))
+        self._log(state).dask_starts[key] = time.time()
 
     def dask_posttask(self, key, result, dsk, state, worker_id) -> None:
         end = time.time()
@@ -136,3 +154,4 @@ class Recorder:
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
         log.finished = time.time()
+        log.state = None  # (don't keep the graph and its results alive)

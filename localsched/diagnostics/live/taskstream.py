@@ -22,6 +22,8 @@ __all__ = ["TaskStream"]
 
 #: Running tasks drawn at most (the oldest first).
 MAX_RUNNING = 64
+#: Seconds between redraws of the running bars while the same tasks run.
+RUNNING_REDRAW = 1.0
 COLUMNS = ("left", "right", "bottom", "top", "color", "label", "group", "count", "duration")
 
 
@@ -40,6 +42,8 @@ class TaskStream(Component):
         self.cursor = 0
         self.run_number = None
         self.lanes_shown: tuple = (-1, -1)
+        self._running_keys: list = []
+        self._running_drawn = 0.0
         now = time.time() * 1000
         # A transparent seed row gives the auto ranges something to start from.
         seed = {"left": [now - 1000], "right": [now], "bottom": [-0.4], "top": [0.4],
@@ -59,7 +63,8 @@ class TaskStream(Component):
                  name="task_stream_running")
         fig.add_tools(HoverTool(tooltips=[("task", "@label"), ("group", "@group"),
                                           ("tasks", "@count"), ("seconds", "@duration{0.000}")]))
-        fig.yaxis.ticker = FixedTicker(ticks=[])
+        self.ticker = FixedTicker(ticks=[])
+        fig.yaxis.ticker = self.ticker
         fig.ygrid.visible = False
         self.root = fig
 
@@ -87,7 +92,12 @@ class TaskStream(Component):
         if rects:
             self.source.stream(_columns(rects[-self.length:]), rollover=self.length)
         self._label_lanes(nlanes, len(running))
-        self.running.data = _running_columns(running, nlanes, colors, now)
+        # Running bars are redrawn when the running tasks change, else once
+        # a second (each redraw is a message to the browser).
+        shown = [k for k, _ in running]
+        if shown != self._running_keys or now - self._running_drawn >= RUNNING_REDRAW:
+            self._running_keys, self._running_drawn = shown, now
+            self.running.data = _running_columns(running, nlanes, colors, now)
 
     def _label_lanes(self, nlanes: int, nrunning: int) -> None:
         shown = (nlanes, min(nrunning, 1))
@@ -98,8 +108,9 @@ class TaskStream(Component):
         labels: dict = {i: f"worker {i}" for i in range(nlanes)}
         if nrunning:
             labels[nlanes] = "running"
-        self.root.yaxis.ticker = FixedTicker(ticks=ticks)
-        self.root.yaxis.major_label_overrides = labels
+        # (mutated, never replaced: a new model makes bokeh walk the document)
+        self.ticker.ticks = ticks
+        self.root.yaxis[0].major_label_overrides = labels
 
 
 def _columns(rects: list) -> dict:
