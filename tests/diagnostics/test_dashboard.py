@@ -100,7 +100,8 @@ def test_components_follow_a_real_run(dash, scheduler):
     # every task is drawn once, in a rectangle of its own or merged
     data = stream.source.data
     assert sum(data["count"]) == 81
-    assert len(data["left"]) <= 81 and all(r >= lo for lo, r in zip(data["left"], data["right"], strict=False))
+    assert len(data["left"]) <= 81
+    assert all(r >= lo for lo, r in zip(data["left"], data["right"], strict=True))
     assert set(data["group"]) == {"load", "double", "total"}
     assert stream.running.data["left"] == []  # nothing is running any more
     rows = dict(zip(groups.source.data["name"], groups.source.data["label"], strict=False))
