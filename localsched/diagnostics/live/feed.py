@@ -37,6 +37,9 @@ PIXELS = 1500
 RESOURCE_INTERVAL = 0.5
 #: Running tasks taken from the state per update at most.
 MAX_RUNNING = 256
+#: Seconds between reads of the state's running tasks (the snapshot costs
+#: O(tasks handed to workers)), unless nothing ended meanwhile.
+RUNNING_EVERY = 0.3
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39")
@@ -171,6 +174,7 @@ class Feed:
         self._failed_seen = False
         self._held_keys: dict = {}
         self._gid_of_key: dict = {}
+        self._running_read = -1.0
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
@@ -317,10 +321,18 @@ class Feed:
         here, a snapshot of a few keys), else the starts dask's schedulers
         reported; a task first seen running is dated by its start when known,
         else by now."""
+        before = self.running
+        if now - self._running_read < RUNNING_EVERY and run.finished is None:
+            gone = before.keys() & ended
+            if gone:  # (between reads: only drop what ended)
+                for key in gone:
+                    del before[key]
+                self._count_running(before)
+            return
+        self._running_read = now
         keys = run.running_now()
         if keys is None:
             return
-        before = self.running
         running = {}
         group = self.group
         starts = run.dask_starts
@@ -329,11 +341,14 @@ class Feed:
                 continue
             seen = before.get(key)
             running[key] = seen if seen is not None else (starts.get(key, now), group(key))
+        self._count_running(running)
+        self.running = running
+
+    def _count_running(self, running: dict) -> None:
         for c in self.groups.values():
             c.running = 0
         for _t, g in running.values():
             self.groups[g].running += 1
-        self.running = running
 
     def _take_failures(self, run: RunLog) -> None:
         self.erred = len(run.failed)
