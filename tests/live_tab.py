@@ -76,12 +76,18 @@ class LiveTab:
             raise
         return self
 
+    def _renew(self) -> None:
+        """Each exchange gets ``timeout`` seconds (the tab may stay open longer)."""
+        self._cdp._deadline = time.monotonic() + self.timeout
+
     def evaluate(self, expression: str):
         """The JSON value of ``expression`` in the page (a promise is awaited)."""
+        self._renew()
         return browser._evaluate(self._cdp, self._session, expression)
 
     def screenshot(self, path) -> None:
         """Write a PNG of the page as it looks now."""
+        self._renew()
         shot = self._cdp.call("Page.captureScreenshot", {"format": "png"},
                               session=self._session)
         with open(path, "wb") as f:
@@ -91,6 +97,7 @@ class LiveTab:
         """Close the tab itself (its websocket closes with it)."""
         if self._target is not None:
             self._collect()
+            self._renew()
             self._cdp.call("Target.closeTarget", {"targetId": self._target})
             self._target = None
 
@@ -109,6 +116,7 @@ class LiveTab:
             if self._cdp is not None:
                 self._collect()
                 try:
+                    self._renew()
                     self._cdp.call("Browser.close")
                     graceful = True
                 except browser.BrowserError:

@@ -11,6 +11,7 @@ import threading
 import weakref
 from typing import Any
 
+from ... import callbacks as callbacks_module
 from ...callbacks import Callback, active_callbacks
 from .feed import Feed
 from .pages import COMPONENTS, applications
@@ -84,6 +85,9 @@ class Dashboard(Callback):
         # Results are read (and so travel back from worker processes) only
         # when their sizes are measured.
         self._localsched_result = bool(memory)
+        needs = getattr(callbacks_module, "Needs", None)  # (the core's newer spelling)
+        if needs is not None:
+            self.needs = needs(results=bool(memory))
         self.recorder = Recorder(measure_memory=bool(memory))
         self.feed = Feed(self.recorder, self.interval)
         self._server = BackgroundServer(
