@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-__all__ = ["GroupDurations", "format_clock"]
+__all__ = ["GroupDurations", "remaining_time", "format_clock", "format_rate", "tqdm_timing"]
 
 
 class GroupDurations:
@@ -75,6 +75,44 @@ class GroupDurations:
         for group, age in running_ages:
             work += max(self.mean(group) - age, 0.0)  # type: ignore[operator]
         return round(work / max(workers, 1), 6)
+
+
+def remaining_time(names, totals, done, seconds, workers: int) -> float | None:
+    """The estimate from parallel lists per group: name, tasks in all, tasks
+    finished, their seconds in all (groups finished without timings are
+    left out of the means).
+
+    >>> remaining_time(["a", "b"], [10, 2], [10, 1], [1.0, 4.0], workers=1)
+    4.0
+    """
+    timed = GroupDurations()
+    for name, n, s in zip(names, done, seconds, strict=True):
+        if n and s > 0:
+            timed.add_total(name, s, n)
+    left = {name: t - n for name, t, n in zip(names, totals, done, strict=True)}
+    return timed.remaining(left, max(workers, 1))
+
+
+def format_rate(rate: float | None) -> str:
+    """Tasks per second as tqdm shows a rate (seconds per task below one).
+
+    >>> format_rate(1234.56), format_rate(0.25), format_rate(None)
+    ('1,234.6 tasks/s', '4.00s/task', '? tasks/s')
+    """
+    if rate is None:
+        return "? tasks/s"
+    if 0 < rate < 1:
+        return f"{1 / rate:.2f}s/task"
+    return f"{rate:,.1f} tasks/s"
+
+
+def tqdm_timing(elapsed: float, remaining: float | None, rate: float | None) -> str:
+    """``elapsed<remaining, rate``, as tqdm writes it.
+
+    >>> tqdm_timing(75.0, None, 812.0)
+    '01:15<?, 812.0 tasks/s'
+    """
+    return f"{format_clock(elapsed)}<{format_clock(remaining)}, {format_rate(rate)}"
 
 
 def format_clock(seconds: float | None) -> str:

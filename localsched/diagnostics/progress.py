@@ -45,7 +45,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 from ..callbacks import Callback
 from ..utils import key_split
-from .eta import GroupDurations, format_clock
+from .eta import remaining_time, tqdm_timing
 
 __all__ = [
     "ProgressBar",
@@ -113,27 +113,13 @@ class Progress:
         return self.status != RUNNING
 
 
-def format_rate(rate: Optional[float]) -> str:
-    """Tasks per second as tqdm shows a rate (seconds per task below one).
-
-    >>> format_rate(1234.56), format_rate(0.25), format_rate(None)
-    ('1,234.6 tasks/s', '4.00s/task', '? tasks/s')
-    """
-    if rate is None:
-        return "? tasks/s"
-    if 0 < rate < 1:
-        return f"{1 / rate:.2f}s/task"
-    return f"{rate:,.1f} tasks/s"
-
-
 def timing_text(progress: Progress) -> str:
     """``elapsed<remaining, rate``, as tqdm writes it.
 
     >>> timing_text(Progress(10, 40, 75.0, remaining=225.0, rate=0.133))
     '01:15<03:45, 7.52s/task'
     """
-    return (f"{format_clock(progress.elapsed)}<{format_clock(progress.remaining)}, "
-            f"{format_rate(progress.rate)}")
+    return tqdm_timing(progress.elapsed, progress.remaining, progress.rate)
 
 
 def format_time(seconds: float) -> str:
@@ -670,14 +656,9 @@ class ProgressBar(Callback):
             del recent[0]
         t0, d0 = recent[0]
         rate = (done - d0) / (elapsed - t0) if elapsed > t0 else None
-        names, totals = self._group_names, self._group_totals
-        counts, seconds = list(self._group_done), list(self._group_seconds)
-        timed = GroupDurations()
-        for name, n, s in zip(names, counts, seconds):
-            if n and s > 0:
-                timed.add_total(name, s, n)
-        left = {name: t - n for name, t, n in zip(names, totals, counts)}
-        remaining = timed.remaining(left, max(len(self._workers), 1))
+        remaining = remaining_time(self._group_names, self._group_totals,
+                                   list(self._group_done), list(self._group_seconds),
+                                   len(self._workers))
         if remaining is None and done and elapsed > 0:  # no task timings (dask's schedulers)
             remaining = elapsed / done * (total - done)
         return remaining, rate
