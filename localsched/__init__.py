@@ -18,6 +18,7 @@ records everything a block of code computes and writes one HTML report (see
 from __future__ import annotations
 
 import importlib
+import os as _os
 
 # Imported eagerly: the submodule ``localsched.delayed`` would otherwise
 # shadow the function of the same name once anything imported it.
@@ -54,3 +55,12 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
+
+
+# LOCALSCHED_DASHBOARD=1 (or an address) serves the live dashboard with no
+# code change (localsched.diagnostics.live.from_environment); only then is
+# anything more imported.
+if _os.environ.get("LOCALSCHED_DASHBOARD") or _os.environ.get("DASK_LOCALSCHED__DASHBOARD"):
+    from .diagnostics.live import from_environment as _from_environment
+
+    _from_environment()

@@ -1,6 +1,7 @@
 """The ``localsched`` command: profile a script, or run the bundled demo.
 
     localsched profile [-o report.html] [--json run.json] [--trace trace.json] SCRIPT.py [ARGS...]
+    localsched profile [--dashboard[=ADDR] [--wait]] (SCRIPT.py | -m MODULE | -c CODE) [ARGS...]
     localsched demo [-o report.html]
     localsched report run.json [-o report.html] [--trace trace.json]
 
@@ -10,7 +11,10 @@ metrics and stack samples when available) and a progress bar, and write the
 performance report: one self-contained HTML page.  ``--json`` also saves the
 run's records, ``--trace`` exports them for Perfetto UI / chrome://tracing.
 ``report`` renders a saved run (or the data embedded in a report page)
-again.  ``localsched <command> --help`` lists every option.
+again.  ``profile --dashboard`` also serves the live dashboard while the
+script runs (``--wait``: until Ctrl-C after it ends).  ``python -m
+localsched`` is the same command.  ``localsched <command> --help`` lists
+every option.
 """
 
 from __future__ import annotations
@@ -93,7 +97,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "SCRIPT.py goes to the script (after '--', everything does).",
     )
     _common_options(prof)
-    prof.add_argument("script", metavar="SCRIPT.py", help="the script to run")
+    prof.add_argument("--dashboard", default=None, metavar="ADDR",
+                      help="serve the live dashboard while the script runs; a bare "
+                           "--dashboard binds 127.0.0.1 on a free port, --dashboard=ADDR "
+                           "binds ADDR (host:port)")
+    prof.add_argument("--wait", action="store_true",
+                      help="with --dashboard: keep serving after the script ends, until "
+                           "Ctrl-C")
+    what = prof.add_mutually_exclusive_group()
+    what.add_argument("-m", dest="module", default=None, metavar="MODULE",
+                      help="run library module MODULE as a script (as python -m does)")
+    what.add_argument("-c", dest="code", default=None, metavar="CODE",
+                      help="run the program passed in as a string (as python -c does)")
+    prof.add_argument("script", metavar="SCRIPT.py", nargs="?", help="the script to run")
     prof.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                       help="arguments for the script")
 
@@ -132,15 +148,56 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``localsched`` command; returns the exit status."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser().parse_args(argv)
+    argv = _bare_dashboard(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "profile":
+        _what_to_run(args, parser)
         _take_trailing_output(args, fenced="--" in argv)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
     if args.command == "report":
         return _render_saved(args)
     return _run_profiled(args, _script_workload(args))
+
+
+#: profile's options that take a value (to find where SCRIPT.py starts).
+_VALUED = {"-o", "--output", "--scheduler", "--address", "--num-workers", "--dt", "--json",
+           "--trace", "-m", "-c", "--dashboard"}
+
+
+def _bare_dashboard(argv: list) -> list:
+    """A bare ``--dashboard`` among profile's own options means the default
+    address (``--dashboard=ADDR`` gives one), so ``--dashboard script.py``
+    never takes the script for an address."""
+    if "profile" not in argv:
+        return argv
+    out = list(argv)
+    i = out.index("profile") + 1
+    while i < len(out):
+        token = out[i]
+        if token == "--dashboard":
+            out[i] = "--dashboard=127.0.0.1:0"
+        elif token == "--" or not token.startswith("-"):
+            break
+        elif token in _VALUED:
+            i += 1
+        i += 1
+    return out
+
+
+def _what_to_run(args, parser) -> None:
+    """Exactly one of SCRIPT.py, -m MODULE, -c CODE; with -m/-c, what argparse
+    took for the script is the program's first argument."""
+    if args.module is None and args.code is None:
+        if args.script is None:
+            parser.error("profile needs SCRIPT.py, -m MODULE or -c CODE")
+        return
+    if args.script is not None:
+        args.args = [args.script, *args.args]
+        args.script = None
+    if args.wait and args.dashboard is None:
+        parser.error("--wait needs --dashboard")
 
 
 @contextmanager
@@ -188,12 +245,15 @@ def _run_profiled(args, workload) -> int:
     status = 0
     t0 = time.monotonic()
     title = ("localsched demo" if args.command == "demo"
-             else f"localsched profile {os.path.basename(args.script)}")
+             else f"localsched profile {_program_name(args)}")
     report = performance_report(args.output, title=title, dt=args.dt,
                                 samples=not args.no_samples, json=args.json, trace=args.trace)
+    dash = _start_dashboard(args)
     with ExitStack() as stack:
         stack.enter_context(_as_default_scheduler(args))
         stack.enter_context(report)
+        if dash is not None:
+            stack.enter_context(dash)
         if not args.no_progress:
             stack.enter_context(ProgressBar(
                 group_by="prefix" if args.group_progress else None, out=sys.stderr))
@@ -212,7 +272,50 @@ def _run_profiled(args, workload) -> int:
             status = 1
     elapsed = time.monotonic() - t0
     _written(args, _elapsed_line(report.data, elapsed))
+    if dash is not None:
+        _serve_until_interrupted(args, dash)
     return status
+
+
+def _program_name(args) -> str:
+    if getattr(args, "module", None):
+        return f"-m {args.module}"
+    if getattr(args, "code", None) is not None:
+        return "-c"
+    return os.path.basename(args.script)
+
+
+def _start_dashboard(args):
+    """The live dashboard of ``profile --dashboard`` (None without it); its
+    link goes to stderr (stdout is the script's)."""
+    address = getattr(args, "dashboard", None)
+    if address is None:
+        return None
+    from .diagnostics.live import Dashboard
+
+    try:
+        dash = Dashboard(address, memory=True, quiet=True)
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"localsched: --dashboard={address}: {exc}") from None
+    print(f"localsched dashboard: {dash.link}", file=sys.stderr, flush=True)
+    return dash
+
+
+def _serve_until_interrupted(args, dash) -> None:
+    """``--wait``: the page stays up until Ctrl-C; then (always) it closes."""
+    import threading
+
+    try:
+        if args.wait:
+            print(f"localsched: dashboard still serving at {dash.link}; Ctrl-C to stop",
+                  file=sys.stderr, flush=True)
+            forever = threading.Event()
+            while not forever.wait(3600):
+                pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dash.close()
 
 
 def _written(args, what: str) -> None:
@@ -277,6 +380,10 @@ def _take_trailing_output(args, fenced: bool) -> None:
 
 
 def _script_workload(args):
+    if args.module is not None:
+        return _module_workload(args)
+    if args.code is not None:
+        return _code_workload(args)
     script = args.script
     if not os.path.isfile(script):
         raise SystemExit(f"localsched: no such script: {script}")
@@ -287,6 +394,38 @@ def _script_workload(args):
         sys.path[0] = os.path.dirname(os.path.abspath(script))
         try:
             runpy.run_path(script, run_name="__main__")
+        finally:
+            sys.argv = argv
+            sys.path[0] = path0
+
+    return run
+
+
+def _module_workload(args):
+    module = args.module
+
+    def run():
+        argv, path0 = sys.argv, sys.path[0]
+        sys.argv = [module, *args.args]
+        sys.path[0] = os.getcwd()  # as python -m does
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        finally:
+            sys.argv = argv
+            sys.path[0] = path0
+
+    return run
+
+
+def _code_workload(args):
+    code = args.code
+
+    def run():
+        argv, path0 = sys.argv, sys.path[0]
+        sys.argv = ["-c", *args.args]
+        sys.path[0] = ""  # as python -c does
+        try:
+            exec(compile(code, "<string>", "exec"), {"__name__": "__main__"})
         finally:
             sys.argv = argv
             sys.path[0] = path0

@@ -119,12 +119,19 @@ __all__ = [
     "RunData",
     "to_chrome_trace",
     "load_json",
+    "Dashboard",
+    "dashboard",
 ]
 
 _LAZY = {"performance_report", "RunData", "to_chrome_trace", "load_json"}
 
 
 def __getattr__(name: str):
+    # The live dashboard (and so bokeh's server) loads on first use.
+    if name in ("Dashboard", "dashboard"):
+        from . import live
+
+        return getattr(live, name)
     # The report module (JSON, trace, the page) loads on first use.
     if name in _LAZY:
         from . import report

@@ -7,7 +7,8 @@ Who does what::
     _start        t0 = timer()
     _start_state  group totals (once) ──────► start: wait(dt) ─► draw()
     _posttask     group_done[g] += 1                  snapshot: len(finished set),
-                  (only with group_by)                total, group_done
+                  group_seconds[g] += end - start     total, group_done, seconds
+                  (for the ETA, or with group_by)
     _finish       stop.set(); join() ◄──────          ─► Progress ─► renderer.render()
                   final draw, same path
 
@@ -21,6 +22,14 @@ choice of renderer.  Any object with a ``render(progress)`` method works.
 Times are elapsed seconds of the injectable ``timer`` (default
 ``time.monotonic``, which wall-clock adjustments cannot make go backwards),
 measured from the computation's ``start``.
+
+The remaining time is estimated per task group (``localsched.diagnostics.eta``):
+the tasks left in each group times the mean duration of that group's
+finished tasks (as the workers measured them), over the number of workers
+seen -- not a global rate, which a cheap first phase would make wildly
+optimistic.  The rate is tasks per second over the last few seconds.  They
+are shown in tqdm's form, ``00:12<00:30, 1,234.5 tasks/s``;
+``format="dask"`` keeps dask's line (``|  1.2s``) for people who parse it.
 """
 
 from __future__ import annotations
@@ -36,6 +45,7 @@ from typing import Any, Callable, NamedTuple, Optional, Union
 
 from ..callbacks import Callback, Needs
 from ..utils import key_split
+from .eta import remaining_time, tqdm_timing
 
 __all__ = [
     "ProgressBar",
@@ -54,8 +64,11 @@ MAX_GROUP_LINES = 20
 #: Group names are cut to this many characters, so lines fit a terminal
 #: (a wrapped line would break the cursor-up redraw).
 MAX_NAME = 20
+#: Seconds of recent progress the rate is measured over.
+RATE_WINDOW = 3.0
 
 RUNNING, FINISHED, ERRORED = "running", "finished", "errored"
+FORMATS = ("tqdm", "dask")
 
 
 class GroupProgress(NamedTuple):
@@ -84,6 +97,10 @@ class Progress:
     elapsed: float
     groups: tuple = ()
     status: str = RUNNING
+    #: Estimated seconds still to run (None: no estimate yet).
+    remaining: Optional[float] = None
+    #: Tasks finished per second lately (None: not measured).
+    rate: Optional[float] = None
 
     @property
     def percent(self) -> int:
@@ -94,6 +111,15 @@ class Progress:
     def final(self) -> bool:
         """Whether this is the last snapshot of its computation."""
         return self.status != RUNNING
+
+
+def timing_text(progress: Progress) -> str:
+    """``elapsed<remaining, rate``, as tqdm writes it.
+
+    >>> timing_text(Progress(10, 40, 75.0, remaining=225.0, rate=0.133))
+    '01:15<03:45, 7.52s/task'
+    """
+    return tqdm_timing(progress.elapsed, progress.remaining, progress.rate)
 
 
 def format_time(seconds: float) -> str:
@@ -125,8 +151,9 @@ class TextRenderer:
     """Draw progress as text, redrawn in place with ``'\\r'``.
 
     The main line looks like
-    ``[####################                    ] | 50% Completed |  1.2s``
-    and a final render ends it with a newline.  Group lines (with
+    ``[####################                    ] | 50% Completed | 00:01<00:01, 812.0 tasks/s``
+    (``style="dask"``: ``... | 50% Completed |  1.2s``, dask's line) and a
+    final render ends it with a newline.  Group lines (with
     ``group_by``) are redrawn in place with ANSI cursor movement when ``out``
     is a terminal; otherwise (a file, a notebook stream) they are written
     once, after the final main line, so a log holds no escape codes.
@@ -141,20 +168,29 @@ class TextRenderer:
         Characters of each bar.
     tty : bool, optional
         Whether ``out`` is a terminal; None asks ``out.isatty()``.
+    style : "tqdm" or "dask"
+        The end of the main line: ``elapsed<remaining, rate`` or dask's
+        elapsed time alone.
 
     >>> import io
     >>> out = io.StringIO()
-    >>> r = TextRenderer(out, width=10)
+    >>> r = TextRenderer(out, width=10, style="dask")
     >>> r.render(Progress(3, 10, 1.25))
     >>> r.render(Progress(10, 10, 2.0, status="finished"))
     >>> out.getvalue()
     '\\r[###       ] | 30% Completed |  1.2s\\r[##########] | 100% Completed |  2.0s\\n'
+    >>> TextRenderer(width=10).bar_line(Progress(3, 10, 1.25, remaining=3.0, rate=2.4))
+    '[###       ] | 30% Completed | 00:01<00:03, 2.4 tasks/s'
     """
 
-    def __init__(self, out=None, width: int = 40, *, tty: Optional[bool] = None):
+    def __init__(self, out=None, width: int = 40, *, tty: Optional[bool] = None,
+                 style: str = "tqdm"):
+        if style not in FORMATS:
+            raise ValueError(f"style must be one of {FORMATS}, got {style!r}")
         self.out = out
         self.width = width
         self.tty = tty
+        self.style = style
         self._stream = None  # the stream of the current computation
         self._height = 0  # lines of the block drawn last (tty group mode)
 
@@ -185,10 +221,10 @@ class TextRenderer:
         """The main line, without ``'\\r'``."""
         width = self.width
         filled = progress.done * width // progress.total if progress.total else width
-        return (
-            f"[{'#' * filled:<{width}}] | {progress.percent}% Completed | "
-            f"{format_time(progress.elapsed)}"
-        )
+        head = f"[{'#' * filled:<{width}}] | {progress.percent}% Completed | "
+        if self.style == "dask":
+            return head + format_time(progress.elapsed)
+        return head + timing_text(progress)
 
     def group_lines(self, groups) -> list:
         """One line per group: name, bar, ``done/total``."""
@@ -257,7 +293,7 @@ class WidgetRenderer:
         self.bar.value = progress.done
         self.label.value = (
             f"<tt>{progress.done}/{progress.total} tasks | {progress.percent}% Completed"
-            f" | {html.escape(format_time(progress.elapsed).strip())}</tt>"
+            f" | {html.escape(timing_text(progress))}</tt>"
         )
         for g, count in zip(progress.groups, self._group_labels):
             self.group_bars[g.name].value = g.done
@@ -368,6 +404,12 @@ class ProgressBar(Callback):
         None picks the widget in a Jupyter kernel with ipywidgets (unless
         ``out`` is given) and text elsewhere.  A renderer is any object with
         ``render(progress)``, see :class:`TextRenderer`.
+    format : "tqdm" or "dask", keyword-only
+        ``"tqdm"`` (default) ends the line with ``elapsed<remaining, rate``:
+        the remaining time estimated from each task group's mean duration
+        (one addition per task in the scheduler's thread) and the tasks per
+        second lately.  ``"dask"`` writes dask's line exactly (elapsed time
+        only) and adds nothing per task unless ``group_by`` is given.
 
     Examples
     --------
@@ -411,6 +453,7 @@ class ProgressBar(Callback):
         group_by: Union[None, str, Callable[[Any], str]] = None,
         timer: Callable[[], float] = time.monotonic,
         display: Any = None,
+        format: str = "tqdm",
     ):
         super().__init__()
         if isinstance(minimum, bool) or not isinstance(minimum, (int, float)) or not minimum >= 0:
@@ -431,6 +474,8 @@ class ProgressBar(Callback):
             )
         if not callable(timer):
             raise TypeError(f"ProgressBar timer= must be callable, got {timer!r}")
+        if format not in FORMATS:
+            raise ValueError(f"ProgressBar format must be 'tqdm' or 'dask', got {format!r}")
         if display == "widget":
             if importlib.util.find_spec("ipywidgets") is None:
                 _import_ipywidgets()  # raises, saying what to install
@@ -443,7 +488,12 @@ class ProgressBar(Callback):
         self._width = width
         self._dt = float(dt)
         self._out = out
-        self._group_by = group_by
+        self._format = format
+        self._estimate = format == "tqdm"
+        self._show_groups = group_by is not None
+        # Groups are counted to show their lines, or to estimate the ETA.
+        self._group_by = group_by if group_by is not None else (
+            key_split if self._estimate else None)
         self._clock = timer
         self._display = display
         #: Seconds the last computation shown by this bar took (None before any).
@@ -461,9 +511,12 @@ class ProgressBar(Callback):
         self._draw_lock = threading.Lock()
         self._reset()
 
-        if group_by is not None:
-            # Installed per instance, so that a bar without groups has no
-            # posttask hook at all: nothing runs per task.
+        if self._estimate:
+            # One addition per task: each group's finished tasks and their seconds.
+            self._posttask = self._time_group
+        elif group_by is not None:
+            # Installed per instance, so that a bar without groups or ETA
+            # has no posttask hook at all: nothing runs per task.
             self._posttask = self._count_group
 
     def _reset(self) -> None:
@@ -479,7 +532,10 @@ class ProgressBar(Callback):
         self._group_names: list = []
         self._group_totals: list = []
         self._group_done: list = []
+        self._group_seconds: list = []
         self._group_of: dict = {}
+        self._workers: set = set()
+        self._recent: list = [(0.0, 0)]  # (elapsed, done) of recent draws, for the rate
 
     def _owns(self, dsk) -> bool:
         owner = self._owner
@@ -525,6 +581,18 @@ class ProgressBar(Callback):
         if state is self._state:
             self._group_done[self._group_of[key]] += 1
 
+    def _time_group(self, key, result, dsk, state, worker_id):
+        # The per-task cost of the ETA: a lookup, two additions, a set add.
+        if state is self._state:
+            i = self._group_of.get(key)
+            if i is None:
+                return
+            self._group_done[i] += 1
+            timing = getattr(state, "timing", None)  # (dask's schedulers have none)
+            if timing is not None:
+                self._group_seconds[i] += timing[1] - timing[0]
+            self._workers.add(worker_id)
+
     def _finish(self, dsk, state, errored):
         if not self._owns(dsk):
             return
@@ -569,10 +637,30 @@ class ProgressBar(Callback):
             groups = tuple(
                 GroupProgress(name, d, t)
                 for name, d, t in zip(self._group_names, list(self._group_done), self._group_totals)
-            )
-            self.renderer.render(Progress(done, total, elapsed, groups, status))
+            ) if self._show_groups else ()
+            remaining, rate = self._timing(status, done, total, elapsed)
+            self.renderer.render(Progress(done, total, elapsed, groups, status, remaining, rate))
             self._shown = True
             return True
+
+    def _timing(self, status: str, done: int, total: int, elapsed: float) -> tuple:
+        """(remaining seconds, tasks per second) for the tqdm form."""
+        if not self._estimate:
+            return None, None
+        if status != RUNNING:
+            return 0.0, (done / elapsed if elapsed > 0 else None)
+        recent = self._recent
+        recent.append((elapsed, done))
+        while len(recent) > 2 and elapsed - recent[1][0] >= RATE_WINDOW:
+            del recent[0]
+        t0, d0 = recent[0]
+        rate = (done - d0) / (elapsed - t0) if elapsed > t0 else None
+        remaining = remaining_time(self._group_names, self._group_totals,
+                                   list(self._group_done), list(self._group_seconds),
+                                   len(self._workers))
+        if remaining is None and done and elapsed > 0:  # no task timings (dask's schedulers)
+            remaining = elapsed / done * (total - done)
+        return remaining, rate
 
     def _count_groups(self, state) -> None:
         """Group totals, and each task's group index, once per computation."""
@@ -606,6 +694,7 @@ class ProgressBar(Callback):
         self._group_names = names
         self._group_totals = totals
         self._group_done = [0] * len(names)
+        self._group_seconds = [0.0] * len(names)
         self._group_of = group_of
 
     def _choose_renderer(self):
@@ -614,7 +703,7 @@ class ProgressBar(Callback):
             display = "widget" if self._out is None and in_notebook() else "text"
         if display == "text":
             if self._text is None:
-                self._text = TextRenderer(self._out, self._width)
+                self._text = TextRenderer(self._out, self._width, style=self._format)
             return self._text
         if display == "widget":
             if self._widget is None:

@@ -6,7 +6,9 @@ import importlib
 import io
 import subprocess
 import sys
+import re
 import threading
+import time
 from operator import add, truediv
 
 import pytest
@@ -145,7 +147,7 @@ def on_posttask(fn):
 def test_exact_text_with_fake_clock_and_direct_draws():
     clock = FakeClock(100.0)
     out = io.StringIO()
-    pb = ProgressBar(out=out, dt=3600, timer=clock)  # the thread never draws
+    pb = ProgressBar(format="dask", out=out, dt=3600, timer=clock)  # the thread never draws
 
     def step(n):
         if n == 2:
@@ -163,7 +165,7 @@ def test_exact_text_with_fake_clock_and_direct_draws():
 
 def test_width_and_rounding():
     out = io.StringIO()
-    r = TextRenderer(out, width=7)
+    r = TextRenderer(out, width=7, style="dask")
     r.render(Progress(1, 3, 0.04))
     r.render(Progress(2, 3, 59.96))
     r.render(Progress(3, 3, 75.0, status="finished"))
@@ -188,11 +190,11 @@ def test_percent_is_exact_integer_arithmetic():
     assert Progress(29, 100, 0).percent == 29
     assert Progress(99, 100, 0).percent == 99
     assert Progress(0, 0, 0).percent == 100
-    assert TextRenderer(width=100).bar_line(Progress(29, 100, 0)).count("#") == 29
+    assert TextRenderer(width=100, style="dask").bar_line(Progress(29, 100, 0)).count("#") == 29
 
 
 def test_default_out_is_stdout_at_draw_time(capsys):
-    with ProgressBar(dt=3600, timer=FakeClock()):
+    with ProgressBar(format="dask", dt=3600, timer=FakeClock()):
         assert get_sync(CHAIN, "b") == 3
     assert capsys.readouterr().out == "\r" + BAR_100 + "  0.0s\n"
 
@@ -202,7 +204,7 @@ def test_default_out_is_stdout_at_draw_time(capsys):
 
 def test_fast_run_below_minimum_prints_nothing():
     out = io.StringIO()
-    with ProgressBar(minimum=10, out=out):  # the real clock: a fast run
+    with ProgressBar(format="dask", minimum=10, out=out):  # the real clock: a fast run
         assert get_sync(CHAIN, "d") == 5
     assert out.getvalue() == ""
 
@@ -210,7 +212,7 @@ def test_fast_run_below_minimum_prints_nothing():
 def test_minimum_with_fake_clock():
     clock = FakeClock(0.0)
     out = io.StringIO()
-    pb = ProgressBar(minimum=10, out=out, dt=3600, timer=clock)
+    pb = ProgressBar(format="dask", minimum=10, out=out, dt=3600, timer=clock)
     drawn = []
 
     def step(n):
@@ -234,7 +236,7 @@ def test_minimum_with_fake_clock():
 def test_graph_without_tasks_prints_one_completed_bar(dsk, keys):
     """As dask's bar does (issue 7.4): nothing to wait for is done, and says so."""
     out = io.StringIO()
-    pb = ProgressBar(out=out, timer=FakeClock())
+    pb = ProgressBar(format="dask", out=out, timer=FakeClock())
     get_sync(dsk, keys, callbacks=[pb])
     assert out.getvalue() == "\r" + BAR_100 + "  0.0s\n"
     assert not pb.running and not drawing_threads()
@@ -243,7 +245,7 @@ def test_graph_without_tasks_prints_one_completed_bar(dsk, keys):
 
 def test_last_duration_holds_the_last_runs_seconds():
     clock = FakeClock(now=10.0)
-    pb = ProgressBar(out=io.StringIO(), timer=clock)
+    pb = ProgressBar(format="dask", out=io.StringIO(), timer=clock)
     assert pb.last_duration is None
     advance = Callback(posttask=lambda key, result, dsk, state, wid: setattr(clock, "now", 12.5))
     get_sync(CHAIN, "d", callbacks=[pb, advance])
@@ -255,7 +257,7 @@ def test_last_duration_holds_the_last_runs_seconds():
 
 def test_dask_names_of_the_drawing_state():
     """dask's tests read ``_running`` and the last drawing thread as ``_timer``."""
-    pb = ProgressBar(out=io.StringIO(), dt=3600)
+    pb = ProgressBar(format="dask", out=io.StringIO(), dt=3600)
     seen = []
     probe = Callback(pretask=lambda key, dsk, state: seen.append(pb._running))
     get_sync(CHAIN, "d", callbacks=[pb, probe])
@@ -269,7 +271,7 @@ def test_dask_names_of_the_drawing_state():
 
 def test_error_stops_bar_where_it_was(get):
     out = io.StringIO()
-    pb = ProgressBar(out=out, dt=3600, timer=FakeClock())
+    pb = ProgressBar(format="dask", out=out, dt=3600, timer=FakeClock())
     with pytest.raises(ZeroDivisionError):
         get(FAILING, "d", callbacks=[pb])
     text = out.getvalue()
@@ -281,14 +283,14 @@ def test_error_stops_bar_where_it_was(get):
 def test_error_before_start_state_draws_nothing():
     out = io.StringIO()
     with pytest.raises(KeyError):
-        with ProgressBar(out=out, timer=FakeClock()):
+        with ProgressBar(format="dask", out=out, timer=FakeClock()):
             get_sync(CHAIN, "missing")
     assert out.getvalue() == ""
 
 
 def test_reusable_after_error():
     out = io.StringIO()
-    pb = ProgressBar(out=out, dt=3600, timer=FakeClock())
+    pb = ProgressBar(format="dask", out=out, dt=3600, timer=FakeClock())
     with pytest.raises(ZeroDivisionError):
         get_sync(FAILING, "d", callbacks=[pb])
     out.seek(0), out.truncate()
@@ -301,7 +303,7 @@ def test_reusable_after_error():
 
 def test_every_scheduler_and_attachment(get):
     out = io.StringIO()
-    pb = ProgressBar(out=out, dt=3600, timer=FakeClock())
+    pb = ProgressBar(format="dask", out=out, dt=3600, timer=FakeClock())
     final = "\r" + BAR_100 + "  0.0s\n"
     threads_seen = []
     probe = Callback(pretask=lambda key, dsk, state: threads_seen.append(len(drawing_threads())))
@@ -334,7 +336,7 @@ def test_every_scheduler_and_attachment(get):
 def test_drawing_thread_redraws_every_dt():
     rec = Recorder(n=3)
     clock = FakeClock()
-    pb = ProgressBar(dt=0.001, timer=clock, display=rec)
+    pb = ProgressBar(format="dask", dt=0.001, timer=clock, display=rec)
     # The task waits (on an event, not a sleep) until the thread drew 3 times.
     assert get_sync({"a": (inc, 1), "b": (wait_for, rec.drawn, "a")}, "b", callbacks=[pb]) == 1
     assert not drawing_threads()
@@ -347,7 +349,7 @@ def test_drawing_thread_redraws_every_dt():
 
 def test_concurrent_computation_is_not_drawn():
     out = io.StringIO()
-    pb = ProgressBar(out=out, dt=3600, timer=FakeClock())
+    pb = ProgressBar(format="dask", out=out, dt=3600, timer=FakeClock())
     inner = []
 
     def compute_elsewhere():
@@ -379,7 +381,7 @@ def grouped_graph(n_load=4, n_add=2):
 
 def test_group_lines_at_end_when_not_a_tty(get):
     out = io.StringIO()
-    pb = ProgressBar(out=out, width=10, dt=3600, timer=FakeClock(), group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=10, dt=3600, timer=FakeClock(), group_by="prefix")
     assert get(grouped_graph(), ["total", ("add-9f8e7d6c", 99)], callbacks=[pb]) == (10, 8)
     text = out.getvalue()
     assert "\x1b" not in text
@@ -393,7 +395,7 @@ def test_group_lines_at_end_when_not_a_tty(get):
 
 def test_group_counts_while_running():
     rec = Recorder()
-    pb = ProgressBar(dt=3600, timer=FakeClock(), group_by="prefix", display=rec)
+    pb = ProgressBar(format="dask", dt=3600, timer=FakeClock(), group_by="prefix", display=rec)
     redraw = on_posttask(lambda n: pb.draw())
     get_sync(grouped_graph(), ["total", ("add-9f8e7d6c", 99)], callbacks=[pb, redraw])
     *running, final = rec.seen
@@ -412,7 +414,7 @@ def test_group_counts_while_running():
 def test_group_block_redrawn_in_place_on_a_tty():
     clock = FakeClock(0.0)
     out = TTY()
-    pb = ProgressBar(out=out, width=10, dt=3600, timer=clock, group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=10, dt=3600, timer=clock, group_by="prefix")
 
     def step(n):
         clock.now = n / 10
@@ -433,7 +435,7 @@ def test_group_block_redrawn_in_place_on_a_tty():
 
 def test_group_block_on_a_tty_after_error():
     out = TTY()
-    pb = ProgressBar(out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
     dsk = {("ok-1a2b3c4d", i): (inc, i) for i in range(2)}
     dsk["boom"] = (truediv, (add, ("ok-1a2b3c4d", 0), ("ok-1a2b3c4d", 1)), 0)
     dsk["end"] = (add, "boom", ("ok-1a2b3c4d", 1))
@@ -449,7 +451,7 @@ def test_group_by_callable_and_many_groups():
     out = io.StringIO()
     dsk = {f"g{i:02d}": (inc, i) for i in range(MAX_GROUP_LINES + 5)}
     keys = sorted(dsk)
-    pb = ProgressBar(out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
     get_sync(dsk, keys, callbacks=[pb])
     group_lines = out.getvalue().split("\n")[1:-1]
     assert len(group_lines) == MAX_GROUP_LINES
@@ -457,7 +459,7 @@ def test_group_by_callable_and_many_groups():
     assert group_lines[-1] == "  (6 other groups) [####] 6/6"
 
     rec = Recorder()
-    pb = ProgressBar(timer=FakeClock(), dt=3600, display=rec,
+    pb = ProgressBar(format="dask", timer=FakeClock(), dt=3600, display=rec,
                      group_by=lambda key: "even" if int(key[1:]) % 2 == 0 else "odd")
     get_sync(dsk, keys, callbacks=[pb])
     assert sorted(rec.seen[-1].groups) == [
@@ -467,8 +469,8 @@ def test_group_by_callable_and_many_groups():
 
 def test_posttask_hook_only_when_grouping():
     # Without groups nothing runs per task; with groups one small hook.
-    assert ProgressBar()._callback[3] is None
-    assert ProgressBar(group_by="prefix")._callback[3] is not None
+    assert ProgressBar(format="dask")._callback[3] is None
+    assert ProgressBar(format="dask", group_by="prefix")._callback[3] is not None
 
 
 # -- widgets -----------------------------------------------------------------------
@@ -478,7 +480,7 @@ def test_widget_renderer_values_success_and_error():
     ipywidgets = pytest.importorskip("ipywidgets")
     shown = []
     r = WidgetRenderer(display=shown.append)
-    pb = ProgressBar(dt=3600, timer=FakeClock(), group_by="prefix", display=r)
+    pb = ProgressBar(format="dask", dt=3600, timer=FakeClock(), group_by="prefix", display=r)
     assert get_sync(grouped_graph(), "total", callbacks=[pb]) == 10
     assert shown == [r.box] and isinstance(r.box, ipywidgets.VBox)
     assert isinstance(r.bar, ipywidgets.FloatProgress)
@@ -502,7 +504,7 @@ def test_display_widget_uses_ipython_display(monkeypatch):
     shown = []
     monkeypatch.setattr(IPython.display, "display", shown.append)
     clock = FakeClock()
-    pb = ProgressBar(dt=3600, timer=clock, display="widget")
+    pb = ProgressBar(format="dask", dt=3600, timer=clock, display="widget")
 
     def step(n):
         if n == 2:
@@ -521,7 +523,7 @@ def test_auto_display_picks_widget_in_a_notebook(monkeypatch):
     import IPython
 
     assert not progress.in_notebook()  # pytest is no kernel
-    assert isinstance(_renderer_used(ProgressBar(out=io.StringIO())), TextRenderer)
+    assert isinstance(_renderer_used(ProgressBar(format="dask", out=io.StringIO())), TextRenderer)
 
     fake_shell = object.__new__(type("Shell", (zmqshell.ZMQInteractiveShell,), {}))
     monkeypatch.setattr(IPython, "get_ipython", lambda: fake_shell)
@@ -529,10 +531,10 @@ def test_auto_display_picks_widget_in_a_notebook(monkeypatch):
 
     monkeypatch.setattr(IPython.display, "display", lambda obj: None)
     assert progress.in_notebook()
-    assert isinstance(_renderer_used(ProgressBar()), WidgetRenderer)
+    assert isinstance(_renderer_used(ProgressBar(format="dask")), WidgetRenderer)
     # An explicit out= or display="text" keeps text in a notebook.
-    assert isinstance(_renderer_used(ProgressBar(out=io.StringIO())), TextRenderer)
-    assert isinstance(_renderer_used(ProgressBar(display="text", out=io.StringIO())), TextRenderer)
+    assert isinstance(_renderer_used(ProgressBar(format="dask", out=io.StringIO())), TextRenderer)
+    assert isinstance(_renderer_used(ProgressBar(format="dask", display="text", out=io.StringIO())), TextRenderer)
 
 
 def _renderer_used(pb):
@@ -573,14 +575,14 @@ def test_no_ipython_or_ipywidgets_import():
 )
 def test_bad_options_fail_loudly(kwargs, exc):
     with pytest.raises(exc, match=next(iter(kwargs))):
-        ProgressBar(**kwargs)
+        ProgressBar(format="dask", **kwargs)
 
 
 def test_widget_without_ipywidgets_says_what_to_install(monkeypatch):
     monkeypatch.setattr(progress.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setitem(sys.modules, "ipywidgets", None)  # import fails
     with pytest.raises(ImportError, match="pip install ipywidgets"):
-        ProgressBar(display="widget")
+        ProgressBar(format="dask", display="widget")
 
 
 def test_docstring_examples_run():
@@ -590,7 +592,7 @@ def test_docstring_examples_run():
 
 def test_grouped_bar_registers_and_unregisters():
     out = io.StringIO()
-    pb = ProgressBar(out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=4, dt=3600, timer=FakeClock(), group_by="prefix")
     pb.register()
     try:
         assert get_sync(CHAIN, "b") == 3
@@ -605,7 +607,73 @@ def test_failing_group_by_propagates_and_leaves_nothing_running():
         raise LookupError("no group")
 
     out = io.StringIO()
-    pb = ProgressBar(out=out, timer=FakeClock(), group_by=bad)
+    pb = ProgressBar(format="dask", out=out, timer=FakeClock(), group_by=bad)
     with pytest.raises(LookupError, match="no group"):
         get_sync(CHAIN, "b", callbacks=[pb])
     assert out.getvalue() == "" and not pb.running and pb.renderer is None
+
+
+# -- the ETA and the rate (tqdm's form, the default) ----------------------------
+
+
+class Keep:
+    """A renderer that keeps every Progress it is given."""
+
+    def __init__(self):
+        self.seen = []
+
+    def render(self, progress):
+        self.seen.append(progress)
+
+
+def test_tqdm_form_is_the_default():
+    out = io.StringIO()
+    with ProgressBar(out=out, width=10, dt=3600):
+        assert get_sync(CHAIN, "d") == 5
+    line = out.getvalue()
+    assert re.fullmatch(r"\r\[##########\] \| 100% Completed \| 00:00<00:00, "
+                        r"(\d[\d,]*\.\d tasks/s|\d+\.\d\ds/task)\n", line), line
+    # dask's parsers split the line on "|" into bar, percent and time
+    bar, percent, _ = (part.strip() for part in line.split("\r")[-1].split("|"))
+    assert bar == "[##########]" and percent == "100% Completed"
+
+
+def test_remaining_time_comes_from_each_groups_mean():
+    """20 instant tasks, then 3 of 0.1 s: after the first slow one, the
+    estimate is the two slow ones left (0.2 s on one worker), where a global
+    rate (21 done in ~0.1 s) would promise ~0.01 s."""
+    def slow(*_):
+        time.sleep(0.1)
+        return 1
+
+    dsk = {("fast", i): (abs, -i) for i in range(20)}
+    fast = [("fast", i) for i in range(20)]
+    dsk.update({("slow", j): (slow, fast) for j in range(3)})
+    keep = Keep()
+    pb = ProgressBar(display=keep, dt=3600)
+    drawn = {}
+
+    def step(n):
+        if n == 21:  # the first slow task just finished
+            pb.draw()
+            drawn["p"] = keep.seen[-1]
+
+    get_sync(dsk, [("slow", j) for j in range(3)], callbacks=[pb, on_posttask(step)])
+    p = drawn["p"]
+    assert p.done == 21 and p.total == 23
+    assert 0.18 <= p.remaining <= 0.3, p.remaining
+    assert p.rate is not None and p.rate > 0
+    final = keep.seen[-1]
+    assert final.status == "finished" and final.remaining == 0.0
+
+
+def test_widget_label_shows_the_estimate():
+    pytest.importorskip("ipywidgets")
+    r = WidgetRenderer(display=lambda w: None)
+    r.render(Progress(2, 4, 75.0, remaining=75.0, rate=0.0267))
+    assert "01:15&lt;01:15, 37.45s/task" in r.label.value
+
+
+def test_bad_format_is_refused():
+    with pytest.raises(ValueError, match="format"):
+        ProgressBar(format="rich")

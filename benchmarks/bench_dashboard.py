@@ -1,0 +1,144 @@
+"""What the live dashboard costs a computation, per task.
+
+The 50k-task tree reduction (``graphs.tree_reduction``) on
+``localsched.threaded.get(num_workers=2)``, four ways, alternated in one
+process, best of ``--repeat`` each (noise on a shared machine only adds time):
+
+=====================  =====================================================
+bare                   no callback
+recording only         the Dashboard's hooks (its Recorder) as a plain
+                       Callback: what recording costs, with no server at all
+dashboard, no tab      a Dashboard (server thread up, nothing connected)
+dashboard, one tab     the same with /status open in a real headless
+                       Chromium tab (tests/live_tab.py), refreshing at 100 ms
+=====================  =====================================================
+
+"The page adds" is *dashboard, no tab* minus *recording only* (target: nothing
+measurable) and *dashboard, one tab* minus *dashboard, no tab* (target: at most
+1 µs per task).  Rounds with and without the tab are separate phases: the tab
+is opened (and its page loaded) outside any timed run, and closed after.
+
+Run:  python benchmarks/bench_dashboard.py [--repeat N] [--leaves N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import localsched.threaded  # noqa: E402
+from localsched.callbacks import Callback  # noqa: E402
+from localsched.diagnostics import Dashboard  # noqa: E402
+from localsched.diagnostics.live.recorder import Recorder  # noqa: E402
+
+try:  # run as a script or as a module
+    from . import graphs
+except ImportError:
+    import graphs  # type: ignore[no-redef]
+
+from tests.live_tab import LiveTab  # noqa: E402
+
+TAB_TARGET_US = 1.0
+DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "
+             "Bokeh.documents[0].get_model_by_name('task_stream') !== null")
+
+
+class RecordingOnly(Callback):
+    """The Dashboard's hooks, with no server."""
+
+    _localsched_result = False
+
+    def __init__(self):
+        super().__init__()
+        self.recorder = Recorder()
+
+    def _start_state(self, dsk, state):
+        self.recorder.start_state(dsk, state)
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.recorder.posttask(key, result, dsk, state, worker_id)
+
+    def _finish(self, dsk, state, errored):
+        self.recorder.finish(dsk, state, errored)
+
+
+def timed(dsk, keys, callbacks, dash) -> tuple:
+    """Wall seconds of the run, and CPU seconds the dashboard's server thread
+    used meanwhile (its own clock: what the page costs, whatever the load)."""
+    gc.collect()
+    cpu0 = dash._server.call(time.thread_time)
+    t0 = time.perf_counter()
+    localsched.threaded.get(dsk, keys, num_workers=2, callbacks=callbacks)
+    wall = time.perf_counter() - t0
+    time.sleep(dash.interval * 2)  # the page's last update of this run
+    return wall, dash._server.call(time.thread_time) - cpu0
+
+
+def phase(dsk, keys, runners: dict, repeat: int, dash) -> tuple:
+    best = dict.fromkeys(runners, float("inf"))
+    server = dict.fromkeys(runners, float("inf"))
+    names = list(runners)
+    for r in range(repeat):
+        k = r % len(names)
+        for name in names[k:] + names[:k]:
+            wall, cpu = timed(dsk, keys, runners[name](), dash)
+            best[name] = min(best[name], wall)
+            server[name] = min(server[name], cpu)
+    return best, server
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--leaves", type=int, default=25_000)
+    args = parser.parse_args(argv)
+    dsk, keys = graphs.tree_reduction(args.leaves)
+    ntasks = graphs.count_tasks(dsk)
+    print(f"tree reduction, {ntasks:,} tasks, threads(2), best of {args.repeat}; "
+          f"load average {os.getloadavg()[0]:.2f} at start")
+    localsched.threaded.get(dsk, keys, num_workers=2)  # warm the pool
+    dash = Dashboard(quiet=True)
+    try:
+        no_tab, cpu_no_tab = phase(dsk, keys, {"bare": lambda: [],
+                                               "recording only": lambda: [RecordingOnly()],
+                                               "dashboard, no tab": lambda: [dash]},
+                                   args.repeat, dash)
+        with LiveTab(dash.link, wait_for=DOC_READY) as tab:
+            assert tab.ready and dash.connections() == 1
+            with_tab, cpu_tab = phase(dsk, keys, {"bare (tab open)": lambda: [],
+                                                  "dashboard, one tab": lambda: [dash]},
+                                      args.repeat, dash)
+            length = tab.evaluate("Bokeh.documents[0].get_model_by_name('task_stream')"
+                                  ".data_source.data.left.length")
+            tab.close_tab()
+        errors = tab.errors
+    finally:
+        dash.close()
+    results = {**no_tab, **with_tab}
+    server = {**cpu_no_tab, **cpu_tab}
+    us = {name: t / ntasks * 1e6 for name, t in results.items()}
+    print(f"  {'':<22} {'wall':>13}  {'server thread CPU':>19}")
+    for name, v in us.items():
+        print(f"  {name:<22} {v:7.2f} µs/task  {server[name] / ntasks * 1e6:7.3f} µs/task"
+              f"  ({results[name]:.3f} s)")
+    page_idle = us["dashboard, no tab"] - us["recording only"]
+    page_tab = us["dashboard, one tab"] - us["dashboard, no tab"]
+    print(f"recording costs            {us['recording only'] - us['bare']:+.2f} µs/task")
+    print(f"the page adds, no tab      {page_idle:+.2f} µs/task")
+    cpu_tab_us = server["dashboard, one tab"] / ntasks * 1e6
+    print(f"the page adds, one tab     {page_tab:+.2f} µs/task wall; its server thread used "
+          f"{cpu_tab_us:.3f} µs of CPU per task (target <= {TAB_TARGET_US}: "
+          f"{'met' if cpu_tab_us <= TAB_TARGET_US else 'NOT met'})")
+    print(f"the tab's task stream held {length} rectangles; console errors: {len(errors)}")
+    print(f"load average {os.getloadavg()[0]:.2f} at end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""A live view of running local computations: a dashboard with no cluster.
+
+::
+
+    from localsched.diagnostics import Dashboard
+    with Dashboard() as dash:          # prints dash.link, http://127.0.0.1:PORT/status
+        x.compute()
+
+How it is built (one idea per module, imports point down the list)::
+
+    recorder.py   the hooks: one append per task start and end to the current
+                  run's lists (scheduler thread; nothing else runs there)
+    feed.py       the one pass over those lists, on demand, at most once per
+                  interval: counts per group, running tasks, merged task-stream
+                  rectangles, resource samples, lifetime counters, the ETA
+    component.py  what a component is (root, update(), period)
+    summary.py, groups.py, taskstream.py, resources.py, memory.py,
+    finemetrics.py, flame.py      one component each
+    pages.py      /status and the /individual-* pages (a Bokeh document per tab)
+    routes.py     plain HTTP: /json/progress.json, /metrics, /individual-plots.json,
+                  /report.html -- no Bokeh session
+    server.py     the Bokeh server on its own thread and event loop
+    dash.py       Dashboard (the Callback), dashboard() (the shared one),
+                  from_environment() (LOCALSCHED_DASHBOARD)
+
+The scheduler never waits for the browser: readers pull from append-only
+lists with cursors (``len`` first, then a slice), and with no page open and
+no probe the server thread sleeps.  Sessions with no connection are reaped
+after half a second, so closed tabs and plain GETs stop costing at once.
+"""
+
+from __future__ import annotations
+
+from .dash import ENV_VAR, Dashboard, dashboard, from_environment
+
+__all__ = ["Dashboard", "dashboard", "from_environment", "ENV_VAR"]

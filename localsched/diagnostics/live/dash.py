@@ -1,0 +1,254 @@
+"""``Dashboard``: the Callback users hold; it records through a Recorder and
+serves the pages from a BackgroundServer until ``close()``."""
+
+from __future__ import annotations
+
+import html
+import os
+import socket
+import sys
+import threading
+import weakref
+from typing import Any
+
+from ... import callbacks as callbacks_module
+from ...callbacks import Callback, active_callbacks
+from .feed import Feed
+from .pages import COMPONENTS, applications
+from .recorder import Recorder
+from .routes import routes
+from .server import BackgroundServer, parse_address
+
+__all__ = ["Dashboard", "dashboard", "from_environment", "ENV_VAR"]
+
+#: ``LOCALSCHED_DASHBOARD=1`` (or an address) turns the shared dashboard on
+#: at ``import localsched``; dask's config spelling works too.
+ENV_VAR = "LOCALSCHED_DASHBOARD"
+DASK_ENV_VAR = "DASK_LOCALSCHED__DASHBOARD"
+#: A template for the link, e.g. ``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/status``
+#: behind JupyterHub's proxy; fields: ``host``, ``port`` and the environment.
+LINK_ENV_VAR = "LOCALSCHED_DASHBOARD_LINK"
+
+
+class Dashboard(Callback):
+    """A live view of running computations, served on ``address``.
+
+    The page (``dash.link``, printed once) shows the current or last
+    computation: a summary with the ETA, progress per task group, the task
+    stream, CPU and memory, bytes held per group (``memory=True``), fine
+    metrics and a flame graph (from ``FineMetrics`` / ``SampleProfiler``
+    active beside it), and a button writing the performance report so far.
+    It records while registered (``with``, ``register()``, ``callbacks=``)
+    and serves from its own thread until ``close()`` or interpreter exit.
+
+    Parameters
+    ----------
+    address : str
+        ``"host:port"``; port 0 picks a free one; a busy fixed port falls
+        back to a free one, with a warning.  The default binds 127.0.0.1
+        only: the page shows task keys and has no authentication.
+    interval : float
+        Seconds between refreshes of the fast components (slower ones, such
+        as resources and the flame graph, have their own rates).
+    task_stream_length : int
+        Rectangles the task stream keeps in the browser.
+    memory : bool
+        Measure each result's size, for bytes held per group (the results
+        then travel back from worker processes; off by default).
+    report_path : str
+        Where the report button writes.
+    diagnostics : iterable
+        FineMetrics / SampleProfiler objects to read beside those registered.
+    quiet : bool
+        Do not print the link.
+    """
+
+    def __init__(self, address: str = "127.0.0.1:0", *, interval: float = 0.1,
+                 task_stream_length: int = 2000, memory: bool = False,
+                 report_path: str = "localsched-dashboard-report.html",
+                 diagnostics=(), quiet: bool = False):
+        super().__init__()
+        self._server: BackgroundServer | None = None
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or \
+                not interval > 0:
+            raise ValueError(f"Dashboard interval must be a positive number of seconds, "
+                             f"got {interval!r}")
+        if isinstance(task_stream_length, bool) or not isinstance(task_stream_length, int) \
+                or task_stream_length < 1:
+            raise ValueError(f"Dashboard task_stream_length must be a positive int, "
+                             f"got {task_stream_length!r}")
+        host, port = parse_address(address)
+        self.interval = float(interval)
+        self.task_stream_length = task_stream_length
+        self.report_path = report_path
+        self._extra = list(diagnostics)
+        # Results are read (and so travel back from worker processes) only
+        # when their sizes are measured.
+        self._localsched_result = bool(memory)
+        needs = getattr(callbacks_module, "Needs", None)  # (the core's newer spelling)
+        if needs is not None:
+            self.needs = needs(results=bool(memory))
+        self.recorder = Recorder(measure_memory=bool(memory))
+        self.feed = Feed(self.recorder, self.interval)
+        self._server = BackgroundServer(
+            applications(self.feed, self), routes(self), host, port)
+        self.host, self.port = host, self._server.port
+        self._finalizer = weakref.finalize(self, self._server.stop)
+        if not quiet:
+            print(f"localsched dashboard: {self.link}", flush=True)
+
+    # -- the hooks (scheduler thread) ------------------------------------------------
+
+    def _start_state(self, dsk, state):
+        self.recorder.start_state(dsk, state)
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.recorder.posttask(key, result, dsk, state, worker_id)
+
+    def _finish(self, dsk, state, errored):
+        self.recorder.finish(dsk, state, errored)
+
+    @property
+    def _dask_callback(self) -> tuple:
+        r = self.recorder
+        return (None, r.start_state, r.dask_pretask, r.dask_posttask, r.finish)
+
+    # -- the server --------------------------------------------------------------------
+
+    @property
+    def link(self) -> str:
+        """The URL of the ``/status`` page."""
+        template = os.environ.get(LINK_ENV_VAR)
+        host = self.host
+        if host in ("0.0.0.0", "::", ""):
+            host = socket.gethostname()
+        if template:
+            return template.format(**{**os.environ, "host": host, "port": self.port})
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/status"
+
+    @property
+    def running(self) -> bool:
+        """Whether the page is served."""
+        return self._server is not None and self._server.running
+
+    def close(self) -> None:
+        """Stop recording and serving; the port is free when this returns."""
+        self.unregister()
+        server, self._server = self._server, None
+        if server is not None:
+            self._finalizer.detach()
+            server.stop()
+
+    def sessions(self) -> int:
+        """Browser sessions (tabs, and GETs not yet reaped) alive now."""
+        return self._server.sessions() if self._server is not None else 0
+
+    def connections(self) -> int:
+        """Websocket connections (open tabs) now."""
+        return self._server.connections() if self._server is not None else 0
+
+    # -- what the pages read -------------------------------------------------------------
+
+    def diagnostics(self, kind: str) -> list:
+        """The registered callbacks (and those given) of class ``kind``."""
+        found: list = []
+        for hooks in active_callbacks():
+            for f in hooks:
+                owner = getattr(f, "__self__", None)
+                if owner is not None:
+                    if type(owner).__name__ == kind and owner not in found:
+                        found.append(owner)
+                    break
+        for d in self._extra:
+            if type(d).__name__ == kind and d not in found:
+                found.append(d)
+        return found
+
+    def individual_plots(self) -> dict:
+        """``{"Individual <Title>": "/individual-<name>"}`` (dask-labextension's shape)."""
+        return {f"Individual {cls.title}": f"/individual-{cls.name}" for cls in COMPONENTS}
+
+    def run_data(self):
+        """A RunData of what was recorded so far: tasks, failures, resources,
+        and the records of the FineMetrics / SampleProfiler / CacheProfiler /
+        ResourceProfiler active beside the Dashboard."""
+        from .. import RunData
+        from ..records import FailedTaskData, ResourceData, TaskData
+
+        data = RunData(meta={"title": "localsched dashboard"})
+        for log in list(self.recorder.runs):
+            n = len(log.ends)
+            data.tasks += [TaskData(k, None, s, e, w) for k, s, e, w, *_ in log.ends[:n]]
+            data.failed += [FailedTaskData(k, None, s, e, w, *_split(err))
+                            for k, s, e, w, err in log.failed]
+            data.walls.append((log.started, log.finished or self.feed.clock()))
+        with self.feed.lock:
+            data.resources = [ResourceData(t, mem / 1e6, cpu) for t, cpu, mem
+                              in self.feed.resources]
+        others = [d for kind in ("FineMetrics", "SampleProfiler", "CacheProfiler",
+                                 "ResourceProfiler") for d in self.diagnostics(kind)]
+        if others:
+            extra = RunData.from_profilers(others)
+            if extra.resources:
+                data.resources = []
+            data.merge(extra)
+        return data
+
+    def write_report(self, path: str | None = None) -> str:
+        """Write the static performance report of what was recorded so far;
+        returns its absolute path."""
+        path = os.path.abspath(path or self.report_path)
+        self.run_data().to_html(path, title="localsched dashboard: report so far")
+        return path
+
+    def _repr_html_(self) -> str:
+        link = html.escape(self.link)
+        if not self.running:
+            return f"<p>localsched dashboard (closed): {link}</p>"
+        return (f"<p>localsched dashboard: <a href='{link}' target='_blank'>{link}</a></p>"
+                f"<iframe src='{link}' width='1050' height='900' "
+                f"style='border:1px solid #ddd'></iframe>")
+
+    def __repr__(self) -> str:
+        if getattr(self, "port", None) is None:
+            return "<Dashboard: starting>"
+        state = "serving" if self.running else "closed"
+        return f"<Dashboard {self.link}: {state}>"
+
+
+def _split(error: str) -> tuple:
+    kind, _, message = error.partition(": ")
+    return kind, message
+
+
+_shared: Dashboard | None = None
+_shared_lock = threading.Lock()
+
+
+def dashboard(address: str = "127.0.0.1:0", **kwargs: Any) -> Dashboard:
+    """The shared Dashboard, started and registered on first call (for
+    notebooks: the cell that calls it shows the page)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.running:
+            _shared = Dashboard(address, **kwargs)
+            _shared.register()
+        return _shared
+
+
+def from_environment() -> Dashboard | None:
+    """Start the shared dashboard if ``LOCALSCHED_DASHBOARD`` (or
+    ``DASK_LOCALSCHED__DASHBOARD``) asks for it: ``1``/``true`` for the
+    default address, or an address such as ``127.0.0.1:8790``."""
+    value = (os.environ.get(ENV_VAR) or os.environ.get(DASK_ENV_VAR) or "").strip()
+    if value.lower() in ("", "0", "false", "no", "off"):
+        return None
+    address = "127.0.0.1:0" if value.lower() in ("1", "true", "yes", "on") else value
+    try:
+        return dashboard(address)
+    except Exception as exc:  # noqa: BLE001 -- never break `import localsched`
+        print(f"localsched: {ENV_VAR}={value!r}: dashboard not started: {exc}",
+              file=sys.stderr)
+        return None

@@ -1,0 +1,482 @@
+"""The server side's one pass over what the hooks recorded.
+
+A :class:`Feed` turns the recorder's append-only lists into what the pages
+show: counts per task group, the running tasks, rectangles for the task
+stream (tiny tasks merged), resource samples and lifetime counters.  It is
+updated by whoever reads it -- a page's periodic callback, ``/json/progress.json``,
+``/metrics`` -- at most once per ``interval`` (an update within the interval
+returns at once), so several tabs cost one pass, and with no tab open and no
+probe nothing runs at all.  Pages keep their own cursors into ``rects`` and
+``resources``, both append-only with a moving base.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from operator import itemgetter
+
+import numpy as np
+import psutil
+
+from ...utils import key_split
+from ..eta import GroupDurations
+from .recorder import Recorder, RunLog
+
+__all__ = ["Feed", "GroupCounts"]
+
+#: Rectangles one update adds at most: tiny tasks are merged into wider
+#: time bins until they fit (the browser never receives a burst of thousands,
+#: and the server thread's Python work per update stays bounded).
+MAX_NEW_RECTS = 200
+#: A task shorter than the run's elapsed time (at least a second) over this
+#: many "pixels" is tiny: tiny neighbours of one worker and group share one
+#: rectangle.
+PIXELS = 1500
+RESOURCE_INTERVAL = 0.5
+#: Running tasks taken from the state per update at most.
+MAX_RUNNING = 256
+#: Seconds between reads of the state's running tasks (the snapshot costs
+#: O(tasks handed to workers)), unless nothing ended meanwhile.
+RUNNING_EVERY = 0.3
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
+           "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
+           "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39")
+FAILED_COLOR = "#d62728"
+
+
+class GroupCounts:
+    """Tasks of one group: total, done, running, erred; bytes held (-1: not measured)."""
+
+    __slots__ = ("total", "done", "running", "erred", "held", "seconds")
+
+    def __init__(self) -> None:
+        self.total = self.done = self.running = self.erred = 0
+        self.held = -1
+        self.seconds = 0.0
+
+
+def _head(key):
+    """What names a key's group: the string of a tuple key, else the key."""
+    return key[0] if type(key) is tuple and key else key
+
+
+class _GroupIds(dict):
+    """key head -> group index (``names[i]`` is the group's name); a head
+    seen first is split once (``key_split``), so lookups run in C."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list = []
+        self._index: dict = {}
+
+    def __missing__(self, head) -> int:
+        name = key_split(head)
+        i = self._index.get(name)
+        if i is None:
+            i = self._index[name] = len(self.names)
+            self.names.append(name)
+        self[head] = i
+        return i
+
+
+_key, _start, _end, _worker = (itemgetter(i) for i in range(4))
+
+
+def _columns(ends: list) -> tuple:
+    """keys, starts, ends (numpy), worker ids of a slice of ``RunLog.ends``."""
+    n = len(ends)
+    return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
+            np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
+
+
+class _Resources:
+    """CPU percent and memory (RSS) of this process and its children."""
+
+    #: Seconds between looks for new child processes (finding them reads
+    #: every process of the machine).
+    CHILDREN_EVERY = 5.0
+
+    def __init__(self) -> None:
+        self._me = psutil.Process()
+        self._procs: dict = {}
+        self._children: list = []
+        self._looked = -1e9
+
+    def measure(self) -> tuple:
+        now = time.monotonic()
+        if now - self._looked > self.CHILDREN_EVERY:
+            self._looked = now
+            try:  # worker processes are direct children
+                self._children = self._me.children()
+            except psutil.Error:
+                self._children = []
+        procs = [self._me, *self._children]
+        cpu = mem = 0.0
+        known = {}
+        for p in procs:
+            p = self._procs.get(p.pid, p)
+            try:
+                with p.oneshot():
+                    cpu += p.cpu_percent()
+                    mem += p.memory_info().rss
+                known[p.pid] = p
+            except psutil.Error:
+                continue
+        self._procs = known
+        return cpu, mem
+
+
+class Feed:
+    """Derived state of the current (or last) computation; see the module docstring."""
+
+    def __init__(self, recorder: Recorder, interval: float = 0.1, clock=time.time):
+        self.recorder = recorder
+        self.interval = interval
+        self.clock = clock
+        self.lock = threading.RLock()
+        self._last_update = -1.0
+        self._gid = _GroupIds()
+        self.colors: dict = {}
+        # lifetime
+        self.completed_total = 0
+        self.failed_total = 0
+        self.runs_total = 0
+        self.compute_seconds: dict = {}
+        self._consumed: dict = {}  # RunLog number -> ends counted into the lifetime counters
+        # the task stream, shared by every page (each keeps its own cursor)
+        self.rects: list = []
+        self.rect_base = 0
+        self.rect_limit = 20_000
+        # resources: (epoch, cpu %, memory bytes)
+        self.resources: list = []
+        self.resource_base = 0
+        self._resource_probe: _Resources | None = None
+        self._last_resource = -1.0
+        self._rates: deque = deque(maxlen=64)
+        self.run: RunLog | None = None
+        self.run_rect_start = 0
+        self._reset_run(None)
+
+    # -- per run -----------------------------------------------------------
+
+    def _reset_run(self, run: RunLog | None) -> None:
+        self.run = run
+        self.groups: dict = {}  # group name -> GroupCounts
+        self._counts: list = []  # GroupCounts by group index (self._gid)
+        self.running: dict = {}  # key -> (start or first seen, group)
+        self.lanes: dict = {}  # worker id -> lane index
+        self.durations = GroupDurations()
+        self.done = 0
+        self.erred = 0
+        self._ends_seen = 0
+        self._failed_seen = False
+        self._held_keys: dict = {}
+        self._gid_of_key: dict = {}
+        self._running_read = -1.0
+        self._rates.clear()
+        #: Where this run's rectangles start in ``rects`` (absolute index).
+        self.run_rect_start = self.rect_base + len(self.rects)
+        if run is None:
+            return
+        gids = self._gids(run.keys)
+        # key -> group index of this run's tasks: finished tasks are then
+        # looked up in C (a key missing, e.g. from dask's state, falls back)
+        self._gid_of_key = dict(zip(run.keys, gids.tolist(), strict=False))
+        for i, total in enumerate(np.bincount(gids, minlength=len(self._gid.names))):
+            if total:
+                self._counts_of(i).total = int(total)
+
+    def _counts_of(self, gid: int) -> GroupCounts:
+        """The counts of group index ``gid`` in this run (made on first use)."""
+        counts = self._counts
+        while len(counts) <= gid:
+            counts.append(None)
+        c = counts[gid]
+        if c is None:
+            name = self._gid.names[gid]
+            c = counts[gid] = self.groups[name] = GroupCounts()
+            self.color(name)
+        return c
+
+    def group(self, key) -> str:
+        return self._gid.names[self._gid[_head(key)]]
+
+    def color(self, group: str) -> str:
+        c = self.colors.get(group)
+        if c is None:
+            c = self.colors[group] = PALETTE[len(self.colors) % len(PALETTE)]
+        return c
+
+    # -- the pass ----------------------------------------------------------------
+
+    def update(self, force: bool = False) -> None:
+        """Take in what the hooks recorded since the last update (at most
+        once per ``interval`` unless ``force``)."""
+        with self.lock:
+            now = self.clock()
+            if not force and now - self._last_update < self.interval * 0.5:
+                return
+            self._last_update = now
+            runs = self.recorder.runs
+            if not runs:
+                return
+            latest = runs[-1]
+            if latest is not self.run:
+                if self.run is not None:
+                    self._take_in(self.run, now)  # its last tasks count too
+                for log in runs[-8:-1]:  # runs that came and went between updates
+                    if log is not self.run:
+                        self._tally(log)
+                self._reset_run(latest)
+            self._take_in(latest, now)
+
+    def _tally(self, log: RunLog) -> None:
+        """Lifetime counters only, for a run that is not shown."""
+        seen = self._consumed.get(log.number, 0)
+        new = log.ends[seen:len(log.ends)]
+        if new:
+            self._consumed[log.number] = seen + len(new)
+            keys, starts, ends, _ = _columns(new)
+            self._count_lifetime(self._gids(keys), ends - starts, len(new))
+        self._count_finish(log)
+
+    def _count_lifetime(self, gids, durations, n: int) -> None:
+        self.completed_total += n
+        seconds = np.bincount(gids, weights=durations)
+        names = self._gid.names
+        for g in np.flatnonzero(seconds):
+            name = names[g]
+            self.compute_seconds[name] = self.compute_seconds.get(name, 0.0) + seconds[g]
+
+    def _count_finish(self, log: RunLog) -> None:
+        if log.finished is not None and ("f", log.number) not in self._consumed:
+            self._consumed["f", log.number] = True
+            self.failed_total += len(log.failed)
+            self.runs_total += 1
+
+    def _gids(self, keys: list):
+        heads = [k[0] if k.__class__ is tuple and k else k for k in keys]
+        return np.fromiter(map(self._gid.__getitem__, heads), np.int64, len(keys))
+
+    def _take_in(self, run: RunLog, now: float) -> None:
+        n_ends = len(run.ends)
+        new = run.ends[self._ends_seen:n_ends]
+        self._ends_seen = n_ends
+        self._consumed[run.number] = n_ends
+        ended: set = set()
+        if new:
+            ended = self._take_ends(run, new, now)
+        self._take_running(run, ended, now)
+        if run.finished is not None and not self._failed_seen:
+            self._failed_seen = True
+            self._take_failures(run)
+            self._count_finish(run)
+        self._rates.append((now, self.done))
+
+    def _take_ends(self, run: RunLog, new: list, now: float) -> set:
+        """Finished tasks, counted with numpy: no Python work per task (the
+        server thread shares the GIL with the scheduler's)."""
+        n = len(new)
+        keys, starts, ends, wids = _columns(new)
+        try:
+            gids = np.fromiter(map(self._gid_of_key.__getitem__, keys), np.int64, n)
+        except KeyError:
+            gids = self._gids(keys)
+        durations = ends - starts
+        self._count_lifetime(gids, durations, n)
+        done = np.bincount(gids)
+        seconds = np.bincount(gids, weights=durations)
+        for g in np.flatnonzero(done):
+            c = self._counts_of(int(g))
+            c.done += int(done[g])
+            c.seconds += float(seconds[g])
+            self.durations.add_total(self._gid.names[g], float(seconds[g]), int(done[g]))
+        self.done += n
+        lanes = self.lanes
+        for w in set(wids).difference(lanes):
+            lanes[w] = len(lanes)
+        lane = np.fromiter(map(lanes.__getitem__, wids), np.int64, n)
+        if run.measured:
+            self._take_sizes(new)
+        self._add_rects(keys, starts, ends, lane, gids, now - run.started)
+        return set(keys)
+
+    def _take_sizes(self, new: list) -> None:
+        held, counts_of, gid = self._held_keys, self._counts_of, self._gid
+        for key, _s, _e, _w, nbytes, freed in new:
+            if nbytes < 0:
+                continue
+            c = counts_of(gid[_head(key)])
+            c.held = max(c.held, 0) + nbytes
+            held[key] = (c, nbytes)
+            for k in freed:
+                gone = held.pop(k, None)
+                if gone is not None:
+                    gone[0].held -= gone[1]
+
+    def _take_running(self, run: RunLog, ended: set, now: float) -> None:
+        """The tasks running now: the run's live ``state["running"]`` (read
+        here, a snapshot of a few keys), else the starts dask's schedulers
+        reported; a task first seen running is dated by its start when known,
+        else by now."""
+        before = self.running
+        if now - self._running_read < RUNNING_EVERY and run.finished is None:
+            gone = before.keys() & ended
+            if gone:  # (between reads: only drop what ended)
+                for key in gone:
+                    del before[key]
+                self._count_running(before)
+            return
+        self._running_read = now
+        keys = run.running_now()
+        if keys is None:
+            return
+        running = {}
+        group = self.group
+        starts = run.dask_starts
+        for key in keys[:MAX_RUNNING]:
+            if key in ended:
+                continue
+            seen = before.get(key)
+            running[key] = seen if seen is not None else (starts.get(key, now), group(key))
+        self._count_running(running)
+        self.running = running
+
+    def _count_running(self, running: dict) -> None:
+        for c in self.groups.values():
+            c.running = 0
+        for _t, g in running.values():
+            self.groups[g].running += 1
+
+    def _take_failures(self, run: RunLog) -> None:
+        self.erred = len(run.failed)
+        rects = []
+        for key, start, end, wid, error in run.failed:
+            c = self._counts_of(self._gid[_head(key)])
+            c.erred += 1
+            if wid not in self.lanes:
+                self.lanes[wid] = len(self.lanes)
+            rects.append((self.lanes[wid], start, end, self.group(key),
+                          f"{key} failed: {error}", 1, FAILED_COLOR))
+        # The rest stopped with the computation.
+        for c in self.groups.values():
+            c.running = 0
+        self.running = {}
+        self._append_rects(rects)
+
+    def _add_rects(self, keys: list, starts, ends, lane, gids, elapsed: float) -> None:
+        """Rectangles for newly finished tasks: a task at least a "pixel" long
+        has its own; shorter ones share one per worker, group and pixel-wide
+        time bin; bins widen until at most MAX_NEW_RECTS remain."""
+        pixel = max(elapsed, 1.0) / PIXELS
+        big = np.flatnonzero(ends - starts >= pixel)
+        if len(big) > MAX_NEW_RECTS // 2:
+            big = big[:0]
+        tiny = np.ones(len(keys), bool)
+        tiny[big] = False
+        names, color = self._gid.names, self.color
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]), 1,
+                color(names[gids[i]])) for i in big]
+        idx = np.flatnonzero(tiny)
+        width = pixel
+        while len(idx):
+            bins = np.floor((starts[idx] - starts[idx].min()) / width).astype(np.int64)
+            code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
+            order = np.argsort(code, kind="stable")
+            cuts = np.flatnonzero(np.diff(code[order])) + 1
+            if len(cuts) + 1 + len(out) > MAX_NEW_RECTS:
+                width *= 4
+                continue
+            first = np.concatenate(([0], cuts))
+            sel = idx[order]
+            lo = np.minimum.reduceat(starts[sel], first)
+            hi = np.maximum.reduceat(ends[sel], first)
+            count = np.diff(np.concatenate((first, [len(sel)])))
+            for j, f in enumerate(first):
+                i = sel[f]
+                g = names[gids[i]]
+                n = int(count[j])
+                out.append((int(lane[i]), float(lo[j]), float(hi[j]), g,
+                            str(keys[i]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
+            break
+        self._append_rects(out)
+
+    def _append_rects(self, rects: list) -> None:
+        self.rects.extend(rects)
+        extra = len(self.rects) - self.rect_limit
+        if extra > self.rect_limit // 2:
+            del self.rects[:extra]
+            self.rect_base += extra
+
+    def rects_since(self, cursor: int) -> tuple:
+        """``(rectangles since cursor, new cursor)``; a cursor fallen behind
+        the kept rectangles starts from the oldest kept."""
+        start = max(cursor - self.rect_base, 0)
+        return self.rects[start:], self.rect_base + len(self.rects)
+
+    # -- resources ------------------------------------------------------------------
+
+    def sample_resources(self, force: bool = False) -> None:
+        """A CPU/memory sample, at most every RESOURCE_INTERVAL seconds."""
+        with self.lock:
+            now = self.clock()
+            if not force and now - self._last_resource < RESOURCE_INTERVAL:
+                return
+            if self._resource_probe is None:
+                self._resource_probe = _Resources()
+            self._last_resource = now
+            cpu, mem = self._resource_probe.measure()
+            self.resources.append((now, cpu, mem))
+            if len(self.resources) > 4000:
+                del self.resources[:2000]
+                self.resource_base += 2000
+
+    def resources_since(self, cursor: int) -> tuple:
+        start = max(cursor - self.resource_base, 0)
+        return self.resources[start:], self.resource_base + len(self.resources)
+
+    # -- summaries --------------------------------------------------------------------
+
+    def progress(self) -> dict:
+        """The numbers of ``/json/progress.json`` and of the summary strip."""
+        with self.lock:
+            run = self.run
+            now = self.clock()
+            if run is None:
+                return {"done": 0, "total": 0, "running": 0, "erred": 0, "elapsed": 0.0,
+                        "eta": None, "rate": 0.0, "workers": 0, "busy": 0, "status": "idle",
+                        "run": 0, "cluster_dashboard": None}
+            total = len(run.keys) or max(self.done, 1)
+            end = run.finished if run.finished is not None else now
+            elapsed = max(end - run.started, 0.0)
+            if run.finished is not None:
+                status = "errored" if run.errored else "finished"
+                eta: float | None = 0.0 if not run.errored else None
+                rate = self.done / elapsed if elapsed > 0 else 0.0
+            else:
+                status = "running"
+                eta = self.eta(now)
+                rate = self._rate(now)
+            return {"done": self.done, "total": total, "running": len(self.running),
+                    "erred": self.erred, "elapsed": round(elapsed, 3),
+                    "eta": None if eta is None else round(eta, 3), "rate": round(rate, 1),
+                    "workers": len(self.lanes), "busy": min(len(self.running),
+                                                             max(len(self.lanes), 1)),
+                    "status": status, "run": run.number, "cluster_dashboard": run.link}
+
+    def eta(self, now: float) -> float | None:
+        left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
+        ages = [(g, now - t) for t, g in self.running.values()]
+        return self.durations.remaining(left, max(len(self.lanes), 1), ages)
+
+    def _rate(self, now: float) -> float:
+        """Tasks per second over the last couple of seconds."""
+        rates = self._rates
+        if len(rates) < 2:
+            return 0.0
+        recent = [(t, done) for t, done in rates if now - t <= 3.0] or [rates[-1]]
+        t, done = recent[0]
+        dt = now - t
+        return (self.done - done) / dt if dt > 0 else 0.0

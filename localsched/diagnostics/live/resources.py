@@ -1,0 +1,50 @@
+"""CPU percent and memory of this process and its worker processes, over time."""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.layouts import row
+from bokeh.models import ColumnDataSource, DataRange1d
+from bokeh.plotting import figure
+
+from .component import PAGE_WIDTH, Component
+
+__all__ = ["Resources"]
+
+
+class Resources(Component):
+    name = "resources"
+    title = "Resources"
+    period = 0.5
+
+    def __init__(self, feed, context=None, length: int = 2000):
+        super().__init__(feed, context)
+        self.length = length
+        feed.sample_resources()
+        rows, self.cursor = feed.resources_since(0)
+        self.source = ColumnDataSource(_columns(rows[-length:]))
+        x = DataRange1d(follow="end", follow_interval=120_000, range_padding=0)
+        cpu = figure(title="CPU % (process and workers)", width=PAGE_WIDTH // 2, height=200,
+                     x_axis_type="datetime", x_range=x, tools="", toolbar_location=None,
+                     name="cpu")
+        cpu.line("time", "cpu", source=self.source, color="#1f77b4", line_width=2)
+        mem = figure(title="Memory MB (process and workers)", width=PAGE_WIDTH // 2,
+                     height=200, x_axis_type="datetime", x_range=x, tools="",
+                     toolbar_location=None, name="memory")
+        mem.line("time", "memory", source=self.source, color="#2ca02c", line_width=2)
+        for f in (cpu, mem):
+            f.y_range = DataRange1d(start=0)
+        self.root = row(cpu, mem)
+
+    def update(self) -> None:
+        self.feed.sample_resources()
+        rows, self.cursor = self.feed.resources_since(self.cursor)
+        if rows:
+            self.source.stream(_columns(rows), rollover=self.length)
+
+
+def _columns(rows: list) -> dict:
+    if not rows:
+        return {"time": np.zeros(0), "cpu": np.zeros(0), "memory": np.zeros(0)}
+    arr = np.asarray(rows, dtype=float)
+    return {"time": arr[:, 0] * 1000, "cpu": arr[:, 1], "memory": arr[:, 2] / 1e6}

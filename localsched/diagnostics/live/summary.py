@@ -1,0 +1,55 @@
+"""The summary strip: elapsed, done/total, tasks per second, failed, workers
+busy and the ETA of the current (or last) computation."""
+
+from __future__ import annotations
+
+import html
+
+from bokeh.models.widgets import Div
+
+from ..eta import format_clock
+from .component import PAGE_WIDTH, Component
+
+__all__ = ["Summary", "summary_html"]
+
+
+def summary_html(p: dict) -> str:
+    """The strip's HTML for a ``Feed.progress()`` dict."""
+    if p["status"] == "idle":
+        return "<div class='ls-summary'>waiting for a computation...</div>"
+    eta = format_clock(p["eta"]) if p["status"] == "running" else "00:00"
+    if p["status"] == "errored":
+        eta = "-"
+    cells = [
+        ("run", f"#{p['run']} {p['status']}"),
+        ("elapsed", format_clock(p["elapsed"])),
+        ("tasks", f"{p['done']:,} / {p['total']:,}"),
+        ("tasks/s", f"{p['rate']:,.1f}"),
+        ("failed", f"{p['erred']:,}"),
+        ("workers busy", f"{p['busy']} / {p['workers']}"),
+        ("ETA", eta),
+    ]
+    body = "".join(
+        f"<span style='margin-right:1.6em'><span style='color:#777'>{html.escape(k)}</span> "
+        f"<b>{html.escape(v)}</b></span>" for k, v in cells)
+    link = p.get("cluster_dashboard")
+    if link:
+        body += (f"<span>cluster dashboard: <a href='{html.escape(link)}' target='_blank'>"
+                 f"{html.escape(link)}</a></span>")
+    return f"<div class='ls-summary' style='font:14px sans-serif'>{body}</div>"
+
+
+class Summary(Component):
+    name = "summary"
+    title = "Summary"
+    period = 0.1
+
+    def __init__(self, feed, context=None):
+        super().__init__(feed, context)
+        self.root = Div(text=summary_html(feed.progress()), width=PAGE_WIDTH, name="summary")
+
+    def update(self) -> None:
+        self.feed.update()
+        text = summary_html(self.feed.progress())
+        if text != self.root.text:
+            self.root.text = text

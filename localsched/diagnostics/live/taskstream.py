@@ -1,0 +1,141 @@
+"""The task stream: one lane per worker, a rectangle per task coloured by its
+group; tasks still running drawn in lanes of their own ("running") from their
+start to now, since a task's worker is known only when it ends.
+
+Each page streams only the rectangles added to the Feed since its cursor
+(``source.stream(new, rollover=length)``), as numpy columns; the Feed has
+already merged tiny neighbours and bursts, so the browser keeps the last
+``length`` rectangles and the sum of what was merged into them.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, HoverTool
+from bokeh.plotting import figure
+
+from .component import PAGE_WIDTH, Component
+
+__all__ = ["TaskStream"]
+
+#: Running tasks drawn at most (the oldest first).
+MAX_RUNNING = 64
+#: Seconds between redraws of the running bars while the same tasks run.
+RUNNING_REDRAW = 1.0
+COLUMNS = ("left", "right", "bottom", "top", "color", "label", "group", "count", "duration")
+
+
+def _empty() -> dict:
+    return {k: [] for k in COLUMNS}
+
+
+class TaskStream(Component):
+    name = "task-stream"
+    title = "Task Stream"
+    period = 0.1
+
+    def __init__(self, feed, context=None, length: int = 2000):
+        super().__init__(feed, context)
+        self.length = length
+        self.cursor = 0
+        self.run_number = None
+        self.lanes_shown: tuple = (-1, -1)
+        self._running_keys: list = []
+        self._running_drawn = 0.0
+        now = time.time() * 1000
+        # A transparent seed row gives the auto ranges something to start from.
+        seed = {"left": [now - 1000], "right": [now], "bottom": [-0.4], "top": [0.4],
+                "color": ["rgba(0,0,0,0)"], "label": [""], "group": [""], "count": [0],
+                "duration": [0.0]}
+        self.source = ColumnDataSource(seed)
+        self.running = ColumnDataSource(_empty())
+        fig = figure(title="Task stream", width=PAGE_WIDTH, height=300,
+                     x_axis_type="datetime", y_range=DataRange1d(range_padding=0.05),
+                     x_range=DataRange1d(range_padding=0.01), tools="xpan,xwheel_zoom,reset",
+                     toolbar_location="above", name="task_stream_figure")
+        fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
+                 line_color="color", line_alpha=0.5, alpha=0.9, source=self.source,
+                 name="task_stream")
+        fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
+                 alpha=0.35, line_color="black", line_dash="dashed", source=self.running,
+                 name="task_stream_running")
+        fig.add_tools(HoverTool(tooltips=[("task", "@label"), ("group", "@group"),
+                                          ("tasks", "@count"), ("seconds", "@duration{0.000}")]))
+        self.ticker = FixedTicker(ticks=[])
+        fig.yaxis.ticker = self.ticker
+        fig.ygrid.visible = False
+        self.root = fig
+
+    def _reset(self, run_number) -> None:
+        """A new computation: start from its first rectangle."""
+        self.run_number = run_number
+        self.cursor = self.feed.run_rect_start
+        self.lanes_shown = (-1, -1)
+        self.source.data = _empty()
+
+    def update(self) -> None:
+        feed = self.feed
+        feed.update()
+        with feed.lock:
+            run = feed.run
+            if run is None:
+                return
+            if run.number != self.run_number:
+                self._reset(run.number)
+            rects, self.cursor = feed.rects_since(self.cursor)
+            nlanes = len(feed.lanes)
+            running = sorted(feed.running.items(), key=lambda kv: kv[1][0])[:MAX_RUNNING]
+            colors = feed.colors
+            now = feed.clock()
+        if rects:
+            self.source.stream(_columns(rects[-self.length:]), rollover=self.length)
+        self._label_lanes(nlanes, len(running))
+        # Running bars are redrawn when the running tasks change, else once
+        # a second (each redraw is a message to the browser).
+        shown = [k for k, _ in running]
+        if shown != self._running_keys or now - self._running_drawn >= RUNNING_REDRAW:
+            self._running_keys, self._running_drawn = shown, now
+            self.running.data = _running_columns(running, nlanes, colors, now)
+
+    def _label_lanes(self, nlanes: int, nrunning: int) -> None:
+        shown = (nlanes, min(nrunning, 1))
+        if shown == self.lanes_shown:
+            return
+        self.lanes_shown = shown
+        ticks = list(range(nlanes)) + ([nlanes] if nrunning else [])
+        labels: dict = {i: f"worker {i}" for i in range(nlanes)}
+        if nrunning:
+            labels[nlanes] = "running"
+        # (mutated, never replaced: a new model makes bokeh walk the document)
+        self.ticker.ticks = ticks
+        self.root.yaxis[0].major_label_overrides = labels
+
+
+def _columns(rects: list) -> dict:
+    lane = np.fromiter((r[0] for r in rects), float, len(rects))
+    left = np.fromiter((r[1] for r in rects), float, len(rects))
+    right = np.fromiter((r[2] for r in rects), float, len(rects))
+    return {"left": left * 1000, "right": right * 1000, "bottom": lane - 0.4,
+            "top": lane + 0.4, "color": [r[6] for r in rects], "label": [r[4] for r in rects],
+            "group": [r[3] for r in rects], "count": [r[5] for r in rects],
+            "duration": right - left}
+
+
+def _running_columns(running: list, nlanes: int, colors: dict, now: float) -> dict:
+    """Running tasks stacked in the lanes above the workers' (thin bars)."""
+    cols = _empty()
+    n = len(running)
+    for i, (key, (start, group)) in enumerate(running):
+        y = nlanes + i / max(n, 1) * 0.8 - 0.4
+        cols["left"].append(start * 1000)
+        cols["right"].append(now * 1000)
+        cols["bottom"].append(y)
+        cols["top"].append(y + 0.8 / max(n, 1))
+        cols["color"].append(colors.get(group, "#888"))
+        cols["label"].append(f"{key} (running)")
+        cols["group"].append(group)
+        cols["count"].append(1)
+        cols["duration"].append(now - start)
+    return cols
