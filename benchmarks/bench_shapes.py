@@ -36,7 +36,7 @@ import os
 import platform
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import localsched.local
 import localsched.multiprocessing
@@ -225,13 +225,13 @@ def main(argv=None) -> int:
                 dsk, keys = build(kind, *(small if kname == "1ms" else full))
                 n = graphs.count_tasks(dsk)
                 plan = bare_plan(dsk, keys)
-                bare = best_of({"bare": lambda: (_bare_timed(plan, keys))}, args.repeat)["bare"]
+                bare = best_of({"bare": lambda p=plan, k=keys: _bare_timed(p, k)}, args.repeat)["bare"]
                 row = {"kind": kname, "shape": shape, "n": n, "bare": bare / n * 1e6,
                        "dask": {}, "ls": {}, "ratio": {}}
                 for s, (dget, lget) in scheds.items():
-                    runners = {"localsched": lambda g=lget: timed(g, dsk, keys)}
+                    runners = {"localsched": lambda g=lget, d=dsk, k=keys: timed(g, d, k)}
                     if dget is not None:
-                        runners["dask"] = lambda g=dget: timed(g, dsk, keys)
+                        runners["dask"] = lambda g=dget, d=dsk, k=keys: timed(g, d, k)
                     best = best_of(runners, args.repeat)
                     row["ls"][s] = best["localsched"] / n * 1e6
                     if "dask" in best:
