@@ -394,3 +394,16 @@ def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     progress = json.loads(_get(dash.link, "/json/progress.json")[2])
     assert progress["done"] == 7
     assert progress["cluster_dashboard"] == cluster_client.dashboard_link
+
+
+def test_plots_on_other_threads_keep_their_own_curdoc(dash):
+    """bokeh patches curdoc() around every server callback, process-wide; the
+    dashboard's server runs on its own thread, so that must not leak here."""
+    from bokeh.io import curdoc
+    from bokeh.io.state import curstate
+
+    _get(dash.link, "/status")  # a session whose periodic callback now runs
+    mine = curstate().document
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert curdoc() is mine

@@ -114,7 +114,7 @@ def test_status_page_live_in_chromium(tmp_path, chromium_path):
                 time.sleep(0.05)
             reaped_after = time.monotonic() - t0
             assert dash.sessions() == 0, "the closed tab's session was not reaped"
-            assert reaped_after < 3.0
+            assert reaped_after < 4.0  # (0.5 s reaper; more only on a loaded machine)
         assert tab.errors == [], tab.errors
         assert "tasks" in summary and "ETA" in summary
         # many groups of a real dask session, coloured apart

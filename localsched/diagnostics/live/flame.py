@@ -41,10 +41,16 @@ class FlameGraph(Component):
         fig.xaxis.visible = False
         fig.grid.visible = False
         button = Button(label="Refresh flame graph", width=200, name="flame_refresh")
-        button.on_click(lambda *_: self.update())
+        button.on_click(lambda *_: self._refresh())
         self.figure = fig
         self.root = column(button, fig)
         self.update()
+
+    def _refresh(self) -> None:
+        try:
+            self.update()
+        except Exception as exc:  # noqa: BLE001 -- shown, never raised into bokeh
+            self.figure.title.text = f"Flame graph: failed ({exc})"
 
     def update(self) -> None:
         samplers = self.context.diagnostics("SampleProfiler") if self.context else []

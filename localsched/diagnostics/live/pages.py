@@ -9,6 +9,7 @@ periodic callback that updates each component at its own rate; the callback
 from __future__ import annotations
 
 import html
+import logging
 import time
 from functools import partial
 
@@ -27,6 +28,8 @@ from .summary import Summary
 from .taskstream import TaskStream
 
 __all__ = ["COMPONENTS", "applications"]
+
+logger = logging.getLogger(__name__)
 
 #: Every component, in the order of ``/individual-plots.json``.
 COMPONENTS: tuple = (Summary, GroupProgress, TaskStream, Resources, MemoryByGroup,
@@ -47,7 +50,11 @@ def _schedule(doc, components: list) -> None:
             for i, c in enumerate(components):
                 if now >= due[i]:
                     due[i] = now + c.period - tick / 2
-                    c.update()
+                    try:
+                        c.update()
+                    except Exception:  # noqa: BLE001 -- one component's failure is logged,
+                        # never raised into bokeh (the page and the others go on)
+                        logger.exception("localsched dashboard: %s update failed", c.name)
         finally:
             doc.unhold()
 

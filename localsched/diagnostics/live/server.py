@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import errno
+import importlib.util
 import socket
 import threading
 import warnings
@@ -46,6 +47,53 @@ def parse_address(address: str) -> tuple:
     return (host.strip("[]") or "127.0.0.1"), number
 
 
+class _PerThreadStack(list):
+    """bokeh's stack of patched ``curdoc()`` documents, one per thread.
+
+    bokeh keeps one process-wide list (``bokeh.io.doc._PATCHED_CURDOCS``) and
+    patches it around every server callback, assuming the server runs on the
+    main thread: with the dashboard's server on its own thread, a plot made
+    meanwhile on another thread would get the dashboard's document from
+    ``curdoc()`` (and, should a callback ever raise -- bokeh's patch has no
+    ``finally`` -- every later ``curdoc()`` would fail).  Each thread sees its
+    own stack here.
+    """
+
+    _local = threading.local()
+
+    def _stack(self) -> list:
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def append(self, item) -> None:
+        self._stack().append(item)
+
+    def pop(self, *args):
+        return self._stack().pop(*args)
+
+    def __len__(self) -> int:
+        return len(self._stack())
+
+    def __getitem__(self, i):
+        return self._stack()[i]
+
+    def __bool__(self) -> bool:
+        return bool(self._stack())
+
+
+def _curdoc_per_thread() -> None:
+    import bokeh.io.doc as doc_module
+
+    current = getattr(doc_module, "_PATCHED_CURDOCS", None)
+    if type(current) is list:
+        per_thread = _PerThreadStack()
+        for item in current:  # (the calling thread's, if any)
+            per_thread.append(item)
+        doc_module._PATCHED_CURDOCS = per_thread
+
+
 def _bind(host: str, port: int) -> tuple:
     from bokeh.server.util import bind_sockets
 
@@ -66,6 +114,7 @@ class BackgroundServer:
 
     def __init__(self, applications: dict, patterns: list, host: str, port: int):
         self.host = host
+        _curdoc_per_thread()
         self._sockets, self.port = _bind(host, port)
         self._applications = applications
         self._patterns = patterns
@@ -84,6 +133,11 @@ class BackgroundServer:
         loop = self._loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
+            # bokeh imports pandas on a source's first stream, if installed:
+            # done here, before the page runs, it can never race an import of
+            # pandas in the user's thread (seen: a half-initialised module).
+            if importlib.util.find_spec("pandas") is not None:
+                import pandas  # noqa: F401
             from bokeh.server.server import BaseServer
             from bokeh.server.tornado import BokehTornado
             from tornado.httpserver import HTTPServer
