@@ -5,7 +5,7 @@ on processes a pipe); many dask tasks take less.  So a worker receives a
 *batch*: a short run of tasks it executes in order, reporting each as it ends.
 
 The rule that keeps memory depth-first: **a batch is what a sequential run
-would do next**.  The scheduler's ready tasks form a stack (``Run.ready``):
+would do next**.  The scheduler's ready tasks form a stack (``RunState.ready``):
 a task's newly ready dependents go on top, lowest static priority last, so
 the branch just advanced is continued first (dask's rule; on a stencil
 lattice it holds 69 results where following the static order strictly holds
@@ -338,7 +338,7 @@ class Planner:
         tasks of the stack.
 
         The batch is what a sequential run would do next under the ready
-        rule (see ``Run``): take the top of the ready stack; a task whose
+        rule (see ``localsched.machine``): take the top of the ready stack; a task whose
         inputs are then all done or in the batch is "ready" inside the batch
         and goes on a batch-local stack, which is used first.  It is sized
         and cut by what it holds (see "What a batch holds").
