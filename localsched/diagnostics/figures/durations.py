@@ -103,6 +103,7 @@ def plot_durations(results: Sequence[TaskData], bins: int = 30, palette=None,
         fig.xaxis.ticker = FixedTicker(ticks=duration_ticks(edges[0], edges[-1]))
         fig.xaxis.formatter = CustomJSTickFormatter(code=_SECONDS_JS)
         fig.yaxis.ticker.desired_num_ticks = 4
+        fig.yaxis.ticker.min_interval = 1  # whole tasks
         fig.y_range.start = 0
         source = {"left": edges[:-1], "right": edges[1:], "count": counts,
                   "group": [group] * len(counts),
