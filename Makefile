@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test browser venv
+.PHONY: demo test lint browser venv
 
 ## demo: install localsched (with numpy for the demo) and run the main job: writes report.html
 demo: venv
@@ -16,6 +16,13 @@ demo: venv
 test: venv browser
 	$(PY) -m pip install -q -e ".[test]"
 	$(PY) -m pytest
+
+## lint: the quality gates CI runs after the tests: ruff (rules E, W, F, I, UP, B) and
+## mypy, on the files and modules pyproject.toml lists ([tool.ruff], [tool.mypy])
+lint: venv
+	$(PY) -m pip install -q -e ".[lint]"
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/mypy
 
 ## venv: the project-local virtual environment (Debian's python3 needs python3-venv for it)
 venv: $(PY)
