@@ -1,0 +1,304 @@
+"""One computation on a cluster, through dask.distributed's own client path,
+observed: ``ClusterComputation(client, graph, keys, ...).run()``.
+
+The graph goes to ``client.get(graph, keys, sync=False, **options)``
+unchanged (a dict, a HighLevelGraph or a dask expression; futures,
+persisted keys, annotations, P2P shuffles: whatever dask.distributed
+accepts), and the results come back through ``client.gather``, as
+``Client.get`` itself does; so every error is dask.distributed's own
+(a task's exception, ``FutureCancelledError`` with its reason after a
+cancel, close or restart, ``CancelledError`` when the scheduler is lost,
+the scheduler's ``no-workers-timeout``...).  localsched only listens: the
+event stream (``_stream``) brings the scheduler's view of the graph and
+each task's dispatch and end, and the hooks fire from it in the caller's
+thread, never concurrently.
+
+The lifecycle is the one every localsched loop has (the core's
+``Computation``): ``start(dsk)`` before the graph is sent; ``start_state``
+when the scheduler has the graph (the first event of the computation);
+``pretask`` at dispatch, ``posttask`` at the end; ``finish`` once, on every
+exit path (success, a task's error, a cancel, close or restart from another
+thread, Ctrl-C), after a barrier that makes it follow the last event.
+
+What a callback cannot see on this path: tasks the cluster already held
+(they never run); the true start of a task before its end (pretask is the
+dispatch; the worker may hold the task queued); a task's result (posttask
+gets None: results stay on the workers); tasks other clients run for the
+same keys.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from queue import Empty, SimpleQueue
+from typing import Any, Optional
+
+from . import _stream
+from ._state import ClusterState
+
+#: Seconds ``finish`` waits for the barrier (every event of the computation)
+#: before giving up and setting ``state.incomplete``.
+BARRIER_TIMEOUT = 10.0
+#: The caller wakes at least this often (seconds) to notice finished futures.
+POLL = 0.05
+
+
+class LazyGraph(Mapping):
+    """The graph the callbacks see: the Mapping given, or an expression
+    materialized on first lookup (dask hands client.get an expression; only
+    a callback that reads task specs pays for materializing it).  Keys of
+    the computation the graph does not hold (tasks the cluster made of
+    futures) map to None."""
+
+    def __init__(self, graph: Any):
+        self.source = graph
+        self._graph: Optional[Mapping] = graph if isinstance(graph, Mapping) else None
+
+    def _mapping(self) -> Mapping:
+        if self._graph is None:
+            from ..graph import as_mapping
+
+            try:
+                self._graph = as_mapping(self.source)
+            except Exception:  # noqa: BLE001 -- a graph only the cluster can build
+                self._graph = {}
+        return self._graph
+
+    def __getitem__(self, key):
+        return self._mapping().get(key)
+
+    def __contains__(self, key) -> bool:
+        return key in self._mapping()
+
+    def __iter__(self):
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+
+class ClusterComputation:
+    """Send, observe, gather (see the module docstring).  ``hooks`` is the
+    lifecycle (``_lifecycle.Lifecycle``) already started."""
+
+    def __init__(self, client, graph, keys, life, options: dict):
+        self.client = client
+        self.graph = graph
+        self.keys = keys
+        self.life = life
+        self.options = options
+        self.stream = _stream.stream_of(client)
+        self.queue: SimpleQueue = SimpleQueue()
+        self.offset = 0.0
+        self.packed = None
+        self.futures: list = []
+        self.state: Optional[ClusterState] = None
+
+    def run(self):
+        from ..graph import flatten_keys
+
+        client, stream, q = self.client, self.stream, self.queue
+        flat = frozenset(flatten_keys(self.keys, []))
+        self.offset = stream.offset()
+        stream.expect(flat, q)
+        try:
+            self.packed = client.get(self.graph, self.keys, sync=False, **self.options)
+            self.futures = _futures_in(self.packed)
+            self._pump()
+            self._barrier()
+            return client.gather(self.packed)
+        except BaseException:
+            self._stopped()
+            raise
+        finally:
+            stream.forget(q)
+            self._open(None)  # (start_state before finish, even with no graph)
+            for f in self.futures:
+                f.release()
+
+    # -- the event loop ------------------------------------------------------------
+
+    def _pump(self) -> None:
+        """Fire hooks from the stream until every output future is done (or
+        the Client stops: its futures are cancelled then)."""
+        q, futures, client = self.queue, self.futures, self.client
+        while True:
+            try:
+                events = q.get(timeout=POLL)
+            except Empty:
+                events = None
+            if events:
+                self._fire(events)
+            if all(f.done() for f in futures) or client.status in ("closing", "closed"):
+                return
+
+    def _barrier(self) -> None:
+        """Wait for every event the scheduler sent before the outputs were
+        done (the mark comes after them on the same ordered stream)."""
+        from . import _plugin
+
+        client = self.client
+        if client.status != "running":
+            return
+        token = uuid.uuid4().hex
+        marks = self.stream.marks
+        marks[token] = self.queue
+        try:
+            client.log_event(_plugin.MARK_TOPIC, {"client": client.id, "token": token})
+            deadline = time.monotonic() + BARRIER_TIMEOUT
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0 or client.status != "running":
+                    if self.state is not None:
+                        self.state.incomplete = True
+                    return
+                try:
+                    events = self.queue.get(timeout=min(left, POLL))
+                except Empty:
+                    continue
+                if events[-1][0] == "mark" and events[-1][1] == token:
+                    self._fire(events[:-1])
+                    return
+                self._fire(events)
+        finally:
+            marks.pop(token, None)
+
+    def _open(self, rows: Optional[list]) -> ClusterState:
+        state = self.state
+        if state is None:
+            from ..graph import flatten_keys
+
+            state = self.state = ClusterState(self.client, frozenset(flatten_keys(self.keys, [])))
+            state.clock_offset = self.offset
+            if rows:
+                state.load(rows)
+            self.life.open(state)
+        return state
+
+    def _fire(self, events: list) -> None:
+        state = self.state
+        life = self.life
+        offset = self.offset
+        dsk = life.dsk
+        for ev in events:
+            kind, key = ev[0], ev[1]
+            if kind == "graph":
+                state = self._open(ev[2])
+                continue
+            if state is None:  # (cannot happen: the graph event comes first)
+                continue
+            if kind == "dispatch":
+                if state.dispatch(key, ev[2] - offset, ev[3]):
+                    for f in life.pretasks:
+                        f(key, dsk, state)
+            elif kind == "done":
+                _, _, t, worker, thread, startstops, nbytes = ev
+                if key not in state.dispatched:  # (keep pretask before posttask)
+                    state.dispatch(key, t - offset, worker)
+                    for f in life.pretasks:
+                        f(key, dsk, state)
+                wid = self.stream.worker_id(worker, thread)
+                start, stop, activities = _startstops(startstops, t, offset)
+                state.freed = state.done(key)
+                state.timing = (start, stop)
+                state.worker = worker
+                state.nbytes = nbytes
+                state.activities = activities
+                for f in life.posttasks:
+                    f(key, None, dsk, state, wid)
+            elif kind == "erred":
+                _, _, t, worker, thread, startstops, text = ev
+                start, stop, _ = _startstops(startstops, t, offset)
+                state.dispatched.pop(key, None)
+                state.failed[key] = (TaskFailed(text), start, stop,
+                                     self.stream.worker_id(worker, thread))
+            elif kind == "lost":
+                since = state.dispatched.pop(key, None)
+                if since is not None:
+                    # (the thread is unknown: the worker died before reporting)
+                    state.lost.append((key, since[0], ev[2] - offset,
+                                       self.stream.worker_id(since[1], None)))
+
+    # -- stopping early ------------------------------------------------------------
+
+    def _stopped(self) -> None:
+        """The computation stopped before its end (an error, a cancel,
+        Ctrl-C): say which of its dispatched tasks a worker was executing
+        (asking the workers, when they can answer) and which were queued."""
+        state = self.state
+        if state is None or not state.dispatched:
+            return
+        client, offset = self.client, self.offset
+        dispatched = dict(state.dispatched)
+        executing: dict = {}
+        if client.status == "running":
+            from . import _plugin
+
+            try:
+                answers = client.run(_plugin.executing, list(dispatched), on_error="return")
+            except BaseException:  # noqa: B036 -- best effort; the stop matters more
+                answers = {}
+            for worker, rows in answers.items():
+                if isinstance(rows, BaseException):
+                    continue
+                for key, start, thread in rows:
+                    executing[key] = (start - offset if start is not None else None,
+                                      self.stream.worker_id(worker, thread))
+        for key, (t, worker) in dispatched.items():
+            if key in executing:
+                start, wid = executing[key]
+                state.running_since[key] = (t if start is None else start, wid)
+            else:
+                state.queued_since[key] = (t, self.stream.worker_id(worker, None))
+
+    def failed_exception(self, exc: BaseException) -> None:
+        """Put the real exception in ``state.failed`` of the task that raised it."""
+        state = self.state
+        if state is None:
+            return
+        for key, (old, start, stop, wid) in list(state.failed.items()):
+            if isinstance(old, TaskFailed):
+                state.failed[key] = (exc, start, stop, wid)
+                return
+
+
+class TaskFailed(Exception):
+    """Stands for a task's exception, known only as text, in ``state.failed``."""
+
+
+def _futures_in(packed) -> list:
+    """The Futures in client.get's packed result (nested lists/tuples)."""
+    from distributed import Future
+
+    out: list = []
+    todo = [packed]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, Future):
+            out.append(x)
+        elif isinstance(x, (list, tuple)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+    return out
+
+
+def _startstops(startstops, t: float, offset: float) -> tuple:
+    """(start, stop) of the computation and the task's other startstops, on
+    the caller's clock."""
+    start = stop = None
+    activities = []
+    for ss in startstops or ():
+        action = ss.get("action")
+        a, b = ss.get("start"), ss.get("stop")
+        if a is None or b is None:
+            continue
+        if action == "compute":
+            start, stop = a - offset, b - offset
+        else:
+            activities.append((action, a - offset, b - offset))
+    if start is None:
+        start = stop = t - offset
+    return start, stop, (tuple(activities) if activities else None)
