@@ -83,7 +83,8 @@ class ClusterComputation:
     """Send, observe, gather (see the module docstring).  ``hooks`` is the
     lifecycle (``_lifecycle.Lifecycle``) already started."""
 
-    def __init__(self, client, graph, keys, life, options: dict):
+    def __init__(self, client, graph, keys, life, options: dict, rerun: bool = False):
+        self.rerun = rerun
         self.client = client
         self.graph = graph
         self.keys = keys
@@ -108,9 +109,18 @@ class ClusterComputation:
             self.futures = _futures_in(self.packed)
             self._pump()
             self._barrier()
+            if client.status in ("closing", "closed"):
+                _raise_cancelled(self.futures)
             return client.gather(self.packed)
-        except BaseException:
+        except BaseException as exc:
+            if not isinstance(exc, KeyboardInterrupt):
+                self._barrier()  # (tasks that ended before the stop: their events)
             self._stopped()
+            self.failed_exception(exc)
+            if self.rerun and isinstance(exc, Exception) and client.status == "running":
+                from ._rerun import rerun_locally
+
+                rerun_locally(client, self, exc)
             raise
         finally:
             stream.forget(q)
@@ -121,8 +131,8 @@ class ClusterComputation:
     # -- the event loop ------------------------------------------------------------
 
     def _pump(self) -> None:
-        """Fire hooks from the stream until every output future is done (or
-        the Client stops: its futures are cancelled then)."""
+        """Fire hooks from the stream until every output future is done, one
+        failed, or the Client stops (its futures are cancelled then)."""
         q, futures, client = self.queue, self.futures, self.client
         while True:
             try:
@@ -131,7 +141,16 @@ class ClusterComputation:
                 events = None
             if events:
                 self._fire(events)
-            if all(f.done() for f in futures) or client.status in ("closing", "closed"):
+            if client.status in ("closing", "closed"):
+                return
+            pending = []
+            for f in futures:
+                if not f.done():
+                    pending.append(f)
+                elif f.status != "finished":
+                    return  # (gather raises at the first failed output, as Client.get does)
+            futures = pending
+            if not futures:
                 return
 
     def _barrier(self) -> None:
@@ -216,6 +235,8 @@ class ClusterComputation:
                                      self.stream.worker_id(worker, thread))
             elif kind == "lost":
                 since = state.dispatched.pop(key, None)
+                if ev[4].startswith(("cancel", "remove-client", "client-releases")):
+                    continue  # cancelled or released: not lost
                 if since is not None:
                     # (the thread is unknown: the worker died before reporting)
                     state.lost.append((key, since[0], ev[2] - offset,
@@ -266,6 +287,19 @@ class ClusterComputation:
 
 class TaskFailed(Exception):
     """Stands for a task's exception, known only as text, in ``state.failed``."""
+
+
+def _raise_cancelled(futures: list) -> None:
+    """The Client was closed under the computation: raise what its
+    cancelled futures hold (dask.distributed's FutureCancelledError), as a
+    gather would have; gathering on a closed Client fails otherwise."""
+    from distributed.client import FutureCancelledError
+
+    for f in futures:
+        if f.status == "cancelled":
+            exc = getattr(getattr(f, "_state", None), "exception", None)
+            raise exc if isinstance(exc, BaseException) else \
+                FutureCancelledError(f.key, "client closed")
 
 
 def _futures_in(packed) -> list:

@@ -72,39 +72,11 @@ def observe(client, graph, keys, options: dict, callbacks=None, rerun: bool = Fa
     dsk = LazyGraph(graph)
     with Lifecycle(dsk, callbacks, empty_state=lambda: ClusterState(client)) as life:
         detail = Detail(client, life.cbs)
-        comp = ClusterComputation(client, graph, keys, life, options)
+        comp = ClusterComputation(client, graph, keys, life, options, rerun=rerun)
         try:
             return comp.run()
-        except BaseException as exc:
-            comp.failed_exception(exc)
-            if rerun and comp.futures and isinstance(exc, Exception):
-                _rerun_locally(client, comp, exc)
-            raise
         finally:
             detail.collect(comp.state)
-
-
-def _rerun_locally(client, comp: ClusterComputation, exc: Exception) -> None:
-    """Run the task the scheduler blames, alone, in the caller, on its
-    inputs gathered from the cluster (computed there again if the cluster
-    released them): it raises again, with its own frames."""
-    from . import _plugin
-
-    errored = [f.key for f in comp.futures if f.status == "error"]
-    if not errored or client.status != "running":
-        return
-    cause = client.run_on_scheduler(_plugin.error_cause, errored)
-    if cause is None:
-        return
-    key, run_spec, deps = cause
-    inputs = client.get({}, list(deps), sync=False)
-    try:
-        values = dict(zip(deps, client.gather(inputs)))
-    finally:
-        for f in inputs:
-            f.release()
-    run_spec(values)  # raises the task's own exception, here
-    exc.add_note(f"task {key!r} failed on the cluster but succeeded when re-run locally")
 
 
 def _sendable(dsk, client):

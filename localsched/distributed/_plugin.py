@@ -33,8 +33,9 @@ Each event is a tuple, first item the kind:
   processing -> memory, with the worker's own report;
 - ``("erred", key, time, worker, thread, startstops, text)``: the task
   raised, or its worker died too often (KilledWorker);
-- ``("lost", key, time, worker)``: processing -> released/waiting (its
-  worker died or left; the scheduler will run it again);
+- ``("lost", key, time, worker, stimulus id)``: processing ->
+  released/waiting (its worker died or left, and the scheduler will run it
+  again; or it was cancelled);
 - ``("worker-left", address)``;
 - ``("mark", token)``: the barrier.
 
@@ -115,7 +116,7 @@ class StreamPlugin(SchedulerPlugin):
             ev = ("erred", key, _time.time(), kw.get("worker"), kw.get("thread"),
                   kw.get("startstops"), kw.get("exception_text") or "")
         elif start == "processing":
-            ev = ("lost", key, _time.time(), kw.get("worker"))
+            ev = ("lost", key, _time.time(), kw.get("worker"), stimulus_id or "")
         else:
             if finish == "forgotten":
                 self.watch.discard(key)
@@ -186,7 +187,8 @@ def executing(keys: list, dask_worker=None) -> list:
     threads = {key: thread for thread, key in dict(dask_worker.active_threads).items()}
     delay = dask_worker.scheduler_delay
     out = []
-    for ts in list(dask_worker.state.executing):
+    state = dask_worker.state
+    for ts in list(state.executing) + list(state.long_running):
         if ts.key in wanted:
             start = ts.start_time + delay if ts.start_time is not None else None
             out.append((ts.key, start, threads.get(ts.key)))
