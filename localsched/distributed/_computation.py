@@ -29,6 +29,7 @@ same keys.
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import Mapping
@@ -113,7 +114,9 @@ class ClusterComputation:
                 _raise_cancelled(self.futures)
             return client.gather(self.packed)
         except BaseException as exc:
-            if not isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, KeyboardInterrupt):
+                self._cancel()
+            else:
                 self._barrier()  # (tasks that ended before the stop: their events)
             self._stopped()
             self.failed_exception(exc)
@@ -125,8 +128,7 @@ class ClusterComputation:
         finally:
             stream.forget(q)
             self._open(None)  # (start_state before finish, even with no graph)
-            for f in self.futures:
-                f.release()
+            _release(client, self.futures)
 
     # -- the event loop ------------------------------------------------------------
 
@@ -192,6 +194,9 @@ class ClusterComputation:
             state = self.state = ClusterState(self.client, frozenset(flatten_keys(self.keys, [])))
             state.clock_offset = self.offset
             if rows:
+                graph = self.graph
+                if isinstance(graph, dict):  # (its data: in memory, as locally)
+                    rows = [(k, deps, done or _is_data(graph, k)) for k, deps, done in rows]
                 state.load(rows)
             self.life.open(state)
         return state
@@ -206,8 +211,8 @@ class ClusterComputation:
             if kind == "graph":
                 state = self._open(ev[2])
                 continue
-            if state is None:  # (cannot happen: the graph event comes first)
-                continue
+            if state is None or key not in state.status:
+                continue  # (held by the cluster from the start: no hooks)
             if kind == "dispatch":
                 if state.dispatch(key, ev[2] - offset, ev[3]):
                     for f in life.pretasks:
@@ -274,19 +279,63 @@ class ClusterComputation:
             else:
                 state.queued_since[key] = (t, self.stream.worker_id(worker, None))
 
+    def _cancel(self) -> None:
+        """Ctrl-C: cancel the computation's futures on the cluster (one
+        message), so its tasks stop there too."""
+        if self.futures and self.client.status == "running":
+            try:
+                self.client.cancel(self.futures, reason="KeyboardInterrupt")
+            except BaseException:  # noqa: B036 -- the interrupt matters more
+                pass
+
     def failed_exception(self, exc: BaseException) -> None:
-        """Put the real exception in ``state.failed`` of the task that raised it."""
+        """Put the real exception in ``state.failed`` of the task that raised
+        it, and name that task on the exception (a note)."""
         state = self.state
         if state is None:
             return
         for key, (old, start, stop, wid) in list(state.failed.items()):
             if isinstance(old, TaskFailed):
                 state.failed[key] = (exc, start, stop, wid)
+                note = f"while computing task {key!r}"
+                if hasattr(exc, "add_note") and note not in getattr(exc, "__notes__", ()):
+                    exc.add_note(note)
                 return
 
 
 class TaskFailed(Exception):
     """Stands for a task's exception, known only as text, in ``state.failed``."""
+
+
+def _release(client, futures: list) -> None:
+    """Release the futures' keys on the cluster, queued *now*: the public
+    ``Future.release()`` defers the message by two IO-loop hops, so a next
+    graph with the same keys, sent from this thread right after, reached
+    the scheduler first and found this computation's (possibly erred)
+    results.  (Private Client API, guarded: the fallback is the public call.)"""
+    for f in futures:
+        try:
+            if not f._cleared and client.generation == f._generation:
+                f._cleared = True
+                client._dec_ref(f.key)
+        except AttributeError:
+            f.release()
+
+
+def _is_data(graph: dict, key) -> bool:
+    """Whether ``graph[key]`` is data (no task, no reference to a key)."""
+    from dask.core import get_dependencies, istask
+
+    value = graph.get(key)
+    node_type = getattr(sys.modules.get("dask._task_spec"), "DataNode", None)
+    if node_type is not None and isinstance(value, node_type):
+        return True
+    if istask(value) or hasattr(value, "dependencies"):
+        return False
+    try:
+        return not get_dependencies(graph, task=value)
+    except Exception:  # noqa: BLE001 -- not a dask spec: let the cluster say
+        return False
 
 
 def _raise_cancelled(futures: list) -> None:

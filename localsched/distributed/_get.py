@@ -61,9 +61,26 @@ def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
     client = default_client(client, address)
     graph = _sendable(dsk, client)
     _check_outputs(graph, keys, client)
-    result = observe(client, graph, keys, client_options, callbacks=callbacks,
-                     rerun=bool(rerun))
+    try:
+        result = observe(client, graph, keys, client_options, callbacks=callbacks,
+                         rerun=bool(rerun))
+    except RuntimeError as exc:
+        if "Cycle detected" in str(exc) and isinstance(graph, Mapping):
+            _raise_cycle(graph, keys, exc)
+        raise
     return _as_tuples(keys, result)
+
+
+def _raise_cycle(graph: Mapping, keys, exc: BaseException) -> None:
+    """localsched's CycleError (naming the cycle, as every localsched get
+    does) for a cycle the scheduler refused."""
+    from ..graph import compile_graph, flatten_keys
+    from ..order import order_and_consumers
+
+    g = compile_graph(graph)
+    outputs = [g.index[k] for k in flatten_keys(keys, []) if k in g.index]
+    order_and_consumers(g.deps, g.is_data, outputs, g.keys)  # raises CycleError
+    raise exc
 
 
 def observe(client, graph, keys, options: dict, callbacks=None, rerun: bool = False):
