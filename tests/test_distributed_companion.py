@@ -299,11 +299,16 @@ def test_rerun_gathers_the_inputs_and_runs_only_the_failed_task_here(cluster_cli
 # -- the dashboard ---------------------------------------------------------------------
 
 
-def test_the_state_links_the_clusters_dashboard(cluster_client):
-    seen = []
-    ld.get({"x": (inc, 1)}, "x", client=cluster_client, callbacks=[
-        Callback(finish=lambda dsk, state, errored: seen.append(state.dashboard_link))])
-    assert seen == [cluster_client.dashboard_link] and seen[0].startswith("http")
+def test_the_summary_and_the_report_link_the_clusters_dashboard(cluster_client, tmp_path):
+    import localsched
+
+    link = cluster_client.dashboard_link
+    assert link.startswith("http")
+    out = tmp_path / "report.html"
+    with Profiler() as prof, localsched.performance_report(str(out)):
+        assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
+    assert prof.summary().dashboard == link and link in str(prof.summary())
+    assert link in out.read_text()
 
 
 # -- a script without a guard ---------------------------------------------------------------

@@ -1111,6 +1111,10 @@ def summary_html(summary: Summary, label_size: int = 60) -> str:
         f"<p style='margin:4px 0'>{head}" + " &middot; ".join(
             f"{esc(name)} <b>{esc(value)}</b>" for name, value in facts) + "</p>",
     ]
+    if summary.dashboard:
+        link = esc(summary.dashboard, quote=True)
+        parts.append(f"<p style='margin:4px 0'>cluster dashboard "
+                     f"<a href='{link}' target='_blank'>{link}</a></p>")
     if summary.groups:
         parts.append("<table style='border-collapse:collapse;font-size:12px'>"
                      f"<tr><th style='{cell};text-align:left'>task group</th>"

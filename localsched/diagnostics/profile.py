@@ -21,6 +21,7 @@ the attempts whose worker died under them, ``state.lost``).
 from __future__ import annotations
 
 import time
+from typing import Optional
 
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
@@ -83,6 +84,7 @@ class Profiler(Collector):
         self._interrupted: list = []
         self._transfers: list = []
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
+        self.dashboard: Optional[str] = None  # a cluster run's dashboard link
 
     def _posttask(self, key, result, dsk, state, worker_id):
         # One small append per task; the task itself is looked up in dsk
@@ -98,6 +100,7 @@ class Profiler(Collector):
 
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
+        self.dashboard = getattr(state, "dashboard_link", None) or self.dashboard
         failed = []
         for key, (exc, start, end, worker) in dict(getattr(state, "failed", None) or {}).items():
             failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
@@ -166,7 +169,7 @@ class Profiler(Collector):
         with self._build_lock:
             self._ensure_built()
             return summarize(self._built, self._failed, self._interrupted,
-                             walls=self._walls, top=top)
+                             walls=self._walls, top=top, dashboard=self.dashboard)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}: {len(self._raw)} computations>"

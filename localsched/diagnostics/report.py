@@ -155,6 +155,8 @@ class RunData:
                 run.interrupted += list(getattr(p, "interrupted", ()))
                 run.transfers += list(getattr(p, "transfers", ()))
                 run.walls += [tuple(w) for w in getattr(p, "walls", ()) or ()]
+                if getattr(p, "dashboard", None):
+                    run.meta.setdefault("dashboard", p.dashboard)
             elif kind is ResourceData:
                 run.resources += p.results
             elif kind is CacheData:
@@ -193,6 +195,7 @@ class RunData:
     def summary(self, top: int = 10) -> Summary:
         """The same numbers ``Profiler.summary()`` gives, over this run's records."""
         return summarize(self.tasks, self.failed, self.interrupted, walls=self.walls or None,
+                         dashboard=self.meta.get("dashboard"),
                          top=top)
 
     def bounds(self) -> Optional[tuple]:
