@@ -105,11 +105,22 @@ def test_explicit_get_takes_futures_and_keys_held_on_the_cluster(cluster_client)
 
 
 def test_callbacks_py_imports_nothing_from_companion_mode():
-    code = ("import sys, localsched.callbacks, localsched.diagnostics;"
-            "print(any(m.startswith('localsched.distributed') for m in sys.modules))")
+    import ast
+
+    import localsched.callbacks
+
+    tree = ast.parse(open(localsched.callbacks.__file__).read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert "distributed" not in (node.module or ""), ast.dump(node)
+            assert all("distributed" not in a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            assert all("distributed" not in a.name for a in node.names)
+    code = ("import sys, localsched;"
+            "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60)
-    assert out.stdout.strip() == "False", out.stderr
+    assert out.stdout.strip() == "[]", out.stderr  # companion mode loads no dask
 
 
 # -- failures from another thread -------------------------------------------------------

@@ -77,21 +77,26 @@ the computation waits as dask.distributed does
 
 from __future__ import annotations
 
+import importlib
+
 from .. import callbacks as _callbacks
 from . import _route
-from ._clusters import default_client, shutdown
-from ._get import get
-from ._state import ClusterState
 
 __all__ = ["get", "shutdown", "ClusterState", "default_client", "WorkerTier"]
 
+# Loaded on first use: ``import localsched`` imports this package (for the
+# subscription below) and must stay cheap.
+_LAZY = {"get": "_get", "shutdown": "_clusters", "default_client": "_clusters",
+         "ClusterState": "_state", "WorkerTier": "_detail"}
+
 
 def __getattr__(name):
-    if name == "WorkerTier":  # (lazily: it is only needed for the detail)
-        from ._detail import WorkerTier
-
-        return WorkerTier
-    raise AttributeError(name)
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
 
 _callbacks.on_registration(_route.on_registration)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import sys
 import time
-import uuid
 from collections.abc import Mapping
 from queue import Empty, SimpleQueue
 from typing import Any, Optional
@@ -158,6 +157,8 @@ class ClusterComputation:
     def _barrier(self) -> None:
         """Wait for every event the scheduler sent before the outputs were
         done (the mark comes after them on the same ordered stream)."""
+        import uuid
+
         from . import _plugin
 
         client = self.client
