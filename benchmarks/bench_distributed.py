@@ -29,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.graphs import count_tasks, tree_reduction  # noqa: E402
+from benchmarks.graphs import count_tasks, tree_reduction
 
 
 def main(argv=None) -> None:

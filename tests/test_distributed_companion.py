@@ -16,12 +16,12 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-import dask  # noqa: E402
-import dask.array as da  # noqa: E402
+import dask
+import dask.array as da
 
-import localsched.distributed as ld  # noqa: E402
-from localsched.callbacks import Callback  # noqa: E402
-from localsched.diagnostics import Profiler, ProgressBar  # noqa: E402
+import localsched.distributed as ld
+from localsched.callbacks import Callback
+from localsched.diagnostics import Profiler, ProgressBar
 
 pytestmark = pytest.mark.cluster
 
@@ -71,12 +71,13 @@ def test_default_client_work_is_identical_under_a_profiler_and_a_registered_bar(
         assert _workloads(as_default) == expected
     # the callbacks saw the computations (the sums of the persisted chunks)
     assert any("sum" in str(r.key) for r in prof.results)
-    bar = ProgressBar(out=open(os.devnull, "w"))
-    bar.register()
-    try:
-        assert _workloads(as_default) == expected
-    finally:
-        bar.unregister()
+    with open(os.devnull, "w") as devnull:
+        bar = ProgressBar(out=devnull)
+        bar.register()
+        try:
+            assert _workloads(as_default) == expected
+        finally:
+            bar.unregister()
     from dask.base import named_schedulers
     assert "dask.distributed" not in named_schedulers
 
@@ -109,7 +110,8 @@ def test_callbacks_py_imports_nothing_from_companion_mode():
 
     import localsched.callbacks
 
-    tree = ast.parse(open(localsched.callbacks.__file__).read())
+    with open(localsched.callbacks.__file__) as f:
+        tree = ast.parse(f.read())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             assert "distributed" not in (node.module or ""), ast.dump(node)
@@ -119,7 +121,7 @@ def test_callbacks_py_imports_nothing_from_companion_mode():
     code = ("import sys, localsched;"
             "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, check=False)
     assert out.stdout.strip() == "[]", out.stderr  # companion mode loads no dask
 
 
@@ -225,11 +227,10 @@ def test_interrupted_tells_running_from_queued(cluster_client):
 
     dsk = {("w", i): (slow_inc, i, 3.0) for i in range(6)}
     stops = []
-    with Profiler() as prof:
-        with pytest.raises(KeyboardInterrupt):
-            ld.get(dsk, list(dsk), client=cluster_client, callbacks=[Callback(
-                pretask=pretask, finish=lambda dsk, state, errored: stops.append(
-                    (dict(state.running_since), dict(state.queued_since)))), prof])
+    with Profiler() as prof, pytest.raises(KeyboardInterrupt):
+        ld.get(dsk, list(dsk), client=cluster_client, callbacks=[Callback(
+            pretask=pretask, finish=lambda dsk, state, errored: stops.append(
+                (dict(state.running_since), dict(state.queued_since)))), prof])
     running, queued = stops[0]
     assert len(running) == 2  # one per worker thread
     assert {r.key for r in prof.interrupted} == set(running)
@@ -342,6 +343,7 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
     script.write_text(SCRIPT)
     env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path, env=env, start_new_session=True)
+                         timeout=120, cwd=tmp_path, env=env, start_new_session=True,
+                         check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split()[0] == "42" and "'b'" in out.stdout, out.stdout

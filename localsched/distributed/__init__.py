@@ -82,7 +82,7 @@ import importlib
 from .. import callbacks as _callbacks
 from . import _route
 
-__all__ = ["get", "shutdown", "ClusterState", "default_client", "WorkerTier"]
+__all__ = ["ClusterState", "WorkerTier", "default_client", "get", "shutdown"]
 
 # Loaded on first use: ``import localsched`` imports this package (for the
 # subscription below) and must stay cheap.

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import sys
 import threading
-from typing import Optional
 
 _lock = threading.Lock()
 _embedded: list = []  # [cluster, Client] once started
@@ -30,7 +29,7 @@ _by_address: dict = {}  # address -> Client
 _exit_hooked: list = []
 
 
-def default_client(client=None, address: Optional[str] = None):
+def default_client(client=None, address: str | None = None):
     """The Client a computation uses (see the module docstring for the order).
 
     >>> from distributed import LocalCluster, Client
@@ -72,7 +71,6 @@ def _start_embedded():
         return LocalCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0")
     from dask.system import CPU_COUNT
     from distributed.deploy.subprocess import SubprocessCluster
-
     from distributed.deploy.utils import nprocesses_nthreads
 
     n_workers, threads = nprocesses_nthreads(CPU_COUNT)
@@ -101,10 +99,10 @@ def shutdown() -> None:
     for c in clients + embedded[1:]:
         try:
             c.close()
-        except Exception:  # noqa: BLE001 -- closing at exit: nothing to report to
+        except Exception:  # noqa: BLE001, S110 -- closing at exit: nothing to report to
             pass
     if embedded:
         try:
             embedded[0].close()
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001, S110 -- closing at exit
             pass

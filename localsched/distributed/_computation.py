@@ -33,7 +33,7 @@ import sys
 import time
 from collections.abc import Mapping
 from queue import Empty, SimpleQueue
-from typing import Any, Optional
+from typing import Any
 
 from . import _stream
 from ._state import ClusterState
@@ -54,7 +54,7 @@ class LazyGraph(Mapping):
 
     def __init__(self, graph: Any):
         self.source = graph
-        self._graph: Optional[Mapping] = graph if isinstance(graph, Mapping) else None
+        self._graph: Mapping | None = graph if isinstance(graph, Mapping) else None
 
     def _mapping(self) -> Mapping:
         if self._graph is None:
@@ -95,7 +95,7 @@ class ClusterComputation:
         self.offset = 0.0
         self.packed = None
         self.futures: list = []
-        self.state: Optional[ClusterState] = None
+        self.state: ClusterState | None = None
 
     def run(self):
         from ..graph import flatten_keys
@@ -187,7 +187,7 @@ class ClusterComputation:
         finally:
             marks.pop(token, None)
 
-    def _open(self, rows: Optional[list]) -> ClusterState:
+    def _open(self, rows: list | None) -> ClusterState:
         state = self.state
         if state is None:
             from ..graph import flatten_keys
@@ -265,7 +265,7 @@ class ClusterComputation:
 
             try:
                 answers = client.run(_plugin.executing, list(dispatched), on_error="return")
-            except BaseException:  # noqa: B036 -- best effort; the stop matters more
+            except BaseException:  # noqa: B036, BLE001 -- best effort; the stop matters more
                 answers = {}
             for worker, rows in answers.items():
                 if isinstance(rows, BaseException):
@@ -286,7 +286,7 @@ class ClusterComputation:
         if self.futures and self.client.status == "running":
             try:
                 self.client.cancel(self.futures, reason="KeyboardInterrupt")
-            except BaseException:  # noqa: B036 -- the interrupt matters more
+            except BaseException:  # noqa: B036, BLE001, S110 -- the interrupt matters more
                 pass
 
     def failed_exception(self, exc: BaseException) -> None:
@@ -327,7 +327,7 @@ def _is_data(graph: dict, key) -> bool:
     """Whether ``graph[key]`` is data (no task, no reference to a key)."""
     from dask.core import get_dependencies, istask
 
-    value = graph.get(key)
+    value: Any = graph.get(key)
     node_type = getattr(sys.modules.get("dask._task_spec"), "DataNode", None)
     if node_type is not None and isinstance(value, node_type):
         return True

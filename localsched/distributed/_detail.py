@@ -39,7 +39,6 @@ is converted to the caller's clock (``state.clock_offset``).
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from ..callbacks import Callback
 
@@ -104,7 +103,8 @@ class WorkerTier(Callback):
         """``metrics`` as :class:`MetricData` rows."""
         from ..diagnostics.records import MetricData
 
-        return [MetricData(*k, v) for k, v in self.metrics.items()]
+        return [MetricData(span, group, activity, unit, v)
+                for (span, group, activity, unit), v in self.metrics.items()]
 
     # Read by localsched.distributed (core.wants): collect the run's fine
     # metrics and samples (set on the state before finish).
@@ -272,7 +272,7 @@ def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0) -> 
     return out
 
 
-def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -> None:
+def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list) -> None:
     """Expand distributed's counting tree into one SampleData per sample."""
     from ..diagnostics.records import SampleData
 

@@ -4,8 +4,8 @@ callbacks listening), both one ``ClusterComputation`` in one lifecycle."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._clusters import default_client
 from ._computation import ClusterComputation, LazyGraph
@@ -18,8 +18,8 @@ CLIENT_OPTIONS = ("workers", "allow_other_workers", "resources", "retries", "pri
                   "fifo_timeout", "actors")
 
 
-def get(dsk: Any, keys: Any, client=None, address: Optional[str] = None, *,
-        callbacks: Optional[Iterable] = None, **options):
+def get(dsk: Any, keys: Any, client=None, address: str | None = None, *,
+        callbacks: Iterable | None = None, **options):
     """Compute ``keys`` of ``dsk`` on a dask.distributed cluster.
 
     Parameters

@@ -11,13 +11,15 @@ errored)`` for every callback whose ``start`` ran, on every exit path.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+import contextvars
+from collections.abc import Iterable
+from typing import Any
 
 from .. import callbacks as _callbacks
 
 
 class Lifecycle:
-    def __init__(self, dsk, callbacks: Optional[Iterable] = None, empty_state=None):
+    def __init__(self, dsk, callbacks: Iterable | None = None, empty_state=None):
         if callbacks is None:
             cbs = _callbacks.active_callbacks()
         else:
@@ -35,9 +37,9 @@ class Lifecycle:
         self.state: Any = None
         self._empty_state = empty_state
         self._started: list = []
-        self._token = None
+        self._token: contextvars.Token | None = None
 
-    def __enter__(self) -> "Lifecycle":
+    def __enter__(self) -> Lifecycle:
         self._token = _callbacks.enter_computation()
         try:
             for cb in self.cbs:
@@ -67,13 +69,14 @@ class Lifecycle:
             for f in self._started:
                 try:
                     f(self.dsk, self.state, exc_type is not None)
-                except BaseException as e:  # noqa: B036 -- re-raised below
+                except BaseException as e:  # noqa: B036, BLE001 -- re-raised below
                     if first is None:
                         first = e
             if first is not None:
                 raise first
         finally:
-            _callbacks._local_active.reset(self._token)
+            if self._token is not None:
+                _callbacks._local_active.reset(self._token)
 
 
 def _is_raw(x) -> bool:

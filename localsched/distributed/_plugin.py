@@ -45,6 +45,7 @@ Times are the scheduler's clock (``scheduler_clock``); the client converts.
 from __future__ import annotations
 
 import time as _time
+from typing import Any
 
 from distributed.diagnostics.plugin import SchedulerPlugin
 
@@ -82,7 +83,7 @@ class StreamPlugin(SchedulerPlugin):
         self.watch: set = set()  # keys of this client's graphs, until forgotten
         self.buffer: list = []
         self.pending = False  # a flush is scheduled
-        self.scheduler = None
+        self.scheduler: Any = None
 
     async def start(self, scheduler) -> None:
         self.scheduler = scheduler
@@ -103,6 +104,7 @@ class StreamPlugin(SchedulerPlugin):
     def transition(self, key, start, finish, *args, stimulus_id=None, **kw) -> None:
         if key not in self.watch:
             return
+        ev: tuple
         if finish == "processing":
             ts = self.scheduler.tasks.get(key)
             ws = ts.processing_on if ts is not None else None

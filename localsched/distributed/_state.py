@@ -14,7 +14,6 @@ results) are in ``cache`` from the start and never run: they fire no hooks.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Optional
 
 WAITING, QUEUED, DONE = 0, 1, 2
 
@@ -47,7 +46,7 @@ class ClusterState(Mapping):
         self.deps: dict = {}  # key -> list of dependency keys (tasks to run)
         self.status: dict = {}  # key -> WAITING / QUEUED / DONE
         self.refs: dict = {}  # key -> dependents not yet done
-        self._dependents: Optional[dict] = None
+        self._dependents: dict | None = None
         self.dispatched: dict = {}  # key -> (time, worker address)
         self.cache: dict = {}
         self.finished: set = set()
@@ -57,9 +56,9 @@ class ClusterState(Mapping):
         self.freed: list = []
         self.transfer = None
         self.probe = None
-        self.activities: Optional[tuple] = None
-        self.worker: Optional[str] = None
-        self.nbytes: Optional[int] = None
+        self.activities: tuple | None = None
+        self.worker: str | None = None
+        self.nbytes: int | None = None
         self.failed: dict = {}
         self.running_since: dict = {}
         self.queued_since: dict = {}
@@ -69,9 +68,9 @@ class ClusterState(Mapping):
         self.late: list = []
         self.samples: list = []
         self.overhead = None
-        self.cluster_metrics: Optional[dict] = None
+        self.cluster_metrics: dict | None = None
         self.detail_errors: list = []
-        self.dashboard_link: Optional[str] = getattr(client, "dashboard_link", None)
+        self.dashboard_link: str | None = getattr(client, "dashboard_link", None)
         self.clock_offset = 0.0
 
     def load(self, rows: list) -> None:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from queue import SimpleQueue
-from typing import Iterable, Optional
 
 #: Seconds an estimate of the scheduler's clock offset is reused.
 OFFSET_MAX_AGE = 60.0
@@ -51,7 +51,7 @@ class Stream:
         self.marks: dict = {}  # barrier token -> queue
         self.lock = threading.Lock()
         self.thread_ids: dict = {}  # (worker, thread ident) -> "worker#n"
-        self._offset: Optional[tuple] = None  # (offset, when)
+        self._offset: tuple | None = None  # (offset, when)
         # Shipped by value: the scheduler need not have localsched installed.
         cloudpickle.register_pickle_by_value(_plugin)
         client.register_plugin(_plugin.StreamPlugin(client.id), name=_plugin.plugin_name(client.id))
@@ -129,7 +129,7 @@ class Stream:
                 else:
                     del routes[k]
 
-    def worker_id(self, worker: Optional[str], thread: Optional[int]) -> Optional[str]:
+    def worker_id(self, worker: str | None, thread: int | None) -> str | None:
         """``"tcp://127.0.0.1:40123#0"``: the worker, its threads numbered in
         the order this Client first saw them; ``"worker#?"`` for an unknown
         thread."""
