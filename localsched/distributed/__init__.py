@@ -16,6 +16,7 @@ The rooms, imports pointing down only::
     _route        the hook into dask's scheduler choice (``named_schedulers``)
     _computation  one computation: send, pump events into hooks, barrier, gather
     _lifecycle    one computation's callback lifecycle (stand-in for the core's)
+    _rerun        ``rerun_exceptions_locally``: the failed task alone, here
     _state        ``ClusterState``: dask's state fields from the scheduler's view
     _stream       the Client's event subscription, routing, the clock offset
     _plugin       the scheduler plugin and the functions run on the cluster
