@@ -24,6 +24,12 @@ import os as _os
 # shadow the function of the same name once anything imported it.
 from .delayed import Delayed, compute, delayed
 
+# Companion mode subscribes to callback registrations (so that ``with
+# Profiler(): x.compute()`` under a default dask.distributed Client is
+# observed); it imports neither dask nor distributed until a computation
+# needs them.
+from . import distributed as _companion  # noqa: E402,F401
+
 __version__ = "0.1.0"
 
 __all__ = ["get", "get_sync", "compute", "delayed", "Delayed", "Callback", "span",

@@ -245,7 +245,7 @@ def _hold(hooks: tuple, dask_hooks: Optional[tuple] = None) -> None:
             if theirs is not None and hooks not in _dask_mirrors:
                 _dask_mirrors[hooks] = dask_hooks
                 theirs.add(dask_hooks)
-    _route_dask_distributed()
+    _tell_listeners()
 
 
 def _release(hooks: tuple, everything: bool = False) -> None:
@@ -263,20 +263,29 @@ def _release(hooks: tuple, everything: bool = False) -> None:
                 theirs = _dask_registry()
                 if theirs is not None:
                     theirs.discard(mirror)
-    _route_dask_distributed()
+    _tell_listeners()
 
 
-def _route_dask_distributed() -> None:
-    """While a localsched callback is registered at top level, dask's
-    ``"dask.distributed"`` scheduler (what ``x.compute()`` uses when a
-    dask.distributed Client is the default) runs through
-    ``localsched.distributed.get``, so the callback sees those runs (dask's
-    own diagnostics see nothing there).  Only when dask is imported; the
-    routing imports neither distributed nor anything heavy."""
-    if "dask.base" in sys.modules:
-        from .distributed import _route
+# Functions told ``anything_registered`` (bool) after every registration
+# change at top level: companion modes subscribe here (localsched.distributed
+# hooks dask's scheduler names in while a callback is registered); the
+# registry itself knows nothing of them.
+_registration_listeners: list = []
 
-        _route(bool(_global_active))
+
+def on_registration(listener: Callable[[bool], None]) -> None:
+    """Call ``listener(anything_registered)`` after every change of the
+    top-level registry (and once now).  Idempotent."""
+    if listener not in _registration_listeners:
+        _registration_listeners.append(listener)
+    listener(bool(_global_active))
+
+
+def _tell_listeners() -> None:
+    if _registration_listeners:
+        registered = bool(_global_active)
+        for listener in list(_registration_listeners):
+            listener(registered)
 
 
 class Callback(metaclass=_CallbackType):

@@ -80,10 +80,11 @@ class Computation:
             raise
         return self
 
-    def open(self, machine: RunState, state: State | None = None) -> State:
+    def open(self, machine: RunState | None = None, state: Any = None) -> Any:
         """The state view over ``machine`` (or ``state``, a view the loop
-        made); notes the caller's span; fires ``start_state``."""
+        made: the cluster's); notes the caller's span; fires ``start_state``."""
         if state is None:
+            assert machine is not None, "open() needs a machine or a state"
             state = State(machine, RunOutcome(machine.ntasks))
         state.outcome.span = _metrics._span.get()
         self.state = state

@@ -15,7 +15,7 @@ class SubprocessCluster:
     """``dask scheduler`` and ``dask worker`` processes, each in a session of
     its own, so a finalizer can kill them with everything they started."""
 
-    def __init__(self, tmp_path, n_workers=2, nanny=False, env=None):
+    def __init__(self, tmp_path, n_workers=2, nanny=False, env=None, scheduler_args=()):
         self.procs: list = []
         self.tmp = tmp_path
         # (the workers import this module's task functions)
@@ -24,6 +24,7 @@ class SubprocessCluster:
         self.env = dict(os.environ, PYTHONPATH=path, **(env or {}))
         self.file = str(tmp_path / "scheduler.json")
         self.client = None
+        self.scheduler_args = list(scheduler_args)
         try:
             self._launch(n_workers, nanny)
         except BaseException:
@@ -33,7 +34,8 @@ class SubprocessCluster:
     def _launch(self, n_workers, nanny):
         self.scheduler = self._start(
             ["scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.file])
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", self.file,
+             *self.scheduler_args])
         deadline = time.monotonic() + 30
         while not os.path.exists(self.file):
             assert time.monotonic() < deadline, "dask scheduler did not start"

@@ -34,10 +34,6 @@ def slow_inc(x, seconds=0.1):
     return x + 1
 
 
-def die(_=None):
-    os._exit(1)
-
-
 def wait_for_event(name, timeout=30):
     return distributed.Event(name).wait(timeout)
 
@@ -245,18 +241,11 @@ def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_clu
         assert len(workers) == 2
 
 
-def test_every_worker_dying_is_a_clear_error_within_ten_seconds(subprocess_cluster):
-    client = subprocess_cluster.client
-    t0 = time.monotonic()
-    with pytest.raises(RuntimeError, match="every worker of the cluster died") as info:
-        ld.get({"a": 1, "boom": (die, "a")}, "boom", client=client)
-    assert time.monotonic() - t0 < 10
-    assert "'boom'" in str(info.value)
-
-
 def spin(x, seconds=0.3):
-    t = time.perf_counter()
-    while time.perf_counter() - t < seconds:
+    """Busy until this thread has used ``seconds`` of CPU (however loaded
+    the machine: a wall-clock loop got 0.02 s of CPU at load 8)."""
+    t = time.thread_time()
+    while time.thread_time() - t < seconds:
         pass
     return x
 
@@ -288,7 +277,9 @@ def test_worker_tier_detail_metrics_samples_transfers(cluster_client):
     assert "spun" in groups  # (groups are key prefixes, as dask names them)
     wall = sum(v for (_, g, a, u), v in tier.metrics.items()
                if g == "spun" and a in ("thread-cpu", "thread-noncpu") and u == "seconds")
-    assert 0.25 < wall < 2.0  # a 0.3 s busy loop (its CPU share depends on the load)
+    cpu = sum(v for (_, g, a, u), v in tier.metrics.items()
+              if g == "spun" and a == "thread-cpu" and u == "seconds")
+    assert 1.1 < cpu < 1.5 and wall >= cpu  # 1.2 s of CPU, as the worker measured it
     assert any(s.group == "spun" and any(f[2] == "spin" for f in s.stack) for s in tier.samples)
     # every worker's CPU and memory (its own monitor samples every 0.5 s)
     assert {w for _, w, _, _ in tier.worker_resources} <= set(workers)
@@ -310,8 +301,8 @@ def test_fine_metrics_samples_and_the_performance_report_from_a_cluster_run(
     m = fm.metrics
     cpu = m.get(((), "spun", "thread-cpu", "seconds"), 0)
     wall = cpu + m.get(((), "spun", "thread-noncpu", "seconds"), 0)
-    # two 0.3 s busy loops, as the workers measured them (CPU: the cores are shared)
-    assert cpu > 0.05 and 0.55 < wall < 2.0
+    # two busy loops of 0.3 s of CPU each, as the workers measured them
+    assert 0.55 < cpu < 0.8 and wall >= cpu
     assert any(s.group == "spun" and any(f[2] == "spin" for f in s.stack)
                for s in sp.results), sp.results[:5]
 

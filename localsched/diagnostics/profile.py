@@ -83,6 +83,7 @@ class Profiler(Collector):
         self._interrupted: list = []
         self._transfers: list = []
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
+        self.dashboard: str | None = None  # a cluster run's own dashboard link
 
     def _posttask(self, key, result, dsk, state, worker_id):
         # One small append per task; the task itself is looked up in dsk
@@ -100,6 +101,7 @@ class Profiler(Collector):
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
         outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
+        self.dashboard = getattr(state, "dashboard_link", None) or self.dashboard
         failed = []
         for key, (exc, start, end, worker) in dict(outcome.failed if outcome else {}).items():
             failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
@@ -168,7 +170,7 @@ class Profiler(Collector):
         with self._build_lock:
             self._ensure_built()
             return summarize(self._built, self._failed, self._interrupted,
-                             walls=self._walls, top=top)
+                             walls=self._walls, top=top, dashboard=self.dashboard)
 
     def to_pandas(self):
         """The finished tasks as a pandas DataFrame: one row per ``TaskData``

@@ -371,7 +371,8 @@ class ResourceProfiler(Callback):
     def _finish(self, dsk, state, errored):
         started = self._cluster_runs.pop(id(state), None)
         if started is not None:
-            self._add_cluster_samples(state.client, started)
+            self._add_cluster_samples(state.client, started,
+                                      getattr(state, "clock_offset", 0.0))
         failure = self._release()
         if failure is not None:
             # Warn, don't raise: raising here would fail a computation that
@@ -382,19 +383,21 @@ class ResourceProfiler(Callback):
                 stacklevel=2,
             )
 
-    def _add_cluster_samples(self, client, started: float) -> None:
+    def _add_cluster_samples(self, client, started: float, offset: float = 0.0) -> None:
         """The workers' monitor samples of a cluster run (best effort: a
-        cluster that refuses ``client.run`` leaves a warning, not an error)."""
+        cluster that refuses ``client.run`` leaves a warning, not an error),
+        on this process's clock (``offset``: the scheduler's minus ours)."""
         from ..distributed import _plugin
 
         try:
-            monitors = client.run(_plugin.worker_monitor, started - 0.5, time.time() + 0.5)
+            monitors = client.run(_plugin.worker_monitor, started - 0.5 + offset,
+                                  time.time() + 0.5 + offset)
             pids = client.run(os.getpid)
         except Exception as exc:  # noqa: BLE001 -- diagnostics must not fail the run
             warnings.warn(f"ResourceProfiler could not read the cluster's workers: {exc!r}",
                           RuntimeWarning, stacklevel=3)
             return
-        rows = sorted(WorkerResourceData(t, worker, (mem or 0) / 1e6, cpu or 0.0)
+        rows = sorted(WorkerResourceData(t - offset, worker, (mem or 0) / 1e6, cpu or 0.0)
                       for worker, samples in monitors.items() for t, cpu, mem in samples)
         try:
             mine = {p.pid for p in psutil.Process().children(recursive=True)}

@@ -103,6 +103,8 @@ class RunData:
                 run.interrupted += list(getattr(p, "interrupted", ()))
                 run.transfers += list(getattr(p, "transfers", ()))
                 run.walls += [tuple(w) for w in getattr(p, "walls", ()) or ()]
+                if getattr(p, "dashboard", None):
+                    run.meta.setdefault("dashboard", p.dashboard)
             elif kind is ResourceData:
                 run.resources += p.results
             elif kind is CacheData:
@@ -141,7 +143,7 @@ class RunData:
     def summary(self, top: int = 10) -> Summary:
         """The same numbers ``Profiler.summary()`` gives, over this run's records."""
         return summarize(self.tasks, self.failed, self.interrupted, walls=self.walls or None,
-                         top=top)
+                         top=top, dashboard=self.meta.get("dashboard"))
 
     def bounds(self) -> tuple | None:
         """(earliest, latest) epoch seconds over every timed record, or None."""

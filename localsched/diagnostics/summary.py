@@ -63,6 +63,8 @@ class Summary:
     efficiency: float | None
     groups: tuple
     other_groups: int = 0
+    #: a dask.distributed cluster's own dashboard (``client.dashboard_link``)
+    dashboard: str | None = None
 
     def as_dict(self) -> dict:
         """The summary as plain dicts and lists."""
@@ -77,6 +79,8 @@ class Summary:
             f"{self.workers} worker{'s' if self.workers != 1 else ''}, "
             f"busy {format_seconds(self.busy)}, parallel efficiency {eff}",
         ]
+        if self.dashboard:
+            out.append(f"cluster dashboard {self.dashboard}")
         if self.groups:
             width = max(len("group"), *(len(g.name) for g in self.groups))
             out.append(f"{'group':<{width}}  {'tasks':>9}  {'total':>9}  {'mean':>9}  share")
@@ -114,7 +118,8 @@ def _union_length(intervals: Iterable) -> float:
 
 
 def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = (),
-              walls: Sequence | None = None, top: int = 10) -> Summary:
+              walls: Sequence | None = None, top: int = 10,
+              dashboard: str | None = None) -> Summary:
     """A :class:`Summary` of task records.
 
     ``results`` are TaskData, ``failed`` FailedTaskData and ``interrupted``
@@ -149,4 +154,4 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     return Summary(wall=wall, tasks=len(results), failed=len(failed),
                    interrupted=len(interrupted), workers=workers, busy=busy,
                    efficiency=efficiency, groups=groups,
-                   other_groups=max(len(ranked) - top, 0))
+                   other_groups=max(len(ranked) - top, 0), dashboard=dashboard)

@@ -69,6 +69,10 @@ def summary_html(summary, label_size: int = 60) -> str:
         f"<p style='margin:4px 0'>{head}" + " &middot; ".join(
             f"{esc(name)} <b>{esc(value)}</b>" for name, value in facts) + "</p>",
     ]
+    if getattr(summary, "dashboard", None):
+        link = esc(summary.dashboard, quote=True)
+        parts.append(f"<p style='margin:4px 0'>cluster dashboard "
+                     f"<a href='{link}' target='_blank'>{link}</a></p>")
     if summary.groups:
         right = f"{_CELL};text-align:right"
         parts.append("<table style='border-collapse:collapse;font-size:12px'>"

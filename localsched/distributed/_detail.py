@@ -29,16 +29,18 @@ run it keeps
 
 Runs that overlap on one cluster share its counters: their metrics and
 transfers are mixed (the activities are not).
+
+:class:`Detail` collects, around one computation and only when a callback
+asks (FineMetrics, SampleProfiler, WorkerTier), the fine metrics and the
+workers' samples, and sets them on the state before ``finish``.  Every time
+is converted to the caller's clock (``state.clock_offset``).
 """
 
 from __future__ import annotations
 
 import time
-from typing import Optional
 
 from ..callbacks import Callback, Needs
-from ..diagnostics.records import ActivityData, MetricData, ResourceData, SampleData
-from ..utils import key_split
 
 __all__ = ["WorkerTier"]
 
@@ -62,10 +64,9 @@ class WorkerTier(Callback):
     """
 
     def __init__(self, samples: bool = True):
-        super().__init__()
         self.want_samples = samples
-        # Read by localsched.distributed: collect the run's fine metrics and
-        # samples (set on the state before finish); results never read.
+        # Read by the loops: collect the run's fine metrics and samples (set
+        # on the state before finish); results are never read.
         self.needs = Needs(results=False, measure=True, sample=0.01 if samples else 0.0)
         self.activities: list = []
         self.metrics: dict = {}
@@ -87,6 +88,8 @@ class WorkerTier(Callback):
     @property
     def resources(self) -> list:
         """``worker_resources`` summed over the workers per 0.5 s step."""
+        from ..diagnostics.records import ResourceData
+
         steps: dict = {}
         for t, _worker, mem, cpu in self.worker_resources:
             step = round(t * 2) / 2
@@ -97,7 +100,10 @@ class WorkerTier(Callback):
     @property
     def metric_records(self) -> list:
         """``metrics`` as :class:`MetricData` rows."""
-        return [MetricData(*k, v) for k, v in self.metrics.items()]
+        from ..diagnostics.records import MetricData
+
+        return [MetricData(span, group, activity, unit, v)
+                for (span, group, activity, unit), v in self.metrics.items()]
 
     def _start_state(self, dsk, state):
         if getattr(state, "client", None) is not None:
@@ -106,11 +112,14 @@ class WorkerTier(Callback):
     def _posttask(self, key, result, dsk, state, worker_id):
         if getattr(state, "client", None) is None:
             return
+        ActivityData = _activity_type()
         self.activities.append(ActivityData(key, "compute", *state.timing, worker_id))
-        for activity, start, stop in state.task.activities or ():
+        for activity, start, stop in state.activities or ():
             self.activities.append(ActivityData(key, activity, start, stop, worker_id))
 
     def _finish(self, dsk, state, errored):
+        from ..diagnostics.records import SampleData
+
         t0 = self._runs.pop(id(state), None)
         if t0 is None:
             return
@@ -118,23 +127,83 @@ class WorkerTier(Callback):
         for k, v in (state.cluster_metrics or {}).items():
             self.metrics[k] = self.metrics.get(k, 0) + v
         if self.want_samples:
-            self.samples.extend(SampleData(*s) for s in state.outcome.samples)
+            self.samples.extend(SampleData(*s) for s in state.samples)
         from . import _plugin
 
+        offset = getattr(state, "clock_offset", 0.0)
         try:
-            for rows in state.client.run(_plugin.worker_transfers, t0, time.time()).values():
+            for rows in state.client.run(_plugin.worker_transfers, t0 + offset,
+                                         time.time() + offset).values():
                 for source, dest, nbytes, _, _ in rows:
                     pair = (source, dest)
                     self.transfers[pair] = self.transfers.get(pair, 0) + nbytes
         except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
             self.errors.append(f"transfers: {exc!r}")
         try:
-            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5, time.time() + 0.5)
+            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5 + offset,
+                                        time.time() + 0.5 + offset)
             for worker, rows in monitors.items():
                 for t, cpu, mem in rows:
-                    self.worker_resources.append((t, worker, (mem or 0) / 1e6, cpu or 0.0))
+                    self.worker_resources.append((t - offset, worker, (mem or 0) / 1e6,
+                                                  cpu or 0.0))
         except Exception as exc:  # noqa: BLE001
             self.errors.append(f"resources: {exc!r}")
+
+
+def _activity_type():
+    from ..diagnostics.records import ActivityData
+
+    return ActivityData
+
+
+class Detail:
+    """What FineMetrics and SampleProfiler ask of a cluster computation,
+    collected around it (only when one listens): the scheduler's cumulative
+    fine metrics before and after (after making every worker report at
+    once), and the workers' stack samples of its window by task group.  Set
+    on the state before ``finish``: ``cluster_metrics`` and ``samples``."""
+
+    def __init__(self, client, needs: Needs):
+        self.client = client
+        self.measure, self.sample = needs.measure, needs.sample
+        self.t0 = time.time()
+        self.before = None
+        self.errors: list = []
+        if self.measure:
+            from . import _plugin
+
+            try:
+                self.before = client.run_on_scheduler(_plugin.scheduler_metrics)
+            except Exception as exc:  # noqa: BLE001 -- detail is best effort
+                self.errors.append(f"metrics: {exc!r}")
+
+    def collect(self, state) -> None:
+        if state is None:
+            return
+        state.detail_errors.extend(self.errors)
+        if not (self.measure or self.sample) or self.client.status != "running":
+            return
+        from . import _plugin
+
+        client = self.client
+        try:
+            client.run(_plugin.worker_flush)
+        except Exception as exc:  # noqa: BLE001
+            state.detail_errors.append(f"flush: {exc!r}")
+        if self.before is not None:
+            try:
+                after = client.run_on_scheduler(_plugin.scheduler_metrics)
+                span = state.span
+                state.cluster_metrics = {(span,) + k[1:]: v for k, v in
+                                         metrics_delta(self.before, after).items()}
+            except Exception as exc:  # noqa: BLE001
+                state.detail_errors.append(f"metrics: {exc!r}")
+        if self.sample:
+            try:
+                state.samples = profile_samples(client, state.finished, self.t0, time.time(),
+                                                state.clock_offset)
+            except Exception as exc:  # noqa: BLE001
+                state.detail_errors.append(f"samples: {exc!r}")
 
 
 def metrics_delta(before: dict, after: dict) -> dict:
@@ -158,21 +227,26 @@ def metrics_delta(before: dict, after: dict) -> dict:
     return out
 
 
-def profile_samples(client, keys, t0: float, t1: float) -> list:
-    """SampleData of the workers' profile between t0 and t1 (the profile is
+def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0) -> list:
+    """SampleData of the workers' profile between t0 and t1 (the caller's
+    clock; ``offset``: the scheduler's minus the caller's; the profile is
     kept in 1 s cycles: the window is widened by a second each side), by
     task group of ``keys``."""
+    from dask.utils import key_split
+
     groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
     middle = (t0 + t1) / 2
     out: list = []
     for group in groups:
-        tree = client.profile(key=group, start=t0 - 1.0, stop=t1 + 1.0)
+        tree = client.profile(key=group, start=t0 - 1.0 + offset, stop=t1 + 1.0 + offset)
         _walk(tree, (), group, middle, out)
     return out
 
 
-def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -> None:
+def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list) -> None:
     """Expand distributed's counting tree into one SampleData per sample."""
+    from ..diagnostics.records import SampleData
+
     children = node.get("children") or {}
     ident = node.get("identifier", "root")
     if ident != "root":

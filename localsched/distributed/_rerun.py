@@ -1,0 +1,58 @@
+"""``rerun_exceptions_locally=True`` on a cluster: the task the scheduler
+blames for a failure runs again, alone, in the caller, on its inputs
+gathered from the cluster (computed there again when the cluster already
+released them), so that a debugger stops in it.  Its upstream graph never
+runs in the caller."""
+
+from __future__ import annotations
+
+
+def rerun_locally(client, comp, exc: Exception) -> None:
+    """Run the task the scheduler blames, alone, in the caller, on its
+    inputs gathered from the cluster (computed there again if the cluster
+    released them): it raises again, with its own frames."""
+    from . import _plugin
+
+    errored = [f.key for f in comp.futures if f.status == "error"]
+    if not errored or client.status != "running":
+        return
+    cause = client.run_on_scheduler(_plugin.error_cause, errored)
+    if cause is None:
+        return
+    key, run_spec, deps = cause
+    values = _gather_inputs(client, comp, list(deps))
+    run_spec(values)  # raises the task's own exception, here
+    exc.add_note(f"task {key!r} failed on the cluster but succeeded when re-run locally")
+
+
+def _gather_inputs(client, comp, deps: list) -> dict:
+    """The values of ``deps`` from the cluster: gathered where the cluster
+    still holds them; computed there again (from the graph's own specs)
+    where it released them after the failure."""
+    from distributed.client import FutureCancelledError
+
+    def fetch(graph):
+        futures = client.get(graph, deps, sync=False)
+        try:
+            return dict(zip(deps, client.gather(futures)))
+        finally:
+            for f in futures:
+                f.release()
+
+    try:
+        return fetch({})
+    except FutureCancelledError:  # ("lost dependencies": released)
+        from dask.core import get_dependencies
+
+        graph = comp.life.dsk
+        needed: dict = {}
+        todo = list(deps)
+        while todo:
+            k = todo.pop()
+            if k in needed or k not in graph:
+                continue
+            needed[k] = graph[k]
+            todo.extend(get_dependencies(graph, k))
+        return fetch(needed)
+
+

@@ -1,0 +1,349 @@
+"""Companion mode observes dask.distributed and never changes what it does
+(issue 18): the same results and dask.distributed's own errors with
+localsched's callbacks registered or entered; one clock; rerun with
+gathered inputs; the embedded cluster in a script without a guard."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from operator import add
+
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+import dask
+import dask.array as da
+
+import localsched.distributed as ld
+from localsched.callbacks import Callback
+from localsched.diagnostics import Profiler, ProgressBar
+
+pytestmark = pytest.mark.cluster
+
+
+def inc(x):
+    return x + 1
+
+
+def slow_inc(x, seconds=0.2):
+    time.sleep(seconds)
+    return x + 1
+
+
+def wait_for_event(name, timeout=30):
+    return distributed.Event(name).wait(timeout)
+
+
+@pytest.fixture
+def as_default(cluster_client):
+    """The shared cluster's Client as a default Client sets itself."""
+    with dask.config.set(scheduler="dask.distributed"), cluster_client.as_current():
+        yield cluster_client
+
+
+def _workloads(client):
+    """What users do under a default Client, with its results."""
+    z = client.persist(da.ones((100, 100), chunks=50))
+    f = client.submit(inc, 1)
+    d = dask.delayed(add)(f, 10)
+    out = {
+        "persisted": z.sum().compute(),
+        "future input": d.compute(),
+        "no optimize": dask.compute(z.sum(), d, optimize_graph=False),
+        "client.compute": client.compute(z.sum()).result(),
+        "submit/map/gather": client.gather(client.map(inc, range(5))),
+        "annotations": None,
+        "persist": float(dask.persist(z.sum())[0].compute()),
+    }
+    with dask.annotate(retries=2, priority=5):
+        out["annotations"] = dask.delayed(inc)(41).compute()
+    return out
+
+
+def test_default_client_work_is_identical_under_a_profiler_and_a_registered_bar(as_default):
+    expected = _workloads(as_default)
+    with Profiler() as prof:
+        assert _workloads(as_default) == expected
+    # the callbacks saw the computations (the sums of the persisted chunks)
+    assert any("sum" in str(r.key) for r in prof.results)
+    with open(os.devnull, "w") as devnull:
+        bar = ProgressBar(out=devnull)
+        bar.register()
+        try:
+            assert _workloads(as_default) == expected
+        finally:
+            bar.unregister()
+    from dask.base import named_schedulers
+    assert "dask.distributed" not in named_schedulers
+
+
+def test_p2p_shuffle_under_a_profiler(as_default):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    df = dd.from_pandas(pd.DataFrame({"k": [i % 7 for i in range(200)], "v": range(200)}),
+                        npartitions=4)
+    shuffled = df.shuffle("k", shuffle_method="p2p")
+    expected = shuffled.v.sum().compute()
+    with Profiler() as prof:
+        assert shuffled.v.sum().compute() == expected
+    assert prof.results
+
+
+def test_explicit_get_takes_futures_and_keys_held_on_the_cluster(cluster_client):
+    f = cluster_client.submit(inc, 1)
+    f.result()  # (in cluster memory: it does not run again)
+    with Profiler() as prof:
+        assert ld.get({"b": (add, f, 1)}, "b", client=cluster_client) == 3
+        assert ld.get({"c": (add, f.key, 10)}, ["c"], client=cluster_client) == (12,)
+    assert {r.key for r in prof.results} == {"b", "c"}
+    with pytest.raises(KeyError, match="'nowhere'"):
+        ld.get({"a": 1}, "nowhere", client=cluster_client)
+
+
+def test_callbacks_py_imports_nothing_from_companion_mode():
+    import ast
+
+    import localsched.callbacks
+
+    with open(localsched.callbacks.__file__) as f:
+        tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert "distributed" not in (node.module or ""), ast.dump(node)
+            assert all("distributed" not in a.name for a in node.names)
+        elif isinstance(node, ast.Import):
+            assert all("distributed" not in a.name for a in node.names)
+    code = ("import sys, localsched;"
+            "print(sorted(m for m in ('dask', 'distributed') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert out.stdout.strip() == "[]", out.stderr  # companion mode loads no dask
+
+
+# -- failures from another thread -------------------------------------------------------
+
+
+def _run_and_break(client, breaker, name):
+    """A long task runs under ld.get; ``breaker(client)`` runs from another
+    thread once it is dispatched.  Returns (exception, seconds, finish's
+    errored)."""
+    started = threading.Event()
+    finished = []
+    cb = Callback(pretask=lambda key, dsk, state: started.set(),
+                  finish=lambda dsk, state, errored: finished.append(errored))
+
+    def other():
+        started.wait(30)
+        breaker(client)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(BaseException) as info:
+            ld.get({"long": (wait_for_event, name, 60)}, "long", client=client, callbacks=[cb])
+    finally:
+        t.join(30)
+    return info.value, time.monotonic() - t0, finished
+
+
+def test_cancel_from_another_thread_gives_distributeds_error(cluster_client):
+    from distributed.client import FutureCancelledError
+
+    exc, seconds, finished = _run_and_break(
+        cluster_client, lambda c: c.cancel([distributed.Future("long", c)], reason="enough"),
+        "test-cancel")
+    assert isinstance(exc, FutureCancelledError) and "enough" in str(exc)
+    assert seconds < 10 and finished == [True]
+    distributed.Event("test-cancel", client=cluster_client).set()
+    assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
+
+
+def test_close_and_restart_from_another_thread(tmp_path):
+    from tests.cluster_procs import SubprocessCluster
+
+    cluster = SubprocessCluster(tmp_path, nanny=True)
+    try:
+        address = cluster.client.scheduler.address
+        c1 = distributed.Client(address, set_as_default=False)
+        exc, seconds, finished = _run_and_break(c1, lambda c: c.restart(wait_for_workers=False),
+                                                "test-restart")
+        assert isinstance(exc, (distributed.client.FutureCancelledError,
+                                distributed.client.CancelledError)), repr(exc)
+        assert seconds < 30 and finished == [True]
+        c1.wait_for_workers(2, timeout=30)
+        assert ld.get({"x": (inc, 1)}, "x", client=c1) == 2
+        exc, seconds, finished = _run_and_break(c1, lambda c: c.close(), "test-close")
+        assert not isinstance(exc, AttributeError), repr(exc)
+        assert isinstance(exc, (distributed.client.FutureCancelledError,
+                                distributed.client.CancelledError)), repr(exc)
+        assert seconds < 10 and finished == [True]
+        c2 = distributed.Client(address, set_as_default=False)
+        assert ld.get({"x": (inc, 1)}, "x", client=c2) == 2
+        c2.close()
+    finally:
+        cluster.close()
+
+
+def test_all_workers_lost_follows_no_workers_timeout(tmp_path):
+    from tests.cluster_procs import SubprocessCluster
+
+    env = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "1s"}
+    cluster = SubprocessCluster(tmp_path, n_workers=1, env=env)
+    try:
+        finished = []
+        cb = Callback(finish=lambda dsk, state, errored: finished.append(errored))
+        t0 = time.monotonic()
+        with pytest.raises(Exception) as info:
+            ld.get({"a": 1, "boom": (os._exit, 1)}, "boom", client=cluster.client,
+                   callbacks=[cb])
+        assert time.monotonic() - t0 < 30
+        assert type(info.value).__module__.startswith("distributed"), repr(info.value)
+        assert finished == [True]
+    finally:
+        cluster.close()
+
+
+# -- honest states ----------------------------------------------------------------
+
+
+def test_interrupted_tells_running_from_queued(cluster_client):
+    """Two workers of one thread each and six 3 s tasks, Ctrl-C once two
+    run: those were executing; the others dispatched were queued."""
+    import signal
+
+    started = []
+    main = threading.get_ident()
+
+    def pretask(key, dsk, state):
+        started.append(key)
+        if len(started) == 2:
+            threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()
+
+    dsk = {("w", i): (slow_inc, i, 3.0) for i in range(6)}
+    stops = []
+    with Profiler() as prof, pytest.raises(KeyboardInterrupt):
+        ld.get(dsk, list(dsk), client=cluster_client, callbacks=[Callback(
+            pretask=pretask, finish=lambda dsk, state, errored: stops.append(
+                (dict(state.running_since), dict(state.queued_since)))), prof])
+    running, queued = stops[0]
+    assert len(running) == 2  # one per worker thread
+    assert {r.key for r in prof.interrupted} == set(running)
+    assert all(not r.worker_id.endswith("#?") for r in prof.interrupted)
+    assert not set(running) & set(queued) and set(queued) <= set(started)
+
+
+# -- one clock ------------------------------------------------------------------------
+
+SHIFT = """
+import sys, time, distributed.metrics as m
+if not hasattr(time, "_unshifted"):
+    time._unshifted = time.time
+    _real = time.time
+    def shifted():
+        return _real() + 5.0
+    time.time = shifted
+    m.time = shifted
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "time", None) is _real:
+            try:
+                mod.time = shifted
+            except Exception:
+                pass
+"""
+
+
+def test_a_shifted_scheduler_clock_is_converted_to_the_callers(tmp_path):
+    from tests.cluster_procs import SubprocessCluster
+
+    preload = tmp_path / "shift_clock.py"
+    preload.write_text(SHIFT)
+    cluster = SubprocessCluster(tmp_path, scheduler_args=["--preload", str(preload)])
+    try:
+        client = cluster.client
+        assert client.run_on_scheduler(time.time) - time.time() > 4  # really shifted
+        dsk = {("s", i): (slow_inc, i, 0.2) for i in range(4)}
+        dsk["total"] = (sum, list(dsk))
+        with Profiler() as prof:
+            t0 = time.time()
+            assert ld.get(dsk, "total", client=client) == 10
+            t1 = time.time()
+        assert {r.key for r in prof.results} == set(dsk)
+        for r in prof.results:  # on the caller's clock (round trips under load: 1.5 s)
+            assert t0 - 1.5 <= r.start_time <= r.end_time <= t1 + 1.5, (r, t0, t1)
+    finally:
+        cluster.close()
+
+
+# -- rerun_exceptions_locally --------------------------------------------------------------
+
+RAN_HERE: list = []
+
+
+def slow_input(i):
+    RAN_HERE.append(("input", i))
+    time.sleep(0.5)
+    return i
+
+
+def fails_on(*parts):
+    RAN_HERE.append(("failing", len(parts)))
+    raise ValueError(f"bad {sum(parts)}")
+
+
+def test_rerun_gathers_the_inputs_and_runs_only_the_failed_task_here(cluster_client):
+    RAN_HERE.clear()
+    dsk = {("in", i): (slow_input, i) for i in range(4)}
+    dsk["bad"] = (fails_on, *[("in", i) for i in range(4)])
+    with pytest.raises(ValueError, match="bad 6") as info:
+        ld.get(dsk, "bad", client=cluster_client, rerun_exceptions_locally=True)
+    # the workers are other processes: only the failed task ran in this one
+    assert RAN_HERE == [("failing", 4)]
+    assert any(frame.name == "fails_on" for frame in
+               __import__("traceback").extract_tb(info.value.__traceback__))
+
+
+# -- the dashboard ---------------------------------------------------------------------
+
+
+def test_the_summary_and_the_report_link_the_clusters_dashboard(cluster_client, tmp_path):
+    import localsched
+
+    link = cluster_client.dashboard_link
+    assert link.startswith("http")
+    out = tmp_path / "report.html"
+    with Profiler() as prof, localsched.performance_report(str(out)):
+        assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
+    assert prof.summary().dashboard == link and link in str(prof.summary())
+    assert link in out.read_text()
+
+
+# -- a script without a guard ---------------------------------------------------------------
+
+SCRIPT = """
+import localsched.distributed as ld
+from localsched.diagnostics import Profiler
+
+def double(x):
+    return 2 * x
+
+with Profiler() as prof:
+    print(ld.get({"a": 21, "b": (double, "a")}, "b"))
+print(sorted(r.key for r in prof.results))
+"""
+
+
+def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path, env=env, start_new_session=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split()[0] == "42" and "'b'" in out.stdout, out.stdout
