@@ -61,6 +61,10 @@ running_tasks: dict = {}
 
 _JOB_MODULE = "localsched._pool.job"
 
+# Non-empty once this worker process has run a batch: its first batch's
+# wait for inputs includes the process's start-up (fine metrics).
+_warm: list = []
+
 
 def _job():
     """The pool's per-job globals in a worker process, else None."""
@@ -96,6 +100,8 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
     job = _job()
+    if job is not None and not _warm:
+        _warm.append(True)  # this process has run a batch (no start-up next time)
     wid = job.worker_pid if job is not None else threading.get_ident()
     now = time.time
     buf: list = []
@@ -163,13 +169,18 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
     cpu = thread_time
-    arrival = None
+    arrival = fresh = None
     if job is not None:
         arrival, job.arrival = job.arrival, None
+        fresh = not _warm  # the first batch this process runs: it was starting up
+        if fresh:
+            _warm.append(True)
         emit = MeasuredEmit(emit, wid, sampler, job)  # each hand-off's cost, in the next
     c_prev = cpu()
+    first = True
     try:
         last = now()
+        started = last
         if where is not None:
             where.append((wid, last))
         if announce:
@@ -199,9 +210,12 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 if sink:
                     user = sink[:]
                     sink.clear()
-                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
+                if first:  # the batch's start, for the worker's timeline
+                    probe = (c - c_prev, user, arrival, started, bool(fresh))
+                    first = False
+                else:
+                    probe = (c - c_prev, user)
                 c_prev = c
-                arrival = None
             if store:
                 data[key] = value
             for k in drop:
