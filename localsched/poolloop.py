@@ -375,8 +375,8 @@ class PoolLoop:
     def _note(self, i: int, value, wid) -> None:
         """A worker process's measurement record (index < 0, see runtime)."""
         outcome = self.comp.state.outcome
-        if i == -2:  # stack samples: (time, key, stack) each
-            outcome.samples.extend((t, wid, key, stack) for t, key, stack in value)
+        if i == -2:  # stack samples: (time, key, stack, seconds) each
+            outcome.samples.extend((s[0], wid, *s[1:]) for s in value)
             return
         sent, start, dumped, stop = value
         if not self.measure or not sent:

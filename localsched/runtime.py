@@ -37,7 +37,7 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .graph import execute
 
-__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",
+__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples", "sample_every",
            "worker_sampler", "trim_traceback", "trim_stack"]
 
 # A worker hands finished records over at least this often (seconds): many
@@ -332,10 +332,13 @@ def trim_stack(stack: list) -> tuple:
     return tuple(stack[p:])
 
 
-def take_samples(running: dict, append: Callable, codes: dict, now: Callable) -> None:
-    """Append ``(time, thread ident, key, stack)`` for every thread in
-    ``running`` (thread ident -> the key of its task).  ``codes`` interns
-    frames per code object, so equal frames are one tuple (and pickle once)."""
+def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
+                 seconds: float | None = None) -> None:
+    """Append ``(time, thread ident, key, stack, seconds)`` for every thread
+    in ``running`` (thread ident -> the key of its task); ``seconds`` is the
+    time each sample stands for (since the sampler's previous look).
+    ``codes`` interns frames per code object, so equal frames are one tuple
+    (and pickle once)."""
     if not running:
         return
     frames = sys._current_frames()
@@ -353,8 +356,21 @@ def take_samples(running: dict, append: Callable, codes: dict, now: Callable) ->
             stack.append(frame)
             f = f.f_back
         stack.reverse()
-        append((t, tid, key, trim_stack(stack)))
+        append((t, tid, key, trim_stack(stack), seconds))
     del frames
+
+
+def sample_every(interval: float, stop, running: dict, append: Callable, codes: dict,
+                 now: Callable) -> None:
+    """Take samples every ``interval`` until ``stop`` (an Event) is set,
+    each weighted by the time since the previous look (a monotonic clock):
+    a sampler that waited for the GIL gets its real period, not ``interval``."""
+    clock = time.perf_counter
+    last = clock()
+    while not stop.wait(interval):
+        t = clock()
+        take_samples(running, append, codes, now, t - last)
+        last = t
 
 
 class WorkerSampler:
@@ -374,12 +390,12 @@ class WorkerSampler:
         out = self._out
 
         def append(sample):
-            out.append((sample[0], sample[2], sample[3]))  # (the pid is added on arrival)
+            # (time, key, stack, seconds): the pid is added on arrival
+            out.append((sample[0], sample[2], sample[3], sample[4]))
 
         while True:
             self._on.wait()
-            while not self._off.wait(self.interval):
-                take_samples(running_tasks, append, codes, time.time)
+            sample_every(self.interval, self._off, running_tasks, append, codes, time.time)
 
     def enable(self, interval: float) -> None:
         self.interval = interval
