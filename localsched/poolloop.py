@@ -128,8 +128,9 @@ class PoolLoop:
         pretasks = comp.pretasks
         # Every result travels back only when a posttask hook reads results
         # (or a failed task may be re-run here).
-        self.results_wanted = needs.results
-        self.keep_all = needs.results or rerun_exceptions_locally
+        # (a size a worker cannot measure is measured here, on the result)
+        self.results_wanted = needs.results or (needs.sizes and not stream)
+        self.keep_all = self.results_wanted or rerun_exceptions_locally
         self.announce = bool(pretasks) and needs.exact_start and stream
         # pretask fires as the record arrives, just before posttask
         self.late_starts = bool(pretasks) and not self.announce
@@ -139,6 +140,8 @@ class PoolLoop:
             self.probes["measure"] = True
         if needs.sample:
             self.probes["sample"] = needs.sample
+        if needs.sizes and stream:  # (sizes measured in the worker: see runtime)
+            self.probes["sizes"] = True
         self.ahead = QUEUE_AHEAD if pack_data else 0
         self.idle = num_workers + self.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
@@ -343,12 +346,13 @@ class PoolLoop:
             if flight is not None and flight.batch[0] == i:
                 sent = max(0.0, t0 - flight.dispatched)
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
-            if probe is not None and len(probe) > 2 and flight is not None \
-                    and flight.sent is not None:
+            if probe is not None and len(probe) > 2 and probe[2] is not None \
+                    and flight is not None and flight.sent is not None:
                 (d0, d1), (received, _) = flight.sent, probe[2]
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
-        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities)
+        nbytes = probe[5] if probe is not None and len(probe) > 5 else None
+        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
         """A task raised: note it, maybe re-run it here, raise its exception."""

@@ -74,7 +74,7 @@ def _job():
 
 def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,
               emit: Callable, where: list | None = None, measure: bool = False,
-              sample: float = 0.0):
+              sample: float = 0.0, sizes: bool = False):
     """Run a batch of tasks in order, on a worker; emit lists of records.
 
     ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
@@ -92,11 +92,13 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     reported in the next one as a record with index -1.  ``sample``: the
     thread's running task is published in ``running_tasks``; in a worker
     process the worker's sampler runs and its samples travel back as
-    records with index -2.
+    records with index -2.  ``sizes``: each record's probe holds six
+    fields, the last the result's size (``localsched.metrics.nbytes``),
+    the others None where nothing was measured.
     """
-    if measure or sample:
+    if measure or sample or sizes:
         return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
-                                   sample)
+                                   sample, sizes)
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
     job = _job()
@@ -148,7 +150,8 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
             emit(buf)
 
 
-def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample):
+def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample,
+                        sizes=False):
     """``run_batch`` while a callback measures or samples (the rare path)."""
     token = _callbacks.enter_computation()
     job = _job()
@@ -216,6 +219,9 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 else:
                     probe = (c - c_prev, user)
                 c_prev = c
+            if sizes:  # the result's size, measured here: only the number travels
+                probe = ((probe + (None,) * (5 - len(probe)) if probe else (None,) * 5)
+                         + (_metrics.nbytes(value),))
             if store:
                 data[key] = value
             for k in drop:

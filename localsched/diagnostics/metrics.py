@@ -77,7 +77,7 @@ def _batch_start(probe, acts) -> tuple:
     """(BatchStart or None, seconds the caller spent pickling the batch's
     inputs or None) of a task's probe: only a batch's first task says when
     the batch started (``probe[3]``, see ``localsched.runtime``)."""
-    if probe is None or len(probe) < 5:
+    if probe is None or len(probe) < 5 or probe[3] is None:
         return None, None
     started, fresh = probe[3], probe[4]
     marks = dict((name, (a, b)) for name, a, b in acts) if acts else {}

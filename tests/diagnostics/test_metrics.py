@@ -318,7 +318,7 @@ def test_every_worker_second_is_booked_once(scheduler):
     # no caller-side cost among the worker-seconds, no double booking
     assert "scheduler" not in worker and "queued" not in worker
     caller = fm.by("activity", unit="caller-seconds")
-    assert caller["scheduler"] > 0
+    assert caller["scheduler"] + caller.get("serialize", 0.0) > 0
     # the worker side of each worker adds up too
     per_worker: dict = {}
     for a in fm.timeline():

@@ -565,3 +565,15 @@ def test_json_time_columns_are_exact_ticks():
     column = run.to_dict()["tasks"]["start"]
     assert set(column) == {"base", "q", "k"} and column["base"] == T0
     assert [r.start_time for r in RunData.from_json(run.to_json()).tasks] == times
+
+
+def test_performance_report_on_processes_hands_back_no_more_results(tmp_path):
+    from localsched.diagnostics import performance_report
+
+    from .test_cache import _handed_back
+
+    _handed_back(tmp_path, "warm", [])
+    baseline = _handed_back(tmp_path, "plain", [])
+    with performance_report(filename=str(tmp_path / "report.html")):
+        observed = _handed_back(tmp_path, "observed", None)
+    assert observed == baseline
