@@ -71,7 +71,8 @@ class _Flight:
     """A batch on its way: what the loop knows of it, to say which of its
     tasks was running when a computation stops."""
 
-    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived")
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived",
+                 "inputs")
 
     def __init__(self, batch: list, dispatched: float):
         self.batch = batch
@@ -81,6 +82,7 @@ class _Flight:
         self.last_end = dispatched
         self.worker_id = None
         self.where: list = []  # (worker_id, start) from a thread worker
+        self.inputs = True  # False: a process batch sent no input values
 
     def running_task(self, machine: RunState, stopped: float) -> tuple | None:
         """``(key, start, worker_id)`` of the batch's running task (its first
@@ -212,6 +214,8 @@ class PoolLoop:
             for a, b in zip(batch[:-1], batch[1:], strict=True):
                 successor[a] = b
         flight = _Flight(batch, time.time())
+        if self.pack_data and not data:
+            flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
@@ -343,7 +347,7 @@ class PoolLoop:
         transfer = activities = None
         if self.pack_data:
             sent = 0.0
-            if flight is not None and flight.batch[0] == i:
+            if flight is not None and flight.batch[0] == i and flight.inputs:
                 sent = max(0.0, t0 - flight.dispatched)
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
             if probe is not None and len(probe) > 2 and probe[2] is not None \

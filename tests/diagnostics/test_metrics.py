@@ -359,8 +359,10 @@ def test_pool_start_up_is_its_own_activity_not_transfer():
 
     mp.shutdown()  # a fresh pool: its workers start inside the computation
     dsk = {("x", i): (sleepy, 0.0) for i in range(4)}
-    with FineMetrics() as fm:
+    with FineMetrics() as fm, Profiler() as prof:
         mp.get(dsk, list(dsk), num_workers=2)
     acts = fm.by("activity")
     assert acts["start-up"] > 0.01, acts  # spawning a Python process takes time
     assert acts.get("transfer", 0.0) < acts["start-up"] / 10, acts
+    # no task had inputs: nothing was sent before them (no "sending inputs" bar)
+    assert [t for t in prof.transfers if t.send_start < t.start_time] == []
