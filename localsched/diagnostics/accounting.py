@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["Piece", "BatchStart", "gaps", "clip_tasks"]
+__all__ = ["Piece", "BatchStart", "gaps", "clip_tasks", "shares"]
 
 
 class Piece(NamedTuple):
@@ -161,3 +161,28 @@ def _fill(out: list, wid, a: float, b: float, default: list, sends: list) -> Non
     for k, name, s, e in sorted(pieces, key=lambda p: p[2]):
         if e > s:
             out.append(Piece(wid, k, name, s, e))
+
+
+def shares(metrics) -> tuple[list, list]:
+    """The accounting of a fine-metrics mapping ``(span, group, activity,
+    unit) -> value``: ``(worker rows, caller rows)``; worker rows are
+    ``(activity, worker-seconds, share of all worker-seconds)``, most first,
+    shares summing to 1; caller rows ``(activity, caller-seconds)``.
+
+    >>> rows, caller = shares({((), 'x', 'thread-cpu', 'seconds'): 3.0,
+    ...                        ((), None, 'idle', 'seconds'): 1.0,
+    ...                        ((), None, 'scheduler', 'caller-seconds'): 0.5})
+    >>> rows, caller
+    ([('thread-cpu', 3.0, 0.75), ('idle', 1.0, 0.25)], [('scheduler', 0.5)])
+    """
+    worker: dict = {}
+    caller: dict = {}
+    for (_span, _group, activity, unit), value in metrics.items():
+        if unit == "seconds":
+            worker[activity] = worker.get(activity, 0.0) + float(value)
+        elif unit == "caller-seconds":
+            caller[activity] = caller.get(activity, 0.0) + float(value)
+    total = sum(worker.values())
+    rows = [(a, v, v / total if total > 0 else 0.0)
+            for a, v in sorted(worker.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return rows, sorted(caller.items(), key=lambda kv: (-kv[1], kv[0]))

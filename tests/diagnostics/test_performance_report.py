@@ -577,3 +577,23 @@ def test_performance_report_on_processes_hands_back_no_more_results(tmp_path):
     with performance_report(filename=str(tmp_path / "report.html")):
         observed = _handed_back(tmp_path, "observed", None)
     assert observed == baseline
+
+
+def test_the_report_shows_the_accounting_as_a_bar_and_a_table_of_100_percent(tmp_path):
+    from localsched.diagnostics import performance_report
+    from localsched.diagnostics.figures.accounting import accounting_html, plot_accounting
+    from localsched.threaded import get
+
+    dsk = {("a", i): (sum, [i, 1]) for i in range(50)}
+    dsk.update({("b", i): (sum, [("a", i), ("a", (i + 1) % 50)]) for i in range(50)})
+    with performance_report(filename=str(tmp_path / "r.html")) as report:
+        get(dsk, [("b", i) for i in range(50)], num_workers=2)
+    metrics = report.data.metrics
+    fig = plot_accounting(metrics)
+    shares = [r.data_source.data[r.name][0] for r in fig.renderers]
+    assert sum(shares) == pytest.approx(100.0)
+    assert {r.name for r in fig.renderers} >= {"thread-cpu", "idle"}
+    table = accounting_html(metrics)
+    assert "<b>100%</b>" in table and "scheduler (caller)" in table
+    page = (tmp_path / "r.html").read_text()
+    assert "Where the worker-seconds went" in page
