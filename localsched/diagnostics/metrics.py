@@ -80,7 +80,7 @@ def _batch_start(probe, acts) -> tuple:
     if probe is None or len(probe) < 5 or probe[3] is None:
         return None, None
     started, fresh = probe[3], probe[4]
-    marks = dict((name, (a, b)) for name, a, b in acts) if acts else {}
+    marks = {name: (a, b) for name, a, b in acts} if acts else {}
     if "transfer" in marks:  # processes: pickled in the caller, received in the worker
         (d0, d1), received = marks["serialize"], marks["transfer"][1]
         return BatchStart(started, d1, received, fresh), d1 - d0
@@ -215,7 +215,7 @@ class FineMetrics(Collector):
         with self._build_lock:
             runs = list(self._raw)
         for run in runs:
-            span, overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
+            _span, _overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
             if cluster is not None or not run.events or any(e[4] is None for e in run.events):
                 continue
             tasks = clip_tasks([(e[0], e[1], e[2], e[3], _batch_start(e[4], e[5])[0])
