@@ -662,8 +662,7 @@ class _Detail:
         if self.sample:
             try:
                 samples = _detail.profile_samples(client, state.finished, self.t0, time.time())
-                state.outcome.samples = [(t, wid, group, stack)
-                                         for t, wid, group, stack in samples]
+                state.outcome.samples = [tuple(s) for s in samples]  # (with seconds)
             except Exception as exc:  # noqa: BLE001
                 state.detail_errors.append(f"samples: {exc!r}")
 

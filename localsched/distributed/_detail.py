@@ -165,13 +165,25 @@ def profile_samples(client, keys, t0: float, t1: float) -> list:
     groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
     middle = (t0 + t1) / 2
     out: list = []
+    seconds = _profile_interval()
     for group in groups:
         tree = client.profile(key=group, start=t0 - 1.0, stop=t1 + 1.0)
-        _walk(tree, (), group, middle, out)
+        _walk(tree, (), group, middle, out, seconds)
     return out
 
 
-def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -> None:
+def _profile_interval() -> float:
+    """Seconds a sample of distributed's profiler stands for: its interval
+    (the records hold counts only)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.worker.profile.interval"),
+                                 default="ms"))
+
+
+def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list,
+          seconds: Optional[float] = None) -> None:
     """Expand distributed's counting tree into one SampleData per sample."""
     children = node.get("children") or {}
     ident = node.get("identifier", "root")
@@ -189,10 +201,10 @@ def _walk(node: dict, stack: tuple, group: Optional[str], t: float, out: list) -
             leaf = zero[0]
             leaf_stack = leaf_stack + (_frame(leaf),)
         for _ in range(own):
-            out.append(SampleData(t, None, group, leaf_stack))
+            out.append(SampleData(t, None, group, leaf_stack, seconds))
     for child in children.values():
         if child.get("count"):
-            _walk(child, stack, group, t, out)
+            _walk(child, stack, group, t, out, seconds)
 
 
 def _frame(node: dict) -> tuple:
