@@ -94,13 +94,15 @@ class Needs(NamedTuple):
     CPU time and ``localsched.metrics`` entries (``state.task.probe``), the
     travel of process inputs and results, idle and scheduler time;
     ``sample``: stack samples of running tasks every that many seconds
-    (0: none).
+    (0: none); ``sizes``: each result's size in bytes, measured where the
+    result lives (``state.task.nbytes``; ``localsched.metrics.nbytes``).
     """
 
     results: bool = True
     exact_start: bool = True
     measure: bool = False
     sample: float = 0.0
+    sizes: bool = False
 
 
 _NEEDS_ALL = Needs()
@@ -147,18 +149,19 @@ def merge_needs(cbs: Iterable[tuple]) -> Needs:
     shortest sampling interval wins.
 
     >>> merge_needs([])
-    Needs(results=False, exact_start=False, measure=False, sample=0.0)
+    Needs(results=False, exact_start=False, measure=False, sample=0.0, sizes=False)
     """
-    results = exact = measure = False
+    results = exact = measure = sizes = False
     sample = 0.0
     for cb in cbs:
         n = needs_of(cb)
         results = results or (cb[3] is not None and n.results)
         exact = exact or (cb[2] is not None and n.exact_start)
         measure = measure or n.measure
+        sizes = sizes or (cb[3] is not None and n.sizes)
         if n.sample > 0:
             sample = n.sample if not sample else min(sample, n.sample)
-    return Needs(results, exact, measure, sample)
+    return Needs(results, exact, measure, sample, sizes)
 
 
 # The registry.  At top level, ``Callback.active`` is the process-wide set

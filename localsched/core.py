@@ -142,6 +142,8 @@ def get_async(
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)
         measure = comp.needs.measure
+        if measure:  # (fine metrics: the worker-seconds to explain are wall x workers)
+            comp.state.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
         try:

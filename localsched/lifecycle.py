@@ -61,7 +61,7 @@ class Computation:
         self.cbs = cbs = callback_list(callbacks)
         _, self.start_states, self.pretasks, self.posttasks, self.finishes = \
             unpack_callbacks(cbs)
-        self.needs: Needs = merge_needs(cbs) if cbs else Needs(False, False, False, 0.0)
+        self.needs: Needs = merge_needs(cbs) if cbs else Needs(False, False, False, 0.0, False)
         self.state: State | None = None
         self._started: list = []  # finish hooks of the callbacks whose start ran
         self._token: contextvars.Token | None = None

@@ -57,7 +57,7 @@ import time
 from contextlib import contextmanager
 from typing import Iterator
 
-__all__ = ["meter", "digest_metric", "span", "current_span"]
+__all__ = ["meter", "digest_metric", "span", "current_span", "nbytes"]
 
 # The span names of the caller, outermost first.  A context variable: it
 # follows ``with`` blocks, threads started with a copied context and asyncio
@@ -171,3 +171,25 @@ def digest_metric(label: str, value: float, unit: str) -> None:
     if sink is not None:
         # (label, unit, value, None, None, None): not seconds of the wall time
         sink.append((label, unit, value, None, None, None))
+
+
+def nbytes(value) -> int:
+    """Bytes a result holds: ``cachey.nbytes`` (NumPy arrays, pandas
+    objects, anything with ``nbytes``, else ``sys.getsizeof``), the one size
+    function behind ``CacheProfiler(metric="nbytes")``.  The scheduler calls
+    it where the result lives (in the worker) and sends only the number.
+
+    >>> nbytes(bytearray(100)) >= 100
+    True
+    """
+    import sys
+
+    try:
+        from cachey import nbytes as measure
+
+        return int(measure(value))
+    except Exception:  # noqa: BLE001 -- (cachey reads pandas internals that move)
+        try:
+            return sys.getsizeof(value)
+        except TypeError:
+            return 0

@@ -72,7 +72,8 @@ class _Flight:
     """A batch on its way: what the loop knows of it, to say which of its
     tasks was running when a computation stops."""
 
-    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived")
+    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived",
+                 "inputs")
 
     def __init__(self, batch: list, dispatched: float):
         self.batch = batch
@@ -82,6 +83,7 @@ class _Flight:
         self.last_end = dispatched
         self.worker_id = None
         self.where: list = []  # (worker_id, start) from a thread worker
+        self.inputs = True  # False: a process batch sent no input values
 
     def running_task(self, machine: RunState, stopped: float) -> tuple | None:
         """``(key, start, worker_id)`` of the batch's running task (its first
@@ -130,8 +132,9 @@ class PoolLoop:
         pretasks = comp.pretasks
         # Every result travels back only when a posttask hook reads results
         # (or a failed task may be re-run here).
-        self.results_wanted = needs.results
-        self.keep_all = needs.results or rerun_exceptions_locally
+        # (a size a worker cannot measure is measured here, on the result)
+        self.results_wanted = needs.results or (needs.sizes and not stream)
+        self.keep_all = self.results_wanted or rerun_exceptions_locally
         self.announce = bool(pretasks) and needs.exact_start and stream
         # pretask fires as the record arrives, just before posttask
         self.late_starts = bool(pretasks) and not self.announce
@@ -141,6 +144,8 @@ class PoolLoop:
             self.probes["measure"] = True
         if needs.sample:
             self.probes["sample"] = needs.sample
+        if needs.sizes and stream:  # (sizes measured in the worker: see runtime)
+            self.probes["sizes"] = True
         self.ahead = QUEUE_AHEAD if pack_data else 0
         self.idle = num_workers + self.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
@@ -215,6 +220,8 @@ class PoolLoop:
             for a, b in zip(batch[:-1], batch[1:], strict=True):
                 successor[a] = b
         flight = _Flight(batch, time.time())
+        if self.pack_data and not data:
+            flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
@@ -347,15 +354,16 @@ class PoolLoop:
         transfer = activities = None
         if self.pack_data:
             sent = 0.0
-            if flight is not None and flight.batch[0] == i:
+            if flight is not None and flight.batch[0] == i and flight.inputs:
                 sent = max(0.0, t0 - flight.dispatched)
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
-            if probe is not None and len(probe) > 2 and flight is not None \
-                    and flight.sent is not None:
+            if probe is not None and len(probe) > 2 and probe[2] is not None \
+                    and flight is not None and flight.sent is not None:
                 (d0, d1), (received, _) = flight.sent, probe[2]
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
-        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities)
+        nbytes = probe[5] if probe is not None and len(probe) > 5 else None
+        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
         """A task raised: note it, maybe re-run it here, raise its exception."""
@@ -381,8 +389,8 @@ class PoolLoop:
     def _note(self, i: int, value, wid) -> None:
         """A worker process's measurement record (index < 0, see runtime)."""
         outcome = self.state.outcome
-        if i == -2:  # stack samples: (time, key, stack) each
-            outcome.samples.extend((t, wid, key, stack) for t, key, stack in value)
+        if i == -2:  # stack samples: (time, key, stack, seconds) each
+            outcome.samples.extend((s[0], wid, *s[1:]) for s in value)
             return
         sent, start, dumped, stop = value
         if not self.measure or not sent:

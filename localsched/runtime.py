@@ -37,7 +37,7 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .graph import execute
 
-__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",
+__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples", "sample_every",
            "worker_sampler", "trim_traceback", "trim_stack"]
 
 # A worker hands finished records over at least this often (seconds): many
@@ -61,6 +61,10 @@ running_tasks: dict = {}
 
 _JOB_MODULE = "localsched._pool.job"
 
+# Non-empty once this worker process has run a batch: its first batch's
+# wait for inputs includes the process's start-up (fine metrics).
+_warm: list = []
+
 
 def _job():
     """The pool's per-job globals in a worker process, else None."""
@@ -70,7 +74,7 @@ def _job():
 
 def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,
               emit: Callable, where: list | None = None, measure: bool = False,
-              sample: float = 0.0):
+              sample: float = 0.0, sizes: bool = False):
     """Run a batch of tasks in order, on a worker; emit lists of records.
 
     ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
@@ -88,14 +92,18 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     reported in the next one as a record with index -1.  ``sample``: the
     thread's running task is published in ``running_tasks``; in a worker
     process the worker's sampler runs and its samples travel back as
-    records with index -2.
+    records with index -2.  ``sizes``: each record's probe holds six
+    fields, the last the result's size (``localsched.metrics.nbytes``),
+    the others None where nothing was measured.
     """
-    if measure or sample:
+    if measure or sample or sizes:
         return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
-                                   sample)
+                                   sample, sizes)
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
     job = _job()
+    if job is not None and not _warm:
+        _warm.append(True)  # this process has run a batch (no start-up next time)
     wid = job.worker_pid if job is not None else threading.get_ident()
     now = time.time
     buf: list = []
@@ -142,7 +150,8 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
             emit(buf)
 
 
-def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample):
+def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample,
+                        sizes=False):
     """``run_batch`` while a callback measures or samples (the rare path)."""
     token = _callbacks.enter_computation()
     job = _job()
@@ -163,13 +172,18 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
     cpu = thread_time
-    arrival = None
+    arrival = fresh = None
     if job is not None:
         arrival, job.arrival = job.arrival, None
+        fresh = not _warm  # the first batch this process runs: it was starting up
+        if fresh:
+            _warm.append(True)
         emit = MeasuredEmit(emit, wid, sampler, job)  # each hand-off's cost, in the next
     c_prev = cpu()
+    first = True
     try:
         last = now()
+        started = last
         if where is not None:
             where.append((wid, last))
         if announce:
@@ -199,9 +213,15 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 if sink:
                     user = sink[:]
                     sink.clear()
-                probe = (c - c_prev, user) if arrival is None else (c - c_prev, user, arrival)
+                if first:  # the batch's start, for the worker's timeline
+                    probe = (c - c_prev, user, arrival, started, bool(fresh))
+                    first = False
+                else:
+                    probe = (c - c_prev, user)
                 c_prev = c
-                arrival = None
+            if sizes:  # the result's size, measured here: only the number travels
+                probe = ((probe + (None,) * (5 - len(probe)) if probe else (None,) * 5)
+                         + (_metrics.nbytes(value),))
             if store:
                 data[key] = value
             for k in drop:
@@ -318,10 +338,13 @@ def trim_stack(stack: list) -> tuple:
     return tuple(stack[p:])
 
 
-def take_samples(running: dict, append: Callable, codes: dict, now: Callable) -> None:
-    """Append ``(time, thread ident, key, stack)`` for every thread in
-    ``running`` (thread ident -> the key of its task).  ``codes`` interns
-    frames per code object, so equal frames are one tuple (and pickle once)."""
+def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
+                 seconds: float | None = None) -> None:
+    """Append ``(time, thread ident, key, stack, seconds)`` for every thread
+    in ``running`` (thread ident -> the key of its task); ``seconds`` is the
+    time each sample stands for (since the sampler's previous look).
+    ``codes`` interns frames per code object, so equal frames are one tuple
+    (and pickle once)."""
     if not running:
         return
     frames = sys._current_frames()
@@ -339,8 +362,21 @@ def take_samples(running: dict, append: Callable, codes: dict, now: Callable) ->
             stack.append(frame)
             f = f.f_back
         stack.reverse()
-        append((t, tid, key, trim_stack(stack)))
+        append((t, tid, key, trim_stack(stack), seconds))
     del frames
+
+
+def sample_every(interval: float, stop, running: dict, append: Callable, codes: dict,
+                 now: Callable) -> None:
+    """Take samples every ``interval`` until ``stop`` (an Event) is set,
+    each weighted by the time since the previous look (a monotonic clock):
+    a sampler that waited for the GIL gets its real period, not ``interval``."""
+    clock = time.perf_counter
+    last = clock()
+    while not stop.wait(interval):
+        t = clock()
+        take_samples(running, append, codes, now, t - last)
+        last = t
 
 
 class WorkerSampler:
@@ -360,12 +396,12 @@ class WorkerSampler:
         out = self._out
 
         def append(sample):
-            out.append((sample[0], sample[2], sample[3]))  # (the pid is added on arrival)
+            # (time, key, stack, seconds): the pid is added on arrival
+            out.append((sample[0], sample[2], sample[3], sample[4]))
 
         while True:
             self._on.wait()
-            while not self._off.wait(self.interval):
-                take_samples(running_tasks, append, codes, time.time)
+            sample_every(self.interval, self._off, running_tasks, append, codes, time.time)
 
     def enable(self, interval: float) -> None:
         self.interval = interval

@@ -21,9 +21,11 @@ recorded beside dask's ``TaskData`` records.
 
 Where the time went inside the tasks: ``FineMetrics`` (seconds per span,
 task group and activity -- thread CPU, non-CPU, the user's
-``localsched.metrics.meter`` labels, serialization and transfer on
-processes, idle workers, the scheduler) and ``SampleProfiler`` (call stacks
-sampled per task group, as totals or a flame-graph tree).
+``localsched.metrics.meter`` labels, and around the tasks hand-offs,
+start-up, travel on processes and idle workers: every worker-second booked
+once, ``accounting``; the caller's own costs in caller-seconds) and
+``SampleProfiler`` (call stacks sampled per task group, each sample
+weighted by the time it stands for, as totals or a flame-graph tree).
 
 They also work around dask's own schedulers (``dask.threaded.get``, a
 dask collection's ``.compute()``), as dask's diagnostics do.

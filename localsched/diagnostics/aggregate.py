@@ -59,7 +59,8 @@ AGGREGATE_ABOVE = 10_000
 #: The fine metrics' activities in the order the stacked bars pile them up
 #: (user labels follow, sorted).
 ACTIVITY_ORDER = ("thread-cpu", "thread-noncpu", "deserialize", "serialize", "transfer",
-                  "queued", "idle", "scheduler", "compute", "disk-read", "disk-write")
+                  "queued", "hand-off", "start-up", "idle", "scheduler", "compute", "disk-read",
+                  "disk-write")
 
 
 def activity_order(names: Iterable[str]) -> list[str]:

@@ -17,6 +17,8 @@ import time
 from typing import Any, Callable, Optional
 
 from .collector import Collector, FinishedRun
+from ..callbacks import Needs
+from ..metrics import nbytes
 from ..utils import funcname
 from .records import CacheData
 
@@ -30,9 +32,11 @@ class CacheProfiler(Collector):
     metric : callable or "nbytes", optional
         Applied to each result to give its size, e.g. ``len`` or
         ``cachey.nbytes``.  Default: every result counts 1.  ``"nbytes"``:
-        the size the cluster measured on ``localsched.distributed`` (where
-        callbacks get no results), else the result's ``nbytes`` attribute
-        or ``sys.getsizeof``.
+        ``cachey.nbytes`` (``localsched.metrics.nbytes``) measured where the
+        result lives -- in the worker process, which sends only the number,
+        so no result travels to be measured -- or the size the cluster
+        measured on ``localsched.distributed``.  With no metric or
+        ``"nbytes"`` the profiler never reads results.
     metric_name : str, optional
         Label of the metric in plots.  Default: the metric's name, or
         ``"tasks"`` when no metric is given.
@@ -74,6 +78,9 @@ class CacheProfiler(Collector):
         if metric_name is not None and not isinstance(metric_name, str):
             raise TypeError(f"CacheProfiler metric_name= must be a str, got {metric_name!r}")
         self._metric = metric
+        # What the scheduler must provide: results only for a metric of ours
+        # to apply; "nbytes" is measured in the workers.
+        self.needs = Needs(results=callable(metric), sizes=metric == "nbytes")
         if metric_name is None:
             metric_name = ("tasks" if metric is None else
                            "nbytes" if metric == "nbytes" else funcname(metric))
@@ -142,24 +149,10 @@ class CacheProfiler(Collector):
 
 
 def _nbytes(result, state) -> float:
-    """``metric="nbytes"``: the result's size -- as the cluster measured it
-    (``state.nbytes``, on localsched.distributed, where ``result`` is None),
-    else dask's ``sizeof`` when dask is loaded, else its ``nbytes``
-    attribute (NumPy, pandas) or ``sys.getsizeof``."""
+    """``metric="nbytes"``: the size measured where the result lived
+    (``state.task.nbytes``: a worker process, a cluster), else measured
+    here on the result (sync and threads, where it lives in this process)."""
     n = getattr(getattr(state, "task", None), "nbytes", None)
     if n is None:
         n = getattr(state, "nbytes", None)
-    if n is not None:
-        return n
-    import sys
-
-    dask_sizeof = sys.modules.get("dask.sizeof")
-    if dask_sizeof is not None:
-        return int(dask_sizeof.sizeof(result))
-    n = getattr(result, "nbytes", None)
-    if isinstance(n, int):
-        return n
-    try:
-        return sys.getsizeof(result)
-    except TypeError:
-        return 0
+    return nbytes(result) if n is None else n

@@ -119,6 +119,7 @@ def encode_run(run) -> dict:
         "worker": workers.codes(r.worker_id for r in run.samples),
         "group": groups.codes(r.group for r in run.samples),
         "stack": stacks.codes(tuple(r.stack) for r in run.samples),
+        "seconds": _floats(r.seconds for r in run.samples),
     }
     out["sample_groups"] = groups.values
     out["stacks"] = stacks.values
@@ -181,9 +182,10 @@ def decode_run(data: dict) -> dict:
     frames = [tuple(f) for f in data["frames"]]
     stacks = [tuple(frames[i] for i in stack) for stack in data["stacks"]]
     t = data["samples"]
+    seconds = floats(t["seconds"]) if "seconds" in t else [None] * len(t["time"])
     run["samples"] = list(map(SampleData, floats(t["time"]), col(workers, t["worker"]),
                            col(data["sample_groups"], t["group"]),
-                           col(stacks, t["stack"])))
+                           col(stacks, t["stack"]), seconds))
     run["walls"] = [tuple(floats(w)) for w in data["walls"]]
     return run
 

@@ -19,33 +19,35 @@ dask.distributed's fine performance metrics, without the leading
 >>> fm.by("group", "activity", unit="count")
 {('load', 'rows'): 15.0}
 >>> sorted(fm.by("activity"))
-['I/O', 'scheduler', 'thread-cpu', 'thread-noncpu']
+['I/O', 'hand-off', 'idle', 'thread-cpu', 'thread-noncpu']
+>>> sorted(fm.by("activity", unit=CALLER))
+['scheduler']
 
-Activities, per task (seconds):
+Every worker-second is booked once.  Each worker has one timeline from the
+computation's start to its finish, cut into activities (see
+``localsched.diagnostics.accounting``), so that in ``seconds`` (worker-seconds)
+``sum(fm.by("activity").values()) == wall × workers``:
 
-- ``thread-cpu``: CPU time of the thread that ran it (``time.thread_time``);
-- ``thread-noncpu``: its wall time minus that: waiting for the GIL, for
-  I/O, sleeping;
-- a ``metrics.meter`` label: the wall time of the metered blocks, taken out
-  of the two above, so that a task's activities add up to its wall time;
-- on processes, for the first task of a batch, how its inputs travelled:
-  ``serialize`` (pickled in the caller), ``transfer`` (until the worker
-  process had them: the pool's queue and the pipe), ``deserialize``
-  (unpickled in the worker); and for a task whose result travels back:
-  ``queued`` (the result waited in the worker for the next hand-off),
-  ``serialize`` (pickled in the worker), ``transfer`` (the pipe, unpickling
-  in the caller, and until the scheduler read it).  A hand-off of several
-  results bills its pickling and transfer to each of them, so each task's
-  activities add up to its own life, from the arrival of its inputs to the
-  receipt of its result;
+- a task's own life: ``thread-cpu`` (CPU time of the thread that ran it,
+  ``time.thread_time``), ``thread-noncpu`` (its wall time minus that:
+  waiting for the GIL, for I/O, sleeping), and each ``metrics.meter``
+  label (the wall time of the metered blocks, taken out of the two others);
+- around the tasks, per worker: ``idle`` (waiting for work), ``hand-off``
+  (between two tasks: storing results, handing records over), and on
+  processes ``start-up`` (a worker process's first batch ever waited for
+  the process to start), ``transfer`` (a batch's inputs on their way after
+  the caller pickled them, while the worker was free), ``deserialize``
+  (inputs received until the batch's first task starts) and ``serialize``
+  (the worker pickling results it hands back, split evenly among them);
+  ``serialize``/``transfer``/``deserialize`` belong to the task group they
+  served, the rest to no group (None);
 - under dask's own schedulers, which measure nothing: ``compute`` (the
   wall time, not broken down).
 
-Per computation, with group None: ``scheduler``, the CPU time the caller's
-thread spent in the computation besides running tasks (compiling, ordering,
-the scheduling loop, the callbacks: this one's too); ``idle``,
-worker-seconds during which a worker was free and no task was ready (thread
-and process pools).
+The caller's own costs are ``caller-seconds`` (group None): ``scheduler``,
+the CPU time the caller's thread spent in the computation besides running
+tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
+too), and on processes ``serialize``, the part of it spent pickling inputs.
 
 Collecting costs about a microsecond per task, only while a FineMetrics is
 active: the scheduler reads the thread's CPU clock once per task boundary
@@ -59,12 +61,30 @@ from typing import Optional
 from ..utils import key_split
 from ..callbacks import Needs
 from .collector import Collector, FinishedRun
+from .accounting import BatchStart, clip_tasks, gaps
 from .records import ActivityData, MetricData
 
-__all__ = ["FineMetrics", "FIELDS"]
+__all__ = ["FineMetrics", "FIELDS", "CALLER"]
 
 #: The fields of a metric's key, in order.
 FIELDS = ("span", "group", "activity", "unit")
+
+#: The unit of the caller's own costs (its thread's CPU): not worker-seconds.
+CALLER = "caller-seconds"
+
+
+def _batch_start(probe, acts) -> tuple:
+    """(BatchStart or None, seconds the caller spent pickling the batch's
+    inputs or None) of a task's probe: only a batch's first task says when
+    the batch started (``probe[3]``, see ``localsched.runtime``)."""
+    if probe is None or len(probe) < 5 or probe[3] is None:
+        return None, None
+    started, fresh = probe[3], probe[4]
+    marks = {name: (a, b) for name, a, b in acts} if acts else {}
+    if "transfer" in marks:  # processes: pickled in the caller, received in the worker
+        (d0, d1), received = marks["serialize"], marks["transfer"][1]
+        return BatchStart(started, d1, received, fresh), d1 - d0
+    return BatchStart(started), None
 
 
 class FineMetrics(Collector):
@@ -114,12 +134,13 @@ class FineMetrics(Collector):
     def _at_finish(self, run: tuple, state):
         outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
         if outcome is None:
-            return ((), None, [], None)
+            return ((), None, [], None, 1)
         cluster = getattr(state, "cluster_metrics", None) or outcome.extra.get("cluster_metrics")
-        return (outcome.span, outcome.overhead, list(outcome.late), cluster)
+        return (outcome.span, outcome.overhead, list(outcome.late), cluster,
+                outcome.extra.get("workers", 1))
 
     def _build(self, run: FinishedRun) -> None:
-        span, overhead, late, cluster = run.extra or ((), None, [], None)
+        span, overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
         metrics, activities = self._metrics, self._built
         if cluster is not None:
             # A localsched.distributed run: the workers' own fine metrics
@@ -132,49 +153,81 @@ class FineMetrics(Collector):
                 for name, start, stop in acts or ():
                     activities.append(ActivityData(key, name, start, stop, wid))
             return
+
         def add(group, activity, value, unit="seconds"):
             k = (span, group, activity, unit)
             metrics[k] = metrics.get(k, 0.0) + value
 
+        measured = bool(run.events) and all(e[4] is not None for e in run.events)
+        if not measured:  # dask's schedulers (or a foreign pool): wall time only
+            for key, t0, t1, _wid, _probe, _acts in run.events:
+                add(key_split(key), "compute", max(0.0, t1 - t0))
+            return
+        tasks, caller_pickling = [], 0.0
         for key, t0, t1, wid, probe, acts in run.events:
-            g = key_split(key)
-            wall = t1 - t0
-            if probe is None:
-                add(g, "compute", max(0.0, wall))
-            else:
-                cpu, user = probe[0], probe[1]
-                metered_wall = metered_cpu = 0.0
-                if user:
-                    for label, unit, value, ucpu, start, stop in user:
-                        add(g, label, value, unit)
-                        if ucpu is not None:  # a meter block: taken out of the rest
-                            metered_wall += value
-                            metered_cpu += ucpu
-                            activities.append(ActivityData(key, label, start, stop, wid))
-                rest = max(0.0, wall - metered_wall)
-                cpu = min(max(0.0, cpu - metered_cpu), rest)
-                add(g, "thread-cpu", cpu)
-                add(g, "thread-noncpu", rest - cpu)
-            if acts:
-                for name, start, stop in acts:
-                    add(g, name, max(0.0, stop - start))
-                    activities.append(ActivityData(key, name, start, stop, wid))
-        if late:
-            ends = {key: (t1, wid) for key, _t0, t1, wid, _, _ in run.events}
-            for keys, start, dumped, stop, received in late:
-                for key in keys:
-                    end, wid = ends.get(key, (start, None))
-                    g = key_split(key)
-                    stretches = (("queued", end, start), ("serialize", start, start + dumped),
-                                 ("transfer", start + dumped, max(received, start + dumped)))
-                    for name, a, b in stretches:
-                        add(g, name, max(0.0, b - a))
-                        activities.append(ActivityData(key, name, a, b, wid))
-        if overhead is not None:
-            scheduler, idle = overhead
-            add(None, "scheduler", scheduler)
-            if idle:
-                add(None, "idle", idle)
+            batch, sent = _batch_start(probe, acts)
+            if sent is not None:
+                caller_pickling += sent
+            tasks.append((key, t0, t1, wid, batch))
+        tasks = clip_tasks(tasks, run.started, run.finished)
+        probes = {e[0]: e[4] for e in run.events}
+        for key, t0, t1, wid, _batch in tasks:
+            self._own(add, key, t1 - t0, probes[key], wid)
+        ends = {t[0]: t[3] for t in tasks}
+        handoffs = [(ends.get(keys[0]), keys, start, dumped, stop)
+                    for keys, start, dumped, stop, _received in late if keys]
+        for piece in gaps(tasks, handoffs, run.started, run.finished, workers):
+            name = piece.activity
+            grouped = name in ("serialize", "transfer", "deserialize")
+            add(key_split(piece.key) if grouped else None, name, piece.stop - piece.start)
+            if piece.key is not None:
+                activities.append(ActivityData(piece.key, name, piece.start, piece.stop,
+                                               piece.worker_id))
+        if overhead is not None:  # caller-seconds: the caller's thread, not a worker's
+            scheduler = overhead[0]
+            pickling = min(caller_pickling, scheduler)
+            add(None, "scheduler", scheduler - pickling, CALLER)
+            if pickling:
+                add(None, "serialize", pickling, CALLER)
+
+    def _own(self, add, key, wall: float, probe, wid) -> None:
+        """A task's own life: its metered blocks, then its CPU and the rest."""
+        g = key_split(key)
+        cpu, user = probe[0], probe[1]
+        metered_wall = metered_cpu = 0.0
+        if user:
+            for label, unit, value, ucpu, start, stop in user:
+                add(g, label, value, unit)
+                if ucpu is not None:  # a meter block: taken out of the rest
+                    metered_wall += value
+                    metered_cpu += ucpu
+                    self._built.append(ActivityData(key, label, start, stop, wid))
+        rest = max(0.0, wall - metered_wall)
+        cpu = min(max(0.0, cpu - metered_cpu), rest)
+        add(g, "thread-cpu", cpu)
+        add(g, "thread-noncpu", rest - cpu)
+
+    def timeline(self) -> list:
+        """Every worker's timeline as :class:`ActivityData`: its tasks (as
+        ``"task"``) and the pieces between them (start-up, idle, hand-off,
+        travel), one record per stretch; per worker they cover the
+        computation once."""
+        out = []
+        with self._build_lock:
+            runs = list(self._raw)
+        for run in runs:
+            _span, _overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
+            if cluster is not None or not run.events or any(e[4] is None for e in run.events):
+                continue
+            tasks = clip_tasks([(e[0], e[1], e[2], e[3], _batch_start(e[4], e[5])[0])
+                                for e in run.events], run.started, run.finished)
+            ends = {t[0]: t[3] for t in tasks}
+            handoffs = [(ends.get(keys[0]), keys, start, dumped, stop)
+                        for keys, start, dumped, stop, _received in late if keys]
+            out.extend(ActivityData(key, "task", t0, t1, wid) for key, t0, t1, wid, _ in tasks)
+            out.extend(ActivityData(p.key, p.activity, p.start, p.stop, p.worker_id)
+                       for p in gaps(tasks, handoffs, run.started, run.finished, workers))
+        return out
 
     # -- reading ------------------------------------------------------------------
 

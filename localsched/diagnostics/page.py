@@ -27,6 +27,7 @@ from bokeh.util.browser import view as _view_in_browser
 from .aggregate import CacheTable, ResourceTable, TaskTable
 from .codec import DATA_ELEMENT_ID
 from .figures.base import LABEL_SIZE, group_colors
+from .figures.accounting import accounting_html, plot_accounting
 from .figures.cache import draw_cache
 from .figures.durations import durations_note, plot_durations
 from .figures.flame import flame_trees, plot_flame
@@ -231,9 +232,14 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
         Div(text=summary_html(run.summary()), sizing_mode="stretch_width"),
         gridplot([[f] for f in stream], merge_tools=True, toolbar_location="above",
                  sizing_mode="stretch_width"),
-        _heading("Fine metrics", "Seconds per task group and activity, summed over workers."),
+        _heading("Fine metrics", "Every worker-second booked once: the whole (wall time × "
+                                 "workers) by activity, then seconds per task group and "
+                                 "activity, summed over workers."),
     ]
     if run.metrics:
+        if any(k[3] == "seconds" for k in run.metrics):
+            parts.append(plot_accounting(run.metrics))
+            parts.append(Div(text=accounting_html(run.metrics), sizing_mode="stretch_width"))
         parts.append(plot_metrics(run.metrics, label_size))
         other = metrics_html(run.metrics)
         if other:

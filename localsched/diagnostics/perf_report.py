@@ -20,21 +20,6 @@ from .rundata import RunData
 __all__ = ["performance_report"]
 
 
-def _nbytes(value) -> int:
-    """Bytes a result holds: dask's ``sizeof`` when dask is loaded, else
-    ``nbytes`` (NumPy, pandas) or ``sys.getsizeof``."""
-    dask_sizeof = sys.modules.get("dask.sizeof")
-    if dask_sizeof is not None:
-        return int(dask_sizeof.sizeof(value))
-    nbytes = getattr(value, "nbytes", None)
-    if isinstance(nbytes, int):
-        return nbytes
-    try:
-        return sys.getsizeof(value)
-    except TypeError:
-        return 0
-
-
 class performance_report:
     """Record everything the computations inside a ``with`` block do, and write
     the performance report when it ends.
@@ -77,7 +62,7 @@ class performance_report:
         from .. import diagnostics
         from . import CacheProfiler, Profiler, ResourceProfiler
 
-        # (metric="nbytes": the same sizes as _nbytes, and on a cluster, where
+        # (metric="nbytes": cachey.nbytes measured in the workers, and on a cluster, where
         # callbacks get no results, the sizes the cluster measured)
         profilers = [ResourceProfiler(dt=self._dt), Profiler(),
                      CacheProfiler(metric="nbytes",  # type: ignore[arg-type]

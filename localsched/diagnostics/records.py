@@ -194,10 +194,15 @@ class SampleData(NamedTuple):
     the task group it was running (None between tasks); ``stack``: frames
     outermost first, each a ``(filename, first line of the function,
     function name)`` tuple -- plain values, so samples pickle across
-    processes and dump to JSON; trees and flame graphs are built on read.
+    processes and dump to JSON; trees and flame graphs are built on read;
+    ``seconds``: the time it stands for (the sampler's real period, which
+    is longer than its interval when it waits for the GIL).
     """
 
     time: float
     worker_id: Hashable
     group: Optional[str]
     stack: tuple
+    #: Seconds the sample stands for: since the sampler's previous look
+    #: (None: unknown, e.g. older saved runs; then the profiler's interval).
+    seconds: Optional[float] = None

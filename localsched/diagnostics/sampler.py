@@ -11,15 +11,24 @@ SampleProfiler listens.
 
 The samples answer "which code took the time, in which group": totals per
 function or group, over a time window, and a call tree (``tree()``) that
-renders as a flame graph.  A sample stands for ``interval`` seconds.  A
-sample taken while a worker is between two tasks of a batch (handing
-results over) has group None.
+renders as a flame graph.  A sample stands for the time since the
+sampler's previous look (its ``seconds``, as pyinstrument keeps
+``time_since_last_sample``): the sampler thread needs the GIL to look, so
+its real period is longer than ``interval`` while tasks run Python, and a
+worker process samples at the smallest interval of all listening
+profilers.  A sample taken while a worker is between two tasks of a batch
+(handing results over) has group None.
 
->>> samples = [SampleData(1.0, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
-...            SampleData(1.01, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse'))),
-...            SampleData(1.02, 7, 'sum', (('a.py', 1, 'main'),))]
+Each profiler keeps only the samples of the computations it watches: the
+samples taken while it watches, of tasks of those computations' graphs.
+
+>>> samples = [SampleData(1.0, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse')), 0.01),
+...            SampleData(1.01, 7, 'load', (('a.py', 1, 'main'), ('a.py', 9, 'parse')), 0.012),
+...            SampleData(1.02, 7, 'sum', (('a.py', 1, 'main'),), 0.01)]
 >>> totals(samples, by="group")
 {'load': 2, 'sum': 1}
+>>> totals(samples, by="group", unit="seconds")
+{'load': 0.022, 'sum': 0.01}
 >>> totals(samples, by="function")[('a.py', 9, 'parse')]
 2
 >>> t = tree(samples)
@@ -41,7 +50,7 @@ import time
 from typing import Callable, Optional
 
 from ..callbacks import Callback, Needs
-from ..runtime import running_tasks, take_samples
+from ..runtime import running_tasks, sample_every
 from ..utils import key_split
 from .records import SampleData
 
@@ -80,24 +89,24 @@ class SampleProfiler(Callback):
         # Read by the scheduler once per computation: sample every interval.
         self.needs = Needs(sample=interval)
         self._timer = timer
-        self._raw: list = []  # (time, worker id, key, stack), appended by the sampler thread
+        # Samples taken here, not yet handed to a computation: (time, thread
+        # ident, key, stack, seconds), appended by the sampler thread.
+        self._pending: list = []
+        self._raw: list = []  # the watched computations' samples, in that layout
         self._built: list = []
         self._lock = threading.Lock()  # guards the thread's start/stop, _live, the build
-        self._live: set = set()  # id() of the states of the computations watched now
+        self._live: dict = {}  # id() of the states watched now -> when each started
         self._thread: Optional[threading.Thread] = None
         self._stop = threading.Event()
 
     # -- the sampler thread ---------------------------------------------------
 
     def _sample_loop(self, stop: threading.Event) -> None:
-        running = running_tasks
-        append, codes, timer, interval = self._raw.append, {}, self._timer, self.interval
-        while not stop.wait(interval):
-            take_samples(running, append, codes, timer)
+        sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer)
 
     def _start_state(self, dsk, state):
         with self._lock:
-            self._live.add(id(state))
+            self._live[id(state)] = self._timer()
             if self._thread is None:
                 self._stop = stop = threading.Event()
                 self._thread = threading.Thread(target=self._sample_loop, args=(stop,),
@@ -107,17 +116,41 @@ class SampleProfiler(Callback):
     def _finish(self, dsk, state, errored):
         outcome = getattr(state, "outcome", None)
         remote = getattr(state, "samples", None) or (outcome.samples if outcome else None)
-        if remote:  # taken in worker processes: already (time, pid, key, stack)
-            self._raw.extend(remote)
         with self._lock:
             # (a computation that failed before its state was built never
             # started: it is not ours to stop)
-            self._live.discard(id(state))
+            started = self._live.pop(id(state), None)
+            if started is None:
+                return
+            if remote:  # taken in this computation's worker processes
+                self._raw.extend(s if len(s) > 4 else (*s, None) for s in remote)
+            self._take_own(dsk, started)
             if self._live or self._thread is None:
                 return
             thread, self._thread = self._thread, None
             self._stop.set()
         thread.join()
+        with self._lock:
+            if not self._live:
+                self._pending.clear()  # (taken after the last finish: nobody's)
+
+    def _take_own(self, dsk, started: float) -> None:
+        """Move the local samples of one finished computation (taken since
+        it started, of its graph's tasks) from ``_pending`` to ``_raw``."""
+        pending = self._pending
+        n = len(pending)
+        taken = pending[:n]
+        del pending[:n]  # (in place: the sampler thread appends to this list)
+        mine, keep = [], []
+        earliest = min(self._live.values(), default=None)
+        for sample in taken:
+            t, key = sample[0], sample[2]
+            if t >= started and (key is None or _in_graph(key, dsk)):
+                mine.append(sample)
+            elif earliest is not None and t >= earliest:
+                keep.append(sample)  # maybe another watched computation's
+        self._raw.extend(mine)
+        pending[:0] = keep
 
     # -- reading ----------------------------------------------------------------
 
@@ -125,10 +158,10 @@ class SampleProfiler(Callback):
     def results(self) -> list:
         """The samples so far, as :class:`SampleData` (a copy)."""
         with self._lock:
-            for t, wid, key, stack in self._raw[len(self._built):]:
+            for t, wid, key, stack, seconds in self._raw[len(self._built):]:
                 # (key None: the sample was taken between tasks)
                 g = None if key is None else key_split(key)
-                self._built.append(SampleData(t, wid, g, stack))
+                self._built.append(SampleData(t, wid, g, stack, seconds))
             return list(self._built)
 
     def to_pandas(self):
@@ -146,6 +179,8 @@ class SampleProfiler(Callback):
         with self._lock:
             self._raw = []
             self._built = []
+            if not self._live:
+                self._pending.clear()
 
     def __enter__(self):
         self.clear()
@@ -155,13 +190,9 @@ class SampleProfiler(Callback):
                stop: Optional[float] = None, unit: str = "count",
                inclusive: bool = False) -> dict:
         """Samples per function or per group; see :func:`totals` (``unit="seconds"``
-        multiplies by the interval)."""
-        out = totals(self.results, by=by, start=start, stop=stop, inclusive=inclusive)
-        if unit == "seconds":
-            return {k: v * self.interval for k, v in out.items()}
-        if unit != "count":
-            raise ValueError(f"unit must be 'count' or 'seconds', got {unit!r}")
-        return out
+        sums the time each sample stands for)."""
+        return totals(self.results, by=by, start=start, stop=stop, inclusive=inclusive,
+                      unit=unit, interval=self.interval)
 
     def tree(self, group: Optional[str] = None, start: Optional[float] = None,
              stop: Optional[float] = None) -> dict:
@@ -184,15 +215,21 @@ def _window(samples, start, stop, group=None):
 
 
 def totals(samples: list, by: str = "function", start: Optional[float] = None,
-           stop: Optional[float] = None, inclusive: bool = False) -> dict:
+           stop: Optional[float] = None, inclusive: bool = False, unit: str = "count",
+           interval: Optional[float] = None) -> dict:
     """Count ``samples`` (taken at ``start <= time < stop``) by ``"group"``
     or by ``"function"`` (a ``(filename, first line, name)`` frame), most
     first.  By function, a sample counts for its innermost frame (where the
     time was spent); ``inclusive=True`` counts it once for every function on
     its stack (the time spent in the function and what it called).
+    ``unit="seconds"`` sums the seconds each sample stands for instead
+    (``interval`` for a sample that does not say).
     """
     if by not in ("function", "group"):
         raise ValueError(f"by must be 'function' or 'group', got {by!r}")
+    if unit not in ("count", "seconds"):
+        raise ValueError(f"unit must be 'count' or 'seconds', got {unit!r}")
+    seconds = unit == "seconds"
     out: dict = {}
     for s in _window(samples, start, stop):
         if by == "group":
@@ -203,9 +240,21 @@ def totals(samples: list, by: str = "function", start: Optional[float] = None,
             names = set(s.stack)
         else:
             names = (s.stack[-1],)
+        weight = 1
+        if seconds:
+            weight = s.seconds if s.seconds is not None else (interval or 0.0)
         for name in names:
-            out[name] = out.get(name, 0) + 1
+            out[name] = out.get(name, 0) + weight
+    if seconds:
+        out = {k: round(v, 9) for k, v in out.items()}
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _in_graph(key, dsk) -> bool:
+    try:
+        return key in dsk
+    except TypeError:  # (an unhashable key is in no graph)
+        return False
 
 
 def tree(samples: list, group: Optional[str] = None, start: Optional[float] = None,

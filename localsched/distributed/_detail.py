@@ -232,18 +232,28 @@ def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0) -> 
     clock; ``offset``: the scheduler's minus the caller's; the profile is
     kept in 1 s cycles: the window is widened by a second each side), by
     task group of ``keys``."""
-    from dask.utils import key_split
-
     groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
     middle = (t0 + t1) / 2
     out: list = []
+    seconds = _profile_interval()
     for group in groups:
         tree = client.profile(key=group, start=t0 - 1.0 + offset, stop=t1 + 1.0 + offset)
-        _walk(tree, (), group, middle, out)
+        _walk(tree, (), group, middle, out, seconds)
     return out
 
 
-def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list) -> None:
+def _profile_interval() -> float:
+    """Seconds one sample of distributed's profiler stands for: its
+    interval (its records hold counts only)."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    return float(parse_timedelta(dask.config.get("distributed.worker.profile.interval"),
+                                 default="ms"))
+
+
+def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list,
+          seconds: float | None = None) -> None:
     """Expand distributed's counting tree into one SampleData per sample."""
     from ..diagnostics.records import SampleData
 
@@ -263,10 +273,10 @@ def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list) -> N
             leaf = zero[0]
             leaf_stack = leaf_stack + (_frame(leaf),)
         for _ in range(own):
-            out.append(SampleData(t, None, group, leaf_stack))
+            out.append(SampleData(t, None, group, leaf_stack, seconds))
     for child in children.values():
         if child.get("count"):
-            _walk(child, stack, group, t, out)
+            _walk(child, stack, group, t, out, seconds)
 
 
 def _frame(node: dict) -> tuple:

@@ -148,3 +148,77 @@ def test_nested_computation_does_not_mix_with_outer():
     # The inner output is freed when the inner computation ends, before o2 ends.
     assert ran["i2"].end_time <= cache["i2"].free_time <= ran["o2"].end_time
     assert not cprof._live
+
+
+# -- observing does not change the run (issue 20, item 3) -------------------------
+
+
+class Payload:
+    """A result that notes in ``log`` each time it is unpickled in the
+    process that created the log: every time it travelled back to the caller."""
+
+    def __init__(self, log, caller, n):
+        self.log, self.caller, self.nbytes = log, caller, n
+
+    def __getstate__(self):
+        return (self.log, self.caller, self.nbytes)
+
+    def __setstate__(self, state):
+        self.log, self.caller, self.nbytes = state
+        import os
+
+        if os.getpid() == self.caller:
+            with open(self.log, "a") as f:
+                f.write("x\n")
+
+
+def make_payload(log, caller, n):
+    return Payload(log, caller, n)
+
+
+def size_of(payload):
+    return payload.nbytes
+
+
+def _handed_back(tmp_path, name, callbacks):
+    import os
+
+    from localsched.multiprocessing import get
+
+    log = tmp_path / f"{name}.log"
+    log.touch()
+    caller = os.getpid()
+    dsk = {("p", i): (make_payload, str(log), caller, 1000 + i) for i in range(12)}
+    dsk.update({("q", i): (size_of, ("p", i)) for i in range(12)})
+    out = get(dsk, [("q", i) for i in range(12)], num_workers=1, chunksize=2, callbacks=callbacks)
+    assert out == tuple(1000 + i for i in range(12))
+    return len(log.read_text().splitlines())
+
+
+def test_nbytes_is_measured_where_the_result_lives(tmp_path):
+    # Warm the planner and the pool: both runs below get the same batches.
+    _handed_back(tmp_path, "warm", [])
+    baseline = _handed_back(tmp_path, "plain", [])
+    cprof = CacheProfiler(metric="nbytes")
+    observed = _handed_back(tmp_path, "observed", [cprof])
+    assert observed == baseline  # no result travelled back to be measured
+    sizes = {r.key: r.metric for r in cprof.results}
+    # measured in the worker: cachey.nbytes, i.e. the result's own nbytes
+    assert sizes == {**{("p", i): 1000 + i for i in range(12)},
+                     **{("q", i): sizes[("q", i)] for i in range(12)}}
+    import cachey
+
+    assert sizes[("q", 0)] == cachey.nbytes(1000)
+
+
+def test_cache_profiler_nbytes_on_every_scheduler_is_cachey_nbytes(scheduler):
+    np = pytest.importorskip("numpy")
+    import cachey
+
+    _, get = scheduler
+    dsk = {"a": (np.ones, 1000), "b": (np.sum, "a"), "c": (make_list, 30)}
+    with CacheProfiler(metric="nbytes") as cprof:
+        get(dsk, ["b", "c"])
+    sizes = {r.key: r.metric for r in cprof.results}
+    assert sizes == {"a": 8000, "b": cachey.nbytes(np.float64(1000)),
+                     "c": cachey.nbytes(list(range(30)))}

@@ -565,3 +565,35 @@ def test_json_time_columns_are_exact_ticks():
     column = run.to_dict()["tasks"]["start"]
     assert set(column) == {"base", "q", "k"} and column["base"] == T0
     assert [r.start_time for r in RunData.from_json(run.to_json()).tasks] == times
+
+
+def test_performance_report_on_processes_hands_back_no_more_results(tmp_path):
+    from localsched.diagnostics import performance_report
+
+    from .test_cache import _handed_back
+
+    _handed_back(tmp_path, "warm", [])
+    baseline = _handed_back(tmp_path, "plain", [])
+    with performance_report(filename=str(tmp_path / "report.html")):
+        observed = _handed_back(tmp_path, "observed", None)
+    assert observed == baseline
+
+
+def test_the_report_shows_the_accounting_as_a_bar_and_a_table_of_100_percent(tmp_path):
+    from localsched.diagnostics import performance_report
+    from localsched.diagnostics.figures.accounting import accounting_html, plot_accounting
+    from localsched.threaded import get
+
+    dsk = {("a", i): (sum, [i, 1]) for i in range(50)}
+    dsk.update({("b", i): (sum, [("a", i), ("a", (i + 1) % 50)]) for i in range(50)})
+    with performance_report(filename=str(tmp_path / "r.html")) as report:
+        get(dsk, [("b", i) for i in range(50)], num_workers=2)
+    metrics = report.data.metrics
+    fig = plot_accounting(metrics)
+    shares = [r.data_source.data[r.name][0] for r in fig.renderers]
+    assert sum(shares) == pytest.approx(100.0)
+    assert {r.name for r in fig.renderers} >= {"thread-cpu", "idle"}
+    table = accounting_html(metrics)
+    assert "<b>100%</b>" in table and "scheduler (caller)" in table
+    page = (tmp_path / "r.html").read_text()
+    assert "Where the worker-seconds went" in page

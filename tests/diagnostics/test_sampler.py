@@ -49,8 +49,8 @@ def test_finds_the_planted_hot_function_in_its_group(scheduler):
     # Samples name their worker: the thread ident, or the worker process's pid.
     if name == "processes":
         assert {s.worker_id for s in samples if s.group == "hot"} != {threading.get_ident()}
-    # In seconds, a sample stands for the interval.
-    assert sp.totals(by="group", unit="seconds")["hot"] == pytest.approx(by_group["hot"] * 0.005)
+    # In seconds, each sample stands for the time since the sampler's previous look.
+    assert all(s.seconds is not None and s.seconds > 0 for s in samples)
 
 
 def test_sampler_thread_runs_only_during_computations_and_is_joined():
@@ -92,11 +92,13 @@ def test_a_fake_clock_stamps_samples_and_windows_select_them():
     with sp:
         get_sync({("hot", 0): (hot_loop, 0.1)}, ("hot", 0))
     times = [s.time for s in sp.results]
-    assert times == [float(t) for t in range(1000, 1000 + len(times))]
+    first = times[0]  # (the profiler read the clock once when the computation started)
+    assert first in (1000.0, 1001.0)
+    assert times == [first + t for t in range(len(times))]
     n = len(times)
     assert n >= 5
-    assert sp.totals(by="group", start=1000.0, stop=1003.0) == {"hot": 3}
-    assert sp.tree(start=1000.0 + n - 2)["count"] == 2
+    assert sp.totals(by="group", start=first, stop=first + 3) == {"hot": 3}
+    assert sp.tree(start=first + n - 2)["count"] == 2
 
 
 SAMPLES = [
@@ -106,6 +108,75 @@ SAMPLES = [
     SampleData(4.0, 2, "sum", (("c.py", 3, "total"),)),
     SampleData(5.0, 2, "sum", ()),
 ]
+
+
+def spin(seconds):
+    """Pure Python for ``seconds`` of wall time: running all along, holding
+    the GIL but for the interpreter's switches (what the sampler waits for)."""
+    end = time.time() + seconds
+    x = 0
+    while time.time() < end:
+        x += 1
+    return x > 0
+
+
+@pytest.mark.parametrize("interval", [0.001, 0.01])
+@pytest.mark.parametrize("where", ["threads", "processes"])
+def test_a_one_second_spin_reads_one_second(where, interval):
+    import importlib
+
+    get = importlib.import_module({"threads": "localsched.threaded",
+                                   "processes": "localsched.multiprocessing"}[where]).get
+    get({"warm": (cold, 0.0)}, "warm", num_workers=1)  # (the worker is up)
+    with SampleProfiler(interval=interval) as sp:
+        assert get({("spin", 0): (spin, 1.0)}, ("spin", 0), num_workers=1) is True
+    seconds = sp.totals(by="group", unit="seconds")["spin"]
+    assert seconds == pytest.approx(1.0, rel=0.10), (seconds, sp.totals(by="group"))
+
+
+def test_two_profilers_at_two_intervals_both_read_the_time():
+    from localsched.multiprocessing import get
+
+    get({"warm": (cold, 0.0)}, "warm", num_workers=1)
+    with SampleProfiler(interval=0.01) as coarse, SampleProfiler(interval=0.002) as fine:
+        assert get({("spin", 0): (spin, 0.5)}, ("spin", 0), num_workers=1) is True
+    for sp in (coarse, fine):
+        seconds = sp.totals(by="group", unit="seconds")["spin"]
+        assert seconds == pytest.approx(0.5, rel=0.10), (sp.interval, seconds)
+
+
+def test_each_profiler_counts_only_the_computations_it_watches():
+    from localsched.threaded import get
+
+    both = threading.Barrier(2)
+
+    def together(seconds):
+        both.wait(10)  # both computations are running now
+        return spin(seconds)
+
+    profilers = {"left": SampleProfiler(interval=0.005), "right": SampleProfiler(interval=0.005)}
+    out: dict = {}
+
+    def run(name):
+        out[name] = get({(name, 0): (together, 0.3)}, (name, 0), num_workers=1,
+                        callbacks=[profilers[name]])
+
+    callers = [threading.Thread(target=run, args=(n,)) for n in profilers]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join(30)
+    assert out == {"left": True, "right": True}
+    for name, sp in profilers.items():
+        assert set(sp.totals(by="group")) - {None} == {name}, (name, sp.totals(by="group"))
+
+
+def test_totals_in_seconds_weigh_each_sample_by_its_time():
+    samples = [SampleData(1.0, 1, "load", (), 0.010), SampleData(1.02, 1, "load", (), 0.020),
+               SampleData(1.03, 1, "sum", (), 0.005)]
+    assert totals(samples, by="group", unit="seconds") == pytest.approx(
+        {"load": 0.030, "sum": 0.005})
+    assert totals(samples, by="group") == {"load": 2, "sum": 1}
 
 
 def test_totals_by_function_and_group():

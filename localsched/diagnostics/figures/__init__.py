@@ -2,7 +2,8 @@
 
 ``base`` (defaults, hover, legends, colours; the bokeh import check),
 ``tasks`` (task stream), ``resources``, ``cache``, ``metrics`` (fine
-metrics), ``flame`` (flame graph), ``durations`` (histograms).  Each
+metrics), ``accounting`` (the worker-seconds as one bar and one table of
+100%), ``flame`` (flame graph), ``durations`` (histograms).  Each
 ``plot_*`` takes plain records; the ``draw_*`` functions take the tables of
 ``localsched.diagnostics.aggregate`` so a page builds them once.  Pages are
 put together in ``localsched.diagnostics.page``.

@@ -248,6 +248,8 @@ ACTIVITY_COLORS = {
     "serialize": "#fc8d62",
     "transfer": "#e7298a",
     "queued": "#b3b3b3",
+    "hand-off": "#9e9ac8",
+    "start-up": "#54278f",
     "idle": "#e0e0e0",
     "scheduler": "#666666",
     "compute": "#7570b3",

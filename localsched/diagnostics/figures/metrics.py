@@ -51,8 +51,9 @@ def plot_metrics(metrics: Mapping, label_size: int = LABEL_SIZE, **figure_kwargs
     (``metrics_html`` lists the other units).  Each bar piles up the group's
     activities (``thread-cpu``, ``thread-noncpu``, ``serialize``,
     ``transfer``, ``idle``, user labels ...), coloured as in the task
-    stream; what belongs to no task (``idle``, ``scheduler``) is the
-    ``(no task)`` bar.  Groups are sorted by total, most first, and past
+    stream; the worker-seconds that belong to no task (``idle``,
+    ``hand-off``, ``start-up``) are the ``(no task)`` bar; the caller's
+    ``caller-seconds`` are not drawn here (``accounting_html`` lists them).  Groups are sorted by total, most first, and past
     ``METRIC_GROUPS`` summed into one bar.
 
     >>> fig = plot_metrics({((), 'load', 'thread-cpu', 'seconds'): 2.0,
