@@ -89,7 +89,7 @@ def main() -> None:
             try:
                 before = held()
 
-                def loop():
+                def loop(get=get):
                     for i in range(args.runs):
                         out = get({"x": (np.full, n, float(i)), "y": (np.add, "x", 1)}, "y")
                         del out

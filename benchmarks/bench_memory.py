@@ -29,7 +29,8 @@ and the row shows each library's median and max.
 Bar: localsched's median peak <= dask's median peak x 1.05 + 2, on threads
 and on processes (judged on the medians; the maxima are shown, not judged).
 
-Run:  python benchmarks/bench_memory.py [--runs 5] [--workers 2] [--only NAME] [--schedulers threads,processes]
+Run:  python benchmarks/bench_memory.py [--runs 5] [--workers 2] [--only NAME]
+          [--schedulers threads,processes]
 """
 
 from __future__ import annotations

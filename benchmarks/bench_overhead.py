@@ -42,9 +42,9 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
-from typing import Callable, Optional
 
 import dask
 import dask.local
@@ -90,7 +90,7 @@ class Case:
     name: str
     graph: str
     scheduler: str
-    target: Optional[float]  # wanted dask/localsched ratio, None: no target
+    target: float | None  # wanted dask/localsched ratio, None: no target
 
 
 CASES = [
@@ -162,7 +162,7 @@ def run_case(case: Case, dsk: dict, keys: list, repeat: int) -> dict:
     return {"tasks": n, "dask_us": best["dask"] / n * 1e6, "ls_us": best["localsched"] / n * 1e6}
 
 
-def localsched_diagnostics() -> tuple[Optional[Callable[[], list]], str]:
+def localsched_diagnostics() -> tuple[Callable[[], list] | None, str]:
     """A maker of localsched's four diagnostics, or None and why not."""
     try:
         from localsched.diagnostics import (
@@ -180,7 +180,7 @@ def localsched_diagnostics() -> tuple[Optional[Callable[[], list]], str]:
     )
 
 
-def localsched_all_diagnostics() -> Optional[Callable[[], list]]:
+def localsched_all_diagnostics() -> Callable[[], list] | None:
     """The four, plus FineMetrics and SampleProfiler(interval=0.01), or None."""
     four, _ = localsched_diagnostics()
     try:
@@ -191,7 +191,7 @@ def localsched_all_diagnostics() -> Optional[Callable[[], list]]:
 
 
 def dask_diagnostics() -> list:
-    from dask.diagnostics import CacheProfiler, ProgressBar, Profiler, ResourceProfiler
+    from dask.diagnostics import CacheProfiler, Profiler, ProgressBar, ResourceProfiler
 
     return [Profiler(), ResourceProfiler(dt=1), CacheProfiler(), ProgressBar(out=io.StringIO())]
 

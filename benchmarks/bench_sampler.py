@@ -88,7 +88,8 @@ def main(argv=None) -> int:
         f"SampleProfiler({args.interval:g})": lambda: [SampleProfiler(interval=args.interval)],
         "FineMetrics": lambda: [FineMetrics()],
     }
-    head = f"{'scheduler':<13} {'contender':<22} {'best s':>8} {'ratio':>7} {'target':>7} {'met':>4}"
+    head = (f"{'scheduler':<13} {'contender':<22} {'best s':>8} {'ratio':>7} {'target':>7} "
+            f"{'met':>4}")
     print()
     print(head)
     print("-" * len(head))

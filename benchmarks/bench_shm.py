@@ -20,7 +20,8 @@ localsched's processes with shared memory switched off
 ``--cold`` makes localsched's planner forget, before each of its runs,
 what earlier computations taught it (``localsched.batching.forget``): the
 figure for a first computation, whose first batches go one task at a time
-until each function is timed.  ``--memory`` also reports the peak of ResourceProfiler's ``mem`` (shared
+until each function is timed.  ``--memory`` also reports the peak of
+ResourceProfiler's ``mem`` (shared
 memory counted once) for the localsched processes run.
 
 localsched's process pool is started before timing (it persists by

@@ -23,7 +23,8 @@ The builders used by each script are listed in ``OVERHEAD_GRAPHS`` and
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "tree_reduction",

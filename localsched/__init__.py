@@ -20,15 +20,15 @@ from __future__ import annotations
 import importlib
 import os as _os
 
-# Imported eagerly: the submodule ``localsched.delayed`` would otherwise
-# shadow the function of the same name once anything imported it.
-from .delayed import Delayed, compute, delayed
-
 # Companion mode subscribes to callback registrations (so that ``with
 # Profiler(): x.compute()`` under a default dask.distributed Client is
 # observed); it imports neither dask nor distributed until a computation
 # needs them.
 from . import distributed as _companion  # noqa: E402,F401
+
+# Imported eagerly: the submodule ``localsched.delayed`` would otherwise
+# shadow the function of the same name once anything imported it.
+from .delayed import Delayed, compute, delayed
 
 __version__ = "0.1.0"
 

@@ -67,8 +67,9 @@ from __future__ import annotations
 import contextvars
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 __all__ = [
     "Callback",
@@ -172,7 +173,7 @@ def merge_needs(cbs: Iterable[tuple]) -> Needs:
 # computation's callbacks.  Context variables follow threads started with a
 # copied context, so this needs no swapping of global state.
 _global_active: set = set()
-_local_active: contextvars.ContextVar[Optional[set]] = contextvars.ContextVar(
+_local_active: contextvars.ContextVar[set | None] = contextvars.ContextVar(
     "localsched_callbacks", default=None
 )
 # How many with-blocks / register() calls hold each hooks tuple: a callback
@@ -228,13 +229,13 @@ class _CallbackType(type):
 _dask_mirrors: dict = {}
 
 
-def _dask_registry() -> Optional[set]:
+def _dask_registry() -> set | None:
     """dask's ``Callback.active`` when dask's callbacks module is loaded."""
     mod = sys.modules.get("dask.callbacks")
     return getattr(mod.Callback, "active", None) if mod is not None else None
 
 
-def _hold(hooks: tuple, dask_hooks: Optional[tuple] = None) -> None:
+def _hold(hooks: tuple, dask_hooks: tuple | None = None) -> None:
     registry = _current_registry()
     with _registry_lock:
         key = (id(registry), hooks)
@@ -318,11 +319,11 @@ class Callback(metaclass=_CallbackType):
 
     def __init__(
         self,
-        start: Optional[Callable] = None,
-        start_state: Optional[Callable] = None,
-        pretask: Optional[Callable] = None,
-        posttask: Optional[Callable] = None,
-        finish: Optional[Callable] = None,
+        start: Callable | None = None,
+        start_state: Callable | None = None,
+        pretask: Callable | None = None,
+        posttask: Callable | None = None,
+        finish: Callable | None = None,
     ):
         given = {
             "start": start,
@@ -367,7 +368,7 @@ class Callback(metaclass=_CallbackType):
         _release(self._callback, everything=True)
 
 
-def _own_hook(obj: Callback, name: str) -> Optional[Callable]:
+def _own_hook(obj: Callback, name: str) -> Callable | None:
     """The hook ``name`` of ``obj``: an override of ``_name`` or of ``name``."""
     # Instance attribute set from the constructor.
     fn = obj.__dict__.get("_" + name)

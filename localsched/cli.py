@@ -25,8 +25,8 @@ import runpy
 import sys
 import time
 import traceback
+from collections.abc import Sequence
 from contextlib import ExitStack, contextmanager
-from typing import Optional, Sequence
 
 SCHEDULERS = ("threads", "processes", "sync", "distributed")
 
@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``localsched`` command; returns the exit status."""
     argv = _bare_dashboard(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
@@ -438,8 +438,8 @@ def _demo_workload(args):
         # One BLAS thread per task: the parallelism shown is the scheduler's.
         for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
             os.environ.setdefault(var, "1")
-        from .demo import blocked_workload
         from .delayed import compute
+        from .demo import blocked_workload
 
         total, checks = blocked_workload(args.blocks, args.block_size)
         result, ok = compute(total, checks)

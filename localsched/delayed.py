@@ -29,7 +29,8 @@ from __future__ import annotations
 import contextvars
 import operator
 import os
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from .utils import funcname
 
@@ -145,7 +146,7 @@ class _DelayedFunction:
 
     __slots__ = ("func", "name")
 
-    def __init__(self, func: Callable, name: Optional[str]):
+    def __init__(self, func: Callable, name: str | None):
         self.func = func
         self.name = name or funcname(func)
 
@@ -182,7 +183,7 @@ def _to_task_arg(x: Any, inputs: dict):
     return x
 
 
-def delayed(obj: Any, *, name: Optional[str] = None):
+def delayed(obj: Any, *, name: str | None = None):
     """Make ``obj`` lazy: a function's calls become tasks; a value becomes a
     lazy value.
 
@@ -295,7 +296,7 @@ def compute(*values, scheduler=None, **options) -> tuple:
         return values
     lazy = list(found.values())
     dsk = _collect_graph(lazy)
-    results = dict(zip(found, get(dsk, list(found), **options)))
+    results = dict(zip(found, get(dsk, list(found), **options), strict=False))
     return tuple(_substitute(v, results) for v in values)
 
 

@@ -30,8 +30,8 @@ re-walking the original structure:
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
-from typing import Any, Hashable, Optional
+from collections.abc import Hashable, Mapping
+from typing import Any
 
 __all__ = [
     "compile_graph",
@@ -165,7 +165,7 @@ _POS_0 = (0,)
 _POS_01 = (0, 1)
 
 
-def compile_graph(dsk: Mapping, known: Optional[Mapping] = None) -> CompiledGraph:
+def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
     """Compile a graph: dependencies by index and one spec per key.
 
     ``known``: results given in advance (dask's ``cache=``); those keys are
@@ -385,4 +385,4 @@ def _run_arg(a: tuple, data: Mapping) -> Any:
         return [_run_arg(s, data) for s in a[1]]
     if kind == A_TUPLE:
         return tuple(_run_arg(s, data) for s in a[1])
-    return dict(zip(a[1], [_run_arg(s, data) for s in a[2]]))  # A_DICT
+    return dict(zip(a[1], [_run_arg(s, data) for s in a[2]], strict=False))  # A_DICT

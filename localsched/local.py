@@ -10,7 +10,8 @@ tasks where any hand-off to another thread costs more than the task.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from .core import get_async
 from .options import check_options
@@ -22,8 +23,8 @@ def get_sync(
     dsk: Any,
     keys: Any,
     *,
-    callbacks: Optional[Iterable] = None,
-    cache: Optional[dict] = None,
+    callbacks: Iterable | None = None,
+    cache: dict | None = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` in this thread, in the scheduler's priority order.

@@ -54,8 +54,8 @@ import contextvars
 import functools
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 __all__ = ["meter", "digest_metric", "span", "current_span", "nbytes"]
 
@@ -121,7 +121,7 @@ class meter:
         self.label = label
         self.unit = unit
 
-    def __enter__(self) -> "meter":
+    def __enter__(self) -> meter:
         stack = getattr(_local, "stack", None)
         if stack is None:
             stack = _local.stack = []

@@ -31,13 +31,22 @@ from __future__ import annotations
 import atexit
 import os
 import threading
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
-from typing import Any, Callable, Iterable, Optional
+from typing import Any
 
-from ._pool import (START_METHODS, BrokenProcessPool, ProcessPool, RemoteError,
-                    RemoteTraceback, WorkerDiedError, dumps, submitter_for,
-                    unpack_exception)
-from ._pool import shm
+from ._pool import (
+    START_METHODS,
+    BrokenProcessPool,
+    ProcessPool,
+    RemoteError,
+    RemoteTraceback,
+    WorkerDiedError,
+    dumps,
+    shm,
+    submitter_for,
+    unpack_exception,
+)
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 
@@ -107,17 +116,17 @@ def get(
     dsk: Any,
     keys: Any,
     *,
-    num_workers: Optional[int] = None,
-    pool: Optional[Executor] = None,
-    callbacks: Optional[Iterable] = None,
-    rerun_exceptions_locally: Optional[bool] = None,
-    chunksize: Optional[int] = None,
-    context: Optional[str] = None,
-    initializer: Optional[Callable] = None,
+    num_workers: int | None = None,
+    pool: Executor | None = None,
+    callbacks: Iterable | None = None,
+    rerun_exceptions_locally: bool | None = None,
+    chunksize: int | None = None,
+    context: str | None = None,
+    initializer: Callable | None = None,
     initargs: tuple = (),
-    cache: Optional[dict] = None,
-    func_dumps: Optional[Callable] = None,
-    func_loads: Optional[Callable] = None,
+    cache: dict | None = None,
+    func_dumps: Callable | None = None,
+    func_loads: Callable | None = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` on worker processes.

@@ -19,10 +19,10 @@ Three rules, in order:
    option we know is a typo, and raises TypeError naming it and the option
    meant:
 
->>> check_options({"num_worker": 2}, "localsched.threaded.get")
+>>> check_options({"num_worker": 2}, "localsched.threaded.get")  # doctest: +ELLIPSIS
 Traceback (most recent call last):
   ...
-TypeError: localsched.threaded.get() got an unexpected option 'num_worker' (did you mean 'num_workers'?)
+TypeError: ...get() got an unexpected option 'num_worker' (did you mean 'num_workers'?)
 >>> check_options({"optimize_graph": False, "bogus_keyword": 10}, "localsched.threaded.get")
 """
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from concurrent.futures import Executor, Future
 from queue import Empty, SimpleQueue
-from typing import TYPE_CHECKING, Any, Iterable, Optional
+from typing import TYPE_CHECKING, Any
 
 from .core import get_async, in_task
 from .options import check_options, dask_config, resolve_pool_options
@@ -180,7 +181,7 @@ def shutdown(wait: bool = True) -> None:
         pool.shutdown(wait=wait)
 
 
-def _submit_to_mp_thread_pool(pool: "MPThreadPool"):
+def _submit_to_mp_thread_pool(pool: MPThreadPool):
     """An Executor-style submit for a ``multiprocessing.pool.ThreadPool``."""
 
     def submit(fn, *args, **kwargs) -> Future:
@@ -197,12 +198,12 @@ def get(
     dsk: Any,
     keys: Any,
     *,
-    num_workers: Optional[int] = None,
-    pool: "Optional[Executor | MPThreadPool]" = None,
-    callbacks: Optional[Iterable] = None,
-    rerun_exceptions_locally: Optional[bool] = None,
-    chunksize: Optional[int] = None,
-    cache: Optional[dict] = None,
+    num_workers: int | None = None,
+    pool: Any = None,  # an Executor or a multiprocessing.pool.ThreadPool
+    callbacks: Iterable | None = None,
+    rerun_exceptions_locally: bool | None = None,
+    chunksize: int | None = None,
+    cache: dict | None = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` on a thread pool.

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 import contextvars
 import os
-from collections.abc import Mapping
 import signal
 import threading
 import time
 import traceback
+from collections.abc import Mapping
 from operator import add, mul
 
 import pytest
@@ -231,8 +232,11 @@ def _raising_finish(exc):
 
 
 def test_every_failing_finish_hook_is_reported(get):
+    group = getattr(builtins, "BaseExceptionGroup", None)
+    if group is None:
+        pytest.skip("ExceptionGroup is Python 3.11+ (3.10 reports the others as notes)")
     one, two = RuntimeError("finish one"), LookupError("finish two")
-    with pytest.raises(BaseExceptionGroup) as info:
+    with pytest.raises(group) as info:
         get({"x": (inc, 1)}, "x", callbacks=[_raising_finish(one), _raising_finish(two)])
     assert list(info.value.exceptions) == [one, two]
 

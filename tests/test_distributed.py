@@ -110,9 +110,10 @@ def test_hooks_fire_in_the_callers_thread_and_state_follows_the_cluster(cluster_
 def test_dask_users_compute_is_recorded_with_a_default_client(cluster_client):
     """dask sends x.compute() to the default Client; with localsched's
     diagnostics entered, the run goes through localsched.distributed.get."""
+    import io
+
     import dask
     import dask.array as da
-    import io
 
     x = da.ones((40, 40), chunks=10)
     out = io.StringIO()

@@ -282,7 +282,7 @@ def test_state_views_agree_with_the_run_at_every_step(get):
         for k in state["waiting"]:
             if not state["waiting"][k]:
                 problems.append(("waiting without unfinished inputs", k))
-        for k, waiting_on in state["waiting_data"].items():
+        for k in state["waiting_data"]:
             if k not in state["cache"]:
                 problems.append(("waiting_data of a key not cached", k))
 

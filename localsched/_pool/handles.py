@@ -32,7 +32,8 @@ import os
 import pickle
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from . import segments
 from .segments import SHM_DIR, SegmentStore
@@ -53,7 +54,7 @@ class SharedValue:
     __slots__ = ("name", "size", "meta", "layout", "_store", "__weakref__")
 
     def __init__(self, name: str, size: int, meta: bytes, layout: tuple,
-                 store: Optional[SegmentStore] = None):
+                 store: SegmentStore | None = None):
         self.name = name
         self.size = size
         self.meta = meta
@@ -123,7 +124,7 @@ def _open_for_reading(name: str) -> int:
 
 
 def map_value(name: str, size: int, meta: bytes, layout: tuple,
-              store: Optional[SegmentStore] = None) -> Any:
+              store: SegmentStore | None = None) -> Any:
     """The value, mapped with no descriptor kept (see the module docstring)."""
     fd = _open_for_reading(name)
     try:

@@ -8,9 +8,10 @@ segment, the free segments it was lent).  ``_JobFuture`` lets
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProcessPool
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any
 
 from ..utils import name_tasks
 from . import segments
@@ -29,12 +30,12 @@ class WorkerDiedError(RuntimeError):
     "worker process 7 died (exit code 3) while running task 'x'"
     """
 
-    def __init__(self, message: str, pid: int = 0, exitcode: Optional[int] = None):
+    def __init__(self, message: str, pid: int = 0, exitcode: int | None = None):
         super().__init__(message)
         self.pid = pid
         self.exitcode = exitcode
 
-    def for_task(self, keys: list) -> "WorkerDiedError":
+    def for_task(self, keys: list) -> WorkerDiedError:
         """The same error, naming the task the worker was running (or the
         tasks it may have been running, when it died with records unsent)."""
         return WorkerDiedError(f"{self.args[0]} while running {name_tasks(keys)}",
@@ -53,7 +54,7 @@ class BrokenProcessPool(_CPythonBrokenProcessPool):
     """
 
 
-def _settle(future: Future, value: Any = None, exc: Optional[BaseException] = None) -> None:
+def _settle(future: Future, value: Any = None, exc: BaseException | None = None) -> None:
     """Complete ``future`` unless it is complete already (killed, or failed
     on an unreadable message, while its job went on)."""
     try:
@@ -73,14 +74,14 @@ class _Job:
     __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs", "store",
                  "lent")
 
-    def __init__(self, job_id: int, future: Future, frame: bytes, emit: Optional[Callable],
-                 shm_prefix: Optional[str] = None, inputs: Optional[SharedValue] = None,
-                 store: Optional[segments.SegmentStore] = None, lent: Optional[list] = None):
+    def __init__(self, job_id: int, future: Future, frame: bytes, emit: Callable | None,
+                 shm_prefix: str | None = None, inputs: SharedValue | None = None,
+                 store: segments.SegmentStore | None = None, lent: list | None = None):
         self.id = job_id
         self.future = future
-        self.frame: Optional[bytes] = frame
+        self.frame: bytes | None = frame
         self.emit = emit
-        self.worker: Optional[Worker] = None
+        self.worker: Worker | None = None
         self.shm_prefix = shm_prefix
         self.inputs = inputs
         self.store = store
@@ -107,7 +108,7 @@ class _JobFuture(Future):
     def __init__(self, pool: Any):
         super().__init__()
         self._pool = pool
-        self._job: Optional[_Job] = None
+        self._job: _Job | None = None
 
     def cancel(self) -> bool:
         """Cancel the job if it has not started; its inputs' segment goes

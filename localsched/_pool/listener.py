@@ -20,7 +20,7 @@ import threading
 import time
 from collections import deque
 from multiprocessing.connection import wait as wait_for
-from typing import Any, Optional
+from typing import Any
 
 from . import oob, segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _settle
@@ -48,17 +48,17 @@ class _Listener:
     _pending: deque
     _workers: list
     _closed: bool
-    _broken: Optional[BrokenProcessPool]
-    _kill_at: Optional[float]
+    _broken: BrokenProcessPool | None
+    _kill_at: float | None
     _woken: bool
     _wake_r: int
     _wake_w: int
-    _handles: Optional[dict]
+    _handles: dict | None
     _started: threading.Event
-    _start_error: Optional[BaseException]
+    _start_error: BaseException | None
     _method: str
     _ctx: Any
-    _init_payload: Optional[bytes]
+    _init_payload: bytes | None
 
     def _stopped(self) -> None:
         """The listener has stopped every worker (the pool's hook)."""

@@ -33,7 +33,8 @@ import io
 import pickle
 import struct
 import sys
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import cloudpickle
 
@@ -251,8 +252,8 @@ def _loads_mapped(data, buffers=None) -> Any:
 _JOB_HEAD = struct.Struct("<I")
 
 
-def dumps_job(obj: Any, prefix: Optional[str], dumps: Callable,
-              store: Optional[SegmentStore] = None) -> tuple[bytes, Optional[SharedValue]]:
+def dumps_job(obj: Any, prefix: str | None, dumps: Callable,
+              store: SegmentStore | None = None) -> tuple[bytes, SharedValue | None]:
     """A RUN message's body: ``obj`` pickled, its large buffers (inputs
     shipped to the worker) in a segment ``prefix + "in"`` owned by
     ``store``; ``(body, handle or None)``.  Release the handle when the job

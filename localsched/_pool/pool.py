@@ -54,8 +54,8 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
-from typing import Callable, Iterable, Optional
 
 from . import oob, segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
@@ -84,7 +84,7 @@ TERMINATE_GRACE = 0.5
 _pool_tokens = itertools.count(1)
 
 # Every pool alive in this process, so that a forked child can let go of them.
-_live_pools: "weakref.WeakSet[ProcessPool]" = weakref.WeakSet()
+_live_pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
 
 
 class ProcessPool(_Listener, Executor):
@@ -122,7 +122,7 @@ class ProcessPool(_Listener, Executor):
         num_workers: int,
         *,
         context: str = "spawn",
-        initializer: Optional[Callable] = None,
+        initializer: Callable | None = None,
         initargs: tuple = (),
     ):
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
@@ -147,16 +147,16 @@ class ProcessPool(_Listener, Executor):
         self._pending: deque = deque()
         self._workers: list[Worker] = []
         self._closed = False  # shutdown() was called: no new submits
-        self._kill_at: Optional[float] = None  # terminate(): kill running work then
-        self._broken: Optional[BrokenProcessPool] = None
+        self._kill_at: float | None = None  # terminate(): kill running work then
+        self._broken: BrokenProcessPool | None = None
         # Wakes the listener from its wait (new work, shutdown, kill): a
         # byte on a non-blocking pipe, written once until the listener runs.
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_w, False)
         self._woken = False
-        self._handles: Optional[dict] = None  # wait handle -> worker, rebuilt on change
+        self._handles: dict | None = None  # wait handle -> worker, rebuilt on change
         self._started = threading.Event()
-        self._start_error: Optional[BaseException] = None
+        self._start_error: BaseException | None = None
         # The listener thread starts every worker: on Linux a worker dies
         # when the thread that started it ends (PR_SET_PDEATHSIG), and the
         # listener lives as long as the workers, unlike the caller's thread.
@@ -172,7 +172,7 @@ class ProcessPool(_Listener, Executor):
     # -- the caller's side ---------------------------------------------------
 
     @property
-    def broken(self) -> Optional[BrokenProcessPool]:
+    def broken(self) -> BrokenProcessPool | None:
         """Why the pool cannot run work any more, or None while it can."""
         return self._broken
 
@@ -183,7 +183,7 @@ class ProcessPool(_Listener, Executor):
             return [w.pid for w in self._workers if w.state is not DEAD]
 
     def submit(  # type: ignore[override]  # (emit=: a keyword Executor lacks)
-            self, fn, /, *args, emit: Optional[Callable] = None, **kwargs) -> Future:
+            self, fn, /, *args, emit: Callable | None = None, **kwargs) -> Future:
         self._check_owner()
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
         # Streaming jobs (the scheduler's batches) exchange large values

@@ -26,7 +26,7 @@ import enum
 import pickle
 import struct
 import traceback
-from typing import Any, Optional
+from typing import Any
 
 import cloudpickle
 
@@ -183,7 +183,7 @@ def _pack_record(r: tuple) -> tuple:
     return r[:RECORD_VALUE] + (_packed(r[RECORD_VALUE]),) + r[RECORD_VALUE + 1:]
 
 
-def dump_records(records: list, writer: Optional[WorkerSegments] = None) -> bytes:
+def dump_records(records: list, writer: WorkerSegments | None = None) -> bytes:
     """Pickle a list of records; a result or exception that cannot be pickled
     becomes a failure of its task, explained.  With ``writer``, large
     results travel in shared-memory segments it writes (see ``oob``)."""

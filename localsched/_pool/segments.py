@@ -66,7 +66,6 @@ import subprocess
 import sys
 import threading
 import warnings
-from typing import Optional
 
 from . import job as _job
 
@@ -167,13 +166,13 @@ def _layout(buffers: list) -> tuple[int, tuple]:
 
 
 def write_segment(name: str, buffers: list, reserve: int,
-                  reusable: Optional[list] = None) -> tuple[int, tuple, Optional[str]]:
+                  reusable: list | None = None) -> tuple[int, tuple, str | None]:
     """Write ``buffers`` into segment ``name``: ``(size, layout, reused)``,
     ``reused`` the name of the free segment it took from ``reusable``
     (``[(name, size)]``, taken out of that list) or None.  OSError (the
     segment removed again) when it does not fit."""
     size, layout = _layout(buffers)
-    reused: Optional[str] = None
+    reused: str | None = None
     claimed = _claim(name, size, reusable) if reusable else None
     if claimed is not None:
         fd, reused = claimed
@@ -196,7 +195,7 @@ def write_segment(name: str, buffers: list, reserve: int,
     return size, layout, reused
 
 
-def _claim(name: str, size: int, reusable: list) -> Optional[tuple[int, str]]:
+def _claim(name: str, size: int, reusable: list) -> tuple[int, str] | None:
     """Take a free segment of about ``size`` bytes from ``reusable`` as
     ``name``: its descriptor, locked exclusively and truncated, and its old
     name; or None."""
@@ -271,7 +270,7 @@ class SegmentStore:
         fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
         self.reaper = self._start_reaper()
 
-    def _start_reaper(self) -> Optional[int]:
+    def _start_reaper(self) -> int | None:
         """Start the reaper, detached: a shell starts it in the background
         and exits at once, so it is no child of this process (nothing
         waits for it, and it outlives this process by design).  Its exit
@@ -416,7 +415,7 @@ class SegmentStore:
             pass
 
 
-_store: Optional[SegmentStore] = None
+_store: SegmentStore | None = None
 _store_lock = threading.Lock()
 
 
@@ -437,7 +436,7 @@ def store() -> SegmentStore:
         return _store
 
 
-def current() -> Optional[SegmentStore]:
+def current() -> SegmentStore | None:
     """This process's store if it has one."""
     s = _store
     return s if s is not None and s.pid == os.getpid() else None
@@ -555,7 +554,7 @@ def sweep_stale() -> int:
     return n
 
 
-def _take_if_dead(owner: str) -> Optional[int]:
+def _take_if_dead(owner: str) -> int | None:
     """The owner's lock, held exclusively, if the owner is dead (a
     descriptor to close once its names are gone); None if it lives.  No
     lock file at all: it was never made, or its reaper removed it after

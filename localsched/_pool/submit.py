@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pickle
 import sys
+from collections.abc import Callable
 from concurrent.futures import Executor, Future
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from .pool import ProcessPool
 from .protocol import dumps
@@ -20,7 +21,7 @@ class Submitter(NamedTuple):
 
     submit: Callable[..., Future]
     stream: bool  # submit takes emit= and streams records as tasks end
-    on_interrupt: Optional[Callable[[list], None]]  # stops running work on Ctrl-C
+    on_interrupt: Callable[[list], None] | None  # stops running work on Ctrl-C
 
 
 def submitter_for(pool: Any) -> Submitter:
@@ -37,13 +38,13 @@ def submitter_for(pool: Any) -> Submitter:
     if isinstance(pool, ProcessPool):
         return Submitter(pool.submit, True, pool.kill)
     if _is_mp_pool(pool):
-        def send(payload: bytes, done: Callable[[Any, Optional[BaseException]], None]) -> None:
+        def send(payload: bytes, done: Callable[[Any, BaseException | None], None]) -> None:
             pool.apply_async(run_packed, (payload,), callback=lambda b: done(b, None),
                              error_callback=lambda e: done(None, e))
 
         return Submitter(_packed_submit(send), False, None)
     if isinstance(pool, Executor):
-        def send(payload: bytes, done: Callable[[Any, Optional[BaseException]], None]) -> None:
+        def send(payload: bytes, done: Callable[[Any, BaseException | None], None]) -> None:
             inner = pool.submit(run_packed, payload)
             inner.add_done_callback(
                 lambda f: done(None, f.exception()) if f.exception() else done(f.result(), None))
@@ -63,7 +64,7 @@ def _packed_submit(send: Callable) -> Callable[..., Future]:
         future.set_running_or_notify_cancel()
         payload = dumps((fn, args, kwargs))  # may raise: not sendable
 
-        def done(packed: Optional[bytes], exc: Optional[BaseException]) -> None:
+        def done(packed: bytes | None, exc: BaseException | None) -> None:
             if exc is None and packed is not None:
                 try:
                     future.set_result(pickle.loads(packed))

@@ -22,7 +22,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from . import job as _job
 from .oob import loads_job
@@ -73,7 +73,7 @@ class _ParentGone(BaseException):
     for.  A BaseException, so a task's ``except Exception`` cannot swallow it."""
 
 
-def _die_with_parent(lifeline_fd: int, parent_pid: Optional[int]) -> bool:
+def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
     """Arrange to end when the parent does; False if it has already gone.
 
     ``parent_pid`` is the pool's process, the worker's parent (None when a
@@ -104,7 +104,7 @@ def _die_with_parent(lifeline_fd: int, parent_pid: Optional[int]) -> bool:
     return True
 
 
-def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[bytes],
+def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None,
          close_first: tuple = ()) -> None:
     """Entry point of a worker process: run jobs until told to stop.
 
@@ -161,7 +161,7 @@ def main(jobs, out, lifeline, parent_pid: Optional[int], init_payload: Optional[
         dirty = trim is not None
 
 
-def _keep_freed_memory() -> Optional[Callable[[], None]]:
+def _keep_freed_memory() -> Callable[[], None] | None:
     """Let this worker reuse the memory its tasks free while it is busy;
     return the function that hands it back (None where that is not glibc's
     malloc, or ``LOCALSCHED_WORKER_MALLOC=0``).

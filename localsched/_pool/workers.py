@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 from multiprocessing.connection import wait as wait_for
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from . import worker as worker_module
 
@@ -68,7 +68,7 @@ class WorkerStateError(RuntimeError):
     """A worker was asked to make a move its state does not allow (a bug)."""
 
 
-def describe_exit(exitcode: Optional[int]) -> str:
+def describe_exit(exitcode: int | None) -> str:
     if exitcode is not None and exitcode < 0:
         try:
             return f"killed by {signal.Signals(-exitcode).name}"
@@ -91,7 +91,7 @@ class Worker:
 
     def __init__(self) -> None:
         self.state = STARTING
-        self.job: Optional[_Job] = None
+        self.job: _Job | None = None
         self.jobs_started = 0
         self.init_failed = False  # it reported INIT_FAILED (the pool broke then)
         self.conn_open = True
@@ -108,18 +108,18 @@ class Worker:
         # Readable when the process ends, even if a grandchild it forked
         # still holds its pipes open (Linux; elsewhere see subclasses).
         try:
-            self.pidfd: Optional[int] = os.pidfd_open(self.pid)
+            self.pidfd: int | None = os.pidfd_open(self.pid)
         except (AttributeError, OSError):
             self.pidfd = None
 
-    def join(self, timeout: Optional[float]) -> Optional[int]:
+    def join(self, timeout: float | None) -> int | None:
         """Wait up to ``timeout`` seconds for the process to end; its exit
         code, or None if it still runs."""
         if self.pidfd is not None and not wait_for([self.pidfd], timeout):
             return None
         return self._wait(None if self.pidfd is not None else timeout)
 
-    def _wait(self, timeout: Optional[float]) -> Optional[int]:
+    def _wait(self, timeout: float | None) -> int | None:
         raise NotImplementedError
 
     def kill(self) -> None:
@@ -141,7 +141,7 @@ class Worker:
 class _SpawnedWorker(Worker):
     """A fresh interpreter running ``worker.BOOT`` (the "spawn" method)."""
 
-    def __init__(self, init_payload: Optional[bytes]):
+    def __init__(self, init_payload: bytes | None):
         from multiprocessing.connection import Connection
 
         super().__init__()
@@ -194,7 +194,7 @@ class _SpawnedWorker(Worker):
 class _MPWorker(Worker):
     """Started by multiprocessing (the "fork" and "forkserver" methods)."""
 
-    def __init__(self, ctx, init_payload: Optional[bytes]):
+    def __init__(self, ctx, init_payload: bytes | None):
         super().__init__()
         parent, child = ctx.Pipe(duplex=True)
         life_r, life_w = ctx.Pipe(duplex=False)
@@ -247,7 +247,7 @@ class _MPWorker(Worker):
             pass
 
 
-def start_worker(method: str, ctx: Any, init_payload: Optional[bytes]) -> Worker:
+def start_worker(method: str, ctx: Any, init_payload: bytes | None) -> Worker:
     """Start a worker process by ``method`` (one of ``START_METHODS``)."""
     if method == "spawn":
         return _SpawnedWorker(init_payload)

@@ -89,9 +89,9 @@ from .records import (
     MetricData,
     ResourceData,
     SampleData,
-    WorkerResourceData,
     TaskData,
     TransferData,
+    WorkerResourceData,
 )
 from .resource import ResourceProfiler
 from .sampler import SampleProfiler

@@ -14,12 +14,13 @@ freed at the finish time.  All times are epoch seconds (time.time).
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
-from .collector import Collector, FinishedRun
 from ..callbacks import Needs
 from ..metrics import nbytes
 from ..utils import funcname
+from .collector import Collector, FinishedRun
 from .records import CacheData
 
 __all__ = ["CacheProfiler"]
@@ -71,8 +72,8 @@ class CacheProfiler(Collector):
 
     record_type = CacheData
 
-    def __init__(self, metric: Optional[Callable[[Any], float]] = None,
-                 metric_name: Optional[str] = None):
+    def __init__(self, metric: Callable[[Any], float] | None = None,
+                 metric_name: str | None = None):
         if metric is not None and not callable(metric) and metric != "nbytes":
             raise TypeError(f"CacheProfiler metric= must be callable, got {metric!r}")
         if metric_name is not None and not isinstance(metric_name, str):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from timeit import default_timer
-from typing import Any, ClassVar, NamedTuple, Optional
+from typing import Any, ClassVar, NamedTuple
 
 from ..callbacks import Callback
 
@@ -75,8 +75,8 @@ class Collector(Callback):
         self._reset_built()
         # Guards the lazy build against two readers extending at once.
         self._build_lock = threading.Lock()
-        self.start_time: Optional[float] = None
-        self.end_time: Optional[float] = None
+        self.start_time: float | None = None
+        self.end_time: float | None = None
 
     def _reset_built(self) -> None:
         """Forget the records built so far (subclasses keep more lists)."""

@@ -71,9 +71,9 @@ class GroupDurations:
         work = 0.0
         for group, count in left.items():
             if count > 0:
-                work += count * self.mean(group)  # type: ignore[operator]
+                work += count * self.mean(group)
         for group, age in running_ages:
-            work += max(self.mean(group) - age, 0.0)  # type: ignore[operator]
+            work += max(self.mean(group) - age, 0.0)
         return round(work / max(workers, 1), 6)
 
 

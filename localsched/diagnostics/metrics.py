@@ -56,12 +56,10 @@ and ships plain tuples; the mapping is built when read.
 
 from __future__ import annotations
 
-from typing import Optional
-
-from ..utils import key_split
 from ..callbacks import Needs
-from .collector import Collector, FinishedRun
+from ..utils import key_split
 from .accounting import BatchStart, clip_tasks, gaps
+from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
 
 __all__ = ["FineMetrics", "FIELDS", "CALLER"]
@@ -212,7 +210,7 @@ class FineMetrics(Collector):
         ``"task"``) and the pieces between them (start-up, idle, hand-off,
         travel), one record per stretch; per worker they cover the
         computation once."""
-        out = []
+        out: list = []
         with self._build_lock:
             runs = list(self._raw)
         for run in runs:
@@ -247,11 +245,12 @@ class FineMetrics(Collector):
 
     def to_rows(self) -> list:
         """The mapping as :class:`MetricData` rows, largest value first."""
-        rows = [MetricData(*k, v) for k, v in self.metrics.items()]
+        rows = [MetricData(span, group, activity, unit, v)
+                for (span, group, activity, unit), v in self.metrics.items()]
         rows.sort(key=lambda r: -r.value)
         return rows
 
-    def by(self, *fields: str, unit: Optional[str] = "seconds",
+    def by(self, *fields: str, unit: str | None = "seconds",
            inclusive: bool = False) -> dict:
         """Sum the metrics of ``unit`` (None: all units, then ``"unit"``
         should be among ``fields``) by one or more of ``span``, ``group``,

@@ -26,8 +26,8 @@ from bokeh.util.browser import view as _view_in_browser
 
 from .aggregate import CacheTable, ResourceTable, TaskTable
 from .codec import DATA_ELEMENT_ID
-from .figures.base import LABEL_SIZE, group_colors
 from .figures.accounting import accounting_html, plot_accounting
+from .figures.base import LABEL_SIZE, group_colors
 from .figures.cache import draw_cache
 from .figures.durations import durations_note, plot_durations
 from .figures.flame import flame_trees, plot_flame

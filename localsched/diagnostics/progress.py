@@ -40,8 +40,9 @@ import importlib.util
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional, Union
+from typing import Any, NamedTuple
 
 from ..callbacks import Callback, Needs
 from ..utils import key_split
@@ -98,9 +99,9 @@ class Progress:
     groups: tuple = ()
     status: str = RUNNING
     #: Estimated seconds still to run (None: no estimate yet).
-    remaining: Optional[float] = None
+    remaining: float | None = None
     #: Tasks finished per second lately (None: not measured).
-    rate: Optional[float] = None
+    rate: float | None = None
 
     @property
     def percent(self) -> int:
@@ -183,7 +184,7 @@ class TextRenderer:
     '[###       ] | 30% Completed | 00:01<00:03, 2.4 tasks/s'
     """
 
-    def __init__(self, out=None, width: int = 40, *, tty: Optional[bool] = None,
+    def __init__(self, out=None, width: int = 40, *, tty: bool | None = None,
                  style: str = "tqdm"):
         if style not in FORMATS:
             raise ValueError(f"style must be one of {FORMATS}, got {style!r}")
@@ -235,7 +236,7 @@ class TextRenderer:
         count_w = len(str(max(g.total for g in groups)))
         width = self.width
         lines = []
-        for name, g in zip(names, groups):
+        for name, g in zip(names, groups, strict=False):
             filled = g.done * width // g.total if g.total else width
             lines.append(
                 f"  {name:<{name_w}} [{'#' * filled:<{width}}] {g.done:>{count_w}}/{g.total}"
@@ -279,7 +280,7 @@ class WidgetRenderer:
     (True, 4.0, 4.0, 'success')
     """
 
-    def __init__(self, *, display: Optional[Callable[[Any], Any]] = None):
+    def __init__(self, *, display: Callable[[Any], Any] | None = None):
         self._display = display
         self._live = False
         self.box = self.bar = self.label = None
@@ -295,7 +296,7 @@ class WidgetRenderer:
             f"<tt>{progress.done}/{progress.total} tasks | {progress.percent}% Completed"
             f" | {html.escape(timing_text(progress))}</tt>"
         )
-        for g, count in zip(progress.groups, self._group_labels):
+        for g, count in zip(progress.groups, self._group_labels, strict=False):
             self.group_bars[g.name].value = g.done
             count.value = f"<tt>{g.done}/{g.total}</tt>"
         if progress.final:
@@ -450,7 +451,7 @@ class ProgressBar(Callback):
         dt: float = 0.1,
         out=None,
         *,
-        group_by: Union[None, str, Callable[[Any], str]] = None,
+        group_by: None | str | Callable[[Any], str] = None,
         timer: Callable[[], float] = time.monotonic,
         display: Any = None,
         format: str = "tqdm",
@@ -497,12 +498,12 @@ class ProgressBar(Callback):
         self._clock = timer
         self._display = display
         #: Seconds the last computation shown by this bar took (None before any).
-        self.last_duration: Optional[float] = None
+        self.last_duration: float | None = None
         # The last drawing thread, kept after it stopped: dask's name for it,
         # and dask's tests check it is no longer alive after a computation.
-        self._timer: Optional[threading.Thread] = None
-        self._text: Optional[TextRenderer] = None
-        self._widget: Optional[WidgetRenderer] = None
+        self._timer: threading.Thread | None = None
+        self._text: TextRenderer | None = None
+        self._widget: WidgetRenderer | None = None
         #: The renderer of the current or last computation.
         self.renderer: Any = None
 
@@ -521,14 +522,14 @@ class ProgressBar(Callback):
 
     def _reset(self) -> None:
         """Forget the current computation (the bar is idle)."""
-        self._owner: Optional[tuple] = None  # (thread ident, dsk) of the shown computation
+        self._owner: tuple | None = None  # (thread ident, dsk) of the shown computation
         self._t0 = 0.0
         self._state = None
         self._total = 0
         self._finished: Any = ()  # the live set of finished keys of the computation
         self._shown = False
-        self._stop: Optional[threading.Event] = None
-        self._thread: Optional[threading.Thread] = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
         self._group_names: list = []
         self._group_totals: list = []
         self._group_done: list = []
@@ -636,7 +637,8 @@ class ProgressBar(Callback):
             done = total if status == FINISHED else min(len(self._finished), total)
             groups = tuple(
                 GroupProgress(name, d, t)
-                for name, d, t in zip(self._group_names, list(self._group_done), self._group_totals)
+                for name, d, t in zip(self._group_names, list(self._group_done),
+                                      self._group_totals, strict=False)
             ) if self._show_groups else ()
             remaining, rate = self._timing(status, done, total, elapsed)
             self.renderer.render(Progress(done, total, elapsed, groups, status, remaining, rate))

@@ -17,7 +17,8 @@ process and its result back) has records of its own.
 
 from __future__ import annotations
 
-from typing import Any, Hashable, NamedTuple, Optional
+from collections.abc import Hashable
+from typing import Any, NamedTuple
 
 __all__ = [
     "TaskData",
@@ -59,7 +60,7 @@ class FailedTaskData(NamedTuple):
     task: Any
     start_time: float
     end_time: float
-    worker_id: Optional[int]
+    worker_id: int | None
     exc_type: str
     message: str
 
@@ -77,7 +78,7 @@ class InterruptedTaskData(NamedTuple):
     task: Any
     start_time: float
     stop_time: float
-    worker_id: Optional[int]
+    worker_id: int | None
 
 
 class TransferData(NamedTuple):
@@ -167,7 +168,7 @@ class MetricData(NamedTuple):
     """
 
     span: tuple
-    group: Optional[str]
+    group: str | None
     activity: str
     unit: str
     value: float
@@ -201,8 +202,8 @@ class SampleData(NamedTuple):
 
     time: float
     worker_id: Hashable
-    group: Optional[str]
+    group: str | None
     stack: tuple
     #: Seconds the sample stands for: since the sampler's previous look
     #: (None: unknown, e.g. older saved runs; then the profiler's interval).
-    seconds: Optional[float] = None
+    seconds: float | None = None

@@ -30,8 +30,8 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from timeit import default_timer
-from typing import Callable, Optional
 
 import psutil
 
@@ -218,18 +218,18 @@ class ResourceProfiler(Callback):
         # Samples of the sampling period in progress, published when it stops.
         self._pending: list[ResourceData] = []
         self._collecting = False
-        self._tree: Optional[_ProcessTree] = None
-        self.start_time: Optional[float] = None
-        self.end_time: Optional[float] = None
+        self._tree: _ProcessTree | None = None
+        self.start_time: float | None = None
+        self.end_time: float | None = None
 
         # Guards _users, _thread and _stop: computations in several threads
         # and the with block may start and stop sampling concurrently.
         self._run_lock = threading.Lock()
         self._users = 0
-        self._thread: Optional[threading.Thread] = None
-        self._stop: Optional[threading.Event] = None
+        self._thread: threading.Thread | None = None
+        self._stop: threading.Event | None = None
         # What made the sampler thread stop early (re-raised when stopping).
-        self._failure: Optional[BaseException] = None
+        self._failure: BaseException | None = None
         # Whether close() ended the current sampling period early.
         self._closed = False
         # Cluster runs in progress: id(state) -> their start (epoch seconds).
@@ -293,7 +293,7 @@ class ResourceProfiler(Callback):
             self._stop, self._thread = stop, thread
             self._users = 1
 
-    def _release(self) -> Optional[BaseException]:
+    def _release(self) -> BaseException | None:
         """One user fewer; the last stops the thread, which takes a final sample, and joins it.
 
         Returns what made the sampler thread fail, if anything.
@@ -308,7 +308,7 @@ class ResourceProfiler(Callback):
                 return None
             return self._stop_sampling()
 
-    def _stop_sampling(self) -> Optional[BaseException]:
+    def _stop_sampling(self) -> BaseException | None:
         """Stop and join the sampler thread, publish its samples (under _run_lock)."""
         stop, thread = self._stop, self._thread
         self._stop = self._thread = None

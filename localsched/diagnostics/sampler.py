@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from ..callbacks import Callback, Needs
 from ..runtime import running_tasks, sample_every
@@ -96,7 +96,7 @@ class SampleProfiler(Callback):
         self._built: list = []
         self._lock = threading.Lock()  # guards the thread's start/stop, _live, the build
         self._live: dict = {}  # id() of the states watched now -> when each started
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     # -- the sampler thread ---------------------------------------------------
@@ -186,16 +186,16 @@ class SampleProfiler(Callback):
         self.clear()
         return super().__enter__()
 
-    def totals(self, by: str = "function", start: Optional[float] = None,
-               stop: Optional[float] = None, unit: str = "count",
+    def totals(self, by: str = "function", start: float | None = None,
+               stop: float | None = None, unit: str = "count",
                inclusive: bool = False) -> dict:
         """Samples per function or per group; see :func:`totals` (``unit="seconds"``
         sums the time each sample stands for)."""
         return totals(self.results, by=by, start=start, stop=stop, inclusive=inclusive,
                       unit=unit, interval=self.interval)
 
-    def tree(self, group: Optional[str] = None, start: Optional[float] = None,
-             stop: Optional[float] = None) -> dict:
+    def tree(self, group: str | None = None, start: float | None = None,
+             stop: float | None = None) -> dict:
         """The call tree of the samples; see :func:`tree`."""
         return tree(self.results, group=group, start=start, stop=stop)
 
@@ -214,9 +214,9 @@ def _window(samples, start, stop, group=None):
         yield s
 
 
-def totals(samples: list, by: str = "function", start: Optional[float] = None,
-           stop: Optional[float] = None, inclusive: bool = False, unit: str = "count",
-           interval: Optional[float] = None) -> dict:
+def totals(samples: list, by: str = "function", start: float | None = None,
+           stop: float | None = None, inclusive: bool = False, unit: str = "count",
+           interval: float | None = None) -> dict:
     """Count ``samples`` (taken at ``start <= time < stop``) by ``"group"``
     or by ``"function"`` (a ``(filename, first line, name)`` frame), most
     first.  By function, a sample counts for its innermost frame (where the
@@ -257,8 +257,8 @@ def _in_graph(key, dsk) -> bool:
         return False
 
 
-def tree(samples: list, group: Optional[str] = None, start: Optional[float] = None,
-         stop: Optional[float] = None) -> dict:
+def tree(samples: list, group: str | None = None, start: float | None = None,
+         stop: float | None = None) -> dict:
     """The call tree of ``samples`` (of one ``group``, in a time window):
     nested ``{"name", "filename", "line", "count", "children"}`` dicts, the
     root named ``"all"``; a node's count is the samples whose stack passes

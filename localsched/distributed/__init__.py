@@ -69,6 +69,7 @@ the computation waits as dask.distributed does
 
 >>> from operator import add
 >>> from distributed import LocalCluster, Client
+>>> from localsched.distributed import get
 >>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc, \\
 ...         Client(lc) as client:
 ...     get({'a': 1, 'b': (add, 'a', 2)}, ['a', 'b'], client=client)

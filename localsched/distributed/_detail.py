@@ -41,6 +41,7 @@ from __future__ import annotations
 import time
 
 from ..callbacks import Callback, Needs
+from ..utils import key_split
 
 __all__ = ["WorkerTier"]
 
@@ -114,7 +115,7 @@ class WorkerTier(Callback):
             return
         ActivityData = _activity_type()
         self.activities.append(ActivityData(key, "compute", *state.timing, worker_id))
-        for activity, start, stop in state.activities or ():
+        for activity, start, stop in state.task.activities or ():
             self.activities.append(ActivityData(key, activity, start, stop, worker_id))
 
     def _finish(self, dsk, state, errored):

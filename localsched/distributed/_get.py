@@ -11,7 +11,6 @@ from ..lifecycle import Computation
 from ._clusters import default_client
 from ._computation import ClusterComputation, LazyGraph
 from ._detail import Detail
-from ._state import ClusterState
 
 #: distributed's own ``Client.get`` keywords, passed on to it by ``get``.
 CLIENT_OPTIONS = ("workers", "allow_other_workers", "resources", "retries", "priority",
@@ -109,7 +108,7 @@ def _sendable(dsk, client):
         try:
             from dask._expr import Expr
         except ImportError:  # (older dask)
-            Expr = ()  # type: ignore[assignment]
+            Expr = ()
         if isinstance(dsk, Expr):
             return dsk
         from ..graph import as_mapping
@@ -169,5 +168,5 @@ def _check_outputs(graph, keys, client) -> None:
 
 def _as_tuples(keys, result):
     if type(keys) is list:
-        return tuple(_as_tuples(k, r) for k, r in zip(keys, result))
+        return tuple(_as_tuples(k, r) for k, r in zip(keys, result, strict=False))
     return result

@@ -219,5 +219,6 @@ def worker_monitor(start: float, stop: float, dask_worker=None) -> list:
     clock (the monitor keeps the worker's own)."""
     delay = dask_worker.scheduler_delay
     q = dask_worker.monitor.range_query(start=0)
-    return [(t + delay, cpu, mem) for t, cpu, mem in zip(q["time"], q["cpu"], q["memory"])
+    return [(t + delay, cpu, mem)
+            for t, cpu, mem in zip(q["time"], q["cpu"], q["memory"], strict=False)
             if t is not None and start <= t + delay <= stop]

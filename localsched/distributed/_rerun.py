@@ -34,7 +34,7 @@ def _gather_inputs(client, comp, deps: list) -> dict:
     def fetch(graph):
         futures = client.get(graph, deps, sync=False)
         try:
-            return dict(zip(deps, client.gather(futures)))
+            return dict(zip(deps, client.gather(futures), strict=False))
         finally:
             for f in futures:
                 f.release()

@@ -62,6 +62,8 @@ class _Observer:
         return observe(client, dsk, keys, kwargs)
 
     def __getattr__(self, name):
+        if name.startswith("_"):  # (introspection: pickle, doctest, copy...)
+            raise AttributeError(name)
         return getattr(self._client(), name)
 
 

@@ -78,7 +78,7 @@ class ClusterState(Mapping):
                 continue
             deps[key] = kdeps
             status[key] = WAITING
-        for key, kdeps in deps.items():
+        for kdeps in deps.values():
             for d in kdeps:
                 refs[d] = refs.get(d, 0) + 1
                 if d not in deps:

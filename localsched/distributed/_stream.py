@@ -87,7 +87,7 @@ class Stream:
     def _graph(self, ev, out: dict) -> None:
         wanted = frozenset(_tuplify(k) for k in ev[1])
         with self.lock:
-            for n, (keys, q) in enumerate(self.expecting):
+            for n, (keys, q) in enumerate(self.expecting):  # noqa: B007 -- q: read below
                 if keys == wanted:
                     del self.expecting[n]
                     break

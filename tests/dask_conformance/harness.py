@@ -50,9 +50,8 @@ import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
 
-from .localsched_swap import NOT_THE_CONTRACT, SKIP_PREFIX, SWAPPED_NAMES
+from .localsched_swap import SKIP_PREFIX, SWAPPED_NAMES
 
 #: The dask test modules of the contract, in dask's ``dask/tests/``.
 DASK_TEST_MODULES = ("test_threaded", "test_multiprocessing", "test_local", "test_callbacks")
@@ -85,7 +84,7 @@ PLATFORM_SKIPS = (
 PER_TEST_TIMEOUT = 60  # seconds, pytest-timeout inside the run
 
 
-def dask_tests_dir() -> Optional[Path]:
+def dask_tests_dir() -> Path | None:
     """``dask/tests`` of the installed dask, or None without dask."""
     import importlib.util
 
@@ -184,7 +183,7 @@ class Outcome:
 @dataclass
 class SuiteResult:
     outcomes: list = field(default_factory=list)
-    returncode: Optional[int] = None
+    returncode: int | None = None
     timed_out: bool = False
     output: str = ""
 
@@ -229,7 +228,7 @@ SWAP_PLUGINS = ("dask_conformance.localsched_swap",)
 
 
 def run_pytest(args: list, workdir: Path, timeout: float, report: Path,
-               plugins=SWAP_PLUGINS, rootdir: Optional[Path] = None) -> SuiteResult:
+               plugins=SWAP_PLUGINS, rootdir: Path | None = None) -> SuiteResult:
     """``python -m pytest args`` in ``workdir`` with ``plugins`` (and the
     reporting plugin); killed, with every process it started, after
     ``timeout`` seconds.  ``workdir`` holds the run's pytest.ini; the rootdir

@@ -31,6 +31,7 @@ def pytest_configure(config):
         swap_collection_defaults()
         return
     import dask
+
     import localsched.local
     import localsched.multiprocessing
     import localsched.threaded

@@ -58,7 +58,7 @@ def test_worker_ids_are_threads_or_child_pids(scheduler):
     with Profiler() as prof:
         whos = get(dsk, sorted(dsk))
     by_key = {r.key: r for r in prof.results}
-    for key, who in zip(sorted(dsk), whos):
+    for key, who in zip(sorted(dsk), whos, strict=False):
         assert by_key[key].worker_id == expected_worker(name, who)
     ids = {r.worker_id for r in prof.results}
     if name == "processes":

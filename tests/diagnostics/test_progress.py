@@ -4,9 +4,9 @@ thread ordered with events, never sleeps."""
 import doctest
 import importlib
 import io
+import re
 import subprocess
 import sys
-import re
 import threading
 import time
 from operator import add, truediv
@@ -381,7 +381,8 @@ def grouped_graph(n_load=4, n_add=2):
 
 def test_group_lines_at_end_when_not_a_tty(get):
     out = io.StringIO()
-    pb = ProgressBar(format="dask", out=out, width=10, dt=3600, timer=FakeClock(), group_by="prefix")
+    pb = ProgressBar(format="dask", out=out, width=10, dt=3600, timer=FakeClock(),
+                     group_by="prefix")
     assert get(grouped_graph(), ["total", ("add-9f8e7d6c", 99)], callbacks=[pb]) == (10, 8)
     text = out.getvalue()
     assert "\x1b" not in text
@@ -534,7 +535,8 @@ def test_auto_display_picks_widget_in_a_notebook(monkeypatch):
     assert isinstance(_renderer_used(ProgressBar(format="dask")), WidgetRenderer)
     # An explicit out= or display="text" keeps text in a notebook.
     assert isinstance(_renderer_used(ProgressBar(format="dask", out=io.StringIO())), TextRenderer)
-    assert isinstance(_renderer_used(ProgressBar(format="dask", display="text", out=io.StringIO())), TextRenderer)
+    bar = ProgressBar(format="dask", display="text", out=io.StringIO())
+    assert isinstance(_renderer_used(bar), TextRenderer)
 
 
 def _renderer_used(pb):

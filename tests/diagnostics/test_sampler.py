@@ -9,7 +9,6 @@ import time
 import pytest
 
 from localsched.diagnostics import SampleData, SampleProfiler
-from localsched.diagnostics import sampler as sampler_module
 from localsched.diagnostics.sampler import totals, tree
 
 

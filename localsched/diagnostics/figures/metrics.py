@@ -53,7 +53,8 @@ def plot_metrics(metrics: Mapping, label_size: int = LABEL_SIZE, **figure_kwargs
     ``transfer``, ``idle``, user labels ...), coloured as in the task
     stream; the worker-seconds that belong to no task (``idle``,
     ``hand-off``, ``start-up``) are the ``(no task)`` bar; the caller's
-    ``caller-seconds`` are not drawn here (``accounting_html`` lists them).  Groups are sorted by total, most first, and past
+    ``caller-seconds`` are not drawn here (``accounting_html`` lists them).
+    Groups are sorted by total, most first, and past
     ``METRIC_GROUPS`` summed into one bar.
 
     >>> fig = plot_metrics({((), 'load', 'thread-cpu', 'seconds'): 2.0,
