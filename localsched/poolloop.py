@@ -298,6 +298,7 @@ class PoolLoop:
         shared_type, pack_data = self.shared_type, self.pack_data
         new, record = tuple.__new__, TaskRecord
         results_wanted = self.results_wanted
+        sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
         flight = None
@@ -336,7 +337,8 @@ class PoolLoop:
                     state.task = self._record(i, key, t0, t1, wid, freed, probe, flight,
                                               arrived if n == last else None)
                 else:  # (a record without a Python-level __new__)
-                    state.task = new(record, (key, t0, t1, wid, freed, None, probe, None, None))
+                    state.task = new(record, (key, t0, t1, wid, freed, None, probe, None,
+                                              probe[5] if sizes else None))
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
             if successor:

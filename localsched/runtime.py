@@ -69,7 +69,8 @@ _warm: list = []
 def _job():
     """The pool's per-job globals in a worker process, else None."""
     job = sys.modules.get(_JOB_MODULE)
-    return job if job is not None and job.worker_pid else None
+    # (getattr: another thread may be importing it right now, half set up)
+    return job if getattr(job, "worker_pid", 0) else None
 
 
 def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,

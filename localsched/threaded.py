@@ -307,4 +307,6 @@ def _is_process_executor(pool) -> bool:
     if isinstance(pool, ProcessPoolExecutor):
         return True
     ours = sys.modules.get("localsched._pool.pool")  # (loaded by whoever made one)
-    return ours is not None and isinstance(pool, ours.ProcessPool)
+    # (getattr: another thread may be importing it right now, half set up)
+    pool_type = getattr(ours, "ProcessPool", None)
+    return pool_type is not None and isinstance(pool, pool_type)

@@ -59,10 +59,11 @@ def get(dsk: Any, keys: Any, client=None, address: str | None = None, *,
         rerun = dask_config("rerun_exceptions_locally", False)
     client = default_client(client, address)
     graph = _sendable(dsk, client)
-    _check_outputs(graph, keys, client)
     try:
+        # (the outputs are checked inside the lifecycle: a refused graph
+        # still gets start and finish, with an empty state, as locally)
         result = observe(client, graph, keys, client_options, callbacks=callbacks,
-                         rerun=bool(rerun))
+                         rerun=bool(rerun), check=lambda: _check_outputs(graph, keys, client))
     except RuntimeError as exc:
         if "Cycle detected" in str(exc) and isinstance(graph, Mapping):
             _raise_cycle(graph, keys, exc)
@@ -82,11 +83,15 @@ def _raise_cycle(graph: Mapping, keys, exc: BaseException) -> None:
     raise exc
 
 
-def observe(client, graph, keys, options: dict, callbacks=None, rerun: bool = False):
+def observe(client, graph, keys, options: dict, callbacks=None, rerun: bool = False,
+            check=None):
     """``client.get(graph, keys, **options)``, with the callbacks fired
-    from the cluster's events (see ``_computation``)."""
+    from the cluster's events (see ``_computation``); ``check`` (refusing
+    a graph) runs once the callbacks have started."""
     dsk = LazyGraph(graph)
     with Computation(dsk, callbacks) as life:
+        if check is not None:
+            check()
         detail = Detail(client, life.needs)
         comp = ClusterComputation(client, graph, keys, life, options, rerun=rerun)
         try:

@@ -372,7 +372,9 @@ def test_report_figures_show_the_records():
     # an activity segment never takes a task group's colour
     bars = task_fig.select_one({"name": "tasks"}).data_source.data
     assert set(acts["color"]).isdisjoint(bars["color"])
-    metrics = layout.select_one({"name": "thread-cpu"}).data_source.data
+    # (the per-group metrics chart; the accounting bar names its stacks too)
+    metrics = next(r.data_source.data for r in layout.select({"name": "thread-cpu"})
+                   if "group" in r.data_source.data)
     assert metrics["group"][0] == "load" and metrics["thread-cpu"][0] == 0.3
     assert list(layout.select_one({"name": "flame-group"}).options) == \
         ["all", "load", "(no task)"]
