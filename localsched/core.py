@@ -140,10 +140,10 @@ def get_async(
             cache = None  # (dask also allows a cachey.Cache here; not a results dict)
     with comp:
         machine = RunState(comp.dsk, keys, cache)
-        state = comp.open(machine)
+        comp.open(machine)  # (no local for the state: an error's frames would keep it)
         measure = comp.needs.measure
         if measure:  # (fine metrics: the worker-seconds to explain are wall x workers)
-            state.outcome.extra["workers"] = 1 if submit is None else num_workers
+            comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
         try:
