@@ -295,7 +295,8 @@ class Planner:
         else:
             st[0] += seconds
             st[1] += 1
-            if st[3] and value is not None and not is_tiny(value):
+            if st[3] and value is not None and type(value) not in _NUMBERS \
+                    and not is_tiny(value):
                 st[3] = False  # (for good: one large result is enough)
             if self.fresh:
                 self.fresh.discard(self.group_of[i])
@@ -407,8 +408,11 @@ class Planner:
         # Results of the batch still wanted after each prefix (see "What a
         # batch holds").
         st = stats.get(group_of[i])
-        held = 0 if st is not None and st[3] and self._park(i, parked) else \
-            self._holds(i, parked, unused)
+        if st is not None and st[3]:  # tiny (see "Tiny results")
+            parked.add(i)
+            held = 0
+        else:
+            held = self._holds(i, parked, unused)
         holds = [held]
         if large is not None:
             big = {i}  # the large results among them (as far as known)
@@ -479,7 +483,10 @@ class Planner:
             mark[j] = serial
             batch.append(j)
             spent += e
-            held += 0 if st[3] and self._park(j, parked) else self._holds(j, parked, unused)
+            if st[3]:
+                parked.add(j)
+            else:
+                held += self._holds(j, parked, unused)
             unused[j] = len(dependents[j])
             for d in deps[j]:
                 u = unused.get(d)
@@ -503,12 +510,6 @@ class Planner:
         """Whether j's group has made only tiny results so far."""
         st = self.stats.get(self.group_of[j])
         return st is not None and st[3]
-
-    @staticmethod
-    def _park(j: int, parked: set) -> bool:
-        """Park j's result (a tiny one: see "Tiny results")."""
-        parked.add(j)
-        return True
 
     def _holds(self, j: int, parked: set, made: dict) -> int:
         """1 if j's result, made in a batch, adds to what the batch holds;
@@ -603,8 +604,9 @@ class Planner:
         for p, i in enumerate(batch):
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
-            send = keep_all or is_output[i] or any(mark[c] != serial for c in dependents[i]) \
-                or not dependents[i]
+            users = dependents[i]
+            send = keep_all or is_output[i] or not users \
+                or any(mark[c] != serial for c in users)
             items.append((i, keys[i], specs[i], i in last_use, drops[p], send))
         data = None
         if pack_data:
