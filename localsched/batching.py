@@ -46,6 +46,22 @@ results are counted as made, not net of the inputs they free: on threads
 the scheduler frees those only when the batch's records come back, and a
 stencil batch counted net held 132 results where dask holds 71.
 
+Tiny results.  All of this counts results because a result may be large;
+a number or a short string (``is_tiny``) is not, and holding a batch's
+worth of them more (at most ``limit``, a few KB) saves no memory worth
+giving up throughput for.  So a result of a group whose every result so
+far has been tiny is parked too, and a tiny input is not counted against
+``MAX_INPUTS``.  That is what lets a stencil batch: each of its results is
+wanted by three tasks that wait for two more inputs, so a batch of k
+stencil tasks holds k more results until its records come back, and
+counted, its batches stayed at one task (3,015 batches on a 64 x 48
+lattice, threads(2) 6x slower than sync); of ints, a batch runs to its
+budget.  A group is judged by each result that travels back (the first
+one not tiny counts it again for good); a result the planner never sees
+(it stayed in the worker) tells nothing.  Results of any other type --
+arrays, lists, objects of unknown size (the memory benchmark's) -- keep
+the depth-first rule above.
+
 Large results.  On processes, a result with large buffers crosses to the
 next worker through shared memory: written once (about 1 ms per 8 MB), then
 mapped and faulted in by each reader (about 0.7 ms), as much again as
@@ -129,6 +145,22 @@ LARGE_BUDGET = 32e-3
 MEMORY_SIZE = 1024
 _learned: dict = {}
 _learned_lock = threading.Lock()
+# Results that put no memory at stake (see "Tiny results"): numbers, and
+# strings or bytes of at most ``TINY_LEN`` items.
+_NUMBERS = frozenset((int, float, bool, complex))
+_TEXTS = frozenset((str, bytes))
+TINY_LEN = 256
+
+
+def is_tiny(value) -> bool:
+    """Whether ``value`` is a result whose bytes are negligible (a number, a
+    short string); anything else may be large, and counts.
+
+    >>> is_tiny(3), is_tiny("abc"), is_tiny([3]), is_tiny(None)
+    (True, True, False, False)
+    """
+    t = type(value)
+    return t in _NUMBERS or (t in _TEXTS and len(value) <= TINY_LEN)
 
 
 def forget() -> None:
@@ -241,7 +273,8 @@ class Planner:
         # (processes: ``MAX_INPUTS``; None where batches read a shared cache)
         self.max_inputs = max_inputs
         self.group_of = [spec_group(s) for s in run.specs]
-        self.stats: dict = {}  # group -> [total seconds, count, a task of it]
+        # group -> [total seconds, count, a task of it, tiny results so far]
+        self.stats: dict = {}
         # Across computations (``_recall``): each group's entry of
         # ``_learned`` as looked up (None: none); groups recalled and not
         # yet timed in this run; groups recalled as large and not yet seen
@@ -252,14 +285,19 @@ class Planner:
         self.mark = [0] * len(run.keys)  # serial of the batch a task joined
         self.serial = 0
 
-    def observe(self, i: int, seconds: float) -> None:
-        """Learn from a finished task's measured duration."""
+    def observe(self, i: int, seconds: float, value=None) -> None:
+        """Learn from a finished task's measured duration, and from its
+        result ``value`` whether its group's results are tiny (None: the
+        result did not travel back; it tells nothing)."""
         st = self.stats.get(self.group_of[i])
         if st is None:
-            self.stats[self.group_of[i]] = [seconds, 1, i]
+            self.stats[self.group_of[i]] = [seconds, 1, i, is_tiny(value)]
         else:
             st[0] += seconds
             st[1] += 1
+            if st[3] and value is not None and type(value) not in _NUMBERS \
+                    and not is_tiny(value):
+                st[3] = False  # (for good: one large result is enough)
             if self.fresh:
                 self.fresh.discard(self.group_of[i])
 
@@ -300,7 +338,7 @@ class Planner:
         if got is None or (large_only and not got[1]):
             return None
         mean, large = got
-        st = self.stats[g] = [mean, 1, i]
+        st = self.stats[g] = [mean, 1, i, False]
         self.fresh.add(g)
         if large:
             self.large.add(g)
@@ -314,7 +352,7 @@ class Planner:
         keys, specs, large = self.run.keys, self.run.specs, self.large
         items = list(self.stats.items())[-MEMORY_SIZE:]
         learned = [(group_name(keys[i], specs[i]), (total / count, g in large))
-                   for g, (total, count, i) in items]
+                   for g, (total, count, i, _) in items]
         with _learned_lock:
             for name, value in learned:
                 _learned.pop(name, None)  # (to the end: the most recently used)
@@ -369,7 +407,12 @@ class Planner:
         deps, max_inputs = run.deps, self.max_inputs
         # Results of the batch still wanted after each prefix (see "What a
         # batch holds").
-        held = self._holds(i, parked, unused)
+        st = stats.get(group_of[i])
+        if st is not None and st[3]:  # tiny (see "Tiny results")
+            parked.add(i)
+            held = 0
+        else:
+            held = self._holds(i, parked, unused)
         holds = [held]
         if large is not None:
             big = {i}  # the large results among them (as far as known)
@@ -426,7 +469,8 @@ class Planner:
                         break
                     once.add(g)
             if max_inputs is not None:
-                extra = [d for d in deps[j] if d not in unused and d not in outside]
+                extra = [d for d in deps[j] if d not in unused and d not in outside
+                         and not self._tiny(d)]
                 if extra:
                     if len(outside) + len(extra) > max_inputs:
                         break
@@ -439,7 +483,10 @@ class Planner:
             mark[j] = serial
             batch.append(j)
             spent += e
-            held += self._holds(j, parked, unused)
+            if st[3]:
+                parked.add(j)
+            else:
+                held += self._holds(j, parked, unused)
             unused[j] = len(dependents[j])
             for d in deps[j]:
                 u = unused.get(d)
@@ -458,6 +505,11 @@ class Planner:
                 holds.append((nbig, held))
             i = j
         return self._cut(batch, holds)
+
+    def _tiny(self, j: int) -> bool:
+        """Whether j's group has made only tiny results so far."""
+        st = self.stats.get(self.group_of[j])
+        return st is not None and st[3]
 
     def _holds(self, j: int, parked: set, made: dict) -> int:
         """1 if j's result, made in a batch, adds to what the batch holds;
@@ -552,8 +604,9 @@ class Planner:
         for p, i in enumerate(batch):
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
-            send = keep_all or is_output[i] or any(mark[c] != serial for c in dependents[i]) \
-                or not dependents[i]
+            users = dependents[i]
+            send = keep_all or is_output[i] or not users \
+                or any(mark[c] != serial for c in users)
             items.append((i, keys[i], specs[i], i in last_use, drops[p], send))
         data = None
         if pack_data:

@@ -323,7 +323,7 @@ class PoolLoop:
             if not ok:
                 self.fail(i, value, t0, t1, wid)
             freed = complete(i, value)
-            planner.observe(i, t1 - t0)
+            planner.observe(i, t1 - t0, value)
             if type(value) is shared_type:
                 planner.large_result(i)
             elif unconfirmed and value is not None:

@@ -9,6 +9,7 @@ against a sequential run in the same order (the synchronous scheduler's).
 from __future__ import annotations
 
 import operator
+import sys
 
 import pytest
 
@@ -34,14 +35,17 @@ def sequential_peak(dsk, keys) -> int:
     return peak
 
 
-def pool_run(dsk, keys, workers=2, limit=256):
+def pool_run(dsk, keys, workers=2, limit=256, result=None, max_inputs=None):
     """Plan the whole graph as ``workers`` workers would run it, each batch
-    finishing whole, the oldest first: (batch sizes, most results held)."""
+    finishing whole, the oldest first: (batch sizes, most results held).
+
+    ``result``: what every task returns, as the planner sees it (None: its
+    size unknown to the planner, as a result that did not travel back)."""
     run = _run(dsk, keys)
     complete = run.mover()
-    planner = Planner(run, limit=limit)
+    planner = Planner(run, limit=limit, max_inputs=max_inputs)
     for i in range(len(run.keys)):
-        planner.observe(i, 1e-6)
+        planner.observe(i, 1e-6, result)
     running, sizes, peak = [], [], 0
     while run.remaining:
         while len(running) < workers and planner.has_ready():
@@ -49,7 +53,7 @@ def pool_run(dsk, keys, workers=2, limit=256):
             sizes.append(len(batch))
             running.append(batch)
         for i in running.pop(0):
-            complete(i, None)
+            complete(i, result)
         peak = max(peak, len(run.cache))
     return sizes, peak
 
@@ -167,6 +171,55 @@ def test_results_waited_for_by_near_users_still_count(shape):
     assert sum(sizes) == len(dsk)
 
 
+# -- tiny results: no memory at stake ---------------------------------------------
+
+
+class Opaque:
+    """A result whose size the planner cannot tell (so it counts)."""
+
+
+def test_a_stencil_of_tiny_results_batches_like_a_chain():
+    # Every stencil result is wanted by three tasks that wait for two more
+    # inputs: counted, a batch stops at one task or a few.  Ints put no
+    # memory at stake, so batches run to their size.
+    dsk, keys = stencil()  # 769 tasks
+    counted, _ = pool_run(dsk, keys, result=Opaque())
+    tiny, _ = pool_run(dsk, keys, result=7)
+    assert sum(tiny) == sum(counted) == len(dsk)
+    assert len(tiny) <= len(dsk) // 15  # (45, the lattice's narrowing end in small ones)
+    assert len(counted) >= 10 * len(tiny)  # (743)
+
+
+def test_tiny_inputs_do_not_count_against_a_process_batchs_inputs():
+    dsk, keys = stencil()
+    sizes, _ = pool_run(dsk, keys, result=7, max_inputs=4)
+    assert len(sizes) <= len(dsk) // 15
+    sizes, _ = pool_run(dsk, keys, result=Opaque(), max_inputs=4)
+    assert max(sizes) <= 3 * MAX_LIVE
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_tiny_results_hold_at_most_a_batch_of_ints_more(shape):
+    # The bytes at stake: a pool holds no more than the sequential run plus
+    # what its batches make, a few KB of ints at most.
+    dsk, keys = SHAPES[shape]()
+    _, peak = pool_run(dsk, keys, result=7)
+    extra_bytes = (peak - sequential_peak(dsk, keys)) * sys.getsizeof(7)
+    assert extra_bytes <= 2 * 256 * sys.getsizeof(7)  # two workers' batches: < 16 KB
+
+
+@pytest.mark.parametrize("later", ["x" * 100_000, Opaque()])
+def test_a_group_that_returns_something_else_counts_again(later):
+    # Judged by each result, not the first one only.
+    dsk, keys = stencil()
+    planner = _timed_planner(dsk, keys, 7)
+    assert len(planner.next_batch(0)) > 3 * MAX_LIVE
+    planner = _timed_planner(dsk, keys, 7)
+    for i in range(len(planner.run.keys)):
+        planner.observe(i, 1e-6, later)
+    assert len(planner.next_batch(0)) <= 3 * MAX_LIVE
+
+
 # -- held results against the sequential order -------------------------------------
 
 
@@ -180,11 +233,11 @@ def test_a_pool_holds_no_more_than_the_sequential_run(shape):
 # -- work spreads over the workers -------------------------------------------------
 
 
-def _timed_planner(dsk, keys):
+def _timed_planner(dsk, keys, result=None):
     run = _run(dsk, keys)
     planner = Planner(run)
     for i in range(len(run.keys)):
-        planner.observe(i, 1e-6)
+        planner.observe(i, 1e-6, result)
     return planner
 
 
