@@ -310,7 +310,6 @@ def main(argv=None) -> int:
     if here not in sys.path:
         sys.path.insert(0, here)
     import bench_memory as me  # the same module under its importable name
-
     import dask.multiprocessing
     import dask.threaded
 

@@ -225,7 +225,8 @@ def main(argv=None) -> int:
                 dsk, keys = build(kind, *(small if kname == "1ms" else full))
                 n = graphs.count_tasks(dsk)
                 plan = bare_plan(dsk, keys)
-                bare = best_of({"bare": lambda p=plan, k=keys: _bare_timed(p, k)}, args.repeat)["bare"]
+                bare = best_of({"bare": lambda p=plan, k=keys: _bare_timed(p, k)},
+                               args.repeat)["bare"]
                 row = {"kind": kname, "shape": shape, "n": n, "bare": bare / n * 1e6,
                        "dask": {}, "ls": {}, "ratio": {}}
                 for s, (dget, lget) in scheds.items():

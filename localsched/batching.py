@@ -106,7 +106,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 from .graph import A_TASK, CALL, NESTED, NODE
 from .machine import READY, RUNNING, WAITING
@@ -186,8 +186,8 @@ class Record(NamedTuple):
     ``runtime.run_batch``).
     """
 
-    index: int
-    ok: Optional[bool]
+    index: int  # type: ignore[assignment]  # (the field shadows tuple.index)
+    ok: bool | None
     value: Any
     start: float
     end: float
@@ -203,7 +203,7 @@ class BatchItem(NamedTuple):
     the result (else None: nobody outside the batch needs it).
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # (the field shadows tuple.index)
     key: Any
     spec: tuple
     store: bool
@@ -255,9 +255,9 @@ class Planner:
     READY (joined an earlier batch) are skipped when reached.
     """
 
-    def __init__(self, run, *, limit: Optional[int] = None, budget: float = BATCH_BUDGET,
-                 max_live: int = MAX_LIVE, large_budget: Optional[float] = None,
-                 learn: bool = False, max_inputs: Optional[int] = None):
+    def __init__(self, run, *, limit: int | None = None, budget: float = BATCH_BUDGET,
+                 max_live: int = MAX_LIVE, large_budget: float | None = None,
+                 learn: bool = False, max_inputs: int | None = None):
         self.run = run
         # Recall and keep what computations learn (see "Across computations"):
         # only where results can be large, i.e. cross processes through shared
@@ -317,14 +317,14 @@ class Planner:
             self.unconfirmed.discard(g)
             self.large.discard(g)
 
-    def estimate(self, i: int) -> Optional[float]:
+    def estimate(self, i: int) -> float | None:
         """Mean measured duration of i's function so far, or None."""
         st = self.stats.get(self.group_of[i])
         if st is None and self.learn:
             st = self._recall(i, large_only=True)
         return None if st is None else st[0] / st[1]
 
-    def _recall(self, i: int, large_only: bool = False) -> Optional[list]:
+    def _recall(self, i: int, large_only: bool = False) -> list | None:
         """Take i's group's statistics from an earlier computation, if any;
         ``large_only``: only if its results were large.  (``_learned`` is
         read once per group.)"""
@@ -413,7 +413,7 @@ class Planner:
             held = 0
         else:
             held = self._holds(i, parked, unused)
-        holds = [held]
+        holds: list = [held]  # (counts, or (large ones, count) pairs)
         if large is not None:
             big = {i}  # the large results among them (as far as known)
             nbig = 1
