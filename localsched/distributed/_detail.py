@@ -76,6 +76,7 @@ class WorkerTier(Callback):
         self.worker_resources: list = []
         self.errors: list = []  # what could not be collected, as text
         self._runs: dict = {}
+        self._submitted: float | None = None  # when the last graph was sent
 
     def clear(self) -> None:
         self.activities, self.metrics, self.samples, self.transfers = [], {}, [], {}
@@ -106,9 +107,14 @@ class WorkerTier(Callback):
         return [MetricData(span, group, activity, unit, v)
                 for (span, group, activity, unit), v in self.metrics.items()]
 
+    def _start(self, dsk):
+        # (start fires before the graph is sent; start_state only once the
+        # scheduler's view of it arrives, after its first transfers began)
+        self._submitted = time.time()
+
     def _start_state(self, dsk, state):
         if getattr(state, "client", None) is not None:
-            self._runs[id(state)] = time.time()
+            self._runs[id(state)] = min(self._submitted or time.time(), time.time())
 
     def _posttask(self, key, result, dsk, state, worker_id):
         if getattr(state, "client", None) is None:

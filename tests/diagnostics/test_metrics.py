@@ -164,7 +164,10 @@ def test_processes_show_what_a_large_input_costs():
     def make(n):
         return b"x" * n
 
-    get({"warm": (sleepy, 0.0)}, "warm", num_workers=2)  # (no start-up below)
+    # Both workers run a first batch here, so nothing below is start-up (a
+    # batch leaves a ready task to the other idle worker).
+    warm = {f"warm-{i}": (sleepy, 0.0) for i in range(4)}
+    get(warm, list(warm), num_workers=2, chunksize=1)
     dsk = {"big": (make, 50_000_000), "size": (len, "big")}
     with FineMetrics() as fm, Profiler() as prof:
         assert get(dsk, "size", num_workers=2, chunksize=1) == 50_000_000
