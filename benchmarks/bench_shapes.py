@@ -44,8 +44,10 @@ import localsched.threaded
 
 try:  # run as a script (python benchmarks/bench_shapes.py) or as a module
     from . import graphs
+    from .bench_overhead import best_of  # (one alternating timer for every benchmark)
 except ImportError:
     import graphs
+    from bench_overhead import best_of
 
 NUM_WORKERS = 2
 
@@ -128,25 +130,6 @@ def timed(get: Callable, dsk: dict, keys: list) -> tuple[float, object]:
     t0 = time.perf_counter()
     result = get(dsk, keys)
     return time.perf_counter() - t0, tuple(result)
-
-
-def best_of(runners: dict[str, Callable], repeat: int) -> dict[str, float]:
-    """Best seconds of each runner over ``repeat`` rounds, rotating who goes
-    first; the results must agree."""
-    names = list(runners)
-    best = dict.fromkeys(names, float("inf"))
-    expected = None
-    for r in range(repeat):
-        k = r % len(names)
-        for name in names[k:] + names[:k]:
-            seconds, result = runners[name]()
-            if expected is None:
-                expected = (name, result)
-            elif result != expected[1]:
-                raise AssertionError(f"{name} returned {result!r:.80} "
-                                     f"but {expected[0]} returned {expected[1]!r:.80}")
-            best[name] = min(best[name], seconds)
-    return best
 
 
 def batch_stats(dsk: dict, keys: list) -> str:
