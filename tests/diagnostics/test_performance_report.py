@@ -597,5 +597,9 @@ def test_the_report_shows_the_accounting_as_a_bar_and_a_table_of_100_percent(tmp
     assert {r.name for r in fig.renderers} >= {"thread-cpu", "idle"}
     table = accounting_html(metrics)
     assert "<b>100%</b>" in table and "scheduler (caller)" in table
+    # the table is the bar's legend: each activity in the colour of its bar
+    for r in fig.renderers:
+        swatch = f"background:{r.glyph.fill_color}'></span>{r.name}<"
+        assert swatch in table, r.name
     page = (tmp_path / "r.html").read_text()
     assert "Where the worker-seconds went" in page

@@ -56,8 +56,9 @@ def plot_accounting(metrics: Mapping, **figure_kwargs):
 
 
 def accounting_html(metrics: Mapping) -> str:
-    """The accounting as an HTML table: activity, worker-seconds, share
-    (summing to 100%), then the caller-seconds; '' without seconds.
+    """The accounting as an HTML table: activity (with its colour in the
+    bar), worker-seconds, share (summing to 100%), then the caller-seconds;
+    '' without seconds.
 
     >>> page = accounting_html({((), 'x', 'thread-cpu', 'seconds'): 3.0,
     ...                         ((), None, 'idle', 'seconds'): 1.0,
@@ -68,6 +69,8 @@ def accounting_html(metrics: Mapping) -> str:
     rows, caller = shares(metrics)
     if not rows and not caller:
         return ""
+    # (the bar's colours: each row carries its swatch, the table is the bar's legend)
+    colors = activity_colors(activity_order(a for a, _, _ in rows))
     esc = html.escape
     cell = "padding:1px 10px 1px 0;white-space:nowrap"
     right = cell + ";text-align:right"
@@ -77,7 +80,9 @@ def accounting_html(metrics: Mapping) -> str:
     total = 0.0
     for activity, value, share in rows:
         total += value
-        out.append(f"<tr><td style='{cell}'>{esc(str(activity))}</td>"
+        swatch = (f"<span style='display:inline-block;width:10px;height:10px;"
+                  f"margin-right:5px;background:{colors[activity]}'></span>")
+        out.append(f"<tr><td style='{cell}'>{swatch}{esc(str(activity))}</td>"
                    f"<td style='{right}'>{value:,.4f}</td>"
                    f"<td style='{right}'>{100 * share:.1f}%</td></tr>")
     out.append(f"<tr style='border-top:1px solid #999'><td style='{cell}'><b>total</b></td>"
