@@ -8,6 +8,10 @@ Definitions (all seconds):
 * ``wall``: how long the computations took, from their ``start_state`` to
   their ``finish`` (overlapping computations counted once); without those
   times, from the earliest task start to the latest end.
+* ``computations`` and ``span``: how many computations the walls are
+  (0 when unknown), and the time from the first one's start to the last
+  one's finish -- the length of the report's time axis, which also holds
+  the gaps between computations (``wall <= span``).
 * ``busy``: task execution summed over workers -- finished, failed and
   interrupted tasks alike (an interrupted one up to the stop).
 * ``workers``: workers that ran at least one task.
@@ -63,6 +67,8 @@ class Summary:
     efficiency: float | None
     groups: tuple
     other_groups: int = 0
+    computations: int = 0
+    span: float = 0.0
     #: a dask.distributed cluster's own dashboard (``client.dashboard_link``)
     dashboard: str | None = None
 
@@ -74,7 +80,7 @@ class Summary:
         """The summary as lines of text (what ``str()`` joins)."""
         eff = "n/a" if self.efficiency is None else f"{self.efficiency:.0%}"
         out = [
-            f"wall time {format_seconds(self.wall)}, {self.tasks:,} tasks run, "
+            f"wall time {format_seconds(self.wall)}{self.spread()}, {self.tasks:,} tasks run, "
             f"{self.failed:,} failed, {self.interrupted:,} interrupted",
             f"{self.workers} worker{'s' if self.workers != 1 else ''}, "
             f"busy {format_seconds(self.busy)}, parallel efficiency {eff}",
@@ -90,6 +96,13 @@ class Summary:
             if self.other_groups:
                 out.append(f"({self.other_groups} more groups)")
         return out
+
+    def spread(self) -> str:
+        """' in 5 computations over 7.0 s' when the computations left gaps
+        between them (the time axis is longer than the wall time), else ''."""
+        if self.computations < 2 or self.span <= self.wall * 1.01:
+            return ""
+        return f" in {self.computations} computations over {format_seconds(self.span)}"
 
     def _repr_html_(self) -> str:
         """A notebook shows the summary as the report's table."""
@@ -129,8 +142,10 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     spans = [(r[0], r[2], r[3], r[4]) for r in results]
     spans += [(r[0], r[2], r[3], r[4]) for r in failed]
     spans += [(r[0], r[2], r[3], r[4]) for r in interrupted]
+    span = 0.0
     if walls:
         wall = _union_length(walls)
+        span = max(b for _, b in walls) - min(a for a, _ in walls)
     elif spans:
         wall = max(s[2] for s in spans) - min(s[1] for s in spans)
     else:
@@ -154,4 +169,5 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     return Summary(wall=wall, tasks=len(results), failed=len(failed),
                    interrupted=len(interrupted), workers=workers, busy=busy,
                    efficiency=efficiency, groups=groups,
-                   other_groups=max(len(ranked) - top, 0), dashboard=dashboard)
+                   other_groups=max(len(ranked) - top, 0), dashboard=dashboard,
+                   computations=len(walls or ()), span=max(span, wall))

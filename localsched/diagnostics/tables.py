@@ -55,7 +55,7 @@ def summary_html(summary, label_size: int = 60) -> str:
     head = "<b>No task finished.</b> " if summary.tasks == 0 else ""
     eff = "n/a" if summary.efficiency is None else f"{summary.efficiency:.0%}"
     facts = [
-        ("wall time", format_seconds(summary.wall)),
+        ("wall time", format_seconds(summary.wall) + summary.spread()),
         ("tasks run", f"{summary.tasks:,}"),
         ("failed", f"{summary.failed:,}"),
         ("interrupted", f"{summary.interrupted:,}"),

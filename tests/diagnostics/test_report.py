@@ -25,6 +25,7 @@ from localsched.diagnostics.records import (
     TransferData,
 )
 from localsched.diagnostics.summary import GroupSummary, Summary, summarize
+from localsched.diagnostics.tables import summary_html
 
 try:  # the repository root is on sys.path (python -m pytest), or tests/ is a package
     from tests.browser import open_in_chromium, require_chromium
@@ -256,6 +257,13 @@ def test_summary_numbers_from_records():
     assert "load" in text and "67%" in text
     # overlapping computations count their wall time once
     assert summarize(results, walls=[(T0, T0 + 3.0), (T0 + 2.0, T0 + 4.0)]).wall == 4.0
+    # computations with a gap between them: the wall time is theirs, the
+    # time axis (span) holds the gap too, and the summary says both
+    apart = summarize(results, walls=[(T0, T0 + 1.0), (T0 + 3.0, T0 + 4.0)])
+    assert (apart.wall, apart.span, apart.computations) == (2.0, 4.0, 2)
+    assert "wall time 2 s in 2 computations over 4 s," in str(apart)
+    assert "in 2 computations over 4 s" in summary_html(apart)
+    assert "computations" not in str(s)  # one computation: nothing to reconcile
     assert summarize([]).efficiency is None and summarize([]).wall == 0.0
 
 
