@@ -38,19 +38,6 @@ def wait_for_event(name, timeout=30):
     return distributed.Event(name).wait(timeout)
 
 
-# -- real subprocesses ----------------------------------------------------------
-
-
-from tests.cluster_procs import SubprocessCluster  # noqa: E402
-
-
-@pytest.fixture
-def subprocess_cluster(tmp_path):
-    c = SubprocessCluster(tmp_path)
-    yield c
-    c.close()
-
-
 # -- the shared LocalCluster ---------------------------------------------------
 
 @pytest.mark.cluster
@@ -198,8 +185,8 @@ def test_ctrl_c_returns_within_a_second_and_cancels_the_runs_futures(cluster_cli
 # -- real dask scheduler and workers -----------------------------------------------
 
 
-def test_subprocess_cluster_by_address(subprocess_cluster):
-    address = subprocess_cluster.client.scheduler.address
+def test_subprocess_cluster_by_address(subprocess_cluster_client):
+    address = subprocess_cluster_client.scheduler.address
     try:
         with Profiler() as prof:
             assert ld.get({"a": 1, "b": (inc, "a")}, ["b"], address=address) == (2,)
@@ -208,9 +195,10 @@ def test_subprocess_cluster_by_address(subprocess_cluster):
         ld.shutdown()
 
 
-def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_cluster):
-    client = subprocess_cluster.client
-    pids = subprocess_cluster.worker_pids()
+def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_cluster_client):
+    client = subprocess_cluster_client
+    cluster = client.cluster_procs
+    pids = cluster.worker_pids()
     done = []
     killed = []
 
@@ -224,9 +212,12 @@ def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_clu
 
     dsk = {("leaf", i): (slow_inc, i, 0.05) for i in range(24)}
     dsk["total"] = (sum, list(dsk))
-    with Profiler() as prof:
-        assert ld.get(dsk, "total", client=client,
-                      callbacks=[Callback(posttask=posttask), prof]) == sum(range(1, 25))
+    try:
+        with Profiler() as prof:
+            assert ld.get(dsk, "total", client=client,
+                          callbacks=[Callback(posttask=posttask), prof]) == sum(range(1, 25))
+    finally:
+        cluster.restore_workers()  # (the shared cluster, for the next tests)
     keys = [r.key for r in prof.results]
     retried = {k for k in keys if keys.count(k) > 1}
     lost_on_killed = {k for k, w in done[:6] if w == killed[0]}
@@ -333,27 +324,21 @@ def test_resource_profiler_reports_every_worker(cluster_client):
     assert len(times) >= 2 and times == sorted(times)
 
 
-class _RemoteCluster:
-    """Stands in for a Client of a cluster whose workers run on other hosts
-    (none can run here): what ``client.run`` returns there."""
-
-    def run(self, fn, *args):
-        if fn is os.getpid:
-            return {"tcp://10.0.0.5:1": 1, "tcp://10.0.0.6:1": 1}
-        start = args[0]
-        return {"tcp://10.0.0.5:1": [(start + 1.0, 50.0, 200e6), (start + 1.5, 100.0, 210e6)],
-                "tcp://10.0.0.6:1": [(start + 1.0, 25.0, 100e6)]}
-
-
 def test_resource_profiler_sums_a_remote_clusters_workers():
+    """Workers on other hosts (none can run here): their samples, as a
+    cluster run's state hands them over, join ``results`` summed per 0.5 s
+    step, since this process tree's samples do not count them."""
     from localsched.diagnostics import ResourceProfiler
 
     rprof = ResourceProfiler(dt=10)
-    t0 = time.time()
-    rprof._add_cluster_samples(_RemoteCluster(), t0)
+    t0 = 1000.0
+    rows = [(t0 + 1.0, "tcp://10.0.0.5:1", 200.0, 50.0),
+            (t0 + 1.5, "tcp://10.0.0.5:1", 210.0, 100.0),
+            (t0 + 1.0, "tcp://10.0.0.6:1", 100.0, 25.0)]
+    rprof.add_worker_samples(rows, remote=True)
     assert len(rprof.per_worker) == 3
-    summed = [(round(r.time * 2) / 2, round(r.mem), r.cpu) for r in rprof.results]
-    assert summed == sorted(summed)
-    first = t0 - 0.5 + 1.0  # (the profiler asks from half a second before the run)
-    assert (round(first * 2) / 2, 300, 75.0) in summed  # both workers' samples of one step
-    assert (round((first + 0.5) * 2) / 2, 210, 100.0) in summed
+    summed = [(r.time, round(r.mem), r.cpu) for r in rprof.results]
+    assert summed == [(t0 + 1.0, 300, 75.0), (t0 + 1.5, 210, 100.0)]
+    local = ResourceProfiler(dt=10)
+    local.add_worker_samples(rows, remote=False)  # (counted by the process tree already)
+    assert len(local.per_worker) == 3 and local.results == []

@@ -147,14 +147,34 @@ class WorkerTier(Callback):
         except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
             self.errors.append(f"transfers: {exc!r}")
         try:
-            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5 + offset,
-                                        time.time() + 0.5 + offset)
-            for worker, rows in monitors.items():
-                for t, cpu, mem in rows:
-                    self.worker_resources.append((t - offset, worker, (mem or 0) / 1e6,
-                                                  cpu or 0.0))
+            rows, _remote = worker_monitors(state.client, t0 - 0.5, time.time() + 0.5, offset)
+            self.worker_resources.extend(rows)
         except Exception as exc:  # noqa: BLE001
             self.errors.append(f"resources: {exc!r}")
+
+
+def worker_monitors(client, since: float, until: float, offset: float = 0.0) -> tuple:
+    """Every worker's own monitor samples between ``since`` and ``until``
+    (the caller's clock; ``offset``: the scheduler's minus the caller's):
+    ``([(time, worker, mem MB, cpu %), ...], remote)``, ``remote`` when a
+    worker runs outside this process and its descendants (whose samples a
+    ResourceProfiler of this process does not count)."""
+    import os
+
+    import psutil
+
+    from . import _plugin
+
+    monitors = client.run(_plugin.worker_monitor, since + offset, until + offset)
+    pids = client.run(os.getpid)
+    rows = [(t - offset, worker, (mem or 0) / 1e6, cpu or 0.0)
+            for worker, samples in monitors.items() for t, cpu, mem in samples]
+    try:
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        mine = set()
+    mine.add(os.getpid())  # (workers in this process: LocalCluster(processes=False))
+    return rows, not set(pids.values()) <= mine
 
 
 def _activity_type():

@@ -106,6 +106,15 @@ class ClusterState(Mapping):
     def span(self) -> tuple:
         return self.outcome.span
 
+    def worker_monitors(self, since: float, until: float) -> tuple:
+        """The workers' own monitor samples between ``since`` and ``until``
+        (this process's clock): ``([(time, worker, mem MB, cpu %), ...],
+        remote)`` (what the ResourceProfiler asks of a cluster run; see
+        ``_detail.worker_monitors``)."""
+        from ._detail import worker_monitors
+
+        return worker_monitors(self.client, since, until, self.clock_offset)
+
     # -- moves (the computation makes them, in the caller's thread) ----------------
 
     def dispatch(self, key, t: float, worker) -> bool:
