@@ -67,6 +67,9 @@ class ClusterState(Mapping):
         self.detail_errors: list = []
         self.dashboard_link: str | None = getattr(client, "dashboard_link", None)
         self.clock_offset = 0.0
+        # task group -> seconds its tasks computed (the workers' startstops),
+        # kept only when the workers' samples are asked for (their weight)
+        self.group_seconds: dict | None = None
 
     def load(self, rows: list) -> None:
         """The scheduler's view of the graph: ``(key, dependencies, in
