@@ -238,7 +238,9 @@ class Detail:
                 state.detail_errors.append(f"metrics: {exc!r}")
         if self.sample:
             try:
-                state.samples = profile_samples(client, state.finished, self.t0, t1,
+                # (up to now: the flush above folded the workers' current
+                # profile cycles in, stamped with its own time)
+                state.samples = profile_samples(client, state.finished, self.t0, time.time(),
                                                 state.clock_offset, state.group_seconds)
             except Exception as exc:  # noqa: BLE001
                 state.detail_errors.append(f"samples: {exc!r}")
@@ -313,7 +315,7 @@ def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0,
 
     Each sample's ``seconds`` is the time it stands for: its group's
     compute seconds in the run (``group_seconds``, from the workers'
-    startstops) over the group's sample count.  distributed's sampler
+    startstops) over the group's samples in the window.  distributed's sampler
     wakes every 10 ms but waits for the GIL (a busy task holds it), so
     count × interval read 0.2 s for a 1.0 s spin; the interval stands in
     only for a group without measured seconds."""
@@ -323,10 +325,13 @@ def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0,
     interval = _profile_interval()
     for group in groups:
         tree = client.profile(key=group, start=t0 - 1.0 + offset, stop=t1 + 1.0 + offset)
-        count = tree.get("count", 0)
+        mine: list = []
+        _walk(tree, (), group, middle, mine, interval)
         spent = (group_seconds or {}).get(group)
-        seconds = spent / count if spent and count else interval
-        _walk(tree, (), group, middle, out, seconds)
+        if spent and mine:
+            seconds = spent / len(mine)
+            mine = [s._replace(seconds=seconds) for s in mine]
+        out.extend(mine)
     return out
 
 
