@@ -34,19 +34,32 @@ def _stop_shared_pools() -> None:
         rt._resource_tracker._stop()
 
 
-# True while a module's shared LocalCluster runs (see cluster_client).
+# True while the session's shared LocalCluster runs (see cluster_client).
 _cluster_alive = False
+# pid sets of the shared clusters' processes now (name -> callable), so a
+# test that restarts a shared cluster's workers is not blamed for them.
+_shared_cluster_pids: dict = {}
 
 
-@pytest.fixture(scope="module")
+def pytest_collection_modifyitems(session, config, items):
+    """The tests on the shared clusters run last, together, in their
+    collected order: the clusters are session-scoped (one start-up each)
+    and other tests, which measure this process tree's memory and
+    threads, never see them."""
+    on_cluster = [item for item in items if _cluster_names(item)]
+    if on_cluster:
+        chosen = set(on_cluster)
+        items[:] = [item for item in items if item not in chosen] + on_cluster
+
+
+@pytest.fixture(scope="session")
 def cluster_client():
     """A Client of a LocalCluster with two single-threaded worker processes
-    on 127.0.0.1 (ephemeral ports, dashboard on an ephemeral port), shared
-    by a module's cluster tests.  Not the default Client: other tests'
-    ``x.compute()`` must stay local.  Module-scoped, not session-scoped: its
-    worker processes are children of this process, and other modules'
-    tests measure this process tree's memory.  When the module ends its
-    workers, threads and ports must be gone."""
+    (with nannies) on 127.0.0.1 (ephemeral ports, dashboard on an
+    ephemeral port), shared by every cluster test of the session, which
+    run last (``pytest_collection_modifyitems``).  Not the default Client:
+    other tests' ``x.compute()`` must stay local.  When the session ends,
+    its workers, threads and ports must be gone."""
     global _cluster_alive
     distributed = pytest.importorskip("distributed")
     from distributed.utils import _offload_executor
@@ -61,14 +74,18 @@ def cluster_client():
         n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
         dashboard_address="127.0.0.1:0", worker_dashboard_address="127.0.0.1:0")
     client = distributed.Client(cluster, set_as_default=False)
-    ports = [cluster.scheduler.port] + [
-        int(a.rsplit(":", 1)[1]) for a in cluster.scheduler_info["workers"]]
-    workers = list(psutil.Process().children(recursive=True))
-    yield client
-    client.close()
-    cluster.close()
-    _cluster_alive = False
-    _stop_shared_pools()  # (the resource tracker its processes used)
+    _shared_cluster_pids["cluster_client"] = lambda: _shared_cluster_pids_of(client)
+    try:
+        yield client
+    finally:
+        _shared_cluster_pids.pop("cluster_client", None)
+        ports = [cluster.scheduler.port] + [
+            int(a.rsplit(":", 1)[1]) for a in cluster.scheduler_info["workers"]]
+        workers = [psutil.Process(pid) for pid in _shared_cluster_pids_of(client)]
+        client.close()
+        cluster.close()
+        _cluster_alive = False
+        _stop_shared_pools()  # (the resource tracker its processes used)
     problems = _reap(workers, "cluster process left running")
     for t in set(threading.enumerate()) - threads_before:
         t.join(timeout=10)
@@ -81,37 +98,84 @@ def cluster_client():
         raise AssertionError("; ".join(problems))
 
 
-@pytest.fixture(scope="module")
+#: The shared subprocess cluster's scheduler clock runs this many seconds
+#: ahead of this process's (a preload), so every test on it checks that
+#: times reach the callbacks on the caller's clock.
+SCHEDULER_CLOCK_SHIFT = 5.0
+
+
+@pytest.fixture(scope="session")
 def subprocess_cluster_client(tmp_path_factory):
     """A Client of real ``dask scheduler`` + two ``dask worker`` processes
     (one thread each, no nanny) on 127.0.0.1, ephemeral ports, shared by
-    a module's tests; their process groups are killed at the end."""
+    the session's tests (which run last); the scheduler's clock is shifted
+    by ``SCHEDULER_CLOCK_SHIFT`` and its ``no-workers-timeout`` is 1 s (a
+    test loses every worker); their process groups are killed at the end."""
     pytest.importorskip("distributed")
-    from tests.cluster_procs import SubprocessCluster
+    from tests.cluster_procs import SHIFT_CLOCK, SubprocessCluster
 
-    cluster = SubprocessCluster(tmp_path_factory.mktemp("dask-cluster"))
-    yield cluster.client
-    cluster.close()
+    tmp = tmp_path_factory.mktemp("dask-cluster")
+    preload = tmp / "shift_clock.py"
+    preload.write_text(SHIFT_CLOCK.format(seconds=SCHEDULER_CLOCK_SHIFT))
+    cluster = SubprocessCluster(
+        tmp, scheduler_args=["--preload", str(preload)],
+        env={"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "1s"})
+    cluster.client.cluster_procs = cluster  # (tests that restart workers)
+    _shared_cluster_pids["subprocess_cluster_client"] = cluster.pids
+    try:
+        yield cluster.client
+    finally:
+        _shared_cluster_pids.pop("subprocess_cluster_client", None)
+        cluster.close()
 
 
-def _wants_cluster(request) -> list:
-    """The shared clusters a test runs on (parametrized with "distributed"
-    or "dask-worker", or marked ``cluster``)."""
-    callspec = getattr(request.node, "callspec", None)
-    params = set(callspec.params.values()) if callspec is not None else set()
+def _shared_cluster_pids_of(client) -> set:
+    """The pids of a LocalCluster's worker processes now."""
+    try:
+        return set(client.run(os.getpid).values())
+    except Exception:  # noqa: BLE001 -- (a cluster without workers for the moment)
+        return set()
+
+
+def _cluster_names(item) -> list:
+    """The shared clusters a test item runs on (parametrized with
+    "distributed" or "dask-worker", marked ``cluster``, or asking for the
+    fixture)."""
+    callspec = getattr(item, "callspec", None)
+    params = set()
+    if callspec is not None:
+        for value in callspec.params.values():
+            try:
+                params.add(value)
+            except TypeError:
+                pass
+    names = set(getattr(item, "fixturenames", ()))
     wanted = []
-    if "distributed" in params or request.node.get_closest_marker("cluster") is not None:
+    if ("distributed" in params or item.get_closest_marker("cluster") is not None
+            or "cluster_client" in names):
         wanted.append("cluster_client")
-    if "dask-worker" in params:
+    if "dask-worker" in params or "subprocess_cluster_client" in names:
         wanted.append("subprocess_cluster_client")
     return wanted
+
+
+def _process_wide_threads() -> set:
+    """Threads a library keeps for the whole process by design, started on
+    first use: distributed's offload executor (an in-process scheduler
+    materializes every graph on it; distributed's own test utilities start
+    it at import for the same reason)."""
+    import sys
+
+    utils = sys.modules.get("distributed.utils")
+    executor = getattr(utils, "_offload_executor", None)
+    return set(getattr(executor, "_threads", ()))
 
 
 @pytest.fixture(autouse=True)
 def no_leftovers(request):
     # The shared clusters live for a module by design: start them before
     # taking the snapshot (their own end is checked by their fixtures).
-    for name in _wants_cluster(request):
+    for name in _cluster_names(request.node):
         request.getfixturevalue(name)
     # Each test plans from scratch: nothing learned from an earlier test's
     # computations (localsched.batching, "Across computations").
@@ -128,11 +192,15 @@ def no_leftovers(request):
     if leaked_callbacks:
         Callback.active.difference_update(leaked_callbacks)
         problems.append(f"callbacks left registered: {leaked_callbacks}")
-    for t in set(threading.enumerate()) - threads_before:
+    for t in set(threading.enumerate()) - threads_before - _process_wide_threads():
         t.join(timeout=10)  # a thread that is finishing gets its moment
         if t.is_alive():
             problems.append(f"thread left running: {t.name}")
-    problems += _reap([p for p in me.children(recursive=True) if p.pid not in children_before],
+    shared: set = set()
+    for pids in list(_shared_cluster_pids.values()):
+        shared |= pids()  # (a test may have restarted a shared cluster's workers)
+    problems += _reap([p for p in me.children(recursive=True)
+                       if p.pid not in children_before and p.pid not in shared],
                       "child process left running")
     if problems:
         pytest.fail("; ".join(problems))

@@ -18,18 +18,60 @@ each, 127.0.0.1, no dashboard):
    startstops): the largest difference over all tasks; target <= 1 ms.
 
 Run:  python benchmarks/bench_distributed.py [--repeat N] [--leaves N]
+
+Every failure is loud: output is line-buffered (a run killed part-way
+keeps what it printed, also when redirected to a file), each phase says
+when it starts, an error prints its traceback and "bench_distributed
+FAILED" and exits 1, and a SIGTERM/SIGHUP/SIGINT (a closed terminal, a
+killed background job) says so on stderr and exits 128 + the signal.  (A
+background run at 02:26 exited within a minute with an empty output file:
+block-buffered output lost to a signal leaves exactly that.)
 """
 
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
+import signal
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.graphs import count_tasks, tree_reduction
+
+
+def say(message: str) -> None:
+    """A phase starts (stderr, at once)."""
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _loud_signal(signum, frame) -> None:
+    name = signal.Signals(signum).name
+    print(f"bench_distributed FAILED: stopped by {name} (nothing more measured)",
+          file=sys.stderr, flush=True)
+    sys.exit(128 + signum)
+
+
+def run(argv=None) -> int:
+    """main() with every failure loud (see the module docstring)."""
+    sys.stdout.reconfigure(line_buffering=True)
+    sys.stderr.reconfigure(line_buffering=True)
+    faulthandler.enable()  # (a crash of the interpreter prints its stacks)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, _loud_signal)
+    try:
+        main(argv)
+    except SystemExit:
+        raise
+    except BaseException:  # noqa: B036 -- reported, then the exit status says it
+        traceback.print_exc()
+        print("bench_distributed FAILED (see the traceback above)", file=sys.stderr,
+              flush=True)
+        return 1
+    return 0
 
 
 def main(argv=None) -> None:
@@ -46,11 +88,17 @@ def main(argv=None) -> None:
 
     dsk, out = tree_reduction(args.leaves)
     n = count_tasks(dsk)
+    say("starting a LocalCluster of 2 worker processes")
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   host="127.0.0.1", dashboard_address="127.0.0.1:0") as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
+        client.wait_for_workers(2, timeout=120)
+        say(f"cluster up: {client.dashboard_link}; bar 1, {n} tasks, {args.repeat} rounds")
         expected = client.get(dsk, out)  # warm up both paths
-        assert ld.get(dsk, out, client=client) == tuple(expected)
+        got = ld.get(dsk, out, client=client)
+        if got != tuple(expected):
+            raise AssertionError(f"localsched.distributed.get gave {got!r}, "
+                                 f"client.get {expected!r}")
         bare, ours = [], []
         devnull = open(os.devnull, "w")
         for _ in range(args.repeat):
@@ -69,8 +117,10 @@ def main(argv=None) -> None:
         print(f"  ratio {o / b:.3f} (target <= 1.1: {'met' if o / b <= 1.1 else 'MISSED'})")
         print(f"  all runs: bare {[round(x, 3) for x in bare]}, ours {[round(x, 3) for x in ours]}")
 
+        say("bar 2: default Client x.compute()")
         default_client_bar(client, args, devnull)
 
+        say("bar 3: Profiler against the task stream")
         with distributed.get_task_stream(client=client) as ts, Profiler() as prof:
             ld.get(dsk, out, client=client)
         theirs = {}
@@ -79,6 +129,10 @@ def main(argv=None) -> None:
                 if ss["action"] == "compute":
                     theirs[rec["key"]] = (ss["start"], ss["stop"])
         worst = 0.0
+        missing = {r.key for r in prof.results} - set(theirs)
+        if missing:
+            raise AssertionError(f"{len(missing)} tasks missing from the task stream, "
+                                 f"e.g. {sorted(map(str, missing))[:3]}")
         for r in prof.results:
             s, e = theirs[r.key]
             worst = max(worst, abs(r.start_time - s), abs(r.end_time - e))
@@ -99,14 +153,19 @@ def default_client_bar(client, args, devnull) -> None:
         plain, barred = [], []
         for _ in range(args.repeat):
             t0 = time.perf_counter()
-            assert x.compute() == expected
+            got = x.compute()
             plain.append(time.perf_counter() - t0)
+            if got != expected:
+                raise AssertionError(f"x.compute() gave {got!r}, first {expected!r}")
             bar = ProgressBar(out=devnull)
             bar.register()
             try:
                 t0 = time.perf_counter()
-                assert x.compute() == expected
+                got = x.compute()
                 barred.append(time.perf_counter() - t0)
+                if got != expected:
+                    raise AssertionError(f"x.compute() with a bar gave {got!r}, "
+                                         f"without {expected!r}")
             finally:
                 bar.unregister()
     p, b = min(plain), min(barred)
@@ -119,4 +178,4 @@ def default_client_bar(client, args, devnull) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run())

@@ -9,6 +9,26 @@ import sys
 import time
 
 import distributed
+import psutil
+
+#: A scheduler ``--preload`` that shifts the scheduler's wall clock by
+#: ``{seconds}`` (format it first): its ``time.time`` and distributed's.
+SHIFT_CLOCK = """
+import sys, time, distributed.metrics as m
+if not hasattr(time, "_unshifted"):
+    time._unshifted = time.time
+    _real = time.time
+    def shifted():
+        return _real() + {seconds}
+    time.time = shifted
+    m.time = shifted
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "time", None) is _real:
+            try:
+                mod.time = shifted
+            except Exception:
+                pass
+"""
 
 
 class SubprocessCluster:
@@ -55,6 +75,25 @@ class SubprocessCluster:
         return self._start(
             ["worker", "--scheduler-file", self.file, "--nthreads", "1", "--host", "127.0.0.1",
              "--dashboard-address", "127.0.0.1:0", "--nanny" if nanny else "--no-nanny"])
+
+    def pids(self) -> set:
+        """The pids of every process of the cluster now (and their children)."""
+        out = set()
+        for p in self.procs:
+            if p.poll() is None:
+                out.add(p.pid)
+                try:
+                    out.update(c.pid for c in psutil.Process(p.pid).children(recursive=True))
+                except psutil.Error:
+                    pass
+        return out
+
+    def restore_workers(self, n_workers=2, nanny=False) -> None:
+        """Start workers until ``n_workers`` run (after a test killed some)."""
+        alive = len(self.client.scheduler_info()["workers"])
+        for _ in range(n_workers - alive):
+            self.start_worker(nanny)
+        self.client.wait_for_workers(n_workers, timeout=60)
 
     def worker_pids(self) -> dict:
         """worker address -> pid (of the worker process itself)."""

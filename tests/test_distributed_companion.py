@@ -5,6 +5,7 @@ gathered inputs; the embedded cluster in a script without a guard."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -67,31 +68,45 @@ def _workloads(client):
 
 def test_default_client_work_is_identical_under_a_profiler_and_a_registered_bar(as_default):
     expected = _workloads(as_default)
-    with Profiler() as prof:
-        assert _workloads(as_default) == expected
-    # the callbacks saw the computations (the sums of the persisted chunks)
-    assert any("sum" in str(r.key) for r in prof.results)
-    with open(os.devnull, "w") as devnull:
+    # (both ways in at once: a callback entered, and one registered)
+    with open(os.devnull, "w") as devnull, Profiler() as prof:
         bar = ProgressBar(out=devnull)
         bar.register()
         try:
             assert _workloads(as_default) == expected
         finally:
             bar.unregister()
+    # the callbacks saw the computations (the sums of the persisted chunks)
+    assert any("sum" in str(r.key) for r in prof.results)
     from dask.base import named_schedulers
     assert "dask.distributed" not in named_schedulers
 
 
-def test_p2p_shuffle_under_a_profiler(as_default):
+def test_p2p_shuffle_under_a_registered_bar_and_a_profiler(as_default):
+    """A P2P shuffle (issue 18): the same frame with localsched listening."""
     pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")  # (P2P's wire format; in the test extras)
     dd = pytest.importorskip("dask.dataframe")
     df = dd.from_pandas(pd.DataFrame({"k": [i % 7 for i in range(200)], "v": range(200)}),
                         npartitions=4)
-    shuffled = df.shuffle("k", shuffle_method="p2p")
-    expected = shuffled.v.sum().compute()
-    with Profiler() as prof:
-        assert shuffled.v.sum().compute() == expected
-    assert prof.results
+    with dask.config.set({"dataframe.shuffle.method": "p2p"}):
+        shuffled = df.shuffle("k")
+        expected = shuffled.compute().sort_values("v")
+        out = io.StringIO()
+        bar = ProgressBar(out=out)
+        bar.register()
+        try:
+            with Profiler() as prof:
+                got = shuffled.compute().sort_values("v")
+        finally:
+            bar.unregister()
+    pd.testing.assert_frame_equal(got, expected)
+    # each output partition holds whole keys (the shuffle happened)
+    parts = [set(p.k) for p in dask.compute(*shuffled.to_delayed())]
+    assert sum(len(p) for p in parts) == 7
+    keys = {str(r.key) for r in prof.results}
+    assert any("shuffle" in k or "p2p" in k for k in keys), sorted(keys)[:10]
+    assert "100% Completed" in out.getvalue()
 
 
 def test_explicit_get_takes_futures_and_keys_held_on_the_cluster(cluster_client):
@@ -123,6 +138,26 @@ def test_callbacks_py_imports_nothing_from_companion_mode():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=False)
     assert out.stdout.strip() == "[]", out.stderr  # companion mode loads no dask
+
+
+def test_the_diagnostics_import_nothing_from_companion_mode():
+    """Imports point one way (function-level ones too): companion mode
+    imports the diagnostics' records, never the reverse; a cluster run's
+    state offers what a diagnostic asks of the cluster."""
+    import ast
+    import pathlib
+
+    import localsched.diagnostics
+
+    for path in pathlib.Path(localsched.diagnostics.__file__).parent.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                module = ("." * node.level) + (node.module or "")
+                assert "distributed" not in module, (path.name, module)
+            elif isinstance(node, ast.Import):
+                assert not any(a.name.startswith(("localsched.distributed", "distributed"))
+                               for a in node.names), (path.name, ast.dump(node))
 
 
 # -- failures from another thread -------------------------------------------------------
@@ -165,6 +200,8 @@ def test_cancel_from_another_thread_gives_distributeds_error(cluster_client):
 
 
 def test_close_and_restart_from_another_thread(tmp_path):
+    """On a cluster of its own, with nannies (a restarted LocalCluster's
+    workers do not come back in distributed 2026.8)."""
     from tests.cluster_procs import SubprocessCluster
 
     cluster = SubprocessCluster(tmp_path, nanny=True)
@@ -190,23 +227,21 @@ def test_close_and_restart_from_another_thread(tmp_path):
         cluster.close()
 
 
-def test_all_workers_lost_follows_no_workers_timeout(tmp_path):
-    from tests.cluster_procs import SubprocessCluster
-
-    env = {"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "1s"}
-    cluster = SubprocessCluster(tmp_path, n_workers=1, env=env)
+def test_all_workers_lost_follows_no_workers_timeout(subprocess_cluster_client):
+    """The shared subprocess cluster's scheduler has no-workers-timeout 1s;
+    the task kills each worker that runs it."""
+    client = subprocess_cluster_client
     try:
         finished = []
         cb = Callback(finish=lambda dsk, state, errored: finished.append(errored))
         t0 = time.monotonic()
         with pytest.raises(Exception) as info:
-            ld.get({"a": 1, "boom": (os._exit, 1)}, "boom", client=cluster.client,
-                   callbacks=[cb])
+            ld.get({"a": 1, "boom": (os._exit, 1)}, "boom", client=client, callbacks=[cb])
         assert time.monotonic() - t0 < 30
         assert type(info.value).__module__.startswith("distributed"), repr(info.value)
         assert finished == [True]
     finally:
-        cluster.close()
+        client.cluster_procs.restore_workers()
 
 
 # -- honest states ----------------------------------------------------------------
@@ -240,44 +275,20 @@ def test_interrupted_tells_running_from_queued(cluster_client):
 
 # -- one clock ------------------------------------------------------------------------
 
-SHIFT = """
-import sys, time, distributed.metrics as m
-if not hasattr(time, "_unshifted"):
-    time._unshifted = time.time
-    _real = time.time
-    def shifted():
-        return _real() + 5.0
-    time.time = shifted
-    m.time = shifted
-    for mod in list(sys.modules.values()):
-        if getattr(mod, "time", None) is _real:
-            try:
-                mod.time = shifted
-            except Exception:
-                pass
-"""
-
-
-def test_a_shifted_scheduler_clock_is_converted_to_the_callers(tmp_path):
-    from tests.cluster_procs import SubprocessCluster
-
-    preload = tmp_path / "shift_clock.py"
-    preload.write_text(SHIFT)
-    cluster = SubprocessCluster(tmp_path, scheduler_args=["--preload", str(preload)])
-    try:
-        client = cluster.client
-        assert client.run_on_scheduler(time.time) - time.time() > 4  # really shifted
-        dsk = {("s", i): (slow_inc, i, 0.2) for i in range(4)}
-        dsk["total"] = (sum, list(dsk))
-        with Profiler() as prof:
-            t0 = time.time()
-            assert ld.get(dsk, "total", client=client) == 10
-            t1 = time.time()
-        assert {r.key for r in prof.results} == set(dsk)
-        for r in prof.results:  # on the caller's clock (round trips under load: 1.5 s)
-            assert t0 - 1.5 <= r.start_time <= r.end_time <= t1 + 1.5, (r, t0, t1)
-    finally:
-        cluster.close()
+def test_a_shifted_scheduler_clock_is_converted_to_the_callers(subprocess_cluster_client):
+    """The shared subprocess cluster's scheduler clock runs 5 s ahead
+    (conftest.SCHEDULER_CLOCK_SHIFT)."""
+    client = subprocess_cluster_client
+    assert client.run_on_scheduler(time.time) - time.time() > 4  # really shifted
+    dsk = {("s", i): (slow_inc, i, 0.2) for i in range(4)}
+    dsk["total"] = (sum, list(dsk))
+    with Profiler() as prof:
+        t0 = time.time()
+        assert ld.get(dsk, "total", client=client) == 10
+        t1 = time.time()
+    assert {r.key for r in prof.results} == set(dsk)
+    for r in prof.results:  # on the caller's clock (round trips under load: 1.5 s)
+        assert t0 - 1.5 <= r.start_time <= r.end_time <= t1 + 1.5, (r, t0, t1)
 
 
 # -- rerun_exceptions_locally --------------------------------------------------------------

@@ -163,11 +163,11 @@ class ResourceProfiler(Callback):
     fails (say, the timer raises), leaving the block raises RuntimeError from
     that error; the end of a computation warns instead.
 
-    On a dask.distributed cluster (``localsched.distributed.get``),
-    ``per_worker`` gets each worker's CPU and memory from its own monitor
-    (:class:`WorkerResourceData`, every 0.5 s, fetched when the computation
-    finishes).  A LocalCluster's workers are this process's children, so
-    ``results`` counts them already; when the workers run elsewhere (a
+    On a dask.distributed cluster (``localsched.distributed``: its state
+    offers ``worker_monitors``), ``per_worker`` gets each worker's CPU and
+    memory from its own monitor (:class:`WorkerResourceData`, every 0.5 s,
+    fetched when the computation finishes).  A LocalCluster's workers are
+    this process's children, so ``results`` counts them already; when the workers run elsewhere (a
     remote scheduler), their samples summed per 0.5 s step join ``results``
     too, so the resource plot shows the cluster, not just this process.
 
@@ -312,6 +312,7 @@ class ResourceProfiler(Callback):
         """Stop and join the sampler thread, publish its samples (under _run_lock)."""
         stop, thread = self._stop, self._thread
         self._stop = self._thread = None
+        assert stop is not None and thread is not None  # (called while sampling)
         stop.set()
         # The thread never takes _run_lock, so joining under it is safe.
         thread.join()
@@ -365,14 +366,15 @@ class ResourceProfiler(Callback):
         self._acquire()
 
     def _start_state(self, dsk, state):
-        if getattr(state, "client", None) is not None:  # a localsched.distributed run
+        # A cluster run (localsched.distributed) offers its workers' own
+        # monitors; the diagnostics know nothing else of the cluster.
+        if callable(getattr(state, "worker_monitors", None)):
             self._cluster_runs[id(state)] = time.time()
 
     def _finish(self, dsk, state, errored):
         started = self._cluster_runs.pop(id(state), None)
         if started is not None:
-            self._add_cluster_samples(state.client, started,
-                                      getattr(state, "clock_offset", 0.0))
+            self._fetch_worker_samples(state, started)
         failure = self._release()
         if failure is not None:
             # Warn, don't raise: raising here would fail a computation that
@@ -383,33 +385,31 @@ class ResourceProfiler(Callback):
                 stacklevel=2,
             )
 
-    def _add_cluster_samples(self, client, started: float, offset: float = 0.0) -> None:
-        """The workers' monitor samples of a cluster run (best effort: a
-        cluster that refuses ``client.run`` leaves a warning, not an error),
-        on this process's clock (``offset``: the scheduler's minus ours)."""
-        from ..distributed import _plugin
-
+    def _fetch_worker_samples(self, state, started: float) -> None:
+        """The workers' monitor samples of a cluster run, asked of its state
+        (``state.worker_monitors(since, until)``: rows ``(time, worker, mem
+        MB, cpu %)`` on this process's clock, and whether some worker runs
+        outside this process tree); best effort: a cluster that cannot
+        answer leaves a warning, not an error."""
         try:
-            monitors = client.run(_plugin.worker_monitor, started - 0.5 + offset,
-                                  time.time() + 0.5 + offset)
-            pids = client.run(os.getpid)
+            rows, remote = state.worker_monitors(started - 0.5, time.time() + 0.5)
         except Exception as exc:  # noqa: BLE001 -- diagnostics must not fail the run
             warnings.warn(f"ResourceProfiler could not read the cluster's workers: {exc!r}",
                           RuntimeWarning, stacklevel=3)
             return
-        rows = sorted(WorkerResourceData(t - offset, worker, (mem or 0) / 1e6, cpu or 0.0)
-                      for worker, samples in monitors.items() for t, cpu, mem in samples)
-        try:
-            mine = {p.pid for p in psutil.Process().children(recursive=True)}
-        except psutil.Error:
-            mine = set()
-        mine.add(os.getpid())  # (workers in this process: LocalCluster(processes=False))
-        remote = not set(pids.values()) <= mine
+        self.add_worker_samples(rows, remote)
+
+    def add_worker_samples(self, rows, remote: bool) -> None:
+        """Keep cluster workers' samples ``(time, worker, mem MB, cpu %)`` in
+        ``per_worker``; when ``remote`` (workers outside this process tree,
+        which the samples of ``results`` do not count), their sums per 0.5 s
+        step join ``results`` too."""
+        records = sorted(WorkerResourceData(*row) for row in rows)
         with self._sample_lock:
-            self._per_worker.extend(rows)
+            self._per_worker.extend(records)
             if remote:
-                steps: dict = {}
-                for r in rows:
+                steps: dict[float, tuple[float, float]] = {}
+                for r in records:
                     step = round(r.time * 2) / 2
                     m, c = steps.get(step, (0.0, 0.0))
                     steps[step] = (m + r.mem, c + r.cpu)

@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from queue import Empty, SimpleQueue
 from typing import Any
 
+from ..utils import key_split
 from ..view import TaskRecord
 from . import _stream
 from ._state import ClusterState
@@ -84,8 +85,10 @@ class ClusterComputation:
     """Send, observe, gather (see the module docstring).  ``hooks`` is the
     lifecycle (``localsched.lifecycle.Computation``) already started."""
 
-    def __init__(self, client, graph, keys, life, options: dict, rerun: bool = False):
+    def __init__(self, client, graph, keys, life, options: dict, rerun: bool = False,
+                 timed_groups: bool = False):
         self.rerun = rerun
+        self.timed_groups = timed_groups  # keep state.group_seconds
         self.client = client
         self.graph = graph
         self.keys = keys
@@ -195,6 +198,8 @@ class ClusterComputation:
 
             state = self.state = ClusterState(self.client, frozenset(flatten_keys(self.keys, [])))
             state.clock_offset = self.offset
+            if self.timed_groups:
+                state.group_seconds = {}
             if rows:
                 graph = self.graph
                 if isinstance(graph, dict):  # (its data: in memory, as locally)
@@ -227,6 +232,10 @@ class ClusterComputation:
                         f(key, dsk, state)
                 wid = self.stream.worker_id(worker, thread)
                 start, stop, activities = _startstops(startstops, t, offset)
+                timed = state.group_seconds
+                if timed is not None:
+                    group = key_split(key)
+                    timed[group] = timed.get(group, 0.0) + (stop - start)
                 freed = state.done(key)
                 state.worker = worker
                 state.task = TaskRecord(key, start, stop, wid, freed, None, None, activities,

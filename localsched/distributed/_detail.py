@@ -10,14 +10,18 @@ run it keeps
   ``execute`` and ``gather-dep`` metrics, the difference of the scheduler's
   cumulative counters before and after the run, after making every worker
   report at once), in localsched's ``(span, group, activity, unit) ->
-  value`` mapping: ``execute`` entries keep their task group and activity;
-  ``gather-dep`` entries have no group and the activity
-  ``"gather-dep <activity>"``;
+  value`` mapping, every worker thread's second of the run booked once
+  (``book_worker_seconds``): ``execute`` entries keep their task group and
+  activity; the rest of wall × worker threads is ``idle`` (group None);
+  ``gather-dep`` entries (the workers' event loops fetching inputs beside
+  the threads) have no group, the activity ``"gather-dep <activity>"`` and
+  the unit ``"loop-seconds"`` instead of ``"seconds"``;
 - ``samples``: the workers' statistical profile for the run's time window
   (distributed samples every 10 ms), one
   :class:`~localsched.diagnostics.records.SampleData` per sample, by task
   group (its ``time`` is the window's middle, its ``worker_id`` None: the
-  cluster merges samples across workers);
+  cluster merges samples across workers; its ``seconds`` the group's
+  compute seconds over its sample count);
 - ``transfers``: ``(source worker, destination worker) -> bytes`` moved
   between workers during the run;
 - ``worker_resources``: ``(time, worker, mem MB, cpu %)`` of every worker,
@@ -32,7 +36,9 @@ transfers are mixed (the activities are not).
 
 :class:`Detail` collects, around one computation and only when a callback
 asks (FineMetrics, SampleProfiler, WorkerTier), the fine metrics and the
-workers' samples, and sets them on the state before ``finish``.  Every time
+workers' samples, and sets them on the state before ``finish``, with
+``state.outcome.extra["workers"]`` (the cluster's worker threads) and
+``["window"]`` (the run's start and end the worker-seconds cover).  Every time
 is converted to the caller's clock (``state.clock_offset``).
 """
 
@@ -147,14 +153,34 @@ class WorkerTier(Callback):
         except Exception as exc:  # noqa: BLE001 -- detail is best effort, said in errors
             self.errors.append(f"transfers: {exc!r}")
         try:
-            monitors = state.client.run(_plugin.worker_monitor, t0 - 0.5 + offset,
-                                        time.time() + 0.5 + offset)
-            for worker, rows in monitors.items():
-                for t, cpu, mem in rows:
-                    self.worker_resources.append((t - offset, worker, (mem or 0) / 1e6,
-                                                  cpu or 0.0))
+            rows, _remote = worker_monitors(state.client, t0 - 0.5, time.time() + 0.5, offset)
+            self.worker_resources.extend(rows)
         except Exception as exc:  # noqa: BLE001
             self.errors.append(f"resources: {exc!r}")
+
+
+def worker_monitors(client, since: float, until: float, offset: float = 0.0) -> tuple:
+    """Every worker's own monitor samples between ``since`` and ``until``
+    (the caller's clock; ``offset``: the scheduler's minus the caller's):
+    ``([(time, worker, mem MB, cpu %), ...], remote)``, ``remote`` when a
+    worker runs outside this process and its descendants (whose samples a
+    ResourceProfiler of this process does not count)."""
+    import os
+
+    import psutil
+
+    from . import _plugin
+
+    monitors = client.run(_plugin.worker_monitor, since + offset, until + offset)
+    pids = client.run(os.getpid)
+    rows = [(t - offset, worker, (mem or 0) / 1e6, cpu or 0.0)
+            for worker, samples in monitors.items() for t, cpu, mem in samples]
+    try:
+        mine = {p.pid for p in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        mine = set()
+    mine.add(os.getpid())  # (workers in this process: LocalCluster(processes=False))
+    return rows, not set(pids.values()) <= mine
 
 
 def _activity_type():
@@ -187,6 +213,7 @@ class Detail:
     def collect(self, state) -> None:
         if state is None:
             return
+        t1 = time.time()  # (the run's window: from before the graph was sent to now)
         state.detail_errors.extend(self.errors)
         if not (self.measure or self.sample) or self.client.status != "running":
             return
@@ -200,17 +227,62 @@ class Detail:
         if self.before is not None:
             try:
                 after = client.run_on_scheduler(_plugin.scheduler_metrics)
+                threads = sum(client.nthreads().values())
+                booked = book_worker_seconds(metrics_delta(self.before, after),
+                                             t1 - self.t0, threads)
                 span = state.span
-                state.cluster_metrics = {(span,) + k[1:]: v for k, v in
-                                         metrics_delta(self.before, after).items()}
+                state.cluster_metrics = {(span,) + k[1:]: v for k, v in booked.items()}
+                state.outcome.extra["workers"] = threads
+                state.outcome.extra["window"] = (self.t0, t1)
             except Exception as exc:  # noqa: BLE001
                 state.detail_errors.append(f"metrics: {exc!r}")
         if self.sample:
             try:
+                # (up to now: the flush above folded the workers' current
+                # profile cycles in, stamped with its own time)
                 state.samples = profile_samples(client, state.finished, self.t0, time.time(),
-                                                state.clock_offset)
+                                                state.clock_offset, state.group_seconds)
             except Exception as exc:  # noqa: BLE001
                 state.detail_errors.append(f"samples: {exc!r}")
+
+
+#: The unit of the workers' event-loop time (``gather-dep``: fetching
+#: inputs from peers), which runs beside the worker threads: not part of
+#: the threads' worker-seconds.
+LOOP = "loop-seconds"
+
+
+def book_worker_seconds(metrics: dict, wall: float, threads: int) -> dict:
+    """Every worker thread's second of the run booked once: the ``execute``
+    metrics (a task's whole stay on a thread: ``thread-cpu``,
+    ``thread-noncpu``, ``executor``, ``deserialize``, ``other``, ...) as
+    they are; the rest of ``wall × threads`` as ``idle`` (group None:
+    waiting for work or for inputs); ``gather-dep`` seconds, which the
+    event loop spends beside the threads, in unit ``loop-seconds``.
+
+    >>> booked = book_worker_seconds({((), "x", "thread-cpu", "seconds"): 3.0,
+    ...                               ((), None, "gather-dep network", "seconds"): 0.5}, 2.0, 2)
+    >>> for key, value in booked.items():
+    ...     print(key, value)
+    ((), 'x', 'thread-cpu', 'seconds') 3.0
+    ((), None, 'gather-dep network', 'loop-seconds') 0.5
+    ((), None, 'idle', 'seconds') 1.0
+    """
+    out: dict = {}
+    busy = 0.0
+    for (span, group, activity, unit), value in metrics.items():
+        if unit == "seconds":
+            if activity.startswith("gather-dep"):
+                unit = LOOP
+            else:
+                busy += value
+        key = (span, group, activity, unit)
+        out[key] = out.get(key, 0.0) + value
+    idle = wall * threads - busy
+    if idle > 0:
+        key = ((), None, "idle", "seconds")
+        out[key] = out.get(key, 0.0) + idle
+    return out
 
 
 def metrics_delta(before: dict, after: dict) -> dict:
@@ -234,24 +306,37 @@ def metrics_delta(before: dict, after: dict) -> dict:
     return out
 
 
-def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0) -> list:
+def profile_samples(client, keys, t0: float, t1: float, offset: float = 0.0,
+                    group_seconds: dict | None = None) -> list:
     """SampleData of the workers' profile between t0 and t1 (the caller's
     clock; ``offset``: the scheduler's minus the caller's; the profile is
     kept in 1 s cycles: the window is widened by a second each side), by
-    task group of ``keys``."""
+    task group of ``keys``.
+
+    Each sample's ``seconds`` is the time it stands for: its group's
+    compute seconds in the run (``group_seconds``, from the workers'
+    startstops) over the group's samples in the window.  distributed's sampler
+    wakes every 10 ms but waits for the GIL (a busy task holds it), so
+    count × interval read 0.2 s for a 1.0 s spin; the interval stands in
+    only for a group without measured seconds."""
     groups = sorted({key_split(k) for k in keys})[:MAX_PROFILED_GROUPS]
     middle = (t0 + t1) / 2
     out: list = []
-    seconds = _profile_interval()
+    interval = _profile_interval()
     for group in groups:
         tree = client.profile(key=group, start=t0 - 1.0 + offset, stop=t1 + 1.0 + offset)
-        _walk(tree, (), group, middle, out, seconds)
+        mine: list = []
+        _walk(tree, (), group, middle, mine, interval)
+        spent = (group_seconds or {}).get(group)
+        if spent and mine:
+            seconds = spent / len(mine)
+            mine = [s._replace(seconds=seconds) for s in mine]
+        out.extend(mine)
     return out
 
 
 def _profile_interval() -> float:
-    """Seconds one sample of distributed's profiler stands for: its
-    interval (its records hold counts only)."""
+    """distributed's profiler interval (its records hold counts only)."""
     import dask
     from dask.utils import parse_timedelta
 

@@ -93,7 +93,8 @@ def observe(client, graph, keys, options: dict, callbacks=None, rerun: bool = Fa
         if check is not None:
             check()
         detail = Detail(client, life.needs)
-        comp = ClusterComputation(client, graph, keys, life, options, rerun=rerun)
+        comp = ClusterComputation(client, graph, keys, life, options, rerun=rerun,
+                                  timed_groups=bool(life.needs.sample))
         try:
             return comp.run()
         finally:

@@ -67,6 +67,9 @@ class ClusterState(Mapping):
         self.detail_errors: list = []
         self.dashboard_link: str | None = getattr(client, "dashboard_link", None)
         self.clock_offset = 0.0
+        # task group -> seconds its tasks computed (the workers' startstops),
+        # kept only when the workers' samples are asked for (their weight)
+        self.group_seconds: dict | None = None
 
     def load(self, rows: list) -> None:
         """The scheduler's view of the graph: ``(key, dependencies, in
@@ -105,6 +108,15 @@ class ClusterState(Mapping):
     @property
     def span(self) -> tuple:
         return self.outcome.span
+
+    def worker_monitors(self, since: float, until: float) -> tuple:
+        """The workers' own monitor samples between ``since`` and ``until``
+        (this process's clock): ``([(time, worker, mem MB, cpu %), ...],
+        remote)`` (what the ResourceProfiler asks of a cluster run; see
+        ``_detail.worker_monitors``)."""
+        from ._detail import worker_monitors
+
+        return worker_monitors(self.client, since, until, self.clock_offset)
 
     # -- moves (the computation makes them, in the caller's thread) ----------------
 
