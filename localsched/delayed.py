@@ -113,6 +113,9 @@ class Delayed:
     def __getitem__(self, index):
         return delayed(operator.getitem, name="getitem")(self, index)
 
+    def __neg__(self):
+        return delayed(operator.neg, name="neg")(self)
+
     def __getattr__(self, attr: str):
         if attr.startswith("_"):
             raise AttributeError(attr)
@@ -137,7 +140,6 @@ for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul"
     setattr(Delayed, f"__{_dunder}__", _binary(_op, _dunder))
     if _name not in ("lt", "le", "gt", "ge"):
         setattr(Delayed, f"__r{_dunder}__", _binary(_op, _dunder, reflected=True))
-Delayed.__neg__ = lambda self: delayed(operator.neg, name="neg")(self)
 del _name, _op, _dunder
 
 
@@ -200,6 +202,7 @@ def delayed(obj: Any, *, name: str | None = None):
         return _DelayedFunction(obj, name)
     inputs: dict = {}
     arg = _to_task_arg(obj, inputs)
+    task: tuple
     if inputs:  # a structure holding lazy values
         task = (_identity, arg)
     else:

@@ -30,7 +30,7 @@ re-walking the original structure:
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -184,6 +184,7 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
     get = index.get
+    items: Iterable[tuple[Any, Any]]
     if known:
         for k, v in known.items():
             i = index[k]
@@ -295,9 +296,10 @@ def _compile_task(task: tuple, index: dict, key=None, taskref=None):
         elif ta is tuple or ta is taskref:
             break  # a literal tuple may contain keys; a TaskRef names one
     else:
+        spec = (CALL, task[0], args, tuple(keypos))
         if len(dep) > 1 and len(set(dep)) != len(dep):
-            dep = dict.fromkeys(dep)  # the same key twice: depend on it once
-        return (CALL, task[0], args, tuple(keypos)), tuple(dep)
+            return spec, tuple(dict.fromkeys(dep))  # the same key twice: depend on it once
+        return spec, tuple(dep)
     spec, found = _compile_structure(task, index)
     return (NESTED, spec), _dep_indices(found, index, key)
 

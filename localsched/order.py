@@ -216,8 +216,9 @@ def _cycle_names(cycle: list, keys):
 def find_cycle(deps: list, start: int, end: int) -> list:
     """The cycle closed by the edge ``end -> start``: a path of dependencies
     from ``start`` back to ``end``, as indices that start and end with ``start``."""
-    # Breadth-first from start over dependencies until we reach end.
-    parent = {start: None}
+    # Breadth-first from start over dependencies until we reach end (the
+    # walk back from end stops at start: its own parent is never read).
+    parent = {start: start}
     frontier = [start]
     while frontier and end not in parent:
         nxt = []

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
 
 from ..callbacks import Callback, Needs
 from ..runtime import running_tasks, sample_every
@@ -231,6 +231,8 @@ def totals(samples: list, by: str = "function", start: float | None = None,
         raise ValueError(f"unit must be 'count' or 'seconds', got {unit!r}")
     seconds = unit == "seconds"
     out: dict = {}
+    names: Iterable[Hashable]
+    weight: float
     for s in _window(samples, start, stop):
         if by == "group":
             names = (s.group,)
