@@ -15,12 +15,12 @@ frames no one wants to read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .records import SampleData
 
-__all__ = ["stack_tree", "sample_seconds", "fold_import_frames", "IMPORT_FRAME"]
+__all__ = ["stack_tree", "sample_seconds", "width_key", "fold_import_frames", "IMPORT_FRAME"]
 
 #: The frame that stands for a folded import.
 IMPORT_FRAME = ("<frozen importlib._bootstrap>", 0, "(import)")
@@ -102,6 +102,17 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None,
             child["seconds"] += seconds
             node = child
     return _listed(root)
+
+
+def width_key(tree: Mapping) -> str:
+    """What a flame graph sizes the frames of ``tree`` by: ``"seconds"``
+    (the time their samples stand for), or ``"count"`` when no sample says
+    its seconds (older saved runs).
+
+    >>> width_key({'count': 2, 'seconds': 0.02}), width_key({'count': 2, 'seconds': 0.0})
+    ('seconds', 'count')
+    """
+    return "seconds" if tree.get("seconds") else "count"
 
 
 def _listed(root: dict) -> dict:

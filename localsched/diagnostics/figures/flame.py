@@ -22,11 +22,10 @@ from bokeh.plotting import figure
 
 from ..aggregate import NO_GROUP, PIXELS
 from ..naming import shorten
-from ..stacks import sample_seconds, stack_tree
+from ..stacks import sample_seconds, stack_tree, width_key
 from .base import FIGURE_DEFAULTS, figure_options, point_hover
 
-__all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "flame_width",
-           "FLAME_MIN_SHARE",
+__all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN_SHARE",
            "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS"]
 
 #: Frames that are at least this share of the width set the figure's height.
@@ -67,17 +66,11 @@ _FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "c
                   "seconds", "share", "color", "label")
 
 
-def flame_width(tree: Mapping) -> str:
-    """What a frame's width is: ``"seconds"`` (the time its samples stand
-    for), or ``"count"`` when the samples do not say their seconds."""
-    return "seconds" if tree.get("seconds") else "count"
-
-
 def flame_rects(tree: Mapping) -> dict:
     """Rectangles of a call tree (``stack_tree``'s format): x in shares of
     the root's seconds (of its samples when no sample says its seconds:
-    ``flame_width``), 0..1, one row per depth (the root ``all`` is row 0)."""
-    width = flame_width(tree)
+    ``stacks.width_key``), 0..1, one row per depth (the root ``all`` is row 0)."""
+    width = width_key(tree)
     total = tree[width] or 1
     out: dict = {c: [] for c in _FLAME_COLUMNS}
     palette = ("#fdae61", "#fee08b", "#f46d43", "#fdd49e", "#fc8d59", "#fec44f")
@@ -117,7 +110,7 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
     ``trees`` maps a label (``"all"``, a group name ...) to a call tree in
     ``SampleProfiler.tree()``'s format (``{"name", "filename", "line",
     "count", "seconds", "children"}``, root ``"all"``).  Each frame is a
-    rectangle as wide as its share of the time (``flame_width``: of the
+    rectangle as wide as its share of the time (``stacks.width_key``: of the
     samples if they do not say their seconds), its callees stacked on
     top; the hover gives its seconds and samples.  The
     ``Select`` above the plot switches trees in the browser (CustomJS); its
@@ -142,7 +135,7 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
                                height=flame_height(depths[0]),
                                tools="hover,xwheel_zoom,xpan,reset,save"), figure_kwargs)
     y_range = Range1d(-0.5, depths[0] + 0.5)
-    unit = "time" if flame_width(trees[labels[0]]) == "seconds" else "samples"
+    unit = "time" if width_key(trees[labels[0]]) == "seconds" else "samples"
     fig = figure(x_range=Range1d(0, 1, bounds=(0, 1)), y_range=y_range,
                  x_axis_label=f"share of {unit}", **opts)
     source = ColumnDataSource(dict(choices[0].data))
