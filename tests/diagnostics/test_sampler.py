@@ -270,3 +270,16 @@ def test_flame_widths_are_the_time_each_function_took_not_its_sample_count():
     assert sp.tree()["seconds"] == pytest.approx(sum(by_function.values()) + sum(
         s.seconds for s in sp.results if not s.stack))
     assert seconds["spin"] == pytest.approx(by_function["spin"])
+
+
+def test_the_chrome_trace_gives_each_sample_the_seconds_it_stands_for():
+    from localsched.diagnostics.records import TaskData
+    from localsched.diagnostics.rundata import RunData
+    from localsched.diagnostics.trace import chrome_trace
+
+    f = ("m.py", 1, "f")
+    run = RunData(tasks=[TaskData("x-1", None, 10.0, 11.0, 7)],
+                  samples=[SampleData(10.3, 7, "x", (f,), 0.3),
+                           SampleData(10.31, 7, "x", (f,), 0.01)])
+    instants = [e for e in chrome_trace(run)["traceEvents"] if e["ph"] == "i"]
+    assert [e["args"]["seconds"] for e in instants] == [0.3, 0.01]
