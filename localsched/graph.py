@@ -172,12 +172,7 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
     data, whether or not the graph has them.  Raises MissingDependencyError
     for an explicit dependency (a dask ``TaskRef``) on a key neither has.
     """
-    keys = list(dsk)
-    if known:
-        keys += [k for k in known if k not in dsk]
-    index = {k: i for i, k in enumerate(keys)}
-    if len(index) != len(keys):  # only a strange Mapping can do this
-        raise ValueError("graph has duplicate keys")
+    keys, index = _keys_and_index(dsk, known)
     node_type = _graph_node_type()
     taskref = _taskref_type()
     deps: list = [()] * len(keys)
@@ -260,17 +255,33 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
                 specs[i] = (DATA, value)
                 is_data[i] = True
         else:
-            try:
-                alias = value in index
-            except TypeError:  # unhashable data
-                alias = False
-            if alias and value != key:
-                specs[i] = (ALIAS, value)
-                deps[i] = (index[value],)
-            else:
-                specs[i] = (DATA, value)
-                is_data[i] = True
+            spec, deps[i] = _alias_or_data(value, key, index)
+            specs[i] = spec
+            is_data[i] = spec[0] == DATA
     return CompiledGraph(dsk, keys, index, deps, specs, is_data)
+
+
+def _keys_and_index(dsk: Mapping, known: Mapping | None) -> tuple[list, dict]:
+    """The graph's keys, then those of ``known`` it lacks, and their indices."""
+    keys = list(dsk)
+    if known:
+        keys += [k for k in known if k not in dsk]
+    index = {k: i for i, k in enumerate(keys)}
+    if len(index) != len(keys):  # only a strange Mapping can do this
+        raise ValueError("graph has duplicate keys")
+    return keys, index
+
+
+def _alias_or_data(value, key, index: dict) -> tuple[tuple, tuple]:
+    """Spec and dependency indices of a value that is neither a task nor a
+    structure: another key's name (an alias), or plain data."""
+    try:
+        alias = value in index
+    except TypeError:  # unhashable data
+        alias = False
+    if alias and value != key:
+        return (ALIAS, value), (index[value],)
+    return (DATA, value), ()
 
 
 def _compile_task(task: tuple, index: dict, key=None, taskref=None):
