@@ -175,7 +175,7 @@ class _DelayedFunction:
         self.func = func
         self.name = name or funcname(func)
 
-    def __call__(self, *args, **kwargs) -> Delayed:
+    def __call__(self, *args: Any, **kwargs: Any) -> Delayed:
         inputs: dict = {}
         targs = tuple(_to_task_arg(a, inputs) for a in args)
         if kwargs:

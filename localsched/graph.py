@@ -122,7 +122,7 @@ def flatten_keys(keys: Any, out: list) -> list:
     return out
 
 
-def _taskref_type():
+def _taskref_type() -> type[Any] | None:
     """dask's TaskRef class if dask's task spec is already imported, else None.
 
     A ``TaskRef('a')`` standing in a graph or inside a task is an alias for
@@ -132,7 +132,7 @@ def _taskref_type():
     return getattr(mod, "TaskRef", None) if mod is not None else None
 
 
-def _graph_node_type():
+def _graph_node_type() -> type[Any] | None:
     """dask's GraphNode class if dask's task spec is already imported, else None.
 
     A graph can only hold GraphNode objects if their module was imported, so
@@ -152,7 +152,8 @@ class CompiledGraph:
 
     __slots__ = ("keys", "index", "deps", "specs", "is_data", "dsk")
 
-    def __init__(self, dsk, keys, index, deps, specs, is_data):
+    def __init__(self, dsk: Mapping, keys: list, index: dict[Hashable, int],
+                 deps: list[tuple[int, ...]], specs: list[tuple], is_data: list[bool]):
         self.dsk = dsk
         self.keys = keys
         self.index = index
@@ -272,7 +273,7 @@ def _keys_and_index(dsk: Mapping, known: Mapping | None) -> tuple[list, dict]:
     return keys, index
 
 
-def _alias_or_data(value, key, index: dict) -> tuple[tuple, tuple]:
+def _alias_or_data(value: Any, key: Hashable, index: dict) -> tuple[tuple, tuple]:
     """Spec and dependency indices of a value that is neither a task nor a
     structure: another key's name (an alias), or plain data."""
     try:
@@ -284,7 +285,8 @@ def _alias_or_data(value, key, index: dict) -> tuple[tuple, tuple]:
     return (DATA, value), ()
 
 
-def _compile_task(task: tuple, index: dict, key=None, taskref=None):
+def _compile_task(task: tuple, index: dict, key: Hashable = None,
+                  taskref: type[Any] | None = None) -> tuple[tuple, tuple[int, ...]]:
     """Spec and dependency indices of a classic task tuple (``taskref``:
     dask's TaskRef class, if loaded)."""
     args = task[1:]
@@ -315,7 +317,7 @@ def _compile_task(task: tuple, index: dict, key=None, taskref=None):
     return (NESTED, spec), _dep_indices(found, index, key)
 
 
-def _dep_indices(found: list, index: dict, needed_by) -> tuple:
+def _dep_indices(found: list, index: dict, needed_by: Hashable) -> tuple[int, ...]:
     """Indices of the keys a structure refers to, each once; a TaskRef to a
     key the graph lacks is a MissingDependencyError."""
     try:
@@ -337,14 +339,14 @@ def _holds_task(spec: tuple) -> bool:
     return False
 
 
-def _compile_structure(x: Any, index: dict):
+def _compile_structure(x: Any, index: dict) -> tuple[tuple, list]:
     """Argument spec of any structure, and the keys it refers to (in order)."""
     found: list = []
     spec = _compile_arg(x, index, found)
     return spec, found
 
 
-def _compile_arg(x: Any, index: dict, found: list):
+def _compile_arg(x: Any, index: dict, found: list) -> tuple:
     tx = type(x)
     if tx.__name__ == "TaskRef" and tx is _taskref_type():  # an explicit dependency
         found.append(x.key)

@@ -48,13 +48,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from ..callbacks import Callback, Needs
 from ..runtime import running_tasks, sample_every
 from ..utils import key_split
 from .records import SampleData
 from .stacks import sample_seconds, stack_tree
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SampleProfiler", "totals", "tree"]
 
@@ -106,7 +110,7 @@ class SampleProfiler(Callback):
     def _sample_loop(self, stop: threading.Event) -> None:
         sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer)
 
-    def _start_state(self, dsk, state):
+    def _start_state(self, dsk: Mapping, state: object) -> None:
         with self._lock:
             self._live[id(state)] = self._timer()
             if self._thread is None:
@@ -115,7 +119,7 @@ class SampleProfiler(Callback):
                                                 name="localsched-sampler", daemon=True)
                 self._thread.start()
 
-    def _finish(self, dsk, state, errored):
+    def _finish(self, dsk: Mapping, state: object, errored: bool) -> None:
         outcome = getattr(state, "outcome", None)
         remote = getattr(state, "samples", None) or (outcome.samples if outcome else None)
         with self._lock:
@@ -136,7 +140,7 @@ class SampleProfiler(Callback):
             if not self._live:
                 self._pending.clear()  # (taken after the last finish: nobody's)
 
-    def _take_own(self, dsk, started: float) -> None:
+    def _take_own(self, dsk: Mapping, started: float) -> None:
         """Move the local samples of one finished computation (taken since
         it started, of its graph's tasks) from ``_pending`` to ``_raw``."""
         pending = self._pending
@@ -166,7 +170,7 @@ class SampleProfiler(Callback):
                 self._built.append(SampleData(t, wid, g, stack, seconds))
             return list(self._built)
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """The samples as a pandas DataFrame (``time``, ``worker_id``,
         ``group``, ``stack``: outermost frame first) plus ``function``, the
         innermost frame's name (None for an empty stack)."""
@@ -184,7 +188,7 @@ class SampleProfiler(Callback):
             if not self._live:
                 self._pending.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> SampleProfiler:
         self.clear()
         return super().__enter__()
 
@@ -206,7 +210,8 @@ class SampleProfiler(Callback):
         return f"<SampleProfiler interval={self.interval}: {len(self._raw)} samples>"
 
 
-def _window(samples, start, stop, group=None):
+def _window(samples: Iterable[SampleData], start: float | None, stop: float | None,
+            group: str | None = None) -> Iterator[SampleData]:
     for s in samples:
         if start is not None and s.time < start:
             continue
@@ -253,7 +258,7 @@ def totals(samples: list, by: str = "function", start: float | None = None,
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _in_graph(key, dsk) -> bool:
+def _in_graph(key: Hashable, dsk: Mapping) -> bool:
     try:
         return key in dsk
     except TypeError:  # (an unhashable key is in no graph)

@@ -59,7 +59,8 @@ def sample_seconds(samples: Sequence[SampleData], interval: float | None = None)
     return [interval if s.seconds is None else s.seconds for s in samples]
 
 
-def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None, *,
+def stack_tree(samples: Iterable[SampleData], group: str | None = None,
+               start: float | None = None, stop: float | None = None, *,
                fold_imports: bool = False, interval: float | None = None) -> dict:
     """Add stack samples into a call tree, the flame graph's input.
 

@@ -14,14 +14,16 @@ the import machinery is folded into one ``(import)`` frame
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, Range1d, Select
+from bokeh.models import Column, ColumnDataSource, CustomJS, Range1d, Select
 from bokeh.plotting import figure
 
 from ..aggregate import NO_GROUP, PIXELS
 from ..naming import shorten
+from ..records import SampleData
 from ..stacks import sample_seconds, stack_tree, width_key
 from .base import FIGURE_DEFAULTS, figure_options, point_hover
 
@@ -104,7 +106,7 @@ def flame_rects(tree: Mapping) -> dict:
     return out
 
 
-def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
+def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs: Any) -> Column:
     """A flame graph of stack samples with a selector for the task group.
 
     ``trees`` maps a label (``"all"``, a group name ...) to a call tree in
@@ -167,7 +169,8 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
     return column(select, fig, **({"sizing_mode": "stretch_width"} if stretch else {}))
 
 
-def flame_trees(samples: Sequence, tree=None) -> dict:
+def flame_trees(samples: Sequence[SampleData],
+                tree: Callable[..., dict] | None = None) -> dict:
     """``{"all": tree, group: tree, ...}`` for ``plot_flame``: all samples,
     then the ``FLAME_GROUPS`` groups with most time (``sample_seconds``;
     ``(no task)`` for samples taken between tasks), the import machinery
@@ -182,7 +185,7 @@ def flame_trees(samples: Sequence, tree=None) -> dict:
     {'all': 0.1, '(no task)': 0.09, 'x': 0.01}
     """
     if tree is None:
-        def tree(group=None):
+        def tree(group: str | None = None) -> dict:
             return stack_tree(samples, group=group, fold_imports=True)
     seconds: dict = {}
     counts: dict = {}
