@@ -250,21 +250,23 @@ def test_flame_widths_are_the_time_each_function_took_not_its_sample_count():
     from localsched.diagnostics.figures.flame import flame_rects
     from localsched.local import get_sync
 
-    # `spin` holds the GIL for 0.6 s: the sampler gets to look about once
+    # `spin` holds the GIL for 0.9 s: the sampler gets to look about once
     # per switch interval (5 ms), not every 1 ms; `wait_without_the_gil`
-    # runs 0.2 s with the GIL free, so it is looked at every ~1 ms.  Counted,
-    # the waiting would be the wider frame; timed, spin is 3x wider.
-    dsk = {"spin-a": (spin, 0.6), "wait-b": (wait_without_the_gil, 0.2)}
+    # runs 0.3 s with the GIL free, so it is looked at every ~1 ms.  Counted,
+    # the waiting would be the wider frame; timed, spin is 3x wider.  (Two
+    # computations: the sampler stops in between, so no look after one task
+    # credits the other with time since its previous look.)
     with SampleProfiler(interval=0.001) as sp:
-        assert get_sync(dsk, ["spin-a", "wait-b"]) == (True, True)
+        assert get_sync({"spin-a": (spin, 0.9)}, "spin-a") is True
+        assert get_sync({"wait-b": (wait_without_the_gil, 0.3)}, "wait-b") is True
     rects = flame_rects(sp.tree())
     widths = {n: r - lo for n, lo, r in zip(rects["name"], rects["left"], rects["right"],
                                             strict=True)}
     assert widths["spin"] / widths["wait_without_the_gil"] == pytest.approx(3.0, rel=0.15), \
         (widths, sp.totals(by="group"))
     seconds = dict(zip(rects["name"], rects["seconds"], strict=True))
-    assert seconds["spin"] == pytest.approx(0.6, rel=0.10)
-    assert seconds["wait_without_the_gil"] == pytest.approx(0.2, rel=0.15)
+    assert seconds["spin"] == pytest.approx(0.9, rel=0.10)
+    assert seconds["wait_without_the_gil"] == pytest.approx(0.3, rel=0.15)
     # the tree, totals and the figure agree on the time
     by_function = {f[2]: v for f, v in sp.totals(by="function", unit="seconds").items()}
     assert sp.tree()["seconds"] == pytest.approx(sum(by_function.values()) + sum(
