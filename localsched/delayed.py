@@ -29,8 +29,8 @@ from __future__ import annotations
 import contextvars
 import operator
 import os
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, NoReturn, overload
 
 from .utils import funcname
 
@@ -43,21 +43,35 @@ class _Literal:
 
     __slots__ = ("value",)
 
-    def __init__(self, value):
+    def __init__(self, value: Any):
         self.value = value
 
-    def __call__(self):
+    def __call__(self) -> Any:
         return self.value
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[_Literal], tuple[Any]]:
         return (_Literal, (self.value,))
 
     def __repr__(self) -> str:
         return f"literal({self.value!r})"
 
 
-def _apply(func, args, kwargs):
+def _apply(func: Callable, args: list, kwargs: dict) -> Any:
     return func(*args, **kwargs)
+
+
+def _binary(op: Callable[[Any, Any], Any], name: str,
+            reflected: bool = False) -> Callable[[Delayed, Any], Delayed]:
+    """The method ``Delayed.__<name>__`` (``__r<name>__`` if ``reflected``):
+    a task applying ``op``."""
+    if reflected:
+        def method(self: Delayed, other: Any) -> Delayed:
+            return delayed(op, name=name)(other, self)
+    else:
+        def method(self: Delayed, other: Any) -> Delayed:
+            return delayed(op, name=name)(self, other)
+    method.__name__ = name
+    return method
 
 
 class Delayed:
@@ -72,13 +86,13 @@ class Delayed:
 
     __slots__ = ("_key", "_task", "_inputs")
 
-    def __init__(self, key, task, inputs: tuple = ()):
+    def __init__(self, key: Hashable, task: tuple, inputs: tuple[Delayed, ...] = ()):
         self._key = key
         self._task = task
         self._inputs = inputs
 
     @property
-    def key(self):
+    def key(self) -> Hashable:
         """This value's key in the graph."""
         return self._key
 
@@ -93,7 +107,7 @@ class Delayed:
     def __dask_keys__(self) -> list:
         return [self._key]
 
-    def compute(self, *, scheduler=None, **options):
+    def compute(self, *, scheduler: str | Callable | None = None, **options: Any) -> Any:
         """Compute this value; see ``localsched.compute``."""
         return compute(self, scheduler=scheduler, **options)[0]
 
@@ -103,42 +117,53 @@ class Delayed:
     def __hash__(self) -> int:
         return hash(self._key)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         raise TypeError("the truth of a lazy value is unknown until it is computed; "
                         "call .compute() first")
 
-    def __iter__(self):
+    def __iter__(self) -> NoReturn:
         raise TypeError("a lazy value cannot be iterated before it is computed")
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Delayed:
         return delayed(operator.getitem, name="getitem")(self, index)
 
-    def __getattr__(self, attr: str):
+    def __neg__(self) -> Delayed:
+        return delayed(operator.neg, name="neg")(self)
+
+    def __getattr__(self, attr: str) -> Delayed:
         if attr.startswith("_"):
             raise AttributeError(attr)
         return delayed(getattr, name=f"getattr-{attr}")(self, attr)
 
+    # Operators record a task too (comparisons have no reflected form).
+    __add__ = _binary(operator.add, "add")
+    __radd__ = _binary(operator.add, "add", reflected=True)
+    __sub__ = _binary(operator.sub, "sub")
+    __rsub__ = _binary(operator.sub, "sub", reflected=True)
+    __mul__ = _binary(operator.mul, "mul")
+    __rmul__ = _binary(operator.mul, "mul", reflected=True)
+    __truediv__ = _binary(operator.truediv, "truediv")
+    __rtruediv__ = _binary(operator.truediv, "truediv", reflected=True)
+    __floordiv__ = _binary(operator.floordiv, "floordiv")
+    __rfloordiv__ = _binary(operator.floordiv, "floordiv", reflected=True)
+    __mod__ = _binary(operator.mod, "mod")
+    __rmod__ = _binary(operator.mod, "mod", reflected=True)
+    __pow__ = _binary(operator.pow, "pow")
+    __rpow__ = _binary(operator.pow, "pow", reflected=True)
+    __matmul__ = _binary(operator.matmul, "matmul")
+    __rmatmul__ = _binary(operator.matmul, "matmul", reflected=True)
+    __and__ = _binary(operator.and_, "and")
+    __rand__ = _binary(operator.and_, "and", reflected=True)
+    __or__ = _binary(operator.or_, "or")
+    __ror__ = _binary(operator.or_, "or", reflected=True)
+    __xor__ = _binary(operator.xor, "xor")
+    __rxor__ = _binary(operator.xor, "xor", reflected=True)
+    __lt__ = _binary(operator.lt, "lt")
+    __le__ = _binary(operator.le, "le")
+    __gt__ = _binary(operator.gt, "gt")
+    __ge__ = _binary(operator.ge, "ge")
 
-def _binary(op: Callable, name: str, reflected: bool = False):
-    if reflected:
-        def method(self, other):
-            return delayed(op, name=name)(other, self)
-    else:
-        def method(self, other):
-            return delayed(op, name=name)(self, other)
-    method.__name__ = name
-    return method
 
-
-for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul",
-              "and_", "or_", "xor", "lt", "le", "gt", "ge"):
-    _op = getattr(operator, _name)
-    _dunder = _name.rstrip("_")
-    setattr(Delayed, f"__{_dunder}__", _binary(_op, _dunder))
-    if _name not in ("lt", "le", "gt", "ge"):
-        setattr(Delayed, f"__r{_dunder}__", _binary(_op, _dunder, reflected=True))
-Delayed.__neg__ = lambda self: delayed(operator.neg, name="neg")(self)
-del _name, _op, _dunder
 
 
 class _DelayedFunction:
@@ -150,7 +175,7 @@ class _DelayedFunction:
         self.func = func
         self.name = name or funcname(func)
 
-    def __call__(self, *args, **kwargs) -> Delayed:
+    def __call__(self, *args: Any, **kwargs: Any) -> Delayed:
         inputs: dict = {}
         targs = tuple(_to_task_arg(a, inputs) for a in args)
         if kwargs:
@@ -164,7 +189,7 @@ class _DelayedFunction:
         return f"delayed({self.name})"
 
 
-def _to_task_arg(x: Any, inputs: dict):
+def _to_task_arg(x: Any, inputs: dict[Hashable, Delayed]) -> Any:
     """A task argument for ``x``: lazy values become their keys."""
     tx = type(x)
     if tx is Delayed:
@@ -183,7 +208,15 @@ def _to_task_arg(x: Any, inputs: dict):
     return x
 
 
-def delayed(obj: Any, *, name: str | None = None):
+@overload
+def delayed(obj: Callable[..., Any], *, name: str | None = None) -> _DelayedFunction: ...
+
+
+@overload
+def delayed(obj: Any, *, name: str | None = None) -> Delayed: ...
+
+
+def delayed(obj: Any, *, name: str | None = None) -> Delayed | _DelayedFunction:
     """Make ``obj`` lazy: a function's calls become tasks; a value becomes a
     lazy value.
 
@@ -200,6 +233,7 @@ def delayed(obj: Any, *, name: str | None = None):
         return _DelayedFunction(obj, name)
     inputs: dict = {}
     arg = _to_task_arg(obj, inputs)
+    task: tuple
     if inputs:  # a structure holding lazy values
         task = (_identity, arg)
     else:
@@ -214,11 +248,11 @@ def _token() -> str:
     return os.urandom(12).hex() + "0"
 
 
-def _identity(x):
+def _identity(x: Any) -> Any:
     return x
 
 
-def _collect_graph(values) -> dict:
+def _collect_graph(values: Iterable[Delayed]) -> dict:
     """The graph of all tasks the lazy ``values`` need (iterative walk)."""
     dsk: dict = {}
     stack = list(values)
@@ -253,7 +287,7 @@ _SCHEDULER_NAMES = {
 }
 
 
-def get_scheduler(scheduler=None) -> Callable:
+def get_scheduler(scheduler: str | Callable | None = None) -> Callable:
     """The get function for a scheduler name (or a get function itself).
 
     >>> get_scheduler("sync").__name__
@@ -277,7 +311,7 @@ def get_scheduler(scheduler=None) -> Callable:
     return getattr(importlib.import_module(f"localsched.{module}"), attr)
 
 
-def compute(*values, scheduler=None, **options) -> tuple:
+def compute(*values: Any, scheduler: str | Callable | None = None, **options: Any) -> tuple:
     """Compute several lazy values at once, sharing their common work.
 
     ``scheduler`` is "threads" (default), "processes", "sync" or a get
@@ -300,7 +334,7 @@ def compute(*values, scheduler=None, **options) -> tuple:
     return tuple(_substitute(v, results) for v in values)
 
 
-def _find_lazy(x, found: dict) -> None:
+def _find_lazy(x: Any, found: dict[Hashable, Delayed]) -> None:
     tx = type(x)
     if tx is Delayed:
         found[x._key] = x
@@ -312,7 +346,7 @@ def _find_lazy(x, found: dict) -> None:
             _find_lazy(v, found)
 
 
-def _substitute(x, results: dict):
+def _substitute(x: Any, results: dict) -> Any:
     tx = type(x)
     if tx is Delayed:
         return results[x._key]

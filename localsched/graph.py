@@ -30,7 +30,7 @@ re-walking the original structure:
 from __future__ import annotations
 
 import sys
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -122,7 +122,7 @@ def flatten_keys(keys: Any, out: list) -> list:
     return out
 
 
-def _taskref_type():
+def _taskref_type() -> type[Any] | None:
     """dask's TaskRef class if dask's task spec is already imported, else None.
 
     A ``TaskRef('a')`` standing in a graph or inside a task is an alias for
@@ -132,7 +132,7 @@ def _taskref_type():
     return getattr(mod, "TaskRef", None) if mod is not None else None
 
 
-def _graph_node_type():
+def _graph_node_type() -> type[Any] | None:
     """dask's GraphNode class if dask's task spec is already imported, else None.
 
     A graph can only hold GraphNode objects if their module was imported, so
@@ -152,7 +152,8 @@ class CompiledGraph:
 
     __slots__ = ("keys", "index", "deps", "specs", "is_data", "dsk")
 
-    def __init__(self, dsk, keys, index, deps, specs, is_data):
+    def __init__(self, dsk: Mapping, keys: list, index: dict[Hashable, int],
+                 deps: list[tuple[int, ...]], specs: list[tuple], is_data: list[bool]):
         self.dsk = dsk
         self.keys = keys
         self.index = index
@@ -172,18 +173,14 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
     data, whether or not the graph has them.  Raises MissingDependencyError
     for an explicit dependency (a dask ``TaskRef``) on a key neither has.
     """
-    keys = list(dsk)
-    if known:
-        keys += [k for k in known if k not in dsk]
-    index = {k: i for i, k in enumerate(keys)}
-    if len(index) != len(keys):  # only a strange Mapping can do this
-        raise ValueError("graph has duplicate keys")
+    keys, index = _keys_and_index(dsk, known)
     node_type = _graph_node_type()
     taskref = _taskref_type()
     deps: list = [()] * len(keys)
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
     get = index.get
+    items: Iterable[tuple[Any, Any]]
     if known:
         for k, v in known.items():
             i = index[k]
@@ -259,20 +256,37 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
                 specs[i] = (DATA, value)
                 is_data[i] = True
         else:
-            try:
-                alias = value in index
-            except TypeError:  # unhashable data
-                alias = False
-            if alias and value != key:
-                specs[i] = (ALIAS, value)
-                deps[i] = (index[value],)
-            else:
-                specs[i] = (DATA, value)
-                is_data[i] = True
+            spec, deps[i] = _alias_or_data(value, key, index)
+            specs[i] = spec
+            is_data[i] = spec[0] == DATA
     return CompiledGraph(dsk, keys, index, deps, specs, is_data)
 
 
-def _compile_task(task: tuple, index: dict, key=None, taskref=None):
+def _keys_and_index(dsk: Mapping, known: Mapping | None) -> tuple[list, dict]:
+    """The graph's keys, then those of ``known`` it lacks, and their indices."""
+    keys = list(dsk)
+    if known:
+        keys += [k for k in known if k not in dsk]
+    index = {k: i for i, k in enumerate(keys)}
+    if len(index) != len(keys):  # only a strange Mapping can do this
+        raise ValueError("graph has duplicate keys")
+    return keys, index
+
+
+def _alias_or_data(value: Any, key: Hashable, index: dict) -> tuple[tuple, tuple]:
+    """Spec and dependency indices of a value that is neither a task nor a
+    structure: another key's name (an alias), or plain data."""
+    try:
+        alias = value in index
+    except TypeError:  # unhashable data
+        alias = False
+    if alias and value != key:
+        return (ALIAS, value), (index[value],)
+    return (DATA, value), ()
+
+
+def _compile_task(task: tuple, index: dict, key: Hashable = None,
+                  taskref: type[Any] | None = None) -> tuple[tuple, tuple[int, ...]]:
     """Spec and dependency indices of a classic task tuple (``taskref``:
     dask's TaskRef class, if loaded)."""
     args = task[1:]
@@ -295,14 +309,15 @@ def _compile_task(task: tuple, index: dict, key=None, taskref=None):
         elif ta is tuple or ta is taskref:
             break  # a literal tuple may contain keys; a TaskRef names one
     else:
+        spec = (CALL, task[0], args, tuple(keypos))
         if len(dep) > 1 and len(set(dep)) != len(dep):
-            dep = dict.fromkeys(dep)  # the same key twice: depend on it once
-        return (CALL, task[0], args, tuple(keypos)), tuple(dep)
+            return spec, tuple(dict.fromkeys(dep))  # the same key twice: depend on it once
+        return spec, tuple(dep)
     spec, found = _compile_structure(task, index)
     return (NESTED, spec), _dep_indices(found, index, key)
 
 
-def _dep_indices(found: list, index: dict, needed_by) -> tuple:
+def _dep_indices(found: list, index: dict, needed_by: Hashable) -> tuple[int, ...]:
     """Indices of the keys a structure refers to, each once; a TaskRef to a
     key the graph lacks is a MissingDependencyError."""
     try:
@@ -324,14 +339,14 @@ def _holds_task(spec: tuple) -> bool:
     return False
 
 
-def _compile_structure(x: Any, index: dict):
+def _compile_structure(x: Any, index: dict) -> tuple[tuple, list]:
     """Argument spec of any structure, and the keys it refers to (in order)."""
     found: list = []
     spec = _compile_arg(x, index, found)
     return spec, found
 
 
-def _compile_arg(x: Any, index: dict, found: list):
+def _compile_arg(x: Any, index: dict, found: list) -> tuple:
     tx = type(x)
     if tx.__name__ == "TaskRef" and tx is _taskref_type():  # an explicit dependency
         found.append(x.key)

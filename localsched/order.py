@@ -32,12 +32,15 @@ localsched.graph.CycleError: cycle in graph: 0 -> 1 -> 0
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .graph import CycleError
 
 __all__ = ["order", "order_and_consumers", "peak_live", "find_cycle"]
 
 
-def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
+def order(deps: list[tuple[int, ...]], is_data: Sequence[bool], outputs: list[int],
+          keys: list | None = None) -> list[int]:
     """The run order of the tasks the ``outputs`` need (indices), as above.
 
     Tasks no output depends on are left out, and so is data (``is_data[i]``).
@@ -47,7 +50,8 @@ def order(deps: list, is_data, outputs: list, keys: list | None = None) -> list:
     return order_and_consumers(deps, is_data, outputs, keys)[0]
 
 
-def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = None):
+def order_and_consumers(deps: list[tuple[int, ...]], is_data: Sequence[bool], outputs: list[int],
+                        keys: list | None = None) -> tuple[list[int], list[list[int]]]:
     """``order(...)`` and, for each index, the tasks in it that consume it
     (the schedulers need both; the walk builds both)."""
     n = len(deps)
@@ -117,7 +121,9 @@ def order_and_consumers(deps: list, is_data, outputs: list, keys: list | None = 
     return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out)), consumers
 
 
-def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> list:
+def _release_walk(deps: list[tuple[int, ...]], consumers: list[list[int]],
+                  is_data: Sequence[bool], outputs: list[int], need: list[int], resort: bool,
+                  ntasks: int) -> list[int]:
     """Pass 2: the depth-first walk (hungriest dependency first when
     ``resort``), plus one rule for results with several consumers:
 
@@ -142,6 +148,7 @@ def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> li
                 missing[c] -= 1
     out: list = []
     append = out.append
+    ds: Sequence[int]
 
     def emit(v: int) -> None:
         work = [v]
@@ -201,7 +208,7 @@ def _release_walk(deps, consumers, is_data, outputs, need, resort, ntasks) -> li
     return out
 
 
-def _all_leaves(ds, deps) -> bool:
+def _all_leaves(ds: Sequence[int], deps: list[tuple[int, ...]]) -> bool:
     """Whether every one of ``ds`` has no inputs of its own."""
     for d in ds:
         if deps[d]:
@@ -209,15 +216,16 @@ def _all_leaves(ds, deps) -> bool:
     return True
 
 
-def _cycle_names(cycle: list, keys):
+def _cycle_names(cycle: list[int], keys: list | None) -> list:
     return [keys[i] for i in cycle] if keys is not None else cycle
 
 
 def find_cycle(deps: list, start: int, end: int) -> list:
     """The cycle closed by the edge ``end -> start``: a path of dependencies
     from ``start`` back to ``end``, as indices that start and end with ``start``."""
-    # Breadth-first from start over dependencies until we reach end.
-    parent = {start: None}
+    # Breadth-first from start over dependencies until we reach end (the
+    # walk back from end stops at start: its own parent is never read).
+    parent = {start: start}
     frontier = [start]
     while frontier and end not in parent:
         nxt = []

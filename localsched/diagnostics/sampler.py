@@ -11,7 +11,7 @@ SampleProfiler listens.
 
 The samples answer "which code took the time, in which group": totals per
 function or group, over a time window, and a call tree (``tree()``) that
-renders as a flame graph.  A sample stands for the time since the
+renders as a flame graph, frames as wide as their seconds.  A sample stands for the time since the
 sampler's previous look (its ``seconds``, as pyinstrument keeps
 ``time_since_last_sample``): the sampler thread needs the GIL to look, so
 its real period is longer than ``interval`` while tasks run Python, and a
@@ -32,10 +32,11 @@ samples taken while it watches, of tasks of those computations' graphs.
 >>> totals(samples, by="function")[('a.py', 9, 'parse')]
 2
 >>> t = tree(samples)
->>> t['name'], t['count'], [c['name'] for c in t['children']]
-('all', 3, ['main'])
->>> t['children'][0]['children'][0]['count']
-2
+>>> t['name'], t['count'], t['seconds'], [c['name'] for c in t['children']]
+('all', 3, 0.032, ['main'])
+>>> parse = t['children'][0]['children'][0]
+>>> parse['name'], parse['count'], parse['seconds']
+('parse', 2, 0.022)
 
 The frames of the scheduler itself (thread start-up, the worker loop,
 ``run_batch``, the task executor, and the caller's frames above a sync
@@ -47,12 +48,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from ..callbacks import Callback, Needs
 from ..runtime import running_tasks, sample_every
 from ..utils import key_split
 from .records import SampleData
+from .stacks import sample_seconds, stack_tree
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["SampleProfiler", "totals", "tree"]
 
@@ -104,7 +110,7 @@ class SampleProfiler(Callback):
     def _sample_loop(self, stop: threading.Event) -> None:
         sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer)
 
-    def _start_state(self, dsk, state):
+    def _start_state(self, dsk: Mapping, state: object) -> None:
         with self._lock:
             self._live[id(state)] = self._timer()
             if self._thread is None:
@@ -113,7 +119,7 @@ class SampleProfiler(Callback):
                                                 name="localsched-sampler", daemon=True)
                 self._thread.start()
 
-    def _finish(self, dsk, state, errored):
+    def _finish(self, dsk: Mapping, state: object, errored: bool) -> None:
         outcome = getattr(state, "outcome", None)
         remote = getattr(state, "samples", None) or (outcome.samples if outcome else None)
         with self._lock:
@@ -134,7 +140,7 @@ class SampleProfiler(Callback):
             if not self._live:
                 self._pending.clear()  # (taken after the last finish: nobody's)
 
-    def _take_own(self, dsk, started: float) -> None:
+    def _take_own(self, dsk: Mapping, started: float) -> None:
         """Move the local samples of one finished computation (taken since
         it started, of its graph's tasks) from ``_pending`` to ``_raw``."""
         pending = self._pending
@@ -164,7 +170,7 @@ class SampleProfiler(Callback):
                 self._built.append(SampleData(t, wid, g, stack, seconds))
             return list(self._built)
 
-    def to_pandas(self):
+    def to_pandas(self) -> pd.DataFrame:
         """The samples as a pandas DataFrame (``time``, ``worker_id``,
         ``group``, ``stack``: outermost frame first) plus ``function``, the
         innermost frame's name (None for an empty stack)."""
@@ -182,7 +188,7 @@ class SampleProfiler(Callback):
             if not self._live:
                 self._pending.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> SampleProfiler:
         self.clear()
         return super().__enter__()
 
@@ -197,13 +203,15 @@ class SampleProfiler(Callback):
     def tree(self, group: str | None = None, start: float | None = None,
              stop: float | None = None) -> dict:
         """The call tree of the samples; see :func:`tree`."""
-        return tree(self.results, group=group, start=start, stop=stop)
+        return tree(self.results, group=group, start=start, stop=stop,
+                    interval=self.interval)
 
     def __repr__(self) -> str:
         return f"<SampleProfiler interval={self.interval}: {len(self._raw)} samples>"
 
 
-def _window(samples, start, stop, group=None):
+def _window(samples: Iterable[SampleData], start: float | None, stop: float | None,
+            group: str | None = None) -> Iterator[SampleData]:
     for s in samples:
         if start is not None and s.time < start:
             continue
@@ -223,15 +231,18 @@ def totals(samples: list, by: str = "function", start: float | None = None,
     time was spent); ``inclusive=True`` counts it once for every function on
     its stack (the time spent in the function and what it called).
     ``unit="seconds"`` sums the seconds each sample stands for instead
-    (``interval`` for a sample that does not say).
+    (``stacks.sample_seconds``: ``interval`` for a sample that does not say).
     """
     if by not in ("function", "group"):
         raise ValueError(f"by must be 'function' or 'group', got {by!r}")
     if unit not in ("count", "seconds"):
         raise ValueError(f"unit must be 'count' or 'seconds', got {unit!r}")
     seconds = unit == "seconds"
+    chosen = list(_window(samples, start, stop))
+    weights = sample_seconds(chosen, interval) if seconds else [1] * len(chosen)
     out: dict = {}
-    for s in _window(samples, start, stop):
+    names: Iterable[Hashable]
+    for s, weight in zip(chosen, weights, strict=True):
         if by == "group":
             names = (s.group,)
         elif not s.stack:
@@ -240,9 +251,6 @@ def totals(samples: list, by: str = "function", start: float | None = None,
             names = set(s.stack)
         else:
             names = (s.stack[-1],)
-        weight = 1
-        if seconds:
-            weight = s.seconds if s.seconds is not None else (interval or 0.0)
         for name in names:
             out[name] = out.get(name, 0) + weight
     if seconds:
@@ -250,7 +258,7 @@ def totals(samples: list, by: str = "function", start: float | None = None,
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def _in_graph(key, dsk) -> bool:
+def _in_graph(key: Hashable, dsk: Mapping) -> bool:
     try:
         return key in dsk
     except TypeError:  # (an unhashable key is in no graph)
@@ -258,16 +266,15 @@ def _in_graph(key, dsk) -> bool:
 
 
 def tree(samples: list, group: str | None = None, start: float | None = None,
-         stop: float | None = None) -> dict:
+         stop: float | None = None, interval: float | None = None) -> dict:
     """The call tree of ``samples`` (of one ``group``, in a time window):
-    nested ``{"name", "filename", "line", "count", "children"}`` dicts, the
-    root named ``"all"``; a node's count is the samples whose stack passes
-    through it, children most first.  A flame graph draws each node as a bar
-    as wide as its count, on top of its parent.
+    nested ``{"name", "filename", "line", "count", "seconds", "children"}``
+    dicts, the root named ``"all"``; a node's count is the samples whose
+    stack passes through it and its seconds the time they stand for
+    (``interval`` for a sample that does not say), children most seconds
+    first.  A flame graph draws each node as a bar as wide as its seconds,
+    on top of its parent.
     """
-    # One builder for Python queries and the report's flame graph: the
-    # report's, which walks without recursion (deep stacks would exceed
-    # Python's recursion limit).
-    from .report import stack_tree
-
-    return stack_tree(samples, group=group, start=start, stop=stop)
+    # One builder for Python queries and the report's flame graph, which
+    # walks without recursion (deep stacks would exceed Python's recursion limit).
+    return stack_tree(samples, group=group, start=start, stop=stop, interval=interval)

@@ -1,21 +1,26 @@
 """Stack samples as a call tree: what the flame graph draws.
 
-``stack_tree`` counts samples (``SampleData``: a stack, outermost frame
+``stack_tree`` adds samples (``SampleData``: a stack, outermost frame
 first) into nested nodes ``{"name", "filename", "line", "count",
-"children"}``.  ``fold_imports=True`` cuts a stack at its first frame of
-Python's import machinery (``<frozen importlib._bootstrap>``) and puts one
-``(import)`` frame in place of the rest: a module imported inside a task
-adds dozens of frames no one wants to read.
+"seconds", "children"}``: a node's ``count`` is the samples whose stack
+passes through it and its ``seconds`` the time they stand for (each
+sample's ``seconds``, the sampler's real period: see ``sample_seconds``).
+A flame graph sizes frames by seconds, never by count, since the sampler's
+real period varies (it waits for the GIL while tasks run Python).
+``fold_imports=True`` cuts a stack at its first frame of Python's import
+machinery (``<frozen importlib._bootstrap>``) and puts one ``(import)``
+frame in place of the rest: a module imported inside a task adds dozens of
+frames no one wants to read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .records import SampleData
 
-__all__ = ["stack_tree", "fold_import_frames", "IMPORT_FRAME"]
+__all__ = ["stack_tree", "sample_seconds", "width_key", "fold_import_frames", "IMPORT_FRAME"]
 
 #: The frame that stands for a folded import.
 IMPORT_FRAME = ("<frozen importlib._bootstrap>", 0, "(import)")
@@ -35,13 +40,35 @@ def fold_import_frames(stack: tuple) -> tuple:
     return stack
 
 
-def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None, *,
-               fold_imports: bool = False) -> dict:
-    """Count stack samples into a call tree, the flame graph's input.
+def sample_seconds(samples: Sequence[SampleData], interval: float | None = None) -> list:
+    """The seconds each of ``samples`` stands for: its own ``seconds``; for
+    a sample that does not say (a run saved before samples carried them),
+    ``interval`` if given, else the mean of those that say, else 0.0.
 
-    Nodes are ``{"name", "filename", "line", "count", "children"}``; the root
-    is ``"all"`` and counts every sample taken; a node's count is the samples
-    whose stack passes through it; children are sorted by count, most first.
+    >>> f = ('m.py', 1, 'f')
+    >>> sample_seconds([SampleData(0.0, 1, 'x', (f,), 0.3), SampleData(0.1, 1, 'x', (f,))])
+    [0.3, 0.3]
+    >>> sample_seconds([SampleData(0.0, 1, 'x', (f,))], interval=0.01)
+    [0.01]
+    """
+    known = [s.seconds for s in samples if s.seconds is not None]
+    if len(known) == len(samples):
+        return known
+    if interval is None:
+        interval = sum(known) / len(known) if known else 0.0
+    return [interval if s.seconds is None else s.seconds for s in samples]
+
+
+def stack_tree(samples: Iterable[SampleData], group: str | None = None,
+               start: float | None = None, stop: float | None = None, *,
+               fold_imports: bool = False, interval: float | None = None) -> dict:
+    """Add stack samples into a call tree, the flame graph's input.
+
+    Nodes are ``{"name", "filename", "line", "count", "seconds",
+    "children"}``; the root is ``"all"`` and holds every sample taken; a
+    node's count is the samples whose stack passes through it, its seconds
+    the time they stand for (``sample_seconds``: ``interval`` for a sample
+    that does not say); children are sorted by seconds, most first.
     ``fold_imports`` folds the import machinery (see the module docstring).
     ``group`` keeps the samples of one task group; ``start``/``stop`` (epoch
     seconds) the window ``start <= time < stop``.  The same tree as
@@ -50,40 +77,58 @@ def stack_tree(samples: Iterable[SampleData], group=None, start=None, stop=None,
     without recursion, so stacks of any depth work.
 
     >>> f, g = ('m.py', 1, 'f'), ('m.py', 9, 'g')
-    >>> tree = stack_tree([SampleData(0.0, 1, 'x', (f, g)), SampleData(0.1, 1, 'x', (f,))])
-    >>> tree['count'], [(c['name'], c['count'], c['children'][0]['name'])
-    ...                 for c in tree['children']]
-    (2, [('f', 2, 'g')])
+    >>> tree = stack_tree([SampleData(0.0, 1, 'x', (f, g), 0.03),
+    ...                    SampleData(0.1, 1, 'x', (f,), 0.01)])
+    >>> tree['count'], tree['seconds'], [(c['name'], c['count'], c['seconds'],
+    ...                                   c['children'][0]['name']) for c in tree['children']]
+    (2, 0.04, [('f', 2, 0.04, 'g')])
     """
+    chosen = [s for s in samples
+              if (group is None or s.group == group)
+              and (start is None or s.time >= start) and (stop is None or s.time < stop)]
     root: dict[str, Any] = {"name": "all", "filename": "", "line": 0, "count": 0,
-                            "children": {}}
-    for s in samples:
-        if group is not None and s.group != group:
-            continue
-        if start is not None and s.time < start or stop is not None and s.time >= stop:
-            continue
+                            "seconds": 0.0, "children": {}}
+    for s, seconds in zip(chosen, sample_seconds(chosen, interval), strict=True):
         node: dict[str, Any] = root
         node["count"] += 1
+        node["seconds"] += seconds
         for frame in (fold_import_frames(s.stack) if fold_imports else s.stack):
             children = node["children"]
             child = children.get(frame)
             if child is None:
                 filename, line, name = frame
                 child = children[frame] = {"name": name, "filename": filename, "line": line,
-                                           "count": 0, "children": {}}
+                                           "count": 0, "seconds": 0.0, "children": {}}
             child["count"] += 1
+            child["seconds"] += seconds
             node = child
     return _listed(root)
 
 
+def width_key(tree: Mapping) -> str:
+    """What a flame graph sizes the frames of ``tree`` by: ``"seconds"``
+    (the time their samples stand for), or ``"count"`` when no sample says
+    its seconds (older saved runs).
+
+    >>> width_key({'count': 2, 'seconds': 0.02}), width_key({'count': 2, 'seconds': 0.0})
+    ('seconds', 'count')
+    """
+    return "seconds" if tree.get("seconds") else "count"
+
+
 def _listed(root: dict) -> dict:
-    """Children dicts to sorted lists, in place; a loop, not recursion, since a
-    deeply recursive program's stacks can be deeper than Python's recursion limit."""
+    """Children dicts to sorted lists (widest first), in place, seconds
+    rounded to the nanosecond (sums of floats); a loop, not recursion, since
+    a deeply recursive program's stacks can be deeper than Python's
+    recursion limit."""
+    root["seconds"] = round(root["seconds"], 9)
     todo = [root]
     while todo:
         node = todo.pop()
-        node["children"] = sorted(node["children"].values(),
-                                  key=lambda c: (-c["count"], c["name"]))
-        todo.extend(node["children"])
+        children = list(node["children"].values())
+        for child in children:
+            child["seconds"] = round(child["seconds"], 9)
+        children.sort(key=lambda c: (-c["seconds"], -c["count"], c["name"]))
+        node["children"] = children
+        todo.extend(children)
     return root
-

@@ -6,7 +6,8 @@ and its activities nested inside it, an extra track per worker for what
 happened outside its tasks (process-pool transfers, activities outside the
 task's run), and counters (``"ph": "C"``) for CPU, memory and cached
 results; stack samples are instants (``"ph": "i"``) on their worker's
-track, innermost frame first in ``args.stack``.  Timestamps are
+track, innermost frame first in ``args.stack``, the time each stands for
+(the sampler's real period, up to the instant) in ``args.seconds``.  Timestamps are
 microseconds since the run's first record (``otherData.t0`` holds that
 instant in epoch seconds).  Slices on a track always nest properly: one
 that would overlap the end of an enclosing slice is cut at that end (its
@@ -114,7 +115,8 @@ def chrome_trace(run) -> dict:
         events.append({"ph": "i", "s": "t", "name": r.stack[-1][2] if r.stack else "(idle)",
                        "cat": "sample", "pid": pid, "tid": 2 * row + 1,
                        "ts": ns(r.time) / 1000,
-                       "args": {"group": r.group, "stack": where[::-1]}})
+                       "args": {"group": r.group, "stack": where[::-1],
+                                "seconds": r.seconds}})
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"generator": "localsched", "t0": t0,
                           "clock": "microseconds since t0 (epoch seconds)"}}

@@ -557,3 +557,51 @@ def test_saved_profile_renders_in_chromium(chromium, small_profile, tmp_path):
 def test_big_profile_renders_in_chromium(chromium, big_html):
     result = open_in_chromium(big_html[2], wait_for=BOKEH_RENDERED)
     assert_rendered(result, 3)
+
+
+# --------------------------------------------------------------------------
+# The flame graph: frames as wide as the time their samples stand for
+
+
+def frame_widths(rects) -> dict:
+    return {name: right - left
+            for name, left, right in zip(rects["name"], rects["left"], rects["right"],
+                                         strict=True)}
+
+
+def test_flame_frames_are_as_wide_as_their_seconds_not_their_sample_counts():
+    from localsched.diagnostics.figures.flame import flame_rects, flame_trees, plot_flame
+    from localsched.diagnostics.records import SampleData
+
+    slow, quick = ("m.py", 1, "slow"), ("m.py", 9, "quick")
+    # One look at `slow` after the sampler waited 0.3 s for the GIL; three
+    # on-time looks (10 ms each) at `quick`: slow took 10x the time of quick.
+    samples = [SampleData(T0, 1, "load", (slow,), 0.3)]
+    samples += [SampleData(T0 + 0.31 + 0.01 * i, 1, "sum", (quick,), 0.01) for i in range(3)]
+    trees = flame_trees(samples)
+    # the selector lists the groups by time: load (0.3 s in 1 sample) first
+    assert list(trees) == ["all", "load", "sum"]
+    rects = flame_rects(trees["all"])
+    widths = frame_widths(rects)
+    assert widths["all"] == pytest.approx(1.0)
+    assert widths["slow"] / widths["quick"] == pytest.approx(10.0)
+    seconds = dict(zip(rects["name"], rects["seconds"], strict=True))
+    assert seconds == pytest.approx({"all": 0.33, "slow": 0.3, "quick": 0.03})
+    # the hover says the time, the axis says what the widths share
+    fig = plot_flame(trees).children[1]
+    (hover,) = fig.select(HoverTool)
+    assert ("time", "@seconds{0.000} s") in hover.tooltips
+    assert fig.xaxis[0].axis_label == "share of time"
+
+
+def test_flame_of_samples_that_do_not_say_their_seconds_is_by_count():
+    from localsched.diagnostics.figures.flame import flame_rects, flame_trees, plot_flame
+    from localsched.diagnostics.records import SampleData
+
+    # (runs saved before samples carried their seconds)
+    f, g = ("m.py", 1, "f"), ("m.py", 9, "g")
+    samples = [SampleData(T0, 1, "x", (f,)), SampleData(T0 + 1, 1, "x", (g,)),
+               SampleData(T0 + 2, 1, "x", (g,))]
+    widths = frame_widths(flame_rects(flame_trees(samples)["all"]))
+    assert widths["g"] / widths["f"] == pytest.approx(2.0)
+    assert plot_flame(flame_trees(samples)).children[1].xaxis[0].axis_label == "share of samples"

@@ -189,12 +189,16 @@ def test_totals_by_function_and_group():
 
 
 def test_tree_is_the_agreed_nested_format():
-    t = tree(SAMPLES, group="load")
+    # (SAMPLES do not say their seconds: each stands for the interval)
+    t = tree(SAMPLES, group="load", interval=0.01)
     assert t == {
-        "name": "all", "filename": "", "line": 0, "count": 3, "children": [
-            {"name": "main", "filename": "a.py", "line": 1, "count": 3, "children": [
-                {"name": "parse", "filename": "a.py", "line": 9, "count": 2, "children": []},
-                {"name": "read", "filename": "b.py", "line": 4, "count": 1, "children": []},
+        "name": "all", "filename": "", "line": 0, "count": 3, "seconds": 0.03, "children": [
+            {"name": "main", "filename": "a.py", "line": 1, "count": 3, "seconds": 0.03,
+             "children": [
+                {"name": "parse", "filename": "a.py", "line": 9, "count": 2, "seconds": 0.02,
+                 "children": []},
+                {"name": "read", "filename": "b.py", "line": 4, "count": 1, "seconds": 0.01,
+                 "children": []},
             ]},
         ]}
     assert tree(SAMPLES)["count"] == 5  # an empty stack counts at the root
@@ -231,3 +235,53 @@ def test_a_computation_failing_before_it_starts_leaves_the_sampler_sound():
         assert get({("hot", 0): (hot_loop, 0.05)}, ("hot", 0)) is True
         assert not any(t.name == "localsched-sampler" for t in threading.enumerate())
     assert sp.totals(by="group").get("hot", 0) > 0
+
+
+def wait_without_the_gil(seconds):
+    """Sleep in short naps for ``seconds`` of wall time: the GIL is free, so
+    the sampler looks on time (every ``interval``)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        time.sleep(0.0005)
+    return True
+
+
+def test_flame_widths_are_the_time_each_function_took_not_its_sample_count():
+    from localsched.diagnostics.figures.flame import flame_rects
+    from localsched.local import get_sync
+
+    # `spin` holds the GIL for 0.9 s: the sampler gets to look about once
+    # per switch interval (5 ms), not every 1 ms; `wait_without_the_gil`
+    # runs 0.3 s with the GIL free, so it is looked at every ~1 ms.  Counted,
+    # the waiting would be the wider frame; timed, spin is 3x wider.  (Two
+    # computations: the sampler stops in between, so no look after one task
+    # credits the other with time since its previous look.)
+    with SampleProfiler(interval=0.001) as sp:
+        assert get_sync({"spin-a": (spin, 0.9)}, "spin-a") is True
+        assert get_sync({"wait-b": (wait_without_the_gil, 0.3)}, "wait-b") is True
+    rects = flame_rects(sp.tree())
+    widths = {n: r - lo for n, lo, r in zip(rects["name"], rects["left"], rects["right"],
+                                            strict=True)}
+    assert widths["spin"] / widths["wait_without_the_gil"] == pytest.approx(3.0, rel=0.15), \
+        (widths, sp.totals(by="group"))
+    seconds = dict(zip(rects["name"], rects["seconds"], strict=True))
+    assert seconds["spin"] == pytest.approx(0.9, rel=0.10)
+    assert seconds["wait_without_the_gil"] == pytest.approx(0.3, rel=0.15)
+    # the tree, totals and the figure agree on the time
+    by_function = {f[2]: v for f, v in sp.totals(by="function", unit="seconds").items()}
+    assert sp.tree()["seconds"] == pytest.approx(sum(by_function.values()) + sum(
+        s.seconds for s in sp.results if not s.stack))
+    assert seconds["spin"] == pytest.approx(by_function["spin"])
+
+
+def test_the_chrome_trace_gives_each_sample_the_seconds_it_stands_for():
+    from localsched.diagnostics.records import TaskData
+    from localsched.diagnostics.rundata import RunData
+    from localsched.diagnostics.trace import chrome_trace
+
+    f = ("m.py", 1, "f")
+    run = RunData(tasks=[TaskData("x-1", None, 10.0, 11.0, 7)],
+                  samples=[SampleData(10.3, 7, "x", (f,), 0.3),
+                           SampleData(10.31, 7, "x", (f,), 0.01)])
+    instants = [e for e in chrome_trace(run)["traceEvents"] if e["ph"] == "i"]
+    assert [e["args"]["seconds"] for e in instants] == [0.3, 0.01]

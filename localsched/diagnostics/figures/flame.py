@@ -1,8 +1,11 @@
 """Flame graph of stack samples, with a selector for the task group.
 
-Each frame is a rectangle as wide as its share of the samples, its callees
-stacked on top.  The figure is as tall as the deepest frame worth seeing
-(``FLAME_VISIBLE_SHARE`` of the samples, at most ``FLAME_MAX_ROWS`` rows)
+Each frame is a rectangle as wide as its share of the time sampled (the
+sum of its samples' ``seconds``: the sampler's real period varies, so
+sample counts would misstate it), its callees stacked on top; samples that
+do not say their seconds (older saved runs) are drawn by count.  The figure
+is as tall as the deepest frame worth seeing (``FLAME_VISIBLE_SHARE`` of
+the width, at most ``FLAME_MAX_ROWS`` rows)
 of the tree shown: a few very deep samples no longer set the height, and
 the import machinery is folded into one ``(import)`` frame
 (``stacks.fold_import_frames``).
@@ -11,21 +14,23 @@ the import machinery is folded into one ``(import)`` frame
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, CustomJS, Range1d, Select
+from bokeh.models import Column, ColumnDataSource, CustomJS, Range1d, Select
 from bokeh.plotting import figure
 
 from ..aggregate import NO_GROUP, PIXELS
 from ..naming import shorten
-from ..stacks import stack_tree
+from ..records import SampleData
+from ..stacks import sample_seconds, stack_tree, width_key
 from .base import FIGURE_DEFAULTS, figure_options, point_hover
 
 __all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN_SHARE",
            "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS"]
 
-#: Frames that are at least this share of the samples set the figure's height.
+#: Frames that are at least this share of the width set the figure's height.
 FLAME_VISIBLE_SHARE = 1 / 100
 
 #: At most this many rows of frames are shown (the deepest are cut off).
@@ -51,7 +56,7 @@ def flame_depth(rects: Mapping) -> int:
     return min(max(deep, default=0), FLAME_MAX_ROWS)
 
 
-#: Frames narrower than this share of the samples are left out of the drawing.
+#: Frames narrower than this share of the width are left out of the drawing.
 FLAME_MIN_SHARE = 1 / 2000
 
 
@@ -59,20 +64,22 @@ FLAME_MIN_SHARE = 1 / 2000
 FLAME_GROUPS = 20
 
 
-_FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "count", "share",
-                  "color", "label")
+_FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "count",
+                  "seconds", "share", "color", "label")
 
 
 def flame_rects(tree: Mapping) -> dict:
     """Rectangles of a call tree (``stack_tree``'s format): x in shares of
-    all samples (0..1), one row per depth (the root ``all`` is row 0)."""
-    total = tree["count"] or 1
+    the root's seconds (of its samples when no sample says its seconds:
+    ``stacks.width_key``), 0..1, one row per depth (the root ``all`` is row 0)."""
+    width = width_key(tree)
+    total = tree[width] or 1
     out: dict = {c: [] for c in _FLAME_COLUMNS}
     palette = ("#fdae61", "#fee08b", "#f46d43", "#fdd49e", "#fc8d59", "#fec44f")
     stack = [(tree, 0.0, 0)]
     while stack:
         node, left, depth = stack.pop()
-        share = node["count"] / total
+        share = node[width] / total
         out["left"].append(left)
         out["right"].append(left + share)
         out["depth"].append(depth)
@@ -82,6 +89,7 @@ def flame_rects(tree: Mapping) -> dict:
         where = f"{node['filename']}:{node['line']}" if node.get("filename") else ""
         out["where"].append(where)
         out["count"].append(node["count"])
+        out["seconds"].append(node.get("seconds", 0.0))
         out["share"].append(share)
         # crc32, not hash(): the same function gets the same colour in every report
         out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
@@ -91,25 +99,29 @@ def flame_rects(tree: Mapping) -> dict:
         out["label"].append(shorten(node["name"], chars) if chars >= 3 else "")
         x = left
         for child in node["children"]:
-            if child["count"] / total >= FLAME_MIN_SHARE and depth < FLAME_MAX_ROWS:
+            child_share = child[width] / total
+            if child_share >= FLAME_MIN_SHARE and depth < FLAME_MAX_ROWS:
                 stack.append((child, x, depth + 1))
-            x += child["count"] / total
+            x += child_share
     return out
 
 
-def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
+def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs: Any) -> Column:
     """A flame graph of stack samples with a selector for the task group.
 
     ``trees`` maps a label (``"all"``, a group name ...) to a call tree in
     ``SampleProfiler.tree()``'s format (``{"name", "filename", "line",
-    "count", "children"}``, root ``"all"``).  Each frame is a rectangle as
-    wide as its share of the samples, its callees stacked on top.  The
+    "count", "seconds", "children"}``, root ``"all"``).  Each frame is a
+    rectangle as wide as its share of the time (``stacks.width_key``: of the
+    samples if they do not say their seconds), its callees stacked on
+    top; the hover gives its seconds and samples.  The
     ``Select`` above the plot switches trees in the browser (CustomJS); its
     options are the labels, in the mapping's order.  Returns a bokeh column
     (the select, the figure).
 
-    >>> tree = {'name': 'all', 'filename': '', 'line': 0, 'count': 2, 'children': [
-    ...     {'name': 'f', 'filename': 'm.py', 'line': 1, 'count': 2, 'children': []}]}
+    >>> tree = {'name': 'all', 'filename': '', 'line': 0, 'count': 2, 'seconds': 0.02,
+    ...         'children': [{'name': 'f', 'filename': 'm.py', 'line': 1, 'count': 2,
+    ...                       'seconds': 0.02, 'children': []}]}
     >>> layout = plot_flame({'all': tree, 'x': tree})
     >>> select, fig = layout.children
     >>> select.options, fig.select_one({'name': 'flame'}).data_source.data['name']
@@ -125,8 +137,9 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
                                height=flame_height(depths[0]),
                                tools="hover,xwheel_zoom,xpan,reset,save"), figure_kwargs)
     y_range = Range1d(-0.5, depths[0] + 0.5)
+    unit = "time" if width_key(trees[labels[0]]) == "seconds" else "samples"
     fig = figure(x_range=Range1d(0, 1, bounds=(0, 1)), y_range=y_range,
-                 x_axis_label="share of samples", **opts)
+                 x_axis_label=f"share of {unit}", **opts)
     source = ColumnDataSource(dict(choices[0].data))
     rects = fig.quad(left="left", right="right", bottom="bottom", top="top",
                      source=source, fill_color="color", line_color="white", name="flame")
@@ -135,7 +148,8 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
     fig.yaxis.visible = False
     fig.ygrid.grid_line_color = None
     point_hover(fig, [rects], [("function", "@name"), ("where", "@where"),
-                          ("samples", "@count"), ("share", "@share{0.0%}")])
+                               ("time", "@seconds{0.000} s"), ("samples", "@count"),
+                               ("share", "@share{0.0%}")])
     select = Select(title="Task group", options=labels, value=labels[0], width=300,
                     name="flame-group")
     select.js_on_change("value", CustomJS(args={"source": source, "choices": choices,
@@ -155,26 +169,31 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs):
     return column(select, fig, **({"sizing_mode": "stretch_width"} if stretch else {}))
 
 
-def flame_trees(samples: Sequence, tree=None) -> dict:
+def flame_trees(samples: Sequence[SampleData],
+                tree: Callable[..., dict] | None = None) -> dict:
     """``{"all": tree, group: tree, ...}`` for ``plot_flame``: all samples,
-    then the ``FLAME_GROUPS`` groups with most samples (``(no task)`` for
-    samples taken between tasks), the import machinery folded.
+    then the ``FLAME_GROUPS`` groups with most time (``sample_seconds``;
+    ``(no task)`` for samples taken between tasks), the import machinery
+    folded.
     ``tree(group=...)`` builds a tree, by default ``stacks.stack_tree`` over
     ``samples``.
 
     >>> from localsched.diagnostics.records import SampleData
-    >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),)), SampleData(0.1, 1, None, ())]
-    >>> {k: v['count'] for k, v in flame_trees(s).items()}
-    {'all': 2, '(no task)': 1, 'x': 1}
+    >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),), 0.01),
+    ...      SampleData(0.1, 1, None, (), 0.09)]
+    >>> {k: v['seconds'] for k, v in flame_trees(s).items()}
+    {'all': 0.1, '(no task)': 0.09, 'x': 0.01}
     """
     if tree is None:
-        def tree(group=None):
+        def tree(group: str | None = None) -> dict:
             return stack_tree(samples, group=group, fold_imports=True)
+    seconds: dict = {}
     counts: dict = {}
-    for s in samples:
+    for s, t in zip(samples, sample_seconds(samples), strict=True):
+        seconds[s.group] = seconds.get(s.group, 0.0) + t
         counts[s.group] = counts.get(s.group, 0) + 1
     out = {"all": tree()}
-    for group in sorted(counts, key=lambda g: (-counts[g], str(g)))[:FLAME_GROUPS]:
+    for group in sorted(seconds, key=lambda g: (-seconds[g], -counts[g], str(g)))[:FLAME_GROUPS]:
         if group is None:
             sub = [s for s in samples if s.group is None]
             out[NO_GROUP] = stack_tree(sub, fold_imports=True)

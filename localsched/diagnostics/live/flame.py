@@ -27,7 +27,8 @@ class FlameGraph(Component):
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
         self.source = ColumnDataSource({k: [] for k in ("left", "right", "bottom", "top",
-                                                        "name", "where", "count", "color")})
+                                                        "name", "where", "count", "seconds",
+                                                        "color")})
         fig = figure(title="Flame graph (stack samples of the tasks)", width=PAGE_WIDTH,
                      height=300, tools="xpan,xwheel_zoom,reset", toolbar_location="above",
                      name="flame_graph")
@@ -66,29 +67,34 @@ class FlameGraph(Component):
 
         root = tree(samples)
         self.figure.height = 300
-        self.figure.title.text = f"Flame graph: {root['count']:,} stack samples"
+        self.figure.title.text = (f"Flame graph: {root['count']:,} stack samples, "
+                                  f"{root['seconds']:.2f} s (frames as wide as their time)")
         changed(self.source, _layout(root))
 
 
 def _layout(root: dict) -> dict:
+    from ..stacks import width_key  # (here: the module's imports are another helper's)
+
     cols: dict = {k: [] for k in ("left", "right", "bottom", "top", "name", "where", "count",
-                                  "color")}
-    total = max(root["count"], 1)
+                                  "seconds", "color")}
+    weight = width_key(root)  # the time the samples stand for
+    total = root[weight] or 1
     todo = [(root, 0.0, 0)]
     drawn = 0
     while todo and drawn < MAX_NODES:
         node, left, depth = todo.pop()
-        width = node["count"] / total
+        width = node[weight] / total
         if width < 1e-3 and depth:
             continue
         drawn += 1
         for k, v in (("left", left), ("right", left + width), ("bottom", depth),
                      ("top", depth + 0.95), ("name", node["name"]),
                      ("where", f"{node['filename']}:{node['line']}"),
-                     ("count", node["count"]), ("color", COLORS[hash(node["name"]) % 6])):
+                     ("count", node["count"]), ("seconds", node.get("seconds", 0.0)),
+                     ("color", COLORS[hash(node["name"]) % 6])):
             cols[k].append(v)
         x = left
         for child in node["children"]:
             todo.append((child, x, depth + 1))
-            x += child["count"] / total
+            x += child[weight] / total
     return cols
