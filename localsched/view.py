@@ -12,7 +12,9 @@ typed attributes that say what happened:
 - ``state.outcome``: the run's :class:`RunOutcome`, filled as the run goes
   and complete at ``finish`` (failed and interrupted tasks, the caller's
   span, what worker processes sent back: late hand-offs, stack samples; the
-  scheduler's overhead).
+  scheduler's overhead; and while a callback asks for them, every task's
+  record, so that callbacks which only read what happened need no hook
+  per task).
 
 ``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
 and ``state.ntasks`` read those two (the names the README documents).
@@ -80,7 +82,10 @@ class RunOutcome:
     runs); ``samples``: ``(time, worker_id, key, stack)`` stack samples
     taken in worker processes; ``overhead``: ``(scheduler CPU seconds,
     worker-seconds idle)`` (measured runs); ``extra``: what one kind of
-    loop adds (a cluster: its client, lost attempts ...).
+    loop adds (a cluster: its client, lost attempts ...); ``records``: None,
+    or while a callback needs them (``Needs.records``) the
+    :class:`TaskRecord` of every finished task, appended as each ends
+    (before its posttask hooks fire), complete at ``finish``.
     """
 
     ntasks: int = 0
@@ -91,6 +96,7 @@ class RunOutcome:
     samples: list = field(default_factory=list)
     overhead: tuple | None = None
     extra: dict = field(default_factory=dict)
+    records: list | None = None
 
 
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])

@@ -468,10 +468,18 @@ def test_group_by_callable_and_many_groups():
     ]
 
 
-def test_posttask_hook_only_when_grouping():
-    # Without groups nothing runs per task; with groups one small hook.
-    assert ProgressBar(format="dask")._callback[3] is None
-    assert ProgressBar(format="dask", group_by="prefix")._callback[3] is not None
+def test_no_hook_per_task_on_localsched_runs():
+    # Nothing of the bar runs per task in the scheduler's thread: groups and
+    # the estimate are counted from the run's task records at each draw;
+    # without either it needs not even those.  dask's schedulers keep no
+    # records: there a posttask hook counts.
+    for pb in (ProgressBar(), ProgressBar(format="dask", group_by="prefix")):
+        assert pb._callback[2] is None and pb._callback[3] is None
+        assert pb._callback.needs.records and not pb._callback.needs.results
+        assert pb._dask_callback[3] is not None
+    plain = ProgressBar(format="dask")
+    assert plain._callback[3] is None and not plain._callback.needs.records
+    assert plain._dask_callback[3] is None
 
 
 # -- widgets -----------------------------------------------------------------------
