@@ -57,13 +57,15 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         t1 = now()
         machine.current = None
         freed = complete(i, value)
-        if make_records:
-            state.task = task = new(record, (key, t0, t1, wid, freed, None, None, None,
-                                             _metrics.nbytes(value) if sizes else None))
+        if make_records:  # (plain values in a plain tuple: see poolloop)
+            task = (key, t0, t1, wid, tuple(freed) if freed else (), None, None, None,
+                    _metrics.nbytes(value) if sizes else None)
             if keep is not None:
                 keep(task)
-            for f in posttasks:
-                f(key, value, dsk, state, wid)
+            if posttasks:
+                state.task = new(record, task)
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
         value = None
     return 0.0
 
@@ -133,13 +135,14 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             machine.current = None
             freed = complete(i, value)
             if make_records:
-                state.task = task = tuple.__new__(
-                    TaskRecord, (key, t0, t1, wid, freed, None, probe, None,
-                                 _metrics.nbytes(value) if sizes else None))
+                task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None,
+                        _metrics.nbytes(value) if sizes else None)
                 if keep is not None:
                     keep(task)
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
+                if posttasks:
+                    state.task = tuple.__new__(TaskRecord, task)
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
             value = None
     finally:
         local.sink = outer_sink

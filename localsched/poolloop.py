@@ -346,19 +346,24 @@ class PoolLoop:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
+                # The record's fields as a plain tuple of plain values (the
+                # garbage collector stops tracking it: kept records cost no
+                # collection time); a TaskRecord for the hooks is made from it.
+                freed = tuple(freed) if freed else ()
                 if pack_data:
                     task = self._record(i, key, t0, t1, wid, freed, probe, flight,
                                         arrived if n == last else None)
-                else:  # (a record without a Python-level __new__)
-                    task = new(record, (key, t0, t1, wid, freed, None, probe, None,
-                                        probe[5] if sizes else None))
+                else:
+                    task = (key, t0, t1, wid, freed, None, probe, None,
+                            probe[5] if sizes else None)
                 if self.size_here:  # (a pool without a record stream: the result is here)
-                    task = task._replace(nbytes=nbytes(value))
+                    task = task[:8] + (nbytes(value),)
                 if keep is not None:
                     keep(task)
-                state.task = task
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
+                if posttasks:
+                    state.task = new(record, task)  # (no Python-level __new__)
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
             if successor:
                 nxt = successor.pop(i, None)
                 if nxt is not None:
@@ -369,8 +374,9 @@ class PoolLoop:
         if self.measure and flight is not None:
             flight.arrived = arrived  # (when this hand-off's results arrived)
 
-    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> TaskRecord:
-        """A process task's record: its travel, and measured, its activities."""
+    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
+        """A process task's record (a TaskRecord's fields): its travel, and
+        measured, its activities."""
         transfer = activities = None
         if self.pack_data:
             sent = 0.0
@@ -383,7 +389,7 @@ class PoolLoop:
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
         nbytes = probe[5] if probe is not None and len(probe) > 5 else None
-        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
+        return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
         """A task raised: note it, maybe re-run it here, raise its exception."""

@@ -47,7 +47,9 @@ import contextvars
 import importlib.util
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
+from itertools import filterfalse
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
@@ -404,40 +406,37 @@ class ProgressBar(Callback):
         return remaining, rate
 
     def _count_groups(self, state) -> None:
-        """Group totals, and each task's group index, once per computation."""
+        """Group totals, and each task's group index, once per computation
+        (loops in C but for the grouping function, cached per name)."""
         group_by = self._group_by
         assert group_by is not None
-        at_start = state["cache"]  # data keys (and nothing computed yet)
-        index: dict = {}
-        names: list = []
-        totals: list = []
-        group_of = {}
-        for key in state["dependencies"]:
-            if key in at_start:
-                continue
-            if group_by is key_split:
-                name = key_split(key)  # (cached)
-            else:
-                name = str(group_by(key))
-            i = index.get(name)
-            if i is None:
-                i = index[name] = len(names)
-                names.append(name)
-                totals.append(0)
-            totals[i] += 1
-            group_of[key] = i
+        task_keys = getattr(state, "task_keys", None)  # (localsched's State)
+        if task_keys is not None:
+            keys = task_keys()
+        else:  # the graph's keys but data (in the cache, with nothing computed yet)
+            keys = list(filterfalse(state["cache"].__contains__, state["dependencies"]))
+        if group_by is not key_split:
+            custom = group_by
+
+            def group_by(key):
+                return str(custom(key))
+
+        groups = list(map(group_by, keys))
+        counts = Counter(groups)  # (in order of first appearance: run order)
+        names, totals = list(counts), list(counts.values())
+        index = {name: i for i, name in enumerate(names)}
         if len(names) > MAX_GROUP_LINES:
             # Keep the first groups (in run order); the others share one line.
             last = MAX_GROUP_LINES - 1
             others = len(names) - last
             totals = totals[:last] + [sum(totals[last:])]
             names = names[:last] + [f"({others} other groups)"]
-            group_of = {k: min(i, last) for k, i in group_of.items()}
+            index = {name: min(i, last) for name, i in index.items()}
         self._group_names = names
         self._group_totals = totals
         self._group_done = [0] * len(names)
         self._group_seconds = [0.0] * len(names)
-        self._group_of = group_of
+        self._group_of = dict(zip(keys, map(index.__getitem__, groups), strict=True))
 
     def _choose_renderer(self):
         display = self._display
