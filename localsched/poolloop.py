@@ -349,12 +349,12 @@ class PoolLoop:
                 # The record's fields as a plain tuple of plain values (the
                 # garbage collector stops tracking it: kept records cost no
                 # collection time); a TaskRecord for the hooks is made from it.
-                freed = tuple(freed) if freed else ()
+                released = tuple(freed) if freed else ()
                 if pack_data:
-                    task = self._record(i, key, t0, t1, wid, freed, probe, flight,
+                    task = self._record(i, key, t0, t1, wid, released, probe, flight,
                                         arrived if n == last else None)
                 else:
-                    task = (key, t0, t1, wid, freed, None, probe, None,
+                    task = (key, t0, t1, wid, released, None, probe, None,
                             probe[5] if sizes else None)
                 if self.size_here:  # (a pool without a record stream: the result is here)
                     task = task[:8] + (nbytes(value),)

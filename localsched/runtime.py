@@ -55,6 +55,9 @@ ANNOUNCE_INTERVAL = 1e-4
 
 thread_time = time.thread_time
 
+# A measured probe's first five fields, where a task has none of its own.
+_NO_MARKS = (None, None, None, None, None)
+
 # thread ident -> key of the task it runs, while a sampler listens (read by
 # the sampler thread: plain dict operations are atomic).
 running_tasks: dict = {}
@@ -173,6 +176,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
     cpu = thread_time
+    nbytes = _metrics.nbytes
     arrival = fresh = None
     if job is not None:
         arrival, job.arrival = job.arrival, None
@@ -221,8 +225,10 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                     probe = (c - c_prev, user)
                 c_prev = c
             if sizes:  # the result's size, measured here: only the number travels
-                probe = ((probe + (None,) * (5 - len(probe)) if probe else (None,) * 5)
-                         + (_metrics.nbytes(value),))
+                if measure:
+                    probe = (*probe, *_NO_MARKS[len(probe):], nbytes(value))
+                else:
+                    probe = (None, None, None, None, None, nbytes(value))
             if store:
                 data[key] = value
             for k in drop:
