@@ -11,7 +11,8 @@ reverse).
   results, and with ``announce`` each batch's start and, before each next
   task, what finished (every ``ANNOUNCE_INTERVAL``).
 - Measuring (only while a callback needs ``measure``): the thread's CPU
-  clock once per task boundary, the task's ``localsched.metrics`` entries,
+  clock once per hand-off (split among the tasks since the previous
+  reading by wall time), the task's ``localsched.metrics`` entries,
   and in a worker process each hand-off's own cost (``MeasuredEmit``).
 - Sampling (only while a callback needs ``sample``): each thread publishes
   the task it runs in ``running_tasks``; a sampler thread reads it with

@@ -29,7 +29,9 @@ computation's start to its finish, cut into activities (see
 ``sum(fm.by("activity").values()) == wall × workers``:
 
 - a task's own life: ``thread-cpu`` (CPU time of the thread that ran it,
-  ``time.thread_time``), ``thread-noncpu`` (its wall time minus that:
+  ``time.thread_time``: on pools read once per hand-off, about every
+  millisecond and after every longer task, the stretch's CPU split among
+  its tasks by wall time), ``thread-noncpu`` (its wall time minus that:
   waiting for the GIL, for I/O, sleeping), and each ``metrics.meter``
   label (the wall time of the metered blocks, taken out of the two others);
 - around the tasks, per worker: ``idle`` (waiting for work), ``hand-off``
@@ -49,9 +51,10 @@ the CPU time the caller's thread spent in the computation besides running
 tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
 too), and on processes ``serialize``, the part of it spent pickling inputs.
 
-Collecting costs about a microsecond per task, only while a FineMetrics is
-active: the worker reads its thread's CPU clock once per task boundary and
-ships it in the task's record; nothing of FineMetrics runs per task (it
+Collecting costs under a microsecond per task, only while a FineMetrics is
+active: the worker reads its thread's CPU clock (a system call) once per
+hand-off and ships each task's share in its record; nothing of FineMetrics
+runs per task (it
 reads the run's task records, ``Needs(records=True)``); the mapping is
 built when read.
 """
