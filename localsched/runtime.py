@@ -209,7 +209,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
-            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
+            if announce and (buf or pending) and now() - last >= ANNOUNCE_INTERVAL:
                 if pending:
                     c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
                 emit(buf)
