@@ -2,7 +2,10 @@
 
 Threads (2 workers), the tree reduction of ``graphs.py``: the wall time per
 task of a run with one diagnostic entered (outside the timed region) minus
-the same run without, best of ``--repeat`` each, alternating.  Processes
+the same run without, best of ``--repeat`` each, alternating.  Beside it,
+what a shared machine disturbs less: the CPU time of the whole process
+(all its threads, which share the GIL) per task, and the garbage
+collector's collections, of the same best runs.  Processes
 (2 workers), independent chains of tasks whose results are 200 kB lists:
 the wall time with ``performance_report`` against without (the bar: within
 10 %), since there a diagnostic that read results would make them travel.
@@ -16,6 +19,7 @@ import argparse
 import gc
 import io
 import os
+import resource
 import tempfile
 import time
 from contextlib import ExitStack
@@ -56,13 +60,23 @@ OBSERVERS = {
 
 
 def timed(get, dsk, keys, make) -> float:
+    return timed_cpu(get, dsk, keys, make)[0]
+
+
+def timed_cpu(get, dsk, keys, make) -> tuple:
+    """(wall seconds, process CPU seconds, garbage collections) of one run."""
     with ExitStack() as stack:
         for cm in make():
             stack.enter_context(cm)
         gc.collect()
+        collections = sum(s["collections"] for s in gc.get_stats())
+        r0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         get(dsk, keys)
-        return time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        r1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+        return wall, cpu, sum(s["collections"] for s in gc.get_stats()) - collections
 
 
 def threads(repeat: int, leaves: int) -> None:
@@ -73,14 +87,19 @@ def threads(repeat: int, leaves: int) -> None:
         return localsched.threaded.get(d, k, num_workers=2)
 
     get(dsk, keys)  # warm
-    print(f"threads(2), tree of {n} tasks, best of {repeat}; µs/task added")
+    print(f"threads(2), tree of {n} tasks, best of {repeat}; µs/task added "
+          f"(wall; process CPU), garbage collections")
     for name, make in OBSERVERS.items():
-        base = obs = float("inf")
+        inf = (float("inf"), 0.0, 0)
+        base = obs = inf
         for _ in range(repeat):
-            base = min(base, timed(get, dsk, keys, list))
-            obs = min(obs, timed(get, dsk, keys, make))
-        print(f"  {name:26s} {1e6 * (obs - base) / n:6.2f}   "
-              f"(without {1e6 * base / n:.2f}, with {1e6 * obs / n:.2f})")
+            base = min(base, timed_cpu(get, dsk, keys, list))
+            obs = min(obs, timed_cpu(get, dsk, keys, make))
+        added_wall, added_cpu = (1e6 * (obs[k] - base[k]) / n for k in (0, 1))
+        print(f"  {name:26s} {added_wall:6.2f}; {added_cpu:5.2f}"
+              f"   (without {1e6 * base[0] / n:.2f}; {1e6 * base[1] / n:.2f}, "
+              f"with {1e6 * obs[0] / n:.2f}; {1e6 * obs[1] / n:.2f})  "
+              f"gc {base[2]} -> {obs[2]}")
 
 
 def make_list(i, n):

@@ -43,7 +43,9 @@ callbacks once what they need, as a :class:`Needs`: every result in
 a worker's batch then never travel back), each ``pretask`` at the task's
 true start (``exact_start``; else just before its posttask, which saves a
 hand-off per batch), fine metrics (``measure``) and stack samples
-(``sample``, an interval in seconds).  A ``Callback`` declares it as its
+(``sample``, an interval in seconds), or only the run's task records, read
+when it likes instead of a call per task (``records``).  A ``Callback``
+declares it as its
 ``needs`` attribute; plain functions travel in a :class:`Hooks` 5-tuple that
 carries one.  A plain tuple needs everything, as dask gives it.
 
@@ -96,7 +98,11 @@ class Needs(NamedTuple):
     travel of process inputs and results, idle and scheduler time;
     ``sample``: stack samples of running tasks every that many seconds
     (0: none); ``sizes``: each result's size in bytes, measured where the
-    result lives (``state.task.nbytes``; ``localsched.metrics.nbytes``).
+    result lives (``state.task.nbytes``; ``localsched.metrics.nbytes``);
+    ``records``: the run keeps every finished task's ``TaskRecord`` in
+    ``state.outcome.records`` (a list that grows as tasks end, complete at
+    ``finish``), so a callback that only reads what happened needs no
+    posttask hook: nothing of its own runs per task.
     """
 
     results: bool = True
@@ -104,6 +110,7 @@ class Needs(NamedTuple):
     measure: bool = False
     sample: float = 0.0
     sizes: bool = False
+    records: bool = False
 
 
 _NEEDS_ALL = Needs()
@@ -146,23 +153,25 @@ def needs_of(hooks: tuple) -> Needs:
 
 def merge_needs(cbs: Iterable[tuple]) -> Needs:
     """What a computation with these callbacks must provide: results and
-    exact starts only count for callbacks with a posttask / pretask; the
-    shortest sampling interval wins.
+    exact starts only count for callbacks with a posttask / pretask, sizes
+    for those that read tasks (a posttask, or the records); the shortest
+    sampling interval wins.
 
     >>> merge_needs([])
-    Needs(results=False, exact_start=False, measure=False, sample=0.0, sizes=False)
+    Needs(results=False, exact_start=False, measure=False, sample=0.0, sizes=False, records=False)
     """
-    results = exact = measure = sizes = False
+    results = exact = measure = sizes = records = False
     sample = 0.0
     for cb in cbs:
         n = needs_of(cb)
         results = results or (cb[3] is not None and n.results)
         exact = exact or (cb[2] is not None and n.exact_start)
         measure = measure or n.measure
-        sizes = sizes or (cb[3] is not None and n.sizes)
+        sizes = sizes or ((cb[3] is not None or n.records) and n.sizes)
+        records = records or n.records
         if n.sample > 0:
             sample = n.sample if not sample else min(sample, n.sample)
-    return Needs(results, exact, measure, sample, sizes)
+    return Needs(results, exact, measure, sample, sizes, records)
 
 
 # The registry.  At top level, ``Callback.active`` is the process-wide set

@@ -3,6 +3,8 @@
 The synchronous scheduler's loop.  It pops the top of the ready stack
 (``RunState.ready``), runs the task here, completes it and fires the hooks;
 a failing task raises its own exception with its own frames first.
+A finished task's record is built when posttask hooks or the run's
+records (``state.outcome.records``) want it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def run_inline(machine: RunState, comp: Computation) -> float:
     now = time.time
     wid = threading.get_ident()
     new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
+    keep, sizes = _keeper(state, comp)
+    make_records = bool(posttasks) or keep is not None
     while ready:
         i = ready.pop()
         key = keys[i]
@@ -53,12 +57,23 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         t1 = now()
         machine.current = None
         freed = complete(i, value)
-        if posttasks:
-            state.task = new(record, (key, t0, t1, wid, freed, None, None, None, None))
-            for f in posttasks:
-                f(key, value, dsk, state, wid)
+        if make_records:  # (plain values in a plain tuple: see poolloop)
+            task = (key, t0, t1, wid, tuple(freed) if freed else (), None, None, None,
+                    _metrics.nbytes(value) if sizes else None)
+            if keep is not None:
+                keep(task)
+            if posttasks:
+                state.task = new(record, task)
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
         value = None
     return 0.0
+
+
+def _keeper(state, comp: Computation) -> tuple:
+    """(append to the run's records or None, whether records carry sizes)."""
+    records = state.outcome.records
+    return (None if records is None else records.append), comp.needs.sizes
 
 
 def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
@@ -88,6 +103,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
     outer_task = running.get(wid)
     cpu = runtime.thread_time
     spent = 0.0
+    keep, sizes = _keeper(state, comp)
+    make_records = bool(posttasks) or keep is not None
     try:
         probe = None  # (not first in the try: see poolloop.PoolLoop.run)
         while ready:
@@ -117,11 +134,15 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
                 probe = (c, sink or None)
             machine.current = None
             freed = complete(i, value)
-            if posttasks:
-                state.task = tuple.__new__(
-                    TaskRecord, (key, t0, t1, wid, freed, None, probe, None, None))
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
+            if make_records:
+                task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None,
+                        _metrics.nbytes(value) if sizes else None)
+                if keep is not None:
+                    keep(task)
+                if posttasks:
+                    state.task = tuple.__new__(TaskRecord, task)
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
             value = None
     finally:
         local.sink = outer_sink

@@ -7,6 +7,7 @@
         machine = RunState(comp.dsk, keys)  # may refuse the graph
         state = comp.open(machine)          # the State view; start_state(dsk, state)
         ...                                 # the loop fires comp.pretasks / comp.posttasks
+                                            # (and keeps state.outcome.records)
         result = machine.results()
     # finish(dsk, state, errored) for every callback whose start ran, on
     # every exit path (success, error, Ctrl-C), with a state even when the
@@ -16,6 +17,14 @@ Errors in ``finish`` hooks never hide anything: every hook runs; when the
 computation itself failed, its own exception propagates with a note per
 failing hook; otherwise one failing hook's exception is raised as it is,
 several together as an ``ExceptionGroup``.
+
+Task records.  When a callback needs them (``Needs.records``), the run's
+outcome holds a list of every finished task's ``TaskRecord``
+(``state.outcome.records``), ready before ``start_state`` fires.  The
+local loops (``inline``, ``poolloop``: a state built here from a machine)
+append to it themselves, one append per task whatever the number of such
+callbacks; for a loop that brings its own state (a cluster's) one posttask
+hook of this module appends ``state.task``.
 
 Inside the ``with`` block, code in this context (callbacks, tasks run
 inline or in a copy of the context) sees a callback registry of its own, so
@@ -61,7 +70,8 @@ class Computation:
         self.cbs = cbs = callback_list(callbacks)
         _, self.start_states, self.pretasks, self.posttasks, self.finishes = \
             unpack_callbacks(cbs)
-        self.needs: Needs = merge_needs(cbs) if cbs else Needs(False, False, False, 0.0, False)
+        self.needs: Needs = merge_needs(cbs) if cbs else Needs(False, False, False, 0.0, False,
+                                                               False)
         self.state: State | None = None
         self._started: list = []  # finish hooks of the callbacks whose start ran
         self._token: contextvars.Token | None = None
@@ -82,11 +92,17 @@ class Computation:
 
     def open(self, machine: RunState | None = None, state: Any = None) -> Any:
         """The state view over ``machine`` (or ``state``, a view the loop
-        made: the cluster's); notes the caller's span; fires ``start_state``."""
+        made: the cluster's); notes the caller's span; starts the task
+        records when needed (see the module docstring); fires ``start_state``."""
+        own_loop = state is None
         if state is None:
             assert machine is not None, "open() needs a machine or a state"
             state = State(machine, RunOutcome(machine.ntasks))
         state.outcome.span = _metrics._span.get()
+        if self.needs.records:
+            records = state.outcome.records = []
+            if not own_loop:  # (the loop does not know of them: a hook keeps them)
+                self.posttasks.insert(0, _keeper(records.append))
         self.state = state
         for f in self.start_states:
             f(self.dsk, state)
@@ -116,6 +132,15 @@ class Computation:
             self.state = None
             if tb is not None:
                 _clear_loop_frames(tb)
+
+
+def _keeper(append):
+    """The posttask hook that keeps ``state.task`` in the run's records."""
+
+    def keep_record(key, result, dsk, state, worker_id):
+        append(state.task)
+
+    return keep_record
 
 
 def finish_all(hooks: list, dsk, state, errored: bool,

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -181,15 +182,33 @@ def nbytes(value) -> int:
 
     >>> nbytes(bytearray(100)) >= 100
     True
+    >>> nbytes(7) == sys.getsizeof(7)
+    True
     """
-    import sys
-
+    if type(value) in _PLAIN:  # (what cachey measures with sys.getsizeof too)
+        return sys.getsizeof(value)
+    measure = _cachey_nbytes or _find_cachey()
     try:
-        from cachey import nbytes as measure
-
         return int(measure(value))
     except Exception:  # noqa: BLE001 -- (cachey reads pandas internals that move)
         try:
             return sys.getsizeof(value)
         except TypeError:
             return 0
+
+
+# Builtin types without an ``nbytes``: their size is ``sys.getsizeof``, for
+# cachey as here (measured per task result, so without a call into cachey).
+_PLAIN = frozenset((int, float, bool, complex, str, bytes, bytearray, type(None), tuple,
+                    list, dict, set, frozenset))
+_cachey_nbytes = None  # cachey.nbytes once imported (or sys.getsizeof without cachey)
+
+
+def _find_cachey():
+    global _cachey_nbytes
+    try:
+        from cachey import nbytes as measure
+    except ImportError:
+        measure = sys.getsizeof
+    _cachey_nbytes = measure
+    return measure

@@ -26,6 +26,11 @@ callback needs exact starts, a worker announces each batch as it starts
 and hands over finished records before each next task starts; that is
 when ``pretask`` fires.  Otherwise pretask fires just before posttask.
 
+Records.  A finished task's ``TaskRecord`` is built only when someone
+reads it: posttask hooks (as ``state.task``) or callbacks that read the
+run's records (``state.outcome.records``, appended here, once per task
+whatever the number of such callbacks; see ``localsched.lifecycle``).
+
 Results.  When no posttask hook needs results (``Needs.results``) and no
 failed task may be re-run here, a result only later tasks of its batch use
 stays in the worker.  Results in shared memory (``transport``) arrive as
@@ -46,6 +51,7 @@ from .batching import Planner
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .metrics import nbytes
 from .runtime import run_batch, run_batch_collect, trim_traceback
 from .utils import add_note, name_tasks
 from .view import TaskRecord
@@ -146,6 +152,11 @@ class PoolLoop:
             self.probes["sample"] = needs.sample
         if needs.sizes and stream:  # (sizes measured in the worker: see runtime)
             self.probes["sizes"] = True
+        self.size_here = needs.sizes and not stream
+        # Each finished task's record is kept once for every callback that
+        # reads the records (Needs.records): no hook of theirs runs per task.
+        records = self.state.outcome.records
+        self.keep_record = records.append if records is not None else None
         self.ahead = QUEUE_AHEAD if pack_data else 0
         self.idle = num_workers + self.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
@@ -299,6 +310,8 @@ class PoolLoop:
         new, record = tuple.__new__, TaskRecord
         results_wanted = self.results_wanted
         sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
+        keep = self.keep_record  # (the run's records, when a callback reads them)
+        make_records = bool(posttasks) or keep is not None
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
         flight = None
@@ -328,19 +341,29 @@ class PoolLoop:
                 planner.large_result(i)
             elif unconfirmed and value is not None:
                 planner.small_result(i)
-            if posttasks:
+            if make_records:
                 if not results_wanted:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
+                # The record's fields as a plain tuple of plain values (the
+                # garbage collector stops tracking it: kept records cost no
+                # collection time); a TaskRecord for the hooks is made from it.
+                released = tuple(freed) if freed else ()
                 if pack_data:
-                    state.task = self._record(i, key, t0, t1, wid, freed, probe, flight,
-                                              arrived if n == last else None)
-                else:  # (a record without a Python-level __new__)
-                    state.task = new(record, (key, t0, t1, wid, freed, None, probe, None,
-                                              probe[5] if sizes else None))
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
+                    task = self._record(i, key, t0, t1, wid, released, probe, flight,
+                                        arrived if n == last else None)
+                else:
+                    task = (key, t0, t1, wid, released, None, probe, None,
+                            probe[5] if sizes else None)
+                if self.size_here:  # (a pool without a record stream: the result is here)
+                    task = task[:8] + (nbytes(value),)
+                if keep is not None:
+                    keep(task)
+                if posttasks:
+                    state.task = new(record, task)  # (no Python-level __new__)
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
             if successor:
                 nxt = successor.pop(i, None)
                 if nxt is not None:
@@ -351,8 +374,9 @@ class PoolLoop:
         if self.measure and flight is not None:
             flight.arrived = arrived  # (when this hand-off's results arrived)
 
-    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> TaskRecord:
-        """A process task's record: its travel, and measured, its activities."""
+    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
+        """A process task's record (a TaskRecord's fields): its travel, and
+        measured, its activities."""
         transfer = activities = None
         if self.pack_data:
             sent = 0.0
@@ -365,7 +389,7 @@ class PoolLoop:
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
         nbytes = probe[5] if probe is not None and len(probe) > 5 else None
-        return TaskRecord(key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
+        return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
         """A task raised: note it, maybe re-run it here, raise its exception."""

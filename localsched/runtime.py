@@ -11,7 +11,8 @@ reverse).
   results, and with ``announce`` each batch's start and, before each next
   task, what finished (every ``ANNOUNCE_INTERVAL``).
 - Measuring (only while a callback needs ``measure``): the thread's CPU
-  clock once per task boundary, the task's ``localsched.metrics`` entries,
+  clock once per hand-off (split among the tasks since the previous
+  reading by wall time), the task's ``localsched.metrics`` entries,
   and in a worker process each hand-off's own cost (``MeasuredEmit``).
 - Sampling (only while a callback needs ``sample``): each thread publishes
   the task it runs in ``running_tasks``; a sampler thread reads it with
@@ -54,6 +55,9 @@ FLUSH_RESULTS = 8
 ANNOUNCE_INTERVAL = 1e-4
 
 thread_time = time.thread_time
+
+# A measured probe's first five fields, where a task has none of its own.
+_NO_MARKS = (None, None, None, None, None)
 
 # thread ident -> key of the task it runs, while a sampler listens (read by
 # the sampler thread: plain dict operations are atomic).
@@ -153,14 +157,21 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
 
 def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample,
                         sizes=False):
-    """``run_batch`` while a callback measures or samples (the rare path)."""
+    """``run_batch`` while a callback measures or samples (the rare path).
+
+    Measuring, the thread's CPU clock (a system call) is read once per
+    hand-off, not per task: the records of the tasks since the previous
+    reading wait in ``pending`` and, when the clock is read (before each
+    hand-off, at a failure, at the batch's end), that stretch's CPU time is
+    split among them by their wall times (``_add_pending``).  A hand-off
+    follows every task of ``FLUSH_INTERVAL`` or more, so a long task's CPU
+    is its own but for what the few tasks just before it spent."""
     token = _callbacks.enter_computation()
     job = _job()
     wid = job.worker_pid if job is not None else threading.get_ident()
     now = time.time
     buf: list = []
     carried = 0
-    probe = None
     tid = threading.get_ident()
     running = running_tasks
     outer_task = running.get(tid) if sample else None
@@ -173,6 +184,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
     cpu = thread_time
+    nbytes = _metrics.nbytes
     arrival = fresh = None
     if job is not None:
         arrival, job.arrival = job.arrival, None
@@ -180,11 +192,16 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
         if fresh:
             _warm.append(True)
         emit = MeasuredEmit(emit, wid, sampler, job)  # each hand-off's cost, in the next
+    # (i, value sent, start, end, user metrics, batch marks, size) of the
+    # tasks whose CPU time is not read yet (measuring)
+    pending: list = []
     c_prev = cpu()
-    first = True
+    marks = None
     try:
         last = now()
         started = last
+        if measure:  # the batch's start, for the worker's timeline (its first task's probe)
+            marks = (arrival, started, bool(fresh))
         if where is not None:
             where.append((wid, last))
         if announce:
@@ -192,7 +209,9 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
-            if announce and buf and now() - last >= ANNOUNCE_INTERVAL:
+            if announce and (buf or pending) and now() - last >= ANNOUNCE_INTERVAL:
+                if pending:
+                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
                 emit(buf)
                 buf = []
                 carried = 0
@@ -203,34 +222,36 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             try:
                 value = execute(spec, data)
             except BaseException as exc:  # noqa: B036 -- reported, not swallowed
-                buf.append((i, False, exc, t0, now(), wid, None))
+                t1 = now()
+                if pending:
+                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
+                buf.append((i, False, exc, t0, t1, wid, None))
                 break
             t1 = now()
             if sample:
                 running[tid] = None  # between tasks: the worker's own work
             if measure:
-                c = cpu()
                 user = None
                 if sink:
                     user = sink[:]
                     sink.clear()
-                if first:  # the batch's start, for the worker's timeline
-                    probe = (c - c_prev, user, arrival, started, bool(fresh))
-                    first = False
-                else:
-                    probe = (c - c_prev, user)
-                c_prev = c
-            if sizes:  # the result's size, measured here: only the number travels
-                probe = ((probe + (None,) * (5 - len(probe)) if probe else (None,) * 5)
-                         + (_metrics.nbytes(value),))
+                pending.append((i, value if send else None, t0, t1, user, marks,
+                                nbytes(value) if sizes else None))
+                marks = None
+            elif sizes:  # the result's size, measured here: only the number travels
+                buf.append((i, True, value if send else None, t0, t1, wid,
+                            (None, None, None, None, None, nbytes(value))))
+            else:
+                buf.append((i, True, value if send else None, t0, t1, wid, None))
             if store:
                 data[key] = value
             for k in drop:
                 del data[k]
-            buf.append((i, True, value if send else None, t0, t1, wid, probe))
             carried += send
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
+                if pending:
+                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
                 emit(buf)
                 buf = []
                 carried = 0
@@ -243,10 +264,34 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 running.pop(tid, None)
             else:  # a computation nested in a task (sync): its task again
                 running[tid] = outer_task
+        if pending:
+            _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
         if buf:
             emit(buf)
         if job is not None:
             emit.close()
+
+
+def _add_pending(buf: list, pending: list, c: float, c_prev: float, wid, sizes: bool) -> float:
+    """Append the records of the ``pending`` tasks to ``buf``, splitting the
+    CPU seconds ``c - c_prev`` among them by their wall times; empties
+    ``pending``; returns ``c``.  A probe is ``(CPU seconds, user metrics)``,
+    the batch's first task's also ``(received, started, fresh)``, and with
+    ``sizes`` a sixth field, the result's size."""
+    spent = c - c_prev if c > c_prev else 0.0
+    walls = sum(p[3] - p[2] for p in pending)
+    even = spent / len(pending)
+    for i, value, t0, t1, user, marks, size in pending:
+        part = spent * (t1 - t0) / walls if walls > 0.0 else even
+        if marks is not None:
+            probe: tuple = (part, user, *marks)
+        else:
+            probe = (part, user)
+        if sizes:
+            probe = (*probe, *_NO_MARKS[len(probe):], size)
+        buf.append((i, True, value, t0, t1, wid, probe))
+    pending.clear()
+    return c
 
 
 class MeasuredEmit:

@@ -12,7 +12,9 @@ typed attributes that say what happened:
 - ``state.outcome``: the run's :class:`RunOutcome`, filled as the run goes
   and complete at ``finish`` (failed and interrupted tasks, the caller's
   span, what worker processes sent back: late hand-offs, stack samples; the
-  scheduler's overhead).
+  scheduler's overhead; and while a callback asks for them, every task's
+  record, so that callbacks which only read what happened need no hook
+  per task).
 
 ``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
 and ``state.ntasks`` read those two (the names the README documents).
@@ -31,7 +33,7 @@ run is freed as soon as its last user lets go.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -45,7 +47,8 @@ class TaskRecord(NamedTuple):
 
     ``start``/``end``: epoch seconds the worker measured around the call;
     ``worker_id``: the thread ident, worker pid or cluster worker;
-    ``freed``: keys whose results the task's end released from the cache;
+    ``freed``: keys whose results the task's end released from the cache
+    (a tuple on local runs);
     ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
     its inputs' travel before ``start`` (first task of a batch) and its
     result's after ``end``; ``probe`` (only while a callback needs
@@ -60,7 +63,7 @@ class TaskRecord(NamedTuple):
     start: float
     end: float
     worker_id: Any
-    freed: list
+    freed: Sequence[Any]
     transfer: tuple | None = None
     probe: Any = None
     activities: tuple | None = None
@@ -80,7 +83,13 @@ class RunOutcome:
     runs); ``samples``: ``(time, worker_id, key, stack)`` stack samples
     taken in worker processes; ``overhead``: ``(scheduler CPU seconds,
     worker-seconds idle)`` (measured runs); ``extra``: what one kind of
-    loop adds (a cluster: its client, lost attempts ...).
+    loop adds (a cluster: its client, lost attempts ...); ``records``: None,
+    or while a callback needs them (``Needs.records``) the record of every
+    finished task, appended as each ends (before its posttask hooks fire),
+    complete at ``finish``: :class:`TaskRecord`'s fields in a tuple
+    (``TaskRecord._make(r)`` names them; read ``r[1]`` or unpack in hot
+    loops).  Plain tuples of plain values leave the garbage collector's
+    tracking, so a long run's records cost no collection time.
     """
 
     ntasks: int = 0
@@ -91,6 +100,7 @@ class RunOutcome:
     samples: list = field(default_factory=list)
     overhead: tuple | None = None
     extra: dict = field(default_factory=dict)
+    records: list | None = None
 
 
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])
@@ -139,13 +149,18 @@ class State(Mapping):
         return (task.start, task.end)
 
     @property
-    def freed(self) -> list:
+    def freed(self) -> Sequence[Any]:
         """The keys whose results the end of that task released."""
         return self.task.freed
 
     @property
     def ntasks(self) -> int:
         return self.outcome.ntasks
+
+    def task_keys(self) -> list:
+        """The keys of the ``ntasks`` tasks this computation runs, in run
+        order (a new list, built in C: a progress display's groups)."""
+        return list(map(self._machine.keys.__getitem__, self._machine.order))
 
     @property
     def failed(self) -> dict:
@@ -242,8 +257,7 @@ class _Adjacency(Mapping):
         return {keys[j] for j in adjacency[i]}
 
     def __iter__(self):
-        keys = self._machine.keys
-        return (keys[i] for i in self._machine.needed)
+        return map(self._machine.keys.__getitem__, self._machine.needed)
 
     def __len__(self) -> int:
         return len(self._machine.needed)

@@ -122,6 +122,39 @@ def test_results_of_finished_intermediates_are_released(get):
     assert cache_after_c == {"c"}
 
 
+def test_a_callback_reading_the_records_sees_every_task_without_a_hook(get):
+    """Needs(records=True): no posttask, yet every finished task's record
+    (key, start, end, worker, freed ...) is in state.outcome.records, in
+    the order the tasks ended, complete at finish; alongside a posttask
+    hook, each record is there before that hook fires."""
+    from localsched.callbacks import Needs
+    from localsched.view import TaskRecord
+
+    class Reader(Callback):
+        needs = Needs(results=False, records=True)
+
+        def _start_state(self, dsk, state):
+            self.records = state.outcome.records
+
+        def _finish(self, dsk, state, errored):
+            self.done = [TaskRecord._make(r) for r in self.records]
+
+    seen_before_posttask = []
+
+    def posttask(key, result, dsk, state, worker_id):
+        seen_before_posttask.append(state.outcome.records[-1][0] == key)
+
+    dsk = {"a": (inc, 1), "b": (inc, "a"), "c": (add, "a", "b")}
+    reader = Reader()
+    assert reader._callback[3] is None  # (no hook per task)
+    assert get(dsk, "c", callbacks=[reader]) == 5
+    assert [r.key for r in reader.done] == ["a", "b", "c"]
+    assert all(r.start <= r.end for r in reader.done)
+    assert [set(r.freed) for r in reader.done] == [set(), set(), {"a", "b"}]
+    assert get(dsk, "c", callbacks=[reader, Callback(posttask=posttask)]) == 5
+    assert seen_before_posttask == [True, True, True]
+
+
 # -- callbacks -------------------------------------------------------------------
 
 

@@ -56,8 +56,10 @@ Imports go one way, top to bottom; bokeh is imported only when you plot,
 pandas only by ``to_pandas()``.
 
 * Collectors (callbacks that record): ``profile``, ``resource``, ``cache``,
-  ``metrics`` (FineMetrics), ``sampler``, ``progress``, on ``collector`` and
-  ``records`` (the plain NamedTuple records everything else reads).
+  ``metrics`` (FineMetrics), ``sampler``, ``progress`` (its display in
+  ``progress_view``, the snapshot it draws, ``progress_text`` and
+  ``progress_widget``), on ``collector`` and ``records`` (the plain
+  NamedTuple records everything else reads).
 * Names: ``naming`` -- a key's task group (``localsched.utils.key_split``,
   dask's rule), worker rows, durations, task reprs -- so every output says
   the same.

@@ -4,9 +4,12 @@ A result enters the cache when its task ends (``state.task.end``, measured
 by the worker) and leaves it when the scheduler drops it, which happens when
 its last dependent has finished; requested outputs stay until the end.
 
-Leaving is read from ``state.task.freed``: the keys the scheduler released when
-the task whose posttask fires ended.  The hook only appends one tuple per
-task -- (key, end, metric, freed) -- and entries are matched with exits when
+Leaving is read from each task record's ``freed``: the keys the scheduler
+released when that task ended.  With no metric or ``"nbytes"`` (a size the
+worker measured, ``TaskRecord.nbytes``) nothing of the profiler runs per
+task: it reads the run's task records (``Needs(records=True)``).  A metric
+function must see each result: its ``posttask`` appends one tuple per task
+-- (key, end, metric, freed).  Entries are matched with exits when
 ``results`` is read.  Whatever is still cached when the computation ends is
 freed at the finish time.  All times are epoch seconds (time.time).
 """
@@ -20,6 +23,7 @@ from typing import Any
 from ..callbacks import Needs
 from ..metrics import nbytes
 from ..utils import funcname
+from ..view import TaskRecord
 from .collector import Collector, FinishedRun
 from .records import CacheData
 
@@ -80,8 +84,13 @@ class CacheProfiler(Collector):
             raise TypeError(f"CacheProfiler metric_name= must be a str, got {metric_name!r}")
         self._metric = metric
         # What the scheduler must provide: results only for a metric of ours
-        # to apply; "nbytes" is measured in the workers.
-        self.needs = Needs(results=callable(metric), sizes=metric == "nbytes")
+        # to apply (then a hook per task); else the run's task records,
+        # with each result's size measured in the workers for "nbytes".
+        if callable(metric):
+            self.needs = Needs(results=True)
+            self._posttask = self._measure_result
+        else:
+            self.needs = Needs(results=False, sizes=metric == "nbytes", records=True)
         if metric_name is None:
             metric_name = ("tasks" if metric is None else
                            "nbytes" if metric == "nbytes" else funcname(metric))
@@ -90,17 +99,13 @@ class CacheProfiler(Collector):
 
         super().__init__()
 
-    def _posttask(self, key, result, dsk, state, worker_id):
-        # One small append per task (freed keys as a tuple: tuples of atoms
-        # leave the garbage collector's tracking); entries and exits are
-        # matched when results are read.
-        metric = self._metric
+    def _measure_result(self, key, result, dsk, state, worker_id):
+        # (the posttask of a metric function) One small append per task
+        # (freed keys as a tuple: tuples of atoms leave the garbage
+        # collector's tracking).
         task = state.task
         freed = task.freed
-        self._events(state).append((key, task.end,
-                                    1 if metric is None else (
-                                        _nbytes(result, state) if metric == "nbytes"
-                                        else metric(result)),
+        self._events(state).append((key, task.end, self._metric(result),
                                     tuple(freed) if freed else ()))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
@@ -111,8 +116,11 @@ class CacheProfiler(Collector):
         metric = self._metric
         released = state["released"]
         freed = tuple(d for d in state["dependencies"].get(key, ()) if d in released)
-        self._events(state).append((key, end, 1 if metric is None else (
-            _nbytes(result, state) if metric == "nbytes" else metric(result)), freed))
+        if callable(metric):
+            self._events(state).append((key, end, metric(result), freed))
+        else:  # (the layout of a task record, as localsched's runs keep them)
+            size = _nbytes(result, state) if metric == "nbytes" else None
+            self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
 
     def to_pandas(self):
         """The cache stays as a pandas DataFrame: one row per ``CacheData``
@@ -127,7 +135,13 @@ class CacheProfiler(Collector):
         return self.metric_name
 
     def _build(self, run: FinishedRun) -> None:
-        self._built.extend(self._records(run.dsk, run.events, run.finished))
+        events = run.events
+        metric = self._metric
+        if not callable(metric):  # task records: (key, end, metric, freed) of each
+            sized = metric == "nbytes"
+            events = [(task[0], task[2], (task[8] or 0) if sized else 1, task[4])
+                      for task in events]
+        self._built.extend(self._records(run.dsk, events, run.finished))
 
     @staticmethod
     def _records(dsk, events: list, finish_time: float) -> list:

@@ -2,14 +2,19 @@
 plain records built on read, ``clear()``, ``visualize()`` and a ``with``
 block that starts from a clean slate.
 
-Two kinds of scheduler fire the hooks.  localsched's own hands over a
-:class:`~localsched.view.State` whose ``task`` record (start, end, freed
-keys ...) says what happened, so one ``posttask`` per task is all a
-profiler needs.  dask's
-schedulers (``dask.threaded.get`` and friends, which fire the hooks a
-profiler registers with dask, see ``_dask_callback``) hand over a plain
-dict, so there a profiler also needs ``pretask`` to learn when a task
-starts; localsched's own runs never pay for that hook.
+Two kinds of scheduler fire the hooks.  localsched's own keeps a
+:class:`~localsched.view.TaskRecord` of every finished task (start, end,
+freed keys ...) in the run's ``state.outcome.records`` for the callbacks
+that ask (``Needs(records=True)``): a profiler that only reads what
+happened takes that list as its events and has no hook per task at all
+(the Profiler, FineMetrics, CacheProfiler without a metric function); one
+that must see results (``CacheProfiler(metric=len)``) appends one small
+tuple per task in its ``posttask``.  dask's schedulers
+(``dask.threaded.get`` and friends, which fire the hooks a profiler
+registers with dask, see ``_dask_callback``) hand over a plain dict and
+keep no records, so there a profiler appends a record per task in its
+posttask and also needs ``pretask`` to learn when a task starts;
+localsched's own runs never pay for those hooks.
 """
 
 from __future__ import annotations
@@ -44,11 +49,12 @@ class FinishedRun(NamedTuple):
 class Collector(Callback):
     """Base of the profilers that record per task.
 
-    Each computation gets a run ``(state, events, dsk, started, starts)``; a
-    subclass's ``_posttask`` appends one small tuple of plain values to
-    ``self._events(state)`` -- no graph, no records: tuples of atoms are
-    dropped from the garbage collector's tracking, so a 100,000-task profile
-    does not slow the collections down.  (``starts`` is only used under
+    Each computation gets a run ``(state, events, dsk, started, starts)``:
+    ``events`` is the run's task records when the profiler reads them
+    (``needs.records``, localsched's runs: shared with the other readers,
+    never changed), else a list of its own that a ``_posttask`` or
+    ``_dask_posttask`` appends one small tuple of plain values to (no graph,
+    no records built per task).  (``starts`` is only used under
     dask's schedulers: key -> epoch seconds of its ``pretask``.)  When the
     computation finishes (also on error) it is kept as one
     :class:`FinishedRun`, and ``_build(run)`` turns it into records when
@@ -107,7 +113,10 @@ class Collector(Callback):
     # -- the hooks -------------------------------------------------------------------
 
     def _start_state(self, dsk, state):
-        run = (state, [], dsk, time.time(), {})
+        events = None
+        if self.needs.records:  # (dask's plain dict state has no outcome)
+            events = getattr(getattr(state, "outcome", None), "records", None)
+        run = (state, [] if events is None else events, dsk, time.time(), {})
         self._live[id(state)] = run
         self._current = run
 

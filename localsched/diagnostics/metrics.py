@@ -29,7 +29,9 @@ computation's start to its finish, cut into activities (see
 ``sum(fm.by("activity").values()) == wall × workers``:
 
 - a task's own life: ``thread-cpu`` (CPU time of the thread that ran it,
-  ``time.thread_time``), ``thread-noncpu`` (its wall time minus that:
+  ``time.thread_time``: on pools read once per hand-off, about every
+  millisecond and after every longer task, the stretch's CPU split among
+  its tasks by wall time), ``thread-noncpu`` (its wall time minus that:
   waiting for the GIL, for I/O, sleeping), and each ``metrics.meter``
   label (the wall time of the metered blocks, taken out of the two others);
 - around the tasks, per worker: ``idle`` (waiting for work), ``hand-off``
@@ -49,15 +51,19 @@ the CPU time the caller's thread spent in the computation besides running
 tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
 too), and on processes ``serialize``, the part of it spent pickling inputs.
 
-Collecting costs about a microsecond per task, only while a FineMetrics is
-active: the scheduler reads the thread's CPU clock once per task boundary
-and ships plain tuples; the mapping is built when read.
+Collecting costs under a microsecond per task, only while a FineMetrics is
+active: the worker reads its thread's CPU clock (a system call) once per
+hand-off and ships each task's share in its record; nothing of FineMetrics
+runs per task (it
+reads the run's task records, ``Needs(records=True)``); the mapping is
+built when read.
 """
 
 from __future__ import annotations
 
 from ..callbacks import Needs
 from ..utils import key_split
+from ..view import TaskRecord
 from .accounting import BatchStart, clip_tasks, gaps
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
@@ -69,6 +75,12 @@ FIELDS = ("span", "group", "activity", "unit")
 
 #: The unit of the caller's own costs (its thread's CPU): not worker-seconds.
 CALLER = "caller-seconds"
+
+
+def _task_rows(run: FinishedRun) -> list:
+    """``(key, start, end, worker_id, probe, activities)`` of each task of a
+    run, from its task records."""
+    return [(t[0], t[1], t[2], t[3], t[6], t[7]) for t in run.events]
 
 
 def _batch_start(probe, acts) -> tuple:
@@ -104,9 +116,9 @@ class FineMetrics(Collector):
     True
     """
 
-    # Measure each task; its posttask never reads the result (results may
-    # stay in the workers).
-    needs = Needs(results=False, measure=True)
+    # Measure each task; no hook per task: it reads the run's records
+    # (results may stay in the workers).
+    needs = Needs(results=False, measure=True, records=True)
 
     record_type = ActivityData
 
@@ -114,20 +126,12 @@ class FineMetrics(Collector):
         self._built = []
         self._metrics: dict = {}
 
-    def _posttask(self, key, result, dsk, state, worker_id):
-        run = self._current  # (Collector._events, inlined: this runs once per task)
-        if run[0] is not state:
-            run = self._current = self._live[id(state)]
-        # (state.task is a TaskRecord, unpacked in C: this runs once per task)
-        _, start, end, _, _, _, probe, activities, _ = state.task
-        run[1].append((key, start, end, worker_id, probe, activities))
-
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         import time
 
         end = time.time()
         run = self._run_of(state)
-        run[1].append((key, run[4].pop(key, end), end, worker_id, None, None))
+        run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
 
     def _at_finish(self, run: tuple, state):
         outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
@@ -140,6 +144,7 @@ class FineMetrics(Collector):
     def _build(self, run: FinishedRun) -> None:
         span, overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
         metrics, activities = self._metrics, self._built
+        events = _task_rows(run)
         if cluster is not None:
             # A localsched.distributed run: the workers' own fine metrics
             # (dask.distributed's execute and gather-dep), and the tasks'
@@ -147,7 +152,7 @@ class FineMetrics(Collector):
             # activities only: their time is in those metrics already.
             for k, v in cluster.items():
                 metrics[k] = metrics.get(k, 0.0) + v
-            for key, _t0, _t1, wid, _probe, acts in run.events:
+            for key, _t0, _t1, wid, _probe, acts in events:
                 for name, start, stop in acts or ():
                     activities.append(ActivityData(key, name, start, stop, wid))
             return
@@ -156,19 +161,19 @@ class FineMetrics(Collector):
             k = (span, group, activity, unit)
             metrics[k] = metrics.get(k, 0.0) + value
 
-        measured = bool(run.events) and all(e[4] is not None for e in run.events)
+        measured = bool(events) and all(e[4] is not None for e in events)
         if not measured:  # dask's schedulers (or a foreign pool): wall time only
-            for key, t0, t1, _wid, _probe, _acts in run.events:
+            for key, t0, t1, _wid, _probe, _acts in events:
                 add(key_split(key), "compute", max(0.0, t1 - t0))
             return
         tasks, caller_pickling = [], 0.0
-        for key, t0, t1, wid, probe, acts in run.events:
+        for key, t0, t1, wid, probe, acts in events:
             batch, sent = _batch_start(probe, acts)
             if sent is not None:
                 caller_pickling += sent
             tasks.append((key, t0, t1, wid, batch))
         tasks = clip_tasks(tasks, run.started, run.finished)
-        probes = {e[0]: e[4] for e in run.events}
+        probes = {e[0]: e[4] for e in events}
         for key, t0, t1, wid, _batch in tasks:
             self._own(add, key, t1 - t0, probes[key], wid)
         ends = {t[0]: t[3] for t in tasks}
@@ -215,10 +220,11 @@ class FineMetrics(Collector):
             runs = list(self._raw)
         for run in runs:
             _span, _overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
-            if cluster is not None or not run.events or any(e[4] is None for e in run.events):
+            events = _task_rows(run)
+            if cluster is not None or not events or any(e[4] is None for e in events):
                 continue
             tasks = clip_tasks([(e[0], e[1], e[2], e[3], _batch_start(e[4], e[5])[0])
-                                for e in run.events], run.started, run.finished)
+                                for e in events], run.started, run.finished)
             ends = {t[0]: t[3] for t in tasks}
             handoffs = [(ends.get(keys[0]), keys, start, dumped, stop)
                         for keys, start, dumped, stop, _received in late if keys]

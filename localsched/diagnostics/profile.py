@@ -1,8 +1,9 @@
 """Profiler: when each task ran, and on which worker.
 
-The hot path is one tuple append per task (``_posttask``); the
+Nothing of it runs per task: it reads the run's task records
+(``Needs(records=True)``, see ``collector``); the
 :class:`~localsched.diagnostics.records.TaskData` records are built only when
-``results`` is read, and only for the tasks added since the last read.
+``results`` is read, and only for the computations finished since the last read.
 
 Times are the worker's own measurement, ``state.timing``: epoch seconds
 (``time.time()``) taken in the worker thread or worker process around the
@@ -23,6 +24,7 @@ from __future__ import annotations
 import time
 
 from ..callbacks import Needs
+from ..view import TaskRecord
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
@@ -72,8 +74,8 @@ class Profiler(Collector):
     ResourceProfiler, CacheProfiler, localsched.diagnostics.plots.visualize
     """
 
-    # Its posttask never reads the result: results may stay in the workers.
-    needs = Needs(results=False)
+    # No hook per task: it reads the run's records; results may stay in the workers.
+    needs = Needs(results=False, records=True)
 
     record_type = TaskData
 
@@ -85,18 +87,10 @@ class Profiler(Collector):
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
         self.dashboard: str | None = None  # a cluster run's own dashboard link
 
-    def _posttask(self, key, result, dsk, state, worker_id):
-        # One small append per task; the task itself is looked up in dsk
-        # only when results are read.
-        # (state.task is a TaskRecord: key, start, end, worker_id, freed,
-        # transfer, ...; unpacked in C, this runs once per task)
-        _, start, end, _, _, transfer, _, _, _ = state.task
-        self._events(state).append((key, start, end, worker_id, transfer))
-
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
         run = self._run_of(state)
-        run[1].append((key, run[4].pop(key, end), end, worker_id, None))
+        run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
 
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
@@ -121,9 +115,13 @@ class Profiler(Collector):
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
-        self._built.extend(TaskData(key, dsk[key], t0, t1, w) for key, t0, t1, w, _ in run.events)
-        for key, t0, t1, w, transfer in run.events:
+        # (run.events: TaskRecords, key, start, end, worker_id, freed, transfer, ...)
+        self._built.extend(TaskData(task[0], dsk[task[0]], task[1], task[2], task[3])
+                           for task in run.events)
+        for task in run.events:
+            transfer = task[5]
             if transfer and (transfer[0] or transfer[1]):
+                key, t0, t1, w = task[0], task[1], task[2], task[3]
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
         failed, running = run.extra or ((), ())

@@ -6,18 +6,27 @@ Who does what::
     ────────────────────────────              ─────────────────────────
     _start        t0 = timer()
     _start_state  group totals (once) ──────► start: wait(dt) ─► draw()
-    _posttask     group_done[g] += 1                  snapshot: len(finished set),
-                  group_seconds[g] += end - start     total, group_done, seconds
-                  (for the ETA, or with group_by)
+    (the loop appends each finished                   snapshot: len(finished set),
+     task's record to the run's                       total; the records since the
+     records: no hook of ours runs)                   last draw: group_done[g] += 1,
+                                                      group_seconds[g] += end - start
     _finish       stop.set(); join() ◄──────          ─► Progress ─► renderer.render()
                   final draw, same path
 
-The drawing thread only reads counters (``len()`` of the live finished set,
-a list of ints), never iterates the scheduler's sets, so it costs the same
-for ten tasks or ten million.  What it draws is a plain :class:`Progress`
-record; a renderer turns a record into text (:class:`TextRenderer`) or
-ipywidgets (:class:`WidgetRenderer`), so the choice of display is just the
-choice of renderer.  Any object with a ``render(progress)`` method works.
+Nothing of the bar runs per task in the scheduler's thread: the counts per
+group (shown with ``group_by``, and behind the time estimate) are read from
+the run's task records (``state.outcome.records``, ``Needs.records``) when
+a draw happens, a tight loop over the records since the last draw.  The
+drawing thread otherwise only reads counters (``len()`` of the live
+finished set), never iterates the scheduler's sets, so it costs the same
+for ten tasks or ten million.  Under dask's own schedulers, which keep no
+records, a small posttask hook counts instead.
+
+What it draws is a plain :class:`~localsched.diagnostics.progress_view.Progress`
+record; a renderer turns it into text (:class:`TextRenderer`,
+``progress_text``) or ipywidgets (:class:`WidgetRenderer`,
+``progress_widget``), so the choice of display is just the choice of
+renderer.  Any object with a ``render(progress)`` method works.
 
 Times are elapsed seconds of the injectable ``timer`` (default
 ``time.monotonic``, which wall-clock adjustments cannot make go backwards),
@@ -35,18 +44,29 @@ are shown in tqdm's form, ``00:12<00:30, 1,234.5 tasks/s``;
 from __future__ import annotations
 
 import contextvars
-import html
 import importlib.util
-import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from itertools import filterfalse
+from typing import Any
 
-from ..callbacks import Callback, Needs
+from ..callbacks import Callback, Hooks, Needs
 from ..utils import key_split
-from .eta import remaining_time, tqdm_timing
+from .eta import remaining_time
+from .progress_text import TextRenderer
+from .progress_view import (
+    ERRORED,
+    FINISHED,
+    FORMATS,
+    RUNNING,
+    GroupProgress,
+    Progress,
+    format_time,
+    timing_text,
+)
+from .progress_widget import WidgetRenderer, import_ipywidgets, in_notebook
 
 __all__ = [
     "ProgressBar",
@@ -55,6 +75,8 @@ __all__ = [
     "TextRenderer",
     "WidgetRenderer",
     "format_time",
+    "timing_text",
+    "in_notebook",
 ]
 
 #: Name of the drawing thread (tests look for it to check it is gone).
@@ -62,308 +84,8 @@ THREAD_NAME = "localsched-progress"
 
 #: At most this many group lines; further groups share the last line.
 MAX_GROUP_LINES = 20
-#: Group names are cut to this many characters, so lines fit a terminal
-#: (a wrapped line would break the cursor-up redraw).
-MAX_NAME = 20
 #: Seconds of recent progress the rate is measured over.
 RATE_WINDOW = 3.0
-
-RUNNING, FINISHED, ERRORED = "running", "finished", "errored"
-FORMATS = ("tqdm", "dask")
-
-
-class GroupProgress(NamedTuple):
-    """Progress of one task group: its name, finished and total tasks."""
-
-    name: str
-    done: int
-    total: int
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a renderer draws: a snapshot of one computation, as plain data.
-
-    ``status`` is ``"running"``, ``"finished"`` or ``"errored"``; a renderer
-    ends its display on the latter two and starts a new one on the next
-    render.
-
-    >>> p = Progress(done=1, total=4, elapsed=0.5)
-    >>> p.percent, p.final
-    (25, False)
-    """
-
-    done: int
-    total: int
-    elapsed: float
-    groups: tuple = ()
-    status: str = RUNNING
-    #: Estimated seconds still to run (None: no estimate yet).
-    remaining: float | None = None
-    #: Tasks finished per second lately (None: not measured).
-    rate: float | None = None
-
-    @property
-    def percent(self) -> int:
-        """Whole percent finished (integer arithmetic: 100 only when all are done)."""
-        return self.done * 100 // self.total if self.total else 100
-
-    @property
-    def final(self) -> bool:
-        """Whether this is the last snapshot of its computation."""
-        return self.status != RUNNING
-
-
-def timing_text(progress: Progress) -> str:
-    """``elapsed<remaining, rate``, as tqdm writes it.
-
-    >>> timing_text(Progress(10, 40, 75.0, remaining=225.0, rate=0.133))
-    '01:15<03:45, 7.52s/task'
-    """
-    return tqdm_timing(progress.elapsed, progress.remaining, progress.rate)
-
-
-def format_time(seconds: float) -> str:
-    """Elapsed seconds as text, to a tenth of a second.
-
-    >>> format_time(1.23)
-    ' 1.2s'
-    >>> format_time(75)
-    '1min 15.0s'
-    >>> format_time(3725.5)
-    '1hr  2min  5.5s'
-    """
-    # Round once, then split: 59.97 s is "1min  0.0s", never "60.0s".
-    tenths = max(0, int(round(seconds * 10)))
-    minutes, tenths = divmod(tenths, 600)
-    hours, minutes = divmod(minutes, 60)
-    secs = tenths / 10
-    if hours:
-        return f"{hours}hr {minutes:2d}min {secs:4.1f}s"
-    if minutes:
-        return f"{minutes}min {secs:4.1f}s"
-    return f"{secs:4.1f}s"
-
-
-# -- renderers ---------------------------------------------------------------
-
-
-class TextRenderer:
-    """Draw progress as text, redrawn in place with ``'\\r'``.
-
-    The main line looks like
-    ``[####################                    ] | 50% Completed | 00:01<00:01, 812.0 tasks/s``
-    (``style="dask"``: ``... | 50% Completed |  1.2s``, dask's line) and a
-    final render ends it with a newline.  Group lines (with
-    ``group_by``) are redrawn in place with ANSI cursor movement when ``out``
-    is a terminal; otherwise (a file, a notebook stream) they are written
-    once, after the final main line, so a log holds no escape codes.
-
-    Parameters
-    ----------
-    out : file-like, optional
-        Where to write; None means ``sys.stdout`` as it is when a
-        computation's first line is drawn (so redirections made after the
-        renderer was built, e.g. by pytest, are honoured).
-    width : int
-        Characters of each bar.
-    tty : bool, optional
-        Whether ``out`` is a terminal; None asks ``out.isatty()``.
-    style : "tqdm" or "dask"
-        The end of the main line: ``elapsed<remaining, rate`` or dask's
-        elapsed time alone.
-
-    >>> import io
-    >>> out = io.StringIO()
-    >>> r = TextRenderer(out, width=10, style="dask")
-    >>> r.render(Progress(3, 10, 1.25))
-    >>> r.render(Progress(10, 10, 2.0, status="finished"))
-    >>> out.getvalue()
-    '\\r[###       ] | 30% Completed |  1.2s\\r[##########] | 100% Completed |  2.0s\\n'
-    >>> TextRenderer(width=10).bar_line(Progress(3, 10, 1.25, remaining=3.0, rate=2.4))
-    '[###       ] | 30% Completed | 00:01<00:03, 2.4 tasks/s'
-    """
-
-    def __init__(self, out=None, width: int = 40, *, tty: bool | None = None,
-                 style: str = "tqdm"):
-        if style not in FORMATS:
-            raise ValueError(f"style must be one of {FORMATS}, got {style!r}")
-        self.out = out
-        self.width = width
-        self.tty = tty
-        self.style = style
-        self._stream = None  # the stream of the current computation
-        self._height = 0  # lines of the block drawn last (tty group mode)
-
-    def render(self, progress: Progress) -> None:
-        """Draw ``progress``; a final one ends the display with a newline."""
-        out = self._stream
-        if out is None:
-            out = self._stream = sys.stdout if self.out is None else self.out
-        main = self.bar_line(progress)
-        groups = self.group_lines(progress.groups)
-        if groups and self._is_tty(out):
-            # Back to the block's first line, then rewrite every line.
-            up = f"\x1b[{self._height - 1}A" if self._height > 1 else ""
-            text = "\r" + up + "\n".join("\x1b[2K" + line for line in [main, *groups])
-            self._height = 1 + len(groups)
-        else:
-            text = "\r" + main
-            if groups and progress.final:
-                text += "\n" + "\n".join(groups)
-        if progress.final:
-            text += "\n"
-            self._stream = None
-            self._height = 0
-        out.write(text)
-        out.flush()
-
-    def bar_line(self, progress: Progress) -> str:
-        """The main line, without ``'\\r'``."""
-        width = self.width
-        filled = progress.done * width // progress.total if progress.total else width
-        head = f"[{'#' * filled:<{width}}] | {progress.percent}% Completed | "
-        if self.style == "dask":
-            return head + format_time(progress.elapsed)
-        return head + timing_text(progress)
-
-    def group_lines(self, groups) -> list:
-        """One line per group: name, bar, ``done/total``."""
-        if not groups:
-            return []
-        names = [_short(g.name) for g in groups]
-        name_w = max(map(len, names))
-        count_w = len(str(max(g.total for g in groups)))
-        width = self.width
-        lines = []
-        for name, g in zip(names, groups, strict=False):
-            filled = g.done * width // g.total if g.total else width
-            lines.append(
-                f"  {name:<{name_w}} [{'#' * filled:<{width}}] {g.done:>{count_w}}/{g.total}"
-            )
-        return lines
-
-    def _is_tty(self, out) -> bool:
-        if self.tty is not None:
-            return self.tty
-        try:
-            return bool(out.isatty())
-        except (AttributeError, ValueError):  # no isatty, or a closed stream
-            return False
-
-
-def _short(name: str) -> str:
-    return name if len(name) <= MAX_NAME else name[: MAX_NAME - 1] + "…"
-
-
-class WidgetRenderer:
-    """Draw progress as ipywidgets: one ``FloatProgress`` and an HTML label,
-    plus one bar per task group.
-
-    The widgets of a computation are built and shown on its first render and
-    stay readable afterwards as ``box``, ``bar``, ``label`` and
-    ``group_bars`` (a dict name -> FloatProgress) until the next computation
-    starts.  ``bar.value`` counts finished tasks out of ``bar.max``; a
-    final render sets ``bar_style`` to ``'success'`` or ``'danger'``.
-
-    Parameters
-    ----------
-    display : callable, optional
-        Shows a widget; None means ``IPython.display.display`` (imported on
-        first use).  Inject a function to use the renderer without a notebook.
-
-    >>> shown = []
-    >>> r = WidgetRenderer(display=shown.append)
-    >>> r.render(Progress(2, 4, 0.5))
-    >>> r.render(Progress(4, 4, 1.0, status="finished"))
-    >>> shown == [r.box], r.bar.value, r.bar.max, r.bar.bar_style
-    (True, 4.0, 4.0, 'success')
-    """
-
-    def __init__(self, *, display: Callable[[Any], Any] | None = None):
-        self._display = display
-        self._live = False
-        self.box = self.bar = self.label = None
-        self.group_bars: dict = {}
-        self._group_labels: list = []
-
-    def render(self, progress: Progress) -> None:
-        """Update the widgets (built and shown on a computation's first render)."""
-        if not self._live:
-            self._build(progress)
-        self.bar.value = progress.done
-        self.label.value = (
-            f"<tt>{progress.done}/{progress.total} tasks | {progress.percent}% Completed"
-            f" | {html.escape(timing_text(progress))}</tt>"
-        )
-        for g, count in zip(progress.groups, self._group_labels, strict=False):
-            self.group_bars[g.name].value = g.done
-            count.value = f"<tt>{g.done}/{g.total}</tt>"
-        if progress.final:
-            ok = progress.status == FINISHED
-            self.bar.bar_style = "success" if ok else "danger"
-            # After an error, groups that had finished still show as such.
-            for g in progress.groups:
-                done = ok or g.done >= g.total
-                self.group_bars[g.name].bar_style = "success" if done else "danger"
-            self._live = False
-
-    def _build(self, progress: Progress) -> None:
-        ipywidgets = _import_ipywidgets()
-        self.bar = ipywidgets.FloatProgress(value=0, min=0, max=max(progress.total, 1))
-        self.label = ipywidgets.HTML()
-        rows = [ipywidgets.HBox([self.bar, self.label])]
-        self.group_bars = {}
-        self._group_labels = []
-        for g in progress.groups:
-            bar = ipywidgets.FloatProgress(value=0, min=0, max=max(g.total, 1))
-            count = ipywidgets.HTML()
-            name = ipywidgets.HTML(f"<tt>{html.escape(_short(g.name))}</tt>")
-            name.layout.width = "12em"
-            rows.append(ipywidgets.HBox([name, bar, count]))
-            self.group_bars[g.name] = bar
-            self._group_labels.append(count)
-        self.box = ipywidgets.VBox(rows)
-        display = self._display
-        if display is None:
-            from IPython.display import display
-        display(self.box)
-        self._live = True
-
-
-def _import_ipywidgets():
-    try:
-        import ipywidgets
-    except ImportError as exc:
-        raise ImportError(
-            "ProgressBar(display='widget') needs ipywidgets: "
-            "pip install ipywidgets (or localsched[notebook])"
-        ) from exc
-    return ipywidgets
-
-
-def in_notebook() -> bool:
-    """Whether this runs in a Jupyter kernel that can show ipywidgets.
-
-    Imports nothing: a kernel has already imported IPython and ipykernel,
-    so if they are not in ``sys.modules`` this is no notebook.
-    """
-    ipython = sys.modules.get("IPython")
-    if ipython is None or "ipykernel" not in sys.modules:
-        return False
-    try:
-        from ipykernel.zmqshell import ZMQInteractiveShell
-
-        shell = ipython.get_ipython()
-        return (
-            isinstance(shell, ZMQInteractiveShell)
-            and importlib.util.find_spec("ipywidgets") is not None
-        )
-    except Exception:  # a half-initialised or exotic shell: fall back to text
-        return False
-
-
-# -- the callback ------------------------------------------------------------
 
 
 class ProgressBar(Callback):
@@ -408,9 +130,9 @@ class ProgressBar(Callback):
     format : "tqdm" or "dask", keyword-only
         ``"tqdm"`` (default) ends the line with ``elapsed<remaining, rate``:
         the remaining time estimated from each task group's mean duration
-        (one addition per task in the scheduler's thread) and the tasks per
+        (read from the run's task records at each draw) and the tasks per
         second lately.  ``"dask"`` writes dask's line exactly (elapsed time
-        only) and adds nothing per task unless ``group_by`` is given.
+        only) and needs no records unless ``group_by`` is given.
 
     Examples
     --------
@@ -441,7 +163,8 @@ class ProgressBar(Callback):
     Profiler, ResourceProfiler, CacheProfiler
     """
 
-    # Its posttask never reads the result: results may stay in the workers.
+    # No hook per task: the counts come from the run's records (when it
+    # shows groups or estimates), read at each draw.
     needs = Needs(results=False)
 
     def __init__(
@@ -479,7 +202,7 @@ class ProgressBar(Callback):
             raise ValueError(f"ProgressBar format must be 'tqdm' or 'dask', got {format!r}")
         if display == "widget":
             if importlib.util.find_spec("ipywidgets") is None:
-                _import_ipywidgets()  # raises, saying what to install
+                import_ipywidgets()  # raises, saying what to install
         elif display not in (None, "text") and not callable(getattr(display, "render", None)):
             raise ValueError(
                 f"ProgressBar display must be None, 'text', 'widget' or an object with "
@@ -493,7 +216,7 @@ class ProgressBar(Callback):
         self._estimate = format == "tqdm"
         self._show_groups = group_by is not None
         # Groups are counted to show their lines, or to estimate the ETA.
-        self._group_by = group_by if group_by is not None else (
+        self._group_by: Callable[[Any], str] | None = group_by if group_by is not None else (
             key_split if self._estimate else None)
         self._clock = timer
         self._display = display
@@ -512,13 +235,9 @@ class ProgressBar(Callback):
         self._draw_lock = threading.Lock()
         self._reset()
 
-        if self._estimate:
-            # One addition per task: each group's finished tasks and their seconds.
-            self._posttask = self._time_group
-        elif group_by is not None:
-            # Installed per instance, so that a bar without groups or ETA
-            # has no posttask hook at all: nothing runs per task.
-            self._posttask = self._count_group
+        if self._group_by is not None:
+            # Each group's finished tasks and their seconds, from the records.
+            self.needs = Needs(results=False, records=True)
 
     def _reset(self) -> None:
         """Forget the current computation (the bar is idle)."""
@@ -537,6 +256,8 @@ class ProgressBar(Callback):
         self._group_of: dict = {}
         self._workers: set = set()
         self._recent: list = [(0.0, 0)]  # (elapsed, done) of recent draws, for the rate
+        self._records: list | None = None  # the run's task records (localsched's runs)
+        self._counted = 0  # how many of them the group counts include
 
     def _owns(self, dsk) -> bool:
         owner = self._owner
@@ -561,6 +282,8 @@ class ProgressBar(Callback):
         self._finished = state["finished"]
         if self._group_by is not None and total:
             self._count_groups(state)
+            outcome = getattr(state, "outcome", None)  # (dask's plain dict state: none)
+            self._records = getattr(outcome, "records", None)
         self.renderer = self._choose_renderer()
         # Set last: a computation with _state set can always be drawn.
         self._state = state
@@ -577,22 +300,39 @@ class ProgressBar(Callback):
         self._stop, self._thread = stop, thread
         self._timer = thread
 
-    def _count_group(self, key, result, dsk, state, worker_id):
-        # The per-task cost of grouping: a dict lookup and an increment.
-        if state is self._state:
-            self._group_done[self._group_of[key]] += 1
+    @property
+    def _dask_callback(self) -> tuple:
+        """The hooks dask's own schedulers fire: they keep no task records,
+        so there a posttask hook counts each finished task."""
+        hooks = self._callback
+        count = self._count_dask_task if self._group_by is not None else None
+        return Hooks(hooks[0], hooks[1], hooks[2], count, hooks[4], needs=hooks.needs)
 
-    def _time_group(self, key, result, dsk, state, worker_id):
-        # The per-task cost of the ETA: a lookup, two additions, a set add.
+    def _count_dask_task(self, key, result, dsk, state, worker_id):
         if state is self._state:
             i = self._group_of.get(key)
-            if i is None:
-                return
-            self._group_done[i] += 1
-            timing = getattr(state, "timing", None)  # (dask's schedulers have none)
-            if timing is not None:
-                self._group_seconds[i] += timing[1] - timing[0]
+            if i is not None:
+                self._group_done[i] += 1
             self._workers.add(worker_id)
+
+    def _catch_up(self) -> None:
+        """Count the tasks finished since the last draw, from the run's
+        records (under the draw lock): per group, done and seconds."""
+        records = self._records
+        if records is None:
+            return
+        n = len(records)  # (the scheduler appends while we read: up to here)
+        if n == self._counted:
+            return
+        group_of, done, seconds = self._group_of, self._group_done, self._group_seconds
+        workers = self._workers
+        for task in records[self._counted:n]:
+            i = group_of.get(task[0])
+            if i is not None:
+                done[i] += 1
+                seconds[i] += task[2] - task[1]  # (end - start, as the worker measured)
+                workers.add(task[3])
+        self._counted = n
 
     def _finish(self, dsk, state, errored):
         if not self._owns(dsk):
@@ -632,6 +372,7 @@ class ProgressBar(Callback):
             elapsed = self._clock() - self._t0
             if not self._shown and elapsed < self._minimum:
                 return False
+            self._catch_up()
             total = self._total
             # On success all tasks are done; on error the bar stays put.
             done = total if status == FINISHED else min(len(self._finished), total)
@@ -665,39 +406,37 @@ class ProgressBar(Callback):
         return remaining, rate
 
     def _count_groups(self, state) -> None:
-        """Group totals, and each task's group index, once per computation."""
+        """Group totals, and each task's group index, once per computation
+        (loops in C but for the grouping function, cached per name)."""
         group_by = self._group_by
-        at_start = state["cache"]  # data keys (and nothing computed yet)
-        index: dict = {}
-        names: list = []
-        totals: list = []
-        group_of = {}
-        for key in state["dependencies"]:
-            if key in at_start:
-                continue
-            if group_by is key_split:
-                name = key_split(key)  # (cached)
-            else:
-                name = str(group_by(key))
-            i = index.get(name)
-            if i is None:
-                i = index[name] = len(names)
-                names.append(name)
-                totals.append(0)
-            totals[i] += 1
-            group_of[key] = i
+        assert group_by is not None
+        task_keys = getattr(state, "task_keys", None)  # (localsched's State)
+        if task_keys is not None:
+            keys = task_keys()
+        else:  # the graph's keys but data (in the cache, with nothing computed yet)
+            keys = list(filterfalse(state["cache"].__contains__, state["dependencies"]))
+        if group_by is not key_split:
+            custom = group_by
+
+            def group_by(key):
+                return str(custom(key))
+
+        groups = list(map(group_by, keys))
+        counts = Counter(groups)  # (in order of first appearance: run order)
+        names, totals = list(counts), list(counts.values())
+        index = {name: i for i, name in enumerate(names)}
         if len(names) > MAX_GROUP_LINES:
             # Keep the first groups (in run order); the others share one line.
             last = MAX_GROUP_LINES - 1
             others = len(names) - last
             totals = totals[:last] + [sum(totals[last:])]
             names = names[:last] + [f"({others} other groups)"]
-            group_of = {k: min(i, last) for k, i in group_of.items()}
+            index = {name: min(i, last) for name, i in index.items()}
         self._group_names = names
         self._group_totals = totals
         self._group_done = [0] * len(names)
         self._group_seconds = [0.0] * len(names)
-        self._group_of = group_of
+        self._group_of = dict(zip(keys, map(index.__getitem__, groups), strict=True))
 
     def _choose_renderer(self):
         display = self._display

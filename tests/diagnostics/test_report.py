@@ -59,11 +59,22 @@ def hooks(callback):
 
 def fake_state():
     """What the core hands to callbacks: a real (empty) State whose task
-    record and outcome a test sets."""
+    record and outcome a test sets (keeping the run's task records, as a
+    computation does when a callback reads them)."""
     from localsched.machine import RunState
     from localsched.view import State
 
-    return State(RunState.empty())
+    state = State(RunState.empty())
+    state.outcome.records = []
+    return state
+
+
+def end_task(h, dsk, state, record, result, worker_id):
+    """What the core does when a task ends: keep its record, fire posttask."""
+    state.task = record._replace(worker_id=worker_id)
+    state.outcome.records.append(tuple(state.task))
+    if h["posttask"] is not None:
+        h["posttask"](record.key, result, dsk, state, worker_id)
 
 
 def task_record(key, start, end, transfer=None):
@@ -86,8 +97,7 @@ def test_profiler_keeps_failed_and_interrupted_tasks_apart_from_results():
     dsk = {"a": (inc, 1), "b": (truediv, "a", 0), "c": (inc, 5)}
     state = fake_state()
     h["start_state"](dsk, state)
-    state.task = task_record("a", T0, T0 + 0.5)
-    h["posttask"]("a", 2, dsk, state, 7)
+    end_task(h, dsk, state, task_record("a", T0, T0 + 0.5), 2, 7)
     state.outcome.failed["b"] = (ZeroDivisionError("division by zero"), T0 + 0.5, T0 + 0.6, 7)
     state.outcome.running_since["c"] = (T0 + 0.2, 8)
     h["finish"](dsk, state, True)
@@ -299,10 +309,9 @@ def test_profiler_records_transfer_times_from_the_state():
     dsk = {"a": (inc, 1), "b": (inc, "a")}
     state = fake_state()
     h["start_state"](dsk, state)
-    state.task = task_record("a", T0 + 1.0, T0 + 2.0, (0.25, 0.5))
-    h["posttask"]("a", 2, dsk, state, 4242)
-    state.task = task_record("b", T0 + 2.0, T0 + 2.1, (0.0, 0.0))  # nothing travelled
-    h["posttask"]("b", 3, dsk, state, 4242)
+    end_task(h, dsk, state, task_record("a", T0 + 1.0, T0 + 2.0, (0.25, 0.5)), 2, 4242)
+    # nothing travelled:
+    end_task(h, dsk, state, task_record("b", T0 + 2.0, T0 + 2.1, (0.0, 0.0)), 3, 4242)
     h["finish"](dsk, state, False)
     assert [r.key for r in prof.results] == ["a", "b"]
     (shipped,) = prof.transfers
