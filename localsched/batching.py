@@ -376,79 +376,33 @@ class Planner:
         tasks of the stack.
 
         The batch is what a sequential run would do next under the ready
-        rule (see ``localsched.machine``): take the top of the ready stack; a task whose
-        inputs are then all done or in the batch is "ready" inside the batch
-        and goes on a batch-local stack, which is used first.  It is sized
-        and cut by what it holds (see "What a batch holds").
+        rule (see ``localsched.machine``): the top of the ready stack
+        (``_take_top``), then, task by task, what that run would take next
+        (``_following``) while it fits the batch's budget of measured work
+        and its rules (``_admits``); ``_Held`` counts what each prefix
+        holds (see "What a batch holds"), and ``_cut`` ends the batch where
+        it holds the fewest.
         """
-        run = self.run
-        status, mark, stack = run.status, self.mark, run.ready
-        i = stack.pop()
-        self.serial = serial = self.serial + 1
-        status[i] = RUNNING
-        mark[i] = serial
-        batch = [i]
-        spent = self.estimate(i)
-        budget, limit, stats, group_of = self.budget, self.limit, self.stats, self.group_of
+        i = self._take_top()
+        spent = self.estimate(i)  # (may recall i's group as large: before ``large``)
         # A batch of large results (see ``large``) gets a larger budget, and
         # is cut where it leaves the fewest large results behind, then the
         # fewest results: each one left behind will cross processes.
-        large = self.large if self.large and group_of[i] in self.large else None
-        if large is not None:
-            budget = self.large_budget
+        large = self.large if self.large and self.group_of[i] in self.large else None
+        budget = self.budget if large is None else self.large_budget
         if spent is None or spent >= budget:
-            return batch
-        dependents, waiting, priority = run.dependents, run.waiting, run.priority
-        is_output, max_live = run.is_output, self.max_live
+            return [i]
+        run = self.run
+        status, mark, stack, serial = run.status, self.mark, run.ready, self.serial
+        stats, group_of, max_live, limit = self.stats, self.group_of, self.max_live, self.limit
+        held = _Held(self, i, large)
+        batch = [i]
         local: list = []  # ready inside the batch, next on top
         inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
-        unused: dict = {}  # batch result -> its consumers not (yet) in the batch
-        parked: set = set()  # batch results held as long by a sequential run
-        deps, max_inputs = run.deps, self.max_inputs
-        # Results of the batch still wanted after each prefix (see "What a
-        # batch holds").
-        st = stats.get(group_of[i])
-        if st is not None and st[3]:  # tiny (see "Tiny results")
-            parked.add(i)
-            held = 0
-        else:
-            held = self._holds(i, parked, unused)
-        holds: list = [held]  # (counts, or (large ones, count) pairs)
-        if large is not None:
-            big = {i}  # the large results among them (as far as known)
-            nbig = 1
-            holds = [(nbig, held)]
-        unused[i] = len(dependents[i])
-        if max_inputs is not None:
-            outside = set(deps[i])  # inputs the batch takes from outside it
-        # Groups timed only in earlier computations: one task of each per
-        # batch until this run has timed one, except large results and the
-        # tasks that use them (see "Across computations": tasks that wait
-        # for each other).
-        fresh = self.fresh  # (grows as the loop recalls groups)
-        once = {group_of[i]}
-        while len(batch) < limit and held <= max_live:
-            new = []
-            for c in dependents[i]:
-                if status[c] != WAITING:
-                    continue
-                n = inside.get(c, 0) + 1
-                inside[c] = n
-                if n == waiting[c]:
-                    new.append(c)
-            if new:
-                if len(new) > 1:
-                    new.sort(key=priority.__getitem__, reverse=True)
-                local.extend(new)
-            if local:
-                j = local[-1]
-            else:
-                # From the shared stack: leave ``spare`` ready tasks to the
-                # other idle workers (a batch takes nothing another worker
-                # could start now).
-                if not self._more_ready(stack, status, spare):
-                    break
-                j = stack[-1]
+        while len(batch) < limit and held.count <= max_live:
+            j = self._following(i, local, inside, spare)
+            if j < 0:
+                break
             st = stats.get(group_of[j])
             if st is None:
                 # (A recalled mean only within a batch of large results: see
@@ -457,24 +411,8 @@ class Planner:
                 if st is None:
                     break  # not timed yet: it goes alone, later
             e = st[0] / st[1]
-            if spent + e > budget:
+            if spent + e > budget or not self._admits(j, held):
                 break
-            if fresh:
-                g = group_of[j]
-                if g in fresh and g not in self.large:
-                    # (A task that uses a large result of the batch is the
-                    # placement's point, like the large results themselves.)
-                    if g in once and not (large is not None
-                                          and any(d in big for d in deps[j])):
-                        break
-                    once.add(g)
-            if max_inputs is not None:
-                extra = [d for d in deps[j] if d not in unused and d not in outside
-                         and not self._tiny(d)]
-                if extra:
-                    if len(outside) + len(extra) > max_inputs:
-                        break
-                    outside.update(extra)
             if local:
                 local.pop()
             else:
@@ -483,54 +421,92 @@ class Planner:
             mark[j] = serial
             batch.append(j)
             spent += e
-            if st[3]:
-                parked.add(j)
-            else:
-                held += self._holds(j, parked, unused)
-            unused[j] = len(dependents[j])
-            for d in deps[j]:
-                u = unused.get(d)
-                if u is not None:
-                    unused[d] = u - 1
-                    if u == 1 and not is_output[d] and d not in parked:
-                        held -= 1
-                        if large is not None and d in big:
-                            nbig -= 1
-            if large is None:
-                holds.append(held)
-            else:
-                if group_of[j] in large:
-                    big.add(j)
-                    nbig += 1
-                holds.append((nbig, held))
+            held.add(j, st[3])
             i = j
-        return self._cut(batch, holds)
+        return self._cut(batch, held.holds)
+
+    def _take_top(self) -> int:
+        """Start a batch with the top of the ready stack (marked RUNNING)."""
+        i = self.run.ready.pop()
+        self.serial += 1
+        self.run.status[i] = RUNNING
+        self.mark[i] = self.serial
+        return i
+
+    def _following(self, i: int, local: list, inside: dict, spare: int) -> int:
+        """The task a sequential run takes after i, the batch's last (-1:
+        none a batch may take).
+
+        i's dependents whose last unfinished input it was become ready
+        inside the batch and go on ``local`` (lowest priority first), which
+        is used first: a batch grows along a chain or up a region before
+        anything else.  Else the shared stack's top, while that leaves
+        ``spare`` ready tasks to the other idle workers (a batch takes
+        nothing another worker could start now).
+        """
+        run = self.run
+        status, waiting = run.status, run.waiting
+        new = []
+        for c in run.dependents[i]:
+            if status[c] != WAITING:
+                continue
+            n = inside.get(c, 0) + 1
+            inside[c] = n
+            if n == waiting[c]:
+                new.append(c)
+        if new:
+            if len(new) > 1:
+                new.sort(key=run.priority.__getitem__, reverse=True)
+            local.extend(new)
+        if local:
+            return local[-1]
+        stack = run.ready
+        if not self._more_ready(stack, status, spare):
+            return -1
+        return stack[-1]
+
+    def _admits(self, j: int, held: _Held) -> bool:
+        """Whether a batch holding ``held`` may take j (timed, within its
+        budget) under the rules that are not about work: one task per group
+        recalled from earlier computations and not yet timed in this run,
+        and on processes at most ``max_inputs`` inputs from outside."""
+        if self.fresh and not self._fresh_fits(j, held):
+            return False
+        if self.max_inputs is not None and not self._inputs_fit(j, held):
+            return False
+        return True
+
+    def _fresh_fits(self, j: int, held: _Held) -> bool:
+        """Groups timed only in earlier computations: one task of each per
+        batch until this run has timed one, except large results and the
+        tasks that use them (see "Across computations": tasks that wait for
+        each other)."""
+        g = self.group_of[j]
+        if g in self.fresh and g not in self.large:
+            # (A task that uses a large result of the batch is the
+            # placement's point, like the large results themselves.)
+            if g in held.groups and not (held.large is not None
+                                         and any(d in held.big for d in self.run.deps[j])):
+                return False
+            held.groups.add(g)
+        return True
+
+    def _inputs_fit(self, j: int, held: _Held) -> bool:
+        """Whether j keeps the results the batch takes from outside it
+        within ``max_inputs`` (tiny ones do not count); if so, add j's."""
+        outside, made = held.outside, held.unused
+        extra = [d for d in self.run.deps[j] if d not in made and d not in outside
+                 and not self._tiny(d)]
+        if extra:
+            if len(outside) + len(extra) > self.max_inputs:  # type: ignore[operator]
+                return False
+            outside.update(extra)
+        return True
 
     def _tiny(self, j: int) -> bool:
         """Whether j's group has made only tiny results so far."""
         st = self.stats.get(self.group_of[j])
         return st is not None and st[3]
-
-    def _holds(self, j: int, parked: set, made: dict) -> int:
-        """1 if j's result, made in a batch, adds to what the batch holds;
-        0 (and j goes into ``parked``) if a sequential run holds it as long
-        whatever the batch does: a result each of whose users still waits
-        for more than ``max_live`` other inputs, more than a batch may hold
-        (the ``sum`` of 5,000 tasks, a shuffle's gather: no batch could
-        bring that user within reach), or an output nothing uses that uses
-        no result of the batch (``dask.compute(*[f(x) for x in items])``;
-        the root of a reduction the batch closes still counts, so the batch
-        ends there rather than start other work).  ``made``: the batch's
-        results so far."""
-        run = self.run
-        waiting, dependents, max_live = run.waiting, run.dependents[j], self.max_live
-        for c in dependents:
-            if waiting[c] <= max_live + 1:
-                return 1
-        if dependents or (run.is_output[j] and not any(d in made for d in run.deps[j])):
-            parked.add(j)
-            return 0
-        return 1
 
     @staticmethod
     def _more_ready(stack: list, status, spare: int) -> bool:
@@ -618,3 +594,86 @@ class Planner:
                         k = keys[d]
                         data[k] = cache[k]
         return items, data
+
+
+class _Held:
+    """What a growing batch holds (see "What a batch holds"): how many of
+    its results are still wanted after each prefix (``holds``, for
+    ``Planner._cut``; in a batch of large results, (large ones, all)
+    pairs), with what that needs: each result's users not (yet) in the
+    batch (``unused``), the results a sequential run holds as long
+    (``parked``), and, for the batch's other rules, the groups it has taken
+    and (on processes) the inputs it takes from outside."""
+
+    __slots__ = ("run", "max_live", "group_of", "large", "parked", "unused", "count",
+                 "holds", "big", "nbig", "groups", "outside")
+
+    def __init__(self, planner: Planner, i: int, large: set | None):
+        self.run = run = planner.run
+        self.max_live = planner.max_live
+        self.group_of = planner.group_of
+        self.large = large
+        self.parked: set = set()
+        self.unused: dict = {}  # batch result -> its consumers not (yet) in the batch
+        if planner._tiny(i):  # (see "Tiny results")
+            self.parked.add(i)
+            self.count = 0
+        else:
+            self.count = self._counts(i)
+        if large is None:
+            self.holds: list = [self.count]
+        else:
+            self.big = {i}  # the large results among them (as far as known)
+            self.nbig = 1
+            self.holds = [(1, self.count)]
+        self.unused[i] = len(run.dependents[i])
+        self.groups = {self.group_of[i]}
+        self.outside = None if planner.max_inputs is None else set(run.deps[i])
+
+    def add(self, j: int, tiny: bool) -> None:
+        """Count j, just taken: its result (unless ``tiny``), and the batch
+        results whose last user it is."""
+        run, unused, parked = self.run, self.unused, self.parked
+        if tiny:
+            parked.add(j)
+            count = self.count
+        else:
+            count = self.count + self._counts(j)
+        unused[j] = len(run.dependents[j])
+        is_output, large = run.is_output, self.large
+        for d in run.deps[j]:
+            u = unused.get(d)
+            if u is not None:
+                unused[d] = u - 1
+                if u == 1 and not is_output[d] and d not in parked:
+                    count -= 1
+                    if large is not None and d in self.big:
+                        self.nbig -= 1
+        self.count = count
+        if large is None:
+            self.holds.append(count)
+        else:
+            if self.group_of[j] in large:
+                self.big.add(j)
+                self.nbig += 1
+            self.holds.append((self.nbig, count))
+
+    def _counts(self, j: int) -> int:
+        """1 if j's result, made in the batch, adds to what the batch holds;
+        0 (and j goes into ``parked``) if a sequential run holds it as long
+        whatever the batch does: a result each of whose users still waits
+        for more than ``max_live`` other inputs, more than a batch may hold
+        (the ``sum`` of 5,000 tasks, a shuffle's gather: no batch could
+        bring that user within reach), or an output nothing uses that uses
+        no result of the batch (``dask.compute(*[f(x) for x in items])``;
+        the root of a reduction the batch closes still counts, so the batch
+        ends there rather than start other work)."""
+        run = self.run
+        waiting, dependents, max_live = run.waiting, run.dependents[j], self.max_live
+        for c in dependents:
+            if waiting[c] <= max_live + 1:
+                return 1
+        if dependents or (run.is_output[j] and not any(d in self.unused for d in run.deps[j])):
+            self.parked.add(j)
+            return 0
+        return 1
