@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .graph import A_TASK, CALL, NESTED, NODE
@@ -395,12 +396,13 @@ class Planner:
         run = self.run
         status, mark, stack, serial = run.status, self.mark, run.ready, self.serial
         stats, group_of, max_live, limit = self.stats, self.group_of, self.max_live, self.limit
+        fresh, max_inputs = self.fresh, self.max_inputs  # (``fresh`` grows as groups are recalled)
         held = _Held(self, i, large)
         batch = [i]
         local: list = []  # ready inside the batch, next on top
-        inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
+        following = self._following(i, local, spare)
         while len(batch) < limit and held.count <= max_live:
-            j = self._following(i, local, inside, spare)
+            j = next(following)
             if j < 0:
                 break
             st = stats.get(group_of[j])
@@ -411,7 +413,9 @@ class Planner:
                 if st is None:
                     break  # not timed yet: it goes alone, later
             e = st[0] / st[1]
-            if spent + e > budget or not self._admits(j, held):
+            if spent + e > budget:
+                break
+            if (fresh or max_inputs is not None) and not self._admits(j, held):
                 break
             if local:
                 local.pop()
@@ -422,7 +426,6 @@ class Planner:
             batch.append(j)
             spent += e
             held.add(j, st[3])
-            i = j
         return self._cut(batch, held.holds)
 
     def _take_top(self) -> int:
@@ -433,37 +436,43 @@ class Planner:
         self.mark[i] = self.serial
         return i
 
-    def _following(self, i: int, local: list, inside: dict, spare: int) -> int:
-        """The task a sequential run takes after i, the batch's last (-1:
-        none a batch may take).
+    def _following(self, i: int, local: list, spare: int) -> Iterator[int]:
+        """The tasks a sequential run takes after i, one at a time, each
+        after the batch took the one before (it pops it from ``local`` or
+        the shared stack; ``-1``: none left that a batch may take).
 
-        i's dependents whose last unfinished input it was become ready
-        inside the batch and go on ``local`` (lowest priority first), which
-        is used first: a batch grows along a chain or up a region before
-        anything else.  Else the shared stack's top, while that leaves
-        ``spare`` ready tasks to the other idle workers (a batch takes
-        nothing another worker could start now).
+        The last task's dependents whose last unfinished input it was
+        become ready inside the batch and go on ``local`` (lowest priority
+        first), which is used first: a batch grows along a chain or up a
+        region before anything else.  Else the shared stack's top, while
+        that leaves ``spare`` ready tasks to the other idle workers (a
+        batch takes nothing another worker could start now).
         """
         run = self.run
-        status, waiting = run.status, run.waiting
-        new = []
-        for c in run.dependents[i]:
-            if status[c] != WAITING:
-                continue
-            n = inside.get(c, 0) + 1
-            inside[c] = n
-            if n == waiting[c]:
-                new.append(c)
-        if new:
-            if len(new) > 1:
-                new.sort(key=run.priority.__getitem__, reverse=True)
-            local.extend(new)
-        if local:
-            return local[-1]
-        stack = run.ready
-        if not self._more_ready(stack, status, spare):
-            return -1
-        return stack[-1]
+        status, waiting, dependents, stack = run.status, run.waiting, run.dependents, run.ready
+        by_priority, more_ready = run.priority.__getitem__, self._more_ready
+        inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
+        while True:
+            new = []
+            for c in dependents[i]:
+                if status[c] != WAITING:
+                    continue
+                n = inside.get(c, 0) + 1
+                inside[c] = n
+                if n == waiting[c]:
+                    new.append(c)
+            if new:
+                if len(new) > 1:
+                    new.sort(key=by_priority, reverse=True)
+                local.extend(new)
+            if local:
+                i = local[-1]
+            elif more_ready(stack, status, spare):
+                i = stack[-1]
+            else:
+                yield -1
+                return
+            yield i
 
     def _admits(self, j: int, held: _Held) -> bool:
         """Whether a batch holding ``held`` may take j (timed, within its
@@ -573,17 +582,26 @@ class Planner:
             for d in deps[i]:
                 if pack_data or mark[d] == serial:
                     last_use[d] = p
-        drops: list = [[] for _ in batch]
-        for d, p in last_use.items():  # (the scheduler keeps its own copy)
-            drops[p].append(keys[d])
+        drops: dict = {}  # position -> keys (the scheduler keeps its own copy)
+        for d, p in last_use.items():
+            got = drops.get(p)
+            if got is None:
+                drops[p] = [keys[d]]
+            else:
+                got.append(keys[d])
         items = []
         for p, i in enumerate(batch):
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
-            users = dependents[i]
-            send = keep_all or is_output[i] or not users \
-                or any(mark[c] != serial for c in users)
-            items.append((i, keys[i], specs[i], i in last_use, drops[p], send))
+            send = keep_all or is_output[i]
+            if not send:
+                for c in dependents[i]:
+                    if mark[c] != serial:
+                        send = True
+                        break
+                else:
+                    send = not dependents[i]
+            items.append((i, keys[i], specs[i], i in last_use, drops.get(p, ()), send))
         data = None
         if pack_data:
             cache = run.cache
@@ -605,11 +623,14 @@ class _Held:
     (``parked``), and, for the batch's other rules, the groups it has taken
     and (on processes) the inputs it takes from outside."""
 
-    __slots__ = ("run", "max_live", "group_of", "large", "parked", "unused", "count",
-                 "holds", "big", "nbig", "groups", "outside")
+    __slots__ = ("deps", "dependents", "is_output", "waiting", "max_live", "group_of",
+                 "large", "parked", "unused", "count", "holds", "big", "nbig", "groups",
+                 "outside")
 
     def __init__(self, planner: Planner, i: int, large: set | None):
-        self.run = run = planner.run
+        run = planner.run
+        self.deps, self.dependents = run.deps, run.dependents
+        self.is_output, self.waiting = run.is_output, run.waiting
         self.max_live = planner.max_live
         self.group_of = planner.group_of
         self.large = large
@@ -633,15 +654,15 @@ class _Held:
     def add(self, j: int, tiny: bool) -> None:
         """Count j, just taken: its result (unless ``tiny``), and the batch
         results whose last user it is."""
-        run, unused, parked = self.run, self.unused, self.parked
+        unused, parked = self.unused, self.parked
         if tiny:
             parked.add(j)
             count = self.count
         else:
             count = self.count + self._counts(j)
-        unused[j] = len(run.dependents[j])
-        is_output, large = run.is_output, self.large
-        for d in run.deps[j]:
+        unused[j] = len(self.dependents[j])
+        is_output, large = self.is_output, self.large
+        for d in self.deps[j]:
             u = unused.get(d)
             if u is not None:
                 unused[d] = u - 1
@@ -668,12 +689,11 @@ class _Held:
         no result of the batch (``dask.compute(*[f(x) for x in items])``;
         the root of a reduction the batch closes still counts, so the batch
         ends there rather than start other work)."""
-        run = self.run
-        waiting, dependents, max_live = run.waiting, run.dependents[j], self.max_live
+        waiting, dependents, max_live = self.waiting, self.dependents[j], self.max_live
         for c in dependents:
             if waiting[c] <= max_live + 1:
                 return 1
-        if dependents or (run.is_output[j] and not any(d in self.unused for d in run.deps[j])):
+        if dependents or (self.is_output[j] and not any(d in self.unused for d in self.deps[j])):
             self.parked.add(j)
             return 0
         return 1
