@@ -379,10 +379,11 @@ class Planner:
         The batch is what a sequential run would do next under the ready
         rule (see ``localsched.machine``): the top of the ready stack
         (``_take_top``), then, task by task, what that run would take next
-        (``_following``) while it fits the batch's budget of measured work
-        and its rules (``_admits``); ``_Held`` counts what each prefix
-        holds (see "What a batch holds"), and ``_cut`` ends the batch where
-        it holds the fewest.
+        (``_following``) while it fits the budget of measured work and the
+        rules for recalled groups (``_fresh_fits``) and a process batch's
+        inputs (``_inputs_fit``); ``_Held`` counts what each prefix holds
+        (see "What a batch holds"), and ``_cut`` ends the batch where it
+        holds the fewest.
         """
         i = self._take_top()
         spent = self.estimate(i)  # (may recall i's group as large: before ``large``)
@@ -415,7 +416,9 @@ class Planner:
             e = st[0] / st[1]
             if spent + e > budget:
                 break
-            if (fresh or max_inputs is not None) and not self._admits(j, held):
+            if fresh and not self._fresh_fits(j, held):
+                break
+            if max_inputs is not None and not self._inputs_fit(j, held):
                 break
             if local:
                 local.pop()
@@ -450,40 +453,36 @@ class Planner:
         """
         run = self.run
         status, waiting, dependents, stack = run.status, run.waiting, run.dependents, run.ready
-        by_priority, more_ready = run.priority.__getitem__, self._more_ready
+        by_priority, spare_left = run.priority.__getitem__, self._spare_left
         inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
         while True:
-            new = []
-            for c in dependents[i]:
-                if status[c] != WAITING:
-                    continue
-                n = inside.get(c, 0) + 1
-                inside[c] = n
-                if n == waiting[c]:
-                    new.append(c)
-            if new:
-                if len(new) > 1:
-                    new.sort(key=by_priority, reverse=True)
-                local.extend(new)
+            users = dependents[i]
+            if users:
+                new = None
+                for c in users:
+                    if status[c] != WAITING:
+                        continue
+                    n = inside.get(c, 0) + 1
+                    inside[c] = n
+                    if n == waiting[c]:
+                        if new is None:
+                            new = [c]
+                        else:
+                            new.append(c)
+                if new is not None:
+                    if len(new) > 1:
+                        new.sort(key=by_priority, reverse=True)
+                    local.extend(new)
             if local:
                 i = local[-1]
-            elif more_ready(stack, status, spare):
-                i = stack[-1]
             else:
-                yield -1
-                return
+                while stack and status[stack[-1]] != READY:
+                    stack.pop()  # (entries of tasks an earlier batch took)
+                if not stack or (spare and not spare_left(stack, status, spare)):
+                    yield -1
+                    return
+                i = stack[-1]
             yield i
-
-    def _admits(self, j: int, held: _Held) -> bool:
-        """Whether a batch holding ``held`` may take j (timed, within its
-        budget) under the rules that are not about work: one task per group
-        recalled from earlier computations and not yet timed in this run,
-        and on processes at most ``max_inputs`` inputs from outside."""
-        if self.fresh and not self._fresh_fits(j, held):
-            return False
-        if self.max_inputs is not None and not self._inputs_fit(j, held):
-            return False
-        return True
 
     def _fresh_fits(self, j: int, held: _Held) -> bool:
         """Groups timed only in earlier computations: one task of each per
@@ -518,15 +517,9 @@ class Planner:
         return st is not None and st[3]
 
     @staticmethod
-    def _more_ready(stack: list, status, spare: int) -> bool:
-        """Whether the stack holds more than ``spare`` READY tasks (dropping
-        stale entries on top)."""
-        while stack and status[stack[-1]] != READY:
-            stack.pop()
-        if not stack:
-            return False
-        if not spare:
-            return True
+    def _spare_left(stack: list, status, spare: int) -> bool:
+        """Whether the stack, READY on top, holds more than ``spare`` READY
+        tasks (one for this batch, ``spare`` for the other idle workers)."""
         found = 0
         for p in range(len(stack) - 1, -1, -1):
             if status[stack[p]] == READY:
@@ -693,7 +686,12 @@ class _Held:
         for c in dependents:
             if waiting[c] <= max_live + 1:
                 return 1
-        if dependents or (self.is_output[j] and not any(d in self.unused for d in self.deps[j])):
-            self.parked.add(j)
-            return 0
-        return 1
+        if not dependents:
+            if not self.is_output[j]:
+                return 1
+            unused = self.unused
+            for d in self.deps[j]:
+                if d in unused:
+                    return 1
+        self.parked.add(j)
+        return 0
