@@ -642,7 +642,7 @@ class _Held:
             self.holds = [(1, self.count)]
         self.unused[i] = len(run.dependents[i])
         self.groups = {self.group_of[i]}
-        self.outside = None if planner.max_inputs is None else set(run.deps[i])
+        self.outside: set = set() if planner.max_inputs is None else set(run.deps[i])
 
     def add(self, j: int, tiny: bool) -> None:
         """Count j, just taken: its result (unless ``tiny``), and the batch
