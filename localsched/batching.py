@@ -223,28 +223,30 @@ def group_name(key, spec: tuple) -> tuple:
     return key_split(key).rstrip("0123456789-_"), spec_name(spec)
 
 
-def spec_name(spec: tuple) -> str:
-    """A readable name of a task's function (what ``spec_group`` tells apart)."""
+def spec_function(spec: tuple):
+    """A task's function (None: an alias or another structure)."""
     kind = spec[0]
     if kind == CALL:
-        return funcname(spec[1])
+        return spec[1]
     if kind == NESTED and spec[1][0] == A_TASK:
-        return funcname(spec[1][1])
+        return spec[1][1]
     if kind == NODE:
-        return funcname(getattr(spec[1], "func", None) or type(spec[1]))
-    return str(kind)
+        return getattr(spec[1], "func", None) or type(spec[1])
+    return None
+
+
+def spec_name(spec: tuple) -> str:
+    """A readable name of a task's function (what ``spec_group`` tells apart)."""
+    func = spec_function(spec)
+    return str(spec[0]) if func is None else funcname(func)
 
 
 def spec_group(spec: tuple):
     """What a task's duration is estimated by: its function (as an id)."""
-    kind = spec[0]
-    if kind == CALL:
+    if spec[0] == CALL:  # (the common case, once per task of a run)
         return id(spec[1])
-    if kind == NESTED and spec[1][0] == A_TASK:
-        return id(spec[1][1])
-    if kind == NODE:
-        return id(getattr(spec[1], "func", None) or type(spec[1]))
-    return kind  # aliases, other structures
+    func = spec_function(spec)
+    return spec[0] if func is None else id(func)
 
 
 class Planner:
@@ -610,11 +612,8 @@ class Planner:
 class _Held:
     """What a growing batch holds (see "What a batch holds"): how many of
     its results are still wanted after each prefix (``holds``, for
-    ``Planner._cut``; in a batch of large results, (large ones, all)
-    pairs), with what that needs: each result's users not (yet) in the
-    batch (``unused``), the results a sequential run holds as long
-    (``parked``), and, for the batch's other rules, the groups it has taken
-    and (on processes) the inputs it takes from outside."""
+    ``_cut``; in a batch of large results, (large ones, all) pairs); also
+    the groups it took and the inputs it takes from outside (processes)."""
 
     __slots__ = ("deps", "dependents", "is_output", "waiting", "max_live", "group_of",
                  "large", "parked", "unused", "count", "holds", "big", "nbig", "groups",
@@ -627,7 +626,7 @@ class _Held:
         self.max_live = planner.max_live
         self.group_of = planner.group_of
         self.large = large
-        self.parked: set = set()
+        self.parked: set = set()  # results a sequential run holds as long
         self.unused: dict = {}  # batch result -> its consumers not (yet) in the batch
         if planner._tiny(i):  # (see "Tiny results")
             self.parked.add(i)
