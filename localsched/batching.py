@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .graph import A_TASK, CALL, NESTED, NODE
@@ -222,28 +223,30 @@ def group_name(key, spec: tuple) -> tuple:
     return key_split(key).rstrip("0123456789-_"), spec_name(spec)
 
 
-def spec_name(spec: tuple) -> str:
-    """A readable name of a task's function (what ``spec_group`` tells apart)."""
+def spec_function(spec: tuple):
+    """A task's function (None: an alias or another structure)."""
     kind = spec[0]
     if kind == CALL:
-        return funcname(spec[1])
+        return spec[1]
     if kind == NESTED and spec[1][0] == A_TASK:
-        return funcname(spec[1][1])
+        return spec[1][1]
     if kind == NODE:
-        return funcname(getattr(spec[1], "func", None) or type(spec[1]))
-    return str(kind)
+        return getattr(spec[1], "func", None) or type(spec[1])
+    return None
+
+
+def spec_name(spec: tuple) -> str:
+    """A readable name of a task's function (what ``spec_group`` tells apart)."""
+    func = spec_function(spec)
+    return str(spec[0]) if func is None else funcname(func)
 
 
 def spec_group(spec: tuple):
     """What a task's duration is estimated by: its function (as an id)."""
-    kind = spec[0]
-    if kind == CALL:
+    if spec[0] == CALL:  # (the common case, once per task of a run)
         return id(spec[1])
-    if kind == NESTED and spec[1][0] == A_TASK:
-        return id(spec[1][1])
-    if kind == NODE:
-        return id(getattr(spec[1], "func", None) or type(spec[1]))
-    return kind  # aliases, other structures
+    func = spec_function(spec)
+    return spec[0] if func is None else id(func)
 
 
 class Planner:
@@ -376,79 +379,35 @@ class Planner:
         tasks of the stack.
 
         The batch is what a sequential run would do next under the ready
-        rule (see ``localsched.machine``): take the top of the ready stack; a task whose
-        inputs are then all done or in the batch is "ready" inside the batch
-        and goes on a batch-local stack, which is used first.  It is sized
-        and cut by what it holds (see "What a batch holds").
+        rule (see ``localsched.machine``): the top of the ready stack
+        (``_take_top``), then, task by task, what that run would take next
+        (``_following``) while it fits the budget of measured work and the
+        rules for recalled groups (``_fresh_fits``) and a process batch's
+        inputs (``_inputs_fit``); ``_Held`` counts what each prefix holds
+        (see "What a batch holds"), and ``_cut`` ends the batch where it
+        holds the fewest.
         """
-        run = self.run
-        status, mark, stack = run.status, self.mark, run.ready
-        i = stack.pop()
-        self.serial = serial = self.serial + 1
-        status[i] = RUNNING
-        mark[i] = serial
-        batch = [i]
-        spent = self.estimate(i)
-        budget, limit, stats, group_of = self.budget, self.limit, self.stats, self.group_of
+        i = self._take_top()
+        spent = self.estimate(i)  # (may recall i's group as large: before ``large``)
         # A batch of large results (see ``large``) gets a larger budget, and
         # is cut where it leaves the fewest large results behind, then the
         # fewest results: each one left behind will cross processes.
-        large = self.large if self.large and group_of[i] in self.large else None
-        if large is not None:
-            budget = self.large_budget
+        large = self.large if self.large and self.group_of[i] in self.large else None
+        budget = self.budget if large is None else self.large_budget
         if spent is None or spent >= budget:
-            return batch
-        dependents, waiting, priority = run.dependents, run.waiting, run.priority
-        is_output, max_live = run.is_output, self.max_live
+            return [i]
+        run = self.run
+        status, mark, stack, serial = run.status, self.mark, run.ready, self.serial
+        stats, group_of, max_live, limit = self.stats, self.group_of, self.max_live, self.limit
+        fresh, max_inputs = self.fresh, self.max_inputs  # (``fresh`` grows as groups are recalled)
+        held = _Held(self, i, large)
+        batch = [i]
         local: list = []  # ready inside the batch, next on top
-        inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
-        unused: dict = {}  # batch result -> its consumers not (yet) in the batch
-        parked: set = set()  # batch results held as long by a sequential run
-        deps, max_inputs = run.deps, self.max_inputs
-        # Results of the batch still wanted after each prefix (see "What a
-        # batch holds").
-        st = stats.get(group_of[i])
-        if st is not None and st[3]:  # tiny (see "Tiny results")
-            parked.add(i)
-            held = 0
-        else:
-            held = self._holds(i, parked, unused)
-        holds: list = [held]  # (counts, or (large ones, count) pairs)
-        if large is not None:
-            big = {i}  # the large results among them (as far as known)
-            nbig = 1
-            holds = [(nbig, held)]
-        unused[i] = len(dependents[i])
-        if max_inputs is not None:
-            outside = set(deps[i])  # inputs the batch takes from outside it
-        # Groups timed only in earlier computations: one task of each per
-        # batch until this run has timed one, except large results and the
-        # tasks that use them (see "Across computations": tasks that wait
-        # for each other).
-        fresh = self.fresh  # (grows as the loop recalls groups)
-        once = {group_of[i]}
-        while len(batch) < limit and held <= max_live:
-            new = []
-            for c in dependents[i]:
-                if status[c] != WAITING:
-                    continue
-                n = inside.get(c, 0) + 1
-                inside[c] = n
-                if n == waiting[c]:
-                    new.append(c)
-            if new:
-                if len(new) > 1:
-                    new.sort(key=priority.__getitem__, reverse=True)
-                local.extend(new)
-            if local:
-                j = local[-1]
-            else:
-                # From the shared stack: leave ``spare`` ready tasks to the
-                # other idle workers (a batch takes nothing another worker
-                # could start now).
-                if not self._more_ready(stack, status, spare):
-                    break
-                j = stack[-1]
+        following = self._following(i, local, spare)
+        while len(batch) < limit and held.count <= max_live:
+            j = next(following)
+            if j < 0:
+                break
             st = stats.get(group_of[j])
             if st is None:
                 # (A recalled mean only within a batch of large results: see
@@ -459,22 +418,10 @@ class Planner:
             e = st[0] / st[1]
             if spent + e > budget:
                 break
-            if fresh:
-                g = group_of[j]
-                if g in fresh and g not in self.large:
-                    # (A task that uses a large result of the batch is the
-                    # placement's point, like the large results themselves.)
-                    if g in once and not (large is not None
-                                          and any(d in big for d in deps[j])):
-                        break
-                    once.add(g)
-            if max_inputs is not None:
-                extra = [d for d in deps[j] if d not in unused and d not in outside
-                         and not self._tiny(d)]
-                if extra:
-                    if len(outside) + len(extra) > max_inputs:
-                        break
-                    outside.update(extra)
+            if fresh and not self._fresh_fits(j, held):
+                break
+            if max_inputs is not None and not self._inputs_fit(j, held):
+                break
             if local:
                 local.pop()
             else:
@@ -483,65 +430,98 @@ class Planner:
             mark[j] = serial
             batch.append(j)
             spent += e
-            if st[3]:
-                parked.add(j)
+            held.add(j, st[3])
+        return self._cut(batch, held.holds)
+
+    def _take_top(self) -> int:
+        """Start a batch with the top of the ready stack (marked RUNNING)."""
+        i = self.run.ready.pop()
+        self.serial += 1
+        self.run.status[i] = RUNNING
+        self.mark[i] = self.serial
+        return i
+
+    def _following(self, i: int, local: list, spare: int) -> Iterator[int]:
+        """The tasks a sequential run takes after i, one at a time, each
+        after the batch took the one before (it pops it from ``local`` or
+        the shared stack; ``-1``: none left that a batch may take).
+
+        The last task's dependents whose last unfinished input it was
+        become ready inside the batch and go on ``local`` (lowest priority
+        first), which is used first: a batch grows along a chain or up a
+        region before anything else.  Else the shared stack's top, while
+        that leaves ``spare`` ready tasks to the other idle workers (a
+        batch takes nothing another worker could start now).
+        """
+        run = self.run
+        status, waiting, dependents, stack = run.status, run.waiting, run.dependents, run.ready
+        by_priority, spare_left = run.priority.__getitem__, self._spare_left
+        inside: dict = {}  # task -> how many of its unfinished inputs are in the batch
+        while True:
+            users = dependents[i]
+            if users:
+                new = None
+                for c in users:
+                    if status[c] != WAITING:
+                        continue
+                    n = inside.get(c, 0) + 1
+                    inside[c] = n
+                    if n == waiting[c]:
+                        if new is None:
+                            new = [c]
+                        else:
+                            new.append(c)
+                if new is not None:
+                    if len(new) > 1:
+                        new.sort(key=by_priority, reverse=True)
+                    local.extend(new)
+            if local:
+                i = local[-1]
             else:
-                held += self._holds(j, parked, unused)
-            unused[j] = len(dependents[j])
-            for d in deps[j]:
-                u = unused.get(d)
-                if u is not None:
-                    unused[d] = u - 1
-                    if u == 1 and not is_output[d] and d not in parked:
-                        held -= 1
-                        if large is not None and d in big:
-                            nbig -= 1
-            if large is None:
-                holds.append(held)
-            else:
-                if group_of[j] in large:
-                    big.add(j)
-                    nbig += 1
-                holds.append((nbig, held))
-            i = j
-        return self._cut(batch, holds)
+                while stack and status[stack[-1]] != READY:
+                    stack.pop()  # (entries of tasks an earlier batch took)
+                if not stack or (spare and not spare_left(stack, status, spare)):
+                    yield -1
+                    return
+                i = stack[-1]
+            yield i
+
+    def _fresh_fits(self, j: int, held: _Held) -> bool:
+        """Groups timed only in earlier computations: one task of each per
+        batch until this run has timed one, except large results and the
+        tasks that use them (see "Across computations": tasks that wait for
+        each other)."""
+        g = self.group_of[j]
+        if g in self.fresh and g not in self.large:
+            # (A task that uses a large result of the batch is the
+            # placement's point, like the large results themselves.)
+            if g in held.groups and not (held.large is not None
+                                         and any(d in held.big for d in self.run.deps[j])):
+                return False
+            held.groups.add(g)
+        return True
+
+    def _inputs_fit(self, j: int, held: _Held) -> bool:
+        """Whether j keeps the results the batch takes from outside it
+        within ``max_inputs`` (tiny ones do not count); if so, add j's."""
+        outside, made = held.outside, held.unused
+        extra = [d for d in self.run.deps[j] if d not in made and d not in outside
+                 and not self._tiny(d)]
+        if extra:
+            if len(outside) + len(extra) > self.max_inputs:  # type: ignore[operator]
+                return False
+            outside.update(extra)
+        return True
 
     def _tiny(self, j: int) -> bool:
         """Whether j's group has made only tiny results so far."""
         st = self.stats.get(self.group_of[j])
         return st is not None and st[3]
 
-    def _holds(self, j: int, parked: set, made: dict) -> int:
-        """1 if j's result, made in a batch, adds to what the batch holds;
-        0 (and j goes into ``parked``) if a sequential run holds it as long
-        whatever the batch does: a result each of whose users still waits
-        for more than ``max_live`` other inputs, more than a batch may hold
-        (the ``sum`` of 5,000 tasks, a shuffle's gather: no batch could
-        bring that user within reach), or an output nothing uses that uses
-        no result of the batch (``dask.compute(*[f(x) for x in items])``;
-        the root of a reduction the batch closes still counts, so the batch
-        ends there rather than start other work).  ``made``: the batch's
-        results so far."""
-        run = self.run
-        waiting, dependents, max_live = run.waiting, run.dependents[j], self.max_live
-        for c in dependents:
-            if waiting[c] <= max_live + 1:
-                return 1
-        if dependents or (run.is_output[j] and not any(d in made for d in run.deps[j])):
-            parked.add(j)
-            return 0
-        return 1
-
     @staticmethod
-    def _more_ready(stack: list, status, spare: int) -> bool:
-        """Whether the stack holds more than ``spare`` READY tasks (dropping
-        stale entries on top)."""
-        while stack and status[stack[-1]] != READY:
-            stack.pop()
-        if not stack:
-            return False
-        if not spare:
-            return True
+    def _spare_left(stack: list, status, spare: int) -> bool:
+        """Whether the stack, READY on top, holds more than ``spare`` READY
+        tasks (one for this batch, ``spare`` for the other idle workers)."""
         found = 0
         for p in range(len(stack) - 1, -1, -1):
             if status[stack[p]] == READY:
@@ -597,17 +577,26 @@ class Planner:
             for d in deps[i]:
                 if pack_data or mark[d] == serial:
                     last_use[d] = p
-        drops: list = [[] for _ in batch]
-        for d, p in last_use.items():  # (the scheduler keeps its own copy)
-            drops[p].append(keys[d])
+        drops: dict = {}  # position -> keys (the scheduler keeps its own copy)
+        for d, p in last_use.items():
+            got = drops.get(p)
+            if got is None:
+                drops[p] = [keys[d]]
+            else:
+                got.append(keys[d])
         items = []
         for p, i in enumerate(batch):
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
-            users = dependents[i]
-            send = keep_all or is_output[i] or not users \
-                or any(mark[c] != serial for c in users)
-            items.append((i, keys[i], specs[i], i in last_use, drops[p], send))
+            send = keep_all or is_output[i]
+            if not send:
+                for c in dependents[i]:
+                    if mark[c] != serial:
+                        send = True
+                        break
+                else:
+                    send = not dependents[i]
+            items.append((i, keys[i], specs[i], i in last_use, drops.get(p, ()), send))
         data = None
         if pack_data:
             cache = run.cache
@@ -618,3 +607,90 @@ class Planner:
                         k = keys[d]
                         data[k] = cache[k]
         return items, data
+
+
+class _Held:
+    """What a growing batch holds (see "What a batch holds"): how many of
+    its results are still wanted after each prefix (``holds``, for
+    ``_cut``; in a batch of large results, (large ones, all) pairs); also
+    the groups it took and the inputs it takes from outside (processes)."""
+
+    __slots__ = ("deps", "dependents", "is_output", "waiting", "max_live", "group_of",
+                 "large", "parked", "unused", "count", "holds", "big", "nbig", "groups",
+                 "outside")
+
+    def __init__(self, planner: Planner, i: int, large: set | None):
+        run = planner.run
+        self.deps, self.dependents = run.deps, run.dependents
+        self.is_output, self.waiting = run.is_output, run.waiting
+        self.max_live = planner.max_live
+        self.group_of = planner.group_of
+        self.large = large
+        self.parked: set = set()  # results a sequential run holds as long
+        self.unused: dict = {}  # batch result -> its consumers not (yet) in the batch
+        if planner._tiny(i):  # (see "Tiny results")
+            self.parked.add(i)
+            self.count = 0
+        else:
+            self.count = self._counts(i)
+        if large is None:
+            self.holds: list = [self.count]
+        else:
+            self.big = {i}  # the large results among them (as far as known)
+            self.nbig = 1
+            self.holds = [(1, self.count)]
+        self.unused[i] = len(run.dependents[i])
+        self.groups = {self.group_of[i]}
+        self.outside: set = set() if planner.max_inputs is None else set(run.deps[i])
+
+    def add(self, j: int, tiny: bool) -> None:
+        """Count j, just taken: its result (unless ``tiny``), and the batch
+        results whose last user it is."""
+        unused, parked = self.unused, self.parked
+        if tiny:
+            parked.add(j)
+            count = self.count
+        else:
+            count = self.count + self._counts(j)
+        unused[j] = len(self.dependents[j])
+        is_output, large = self.is_output, self.large
+        for d in self.deps[j]:
+            u = unused.get(d)
+            if u is not None:
+                unused[d] = u - 1
+                if u == 1 and not is_output[d] and d not in parked:
+                    count -= 1
+                    if large is not None and d in self.big:
+                        self.nbig -= 1
+        self.count = count
+        if large is None:
+            self.holds.append(count)
+        else:
+            if self.group_of[j] in large:
+                self.big.add(j)
+                self.nbig += 1
+            self.holds.append((self.nbig, count))
+
+    def _counts(self, j: int) -> int:
+        """1 if j's result, made in the batch, adds to what the batch holds;
+        0 (and j goes into ``parked``) if a sequential run holds it as long
+        whatever the batch does: a result each of whose users still waits
+        for more than ``max_live`` other inputs, more than a batch may hold
+        (the ``sum`` of 5,000 tasks, a shuffle's gather: no batch could
+        bring that user within reach), or an output nothing uses that uses
+        no result of the batch (``dask.compute(*[f(x) for x in items])``;
+        the root of a reduction the batch closes still counts, so the batch
+        ends there rather than start other work)."""
+        waiting, dependents, max_live = self.waiting, self.dependents[j], self.max_live
+        for c in dependents:
+            if waiting[c] <= max_live + 1:
+                return 1
+        if not dependents:
+            if not self.is_output[j]:
+                return 1
+            unused = self.unused
+            for d in self.deps[j]:
+                if d in unused:
+                    return 1
+        self.parked.add(j)
+        return 0
