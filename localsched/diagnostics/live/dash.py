@@ -89,6 +89,7 @@ class Dashboard(Callback):
         if needs is not None:
             self.needs = needs(results=bool(memory))
         self.recorder = Recorder(measure_memory=bool(memory))
+        self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
         self._server = BackgroundServer(
             applications(self.feed, self), routes(self), host, port)
@@ -99,14 +100,12 @@ class Dashboard(Callback):
 
     # -- the hooks (scheduler thread) ------------------------------------------------
 
-    def _start_state(self, dsk, state):
-        self.recorder.start_state(dsk, state)
-
-    def _posttask(self, key, result, dsk, state, worker_id):
-        self.recorder.posttask(key, result, dsk, state, worker_id)
-
-    def _finish(self, dsk, state, errored):
-        self.recorder.finish(dsk, state, errored)
+    def _install_hooks(self) -> None:
+        """The recorder's own methods are the hooks (no frame of ours per task)."""
+        r = self.recorder
+        self._start_state = r.start_state
+        self._posttask = r.posttask_hook
+        self._finish = r.finish
 
     @property
     def _dask_callback(self) -> tuple:

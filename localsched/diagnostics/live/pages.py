@@ -4,6 +4,14 @@ page per component (the paths dask-labextension's panel embeds).
 Each page view builds its own components (one Bokeh document per tab) and a
 periodic callback that updates each component at its own rate; the callback
 (and with it the components) goes when the session is reaped.
+
+Pacing: every message Bokeh sends walks the page's models, so an update
+costs a few milliseconds whatever little changed.  A page skips ticks while
+the server thread used more than CPU_SHARE of one core (a budget refilled
+with time, spent by the CPU of the whole thread: building and writing
+messages, the browser's replies, other tabs), so on a busy machine or for a
+flood of tasks the page refreshes less often instead of taking the
+scheduler's time.
 """
 
 from __future__ import annotations
@@ -35,15 +43,48 @@ logger = logging.getLogger(__name__)
 COMPONENTS: tuple = (Summary, GroupProgress, TaskStream, Resources, MemoryByGroup,
                      FineMetricsView, FlameGraph)
 
+#: The share of one core the server thread may use for a page's updates.
+CPU_SHARE = 0.04
+
+
+class Pacer:
+    """Whether a page may update now: a budget of ``share`` CPU seconds per
+    second of wall time, spent by the CPU the server thread used since the
+    last look.  The budget keeps at most ``burst`` seconds' worth, and owes
+    at most half that: a one-off cost (the page's first build, a run's
+    start) delays the next update by half a second at most."""
+
+    def __init__(self, share: float = CPU_SHARE, burst: float = 1.0, clock=time.monotonic,
+                 cpu_clock=time.thread_time):
+        self.share, self.cap = share, share * burst
+        self.clock, self.cpu_clock = clock, cpu_clock
+        self.credit = self.cap
+        self._last: tuple | None = None
+        self.skipped = 0
+
+    def ready(self) -> bool:
+        now, cpu = self.clock(), self.cpu_clock()
+        last, self._last = self._last, (now, cpu)
+        if last is not None:
+            credit = self.credit + self.share * (now - last[0]) - (cpu - last[1])
+            self.credit = min(max(credit, -self.cap / 2), self.cap)
+        if self.credit < 0:
+            self.skipped += 1
+            return False
+        return True
+
 
 def _schedule(doc, components: list) -> None:
-    """One periodic callback per page: each tick updates the components
-    whose period has come, with the document's changes held and sent as one
-    message (bokeh walks the document once per message)."""
+    """One periodic callback per page: each tick the Pacer allows updates
+    the components whose period has come, with the document held meanwhile
+    (repeated changes of one property go out once)."""
     tick = min(c.period for c in components)
     due = [0.0] * len(components)
+    pacer = Pacer()
 
     def update() -> None:
+        if not pacer.ready():
+            return
         now = time.monotonic()
         doc.hold("combine")
         try:

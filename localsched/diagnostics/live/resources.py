@@ -7,7 +7,7 @@ from bokeh.layouts import row
 from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component
+from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
 
 __all__ = ["Resources"]
 
@@ -15,7 +15,8 @@ __all__ = ["Resources"]
 class Resources(Component):
     name = "resources"
     title = "Resources"
-    period = 0.5
+    #: (sampled every 0.5 s; drawn once a second, two samples a message)
+    period = 1.0
 
     def __init__(self, feed, context=None, length: int = 2000):
         super().__init__(feed, context)
@@ -34,6 +35,12 @@ class Resources(Component):
         mem.line("time", "memory", source=self.source, color="#2ca02c", line_width=2)
         for f in (cpu, mem):
             f.y_range = DataRange1d(start=0)
+            lean(f)
+        # One datetime ticker and formatter for both (each is a dozen models).
+        short_datetime_axis(cpu)
+        mem.xaxis[0].ticker = cpu.xaxis[0].ticker
+        mem.xaxis[0].formatter = cpu.xaxis[0].formatter
+        mem.xgrid[0].ticker = cpu.xaxis[0].ticker
         self.root = row(cpu, mem)
 
     def update(self) -> None:
