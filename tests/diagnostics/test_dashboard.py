@@ -385,6 +385,48 @@ def test_environment_variable_turns_it_on(tmp_path):
     assert lines[1] == "2"
 
 
+@pytest.mark.parametrize("setting", ["dask.config.set", "yaml"])
+def test_dask_config_key_turns_it_on(tmp_path, setting):
+    """``localsched.dashboard`` in dask's config (set before ``import
+    localsched``, or in a dask YAML file) starts the shared dashboard."""
+    pytest.importorskip("dask")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD")}
+    setup = "import dask\n"
+    if setting == "yaml":
+        (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n")
+        env["DASK_CONFIG"] = str(tmp_path)
+    else:
+        setup += "dask.config.set({'localsched.dashboard': True})\n"
+    code = setup + ("import json, urllib.request, localsched\n"
+                    "from localsched.diagnostics.live import dash as module\n"
+                    "d = module._shared\n"
+                    "localsched.get({'a': (abs, -1), 'b': (abs, 'a')}, 'b')\n"
+                    "url = d.link.replace('/status', '/json/progress.json')\n"
+                    "print(json.loads(urllib.request.urlopen(url).read())['done'])\n"
+                    "d.close()\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("localsched dashboard: http://127.0.0.1:")
+    assert lines[1] == "2"
+
+
+def test_dask_config_key_off_starts_nothing(tmp_path):
+    pytest.importorskip("dask")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD")}
+    code = ("import dask\n"
+            "dask.config.set({'localsched.dashboard': False})\n"
+            "import sys, localsched\n"
+            "print('localsched.diagnostics.live' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["False"]
+
+
 @pytest.mark.cluster
 def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     import localsched.distributed
