@@ -438,14 +438,51 @@ def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     assert progress["cluster_dashboard"] == cluster_client.dashboard_link
 
 
-def test_plots_on_other_threads_keep_their_own_curdoc(dash):
-    """bokeh patches curdoc() around every server callback, process-wide; the
-    dashboard's server runs on its own thread, so that must not leak here."""
+def _wait_reaped(dash, timeout=10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while dash.sessions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dash.sessions() == 0
+
+
+def test_plots_made_beside_a_live_page_stay_their_own(dash):
+    """Figures and HTML made on the user's thread while a page updates on
+    the dashboard's thread never end up in the page's document."""
+    from bokeh.embed import file_html
+    from bokeh.plotting import figure
+    from bokeh.resources import CDN
+
+    _get(dash.link, "/status")  # a session whose periodic callback now runs
+    made = []
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        fig = figure(title=f"mine {len(made)}")
+        fig.line([0, 1], [1, 0])
+        made.append((fig, file_html(fig, CDN, "mine")))
+    pages = dash._server.call(lambda: [s.document for s in dash._server._server.get_sessions()])
+    assert [len(doc.roots) for doc in pages] in ([], [1])  # (the page's column, nothing added)
+    for fig, page in made:
+        assert fig.document is not None and all(fig.document is not doc for doc in pages)
+        assert fig.title.text in page
+
+
+def test_a_failing_component_leaves_curdoc_as_it_was(dash, monkeypatch, caplog):
+    """bokeh points curdoc() at a page's document around each callback, with
+    no ``finally``: a component that raises is logged and the page goes on,
+    and once the page is gone curdoc() is this thread's own document again."""
     from bokeh.io import curdoc
     from bokeh.io.state import curstate
 
-    _get(dash.link, "/status")  # a session whose periodic callback now runs
-    mine = curstate().document
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
-        assert curdoc() is mine
+    def broken(self):
+        raise RuntimeError("broken component")
+
+    monkeypatch.setattr(Summary, "update", broken)
+    _get(dash.link, "/status")
+    deadline = time.monotonic() + 10
+    while "summary update failed" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "summary update failed" in caplog.text
+    _wait_reaped(dash)
+    for _ in range(5):
+        assert curdoc() is curstate().document
+        time.sleep(0.05)

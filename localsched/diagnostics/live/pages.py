@@ -97,7 +97,11 @@ def _schedule(doc, components: list) -> None:
                         # never raised into bokeh (the page and the others go on)
                         logger.exception("localsched dashboard: %s update failed", c.name)
         finally:
-            doc.unhold()
+            try:
+                doc.unhold()
+            except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
+                # into bokeh, whose curdoc() patch would then stay in place)
+                logger.exception("localsched dashboard: sending an update failed")
 
     doc.add_periodic_callback(update, int(tick * 1000))
 
