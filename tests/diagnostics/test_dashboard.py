@@ -26,6 +26,7 @@ from localsched.diagnostics.live import dashboard as shared_dashboard
 from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.groups import GroupProgress
 from localsched.diagnostics.live.memory import MemoryByGroup
+from localsched.diagnostics.live.pages import Pacer
 from localsched.diagnostics.live.server import THREAD_NAME
 from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import TaskStream
@@ -436,6 +437,37 @@ def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     progress = json.loads(_get(dash.link, "/json/progress.json")[2])
     assert progress["done"] == 7
     assert progress["cluster_dashboard"] == cluster_client.dashboard_link
+
+
+def _paced(pacer, clock, ticks: int, cost) -> list:
+    """Tick every 0.1 s of the fake clock; an allowed update costs ``cost(i)``
+    CPU seconds.  The ticks that updated."""
+    ran = []
+    for i in range(ticks):
+        clock["wall"] += 0.1
+        if pacer.ready():
+            ran.append(i)
+            clock["cpu"] += cost(i)
+    return ran
+
+
+def test_pacer_keeps_the_page_within_its_share_of_a_core():
+    clock = {"wall": 0.0, "cpu": 0.0}
+    pacer = Pacer(share=0.05, burst=0.2, clock=lambda: clock["wall"],
+                  cpu_clock=lambda: clock["cpu"])
+    # cheap updates (1 ms per 100 ms tick): every tick runs
+    assert len(_paced(pacer, clock, 100, lambda i: 0.001)) == 100
+    # costly ones (20 ms): the page slows down to its share, and uses it
+    cpu0, wall0 = clock["cpu"], clock["wall"]
+    ran = _paced(pacer, clock, 1000, lambda i: 0.020)
+    used, budget = clock["cpu"] - cpu0, 0.05 * (clock["wall"] - wall0)
+    assert budget * 0.9 <= used <= budget + pacer.cap + 0.020
+    assert 200 <= len(ran) <= 260
+    # a one-off second of CPU (a page built, a run started) pauses it briefly
+    spike = []
+    ran = _paced(pacer, clock, 50, lambda i: 0.001 if spike else spike.append(i) or 1.0)
+    pause = (ran[1] - ran[0]) * 0.1  # seconds until the next update
+    assert pause <= 2 * pacer.cap / pacer.share + 0.2
 
 
 def _wait_reaped(dash, timeout=10.0) -> None:

@@ -99,8 +99,8 @@ class TaskStream(Component):
         # every half second), else once a second: each redraw is a message.
         shown = [k for k, _ in running]
         since = now - self._running_drawn
-        if since >= RUNNING_REDRAW[1] or (shown != self._running_keys and
-                                          since >= RUNNING_REDRAW[0]):
+        if (shown and since >= RUNNING_REDRAW[1]) or (shown != self._running_keys and
+                                                      since >= RUNNING_REDRAW[0]):
             self._running_keys, self._running_drawn = shown, now
             self.running.data = _running_columns(running, nlanes, colors, now)
 
@@ -123,11 +123,11 @@ def _columns(rects: list) -> dict:
     an array of strings as one list, where a list of strings costs it a
     call per string."""
     n = len(rects)
-    lane, left, right, group, label, count, color = zip(*rects, strict=True) if n else \
+    lanes, lefts, rights, group, label, count, color = zip(*rects, strict=True) if n else \
         ((),) * 7
-    lane = np.fromiter(lane, float, n)
-    left = np.fromiter(left, float, n)
-    right = np.fromiter(right, float, n)
+    lane = np.fromiter(lanes, float, n)
+    left = np.fromiter(lefts, float, n)
+    right = np.fromiter(rights, float, n)
     return {"left": left * 1000, "right": right * 1000, "bottom": lane - 0.4,
             "top": lane + 0.4, "color": np.array(color, dtype=str),
             "label": np.array(label, dtype=str), "group": np.array(group, dtype=str),
