@@ -452,9 +452,9 @@ def _paced(pacer, clock, ticks: int, cost) -> list:
 
 
 def test_pacer_keeps_the_page_within_its_share_of_a_core():
-    clock = {"wall": 0.0, "cpu": 0.0}
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
     pacer = Pacer(share=0.05, burst=0.2, clock=lambda: clock["wall"],
-                  cpu_clock=lambda: clock["cpu"])
+                  cpu_clock=lambda: clock["cpu"], tasks=lambda: clock["tasks"])
     # cheap updates (1 ms per 100 ms tick): every tick runs
     assert len(_paced(pacer, clock, 100, lambda i: 0.001)) == 100
     # costly ones (20 ms): the page slows down to its share, and uses it
@@ -468,6 +468,28 @@ def test_pacer_keeps_the_page_within_its_share_of_a_core():
     ran = _paced(pacer, clock, 50, lambda i: 0.001 if spike else spike.append(i) or 1.0)
     pause = (ran[1] - ran[0]) * 0.1  # seconds until the next update
     assert pause <= 2 * pacer.cap / pacer.share + 0.2
+
+
+def test_pacer_budget_grows_with_the_tasks_finished():
+    """A flood of tasks earns the page per_task CPU each: it may then update
+    more often than its share of a core allows, within that budget."""
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    pacer = Pacer(share=0.01, per_task=1e-6, burst=0.2, clock=lambda: clock["wall"],
+                  cpu_clock=lambda: clock["cpu"], tasks=lambda: clock["tasks"])
+
+    def cost(i):
+        return 0.004
+
+    ran = []
+    for i in range(1000):  # 100 s at 10,000 tasks/s; an update costs 4 ms
+        clock["wall"] += 0.1
+        clock["tasks"] += 1000
+        if pacer.ready():
+            ran.append(i)
+            clock["cpu"] += cost(i)
+    used, budget = clock["cpu"], 1e-6 * clock["tasks"]
+    assert budget * 0.9 <= used <= budget + pacer.cap + 0.004  # 1 µs per task, not 1 %
+    assert len(ran) >= 0.9 * budget / 0.004
 
 
 def _wait_reaped(dash, timeout=10.0) -> None:

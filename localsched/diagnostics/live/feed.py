@@ -231,6 +231,15 @@ class Feed:
             c = self.colors[group] = PALETTE[len(self.colors) % len(PALETTE)]
         return c
 
+    def active(self, within: float = 0.0) -> bool:
+        """Whether a computation is being recorded, or ended ``within``
+        seconds ago."""
+        runs = self.recorder.runs
+        if not runs:
+            return False
+        finished = runs[-1].finished
+        return finished is None or self.clock() - finished < within
+
     # -- the pass ----------------------------------------------------------------
 
     def update(self, force: bool = False) -> None:
@@ -238,7 +247,7 @@ class Feed:
         once per ``interval`` unless ``force``)."""
         with self.lock:
             now = self.clock()
-            if not force and now - self._last_update < self.interval * 0.5:
+            if not force and now - self._last_update < self.interval * 0.8:
                 return
             self._last_update = now
             runs = self.recorder.runs

@@ -11,6 +11,9 @@ from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
 
 __all__ = ["Resources"]
 
+#: Seconds between samples while no computation runs.
+IDLE_PERIOD = 5.0
+
 
 class Resources(Component):
     name = "resources"
@@ -21,6 +24,7 @@ class Resources(Component):
     def __init__(self, feed, context=None, length: int = 2000):
         super().__init__(feed, context)
         self.length = length
+        self._drawn = -1e9
         feed.sample_resources()
         rows, self.cursor = feed.resources_since(0)
         self.source = ColumnDataSource(_columns(rows[-length:]))
@@ -44,8 +48,15 @@ class Resources(Component):
         self.root = row(cpu, mem)
 
     def update(self) -> None:
-        self.feed.sample_resources()
-        rows, self.cursor = self.feed.resources_since(self.cursor)
+        feed = self.feed
+        now = feed.clock()
+        # Between computations, every IDLE_PERIOD: each redraw is a message,
+        # and the browser answers it with the new bounds of three ranges.
+        if not feed.active(within=IDLE_PERIOD) and now - self._drawn < IDLE_PERIOD:
+            return
+        self._drawn = now
+        feed.sample_resources()
+        rows, self.cursor = feed.resources_since(self.cursor)
         if rows:
             self.source.stream(_columns(rows), rollover=self.length)
 
