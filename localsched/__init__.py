@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import os as _os
+import sys as _sys
 
 # Companion mode subscribes to callback registrations (so that ``with
 # Profiler(): x.compute()`` under a default dask.distributed Client is
@@ -63,10 +64,13 @@ def __dir__():
     return sorted(set(globals()) | set(_LAZY) | _SUBMODULES)
 
 
-# LOCALSCHED_DASHBOARD=1 (or an address) serves the live dashboard with no
-# code change (localsched.diagnostics.live.from_environment); only then is
-# anything more imported.
-if _os.environ.get("LOCALSCHED_DASHBOARD") or _os.environ.get("DASK_LOCALSCHED__DASHBOARD"):
+# LOCALSCHED_DASHBOARD=1 (or an address), or dask's config key
+# localsched.dashboard when dask is already imported, serves the live
+# dashboard with no code change (localsched.diagnostics.live.from_environment);
+# only then is anything more imported.
+if (_os.environ.get("LOCALSCHED_DASHBOARD") or _os.environ.get("DASK_LOCALSCHED__DASHBOARD")
+        or ("dask.config" in _sys.modules
+            and _sys.modules["dask.config"].get("localsched.dashboard", None))):
     from .diagnostics.live import from_environment as _from_environment
 
     _from_environment()

@@ -26,6 +26,7 @@ from localsched.diagnostics.live import dashboard as shared_dashboard
 from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.groups import GroupProgress
 from localsched.diagnostics.live.memory import MemoryByGroup
+from localsched.diagnostics.live.pages import Pacer
 from localsched.diagnostics.live.server import THREAD_NAME
 from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import TaskStream
@@ -385,6 +386,48 @@ def test_environment_variable_turns_it_on(tmp_path):
     assert lines[1] == "2"
 
 
+@pytest.mark.parametrize("setting", ["dask.config.set", "yaml"])
+def test_dask_config_key_turns_it_on(tmp_path, setting):
+    """``localsched.dashboard`` in dask's config (set before ``import
+    localsched``, or in a dask YAML file) starts the shared dashboard."""
+    pytest.importorskip("dask")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD")}
+    setup = "import dask\n"
+    if setting == "yaml":
+        (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n")
+        env["DASK_CONFIG"] = str(tmp_path)
+    else:
+        setup += "dask.config.set({'localsched.dashboard': True})\n"
+    code = setup + ("import json, urllib.request, localsched\n"
+                    "from localsched.diagnostics.live import dash as module\n"
+                    "d = module._shared\n"
+                    "localsched.get({'a': (abs, -1), 'b': (abs, 'a')}, 'b')\n"
+                    "url = d.link.replace('/status', '/json/progress.json')\n"
+                    "print(json.loads(urllib.request.urlopen(url).read())['done'])\n"
+                    "d.close()\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("localsched dashboard: http://127.0.0.1:")
+    assert lines[1] == "2"
+
+
+def test_dask_config_key_off_starts_nothing(tmp_path):
+    pytest.importorskip("dask")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD")}
+    code = ("import dask\n"
+            "dask.config.set({'localsched.dashboard': False})\n"
+            "import sys, localsched\n"
+            "print('localsched.diagnostics.live' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["False"]
+
+
 @pytest.mark.cluster
 def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     import localsched.distributed
@@ -396,14 +439,104 @@ def test_distributed_get_links_the_cluster_dashboard(dash, cluster_client):
     assert progress["cluster_dashboard"] == cluster_client.dashboard_link
 
 
-def test_plots_on_other_threads_keep_their_own_curdoc(dash):
-    """bokeh patches curdoc() around every server callback, process-wide; the
-    dashboard's server runs on its own thread, so that must not leak here."""
+def _paced(pacer, clock, ticks: int, cost) -> list:
+    """Tick every 0.1 s of the fake clock; an allowed update costs ``cost(i)``
+    CPU seconds.  The ticks that updated."""
+    ran = []
+    for i in range(ticks):
+        clock["wall"] += 0.1
+        if pacer.ready():
+            ran.append(i)
+            clock["cpu"] += cost(i)
+    return ran
+
+
+def test_pacer_keeps_the_page_within_its_share_of_a_core():
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    pacer = Pacer(share=0.05, burst=0.2, clock=lambda: clock["wall"],
+                  cpu_clock=lambda: clock["cpu"], tasks=lambda: clock["tasks"])
+    # cheap updates (1 ms per 100 ms tick): every tick runs
+    assert len(_paced(pacer, clock, 100, lambda i: 0.001)) == 100
+    # costly ones (20 ms): the page slows down to its share, and uses it
+    cpu0, wall0 = clock["cpu"], clock["wall"]
+    ran = _paced(pacer, clock, 1000, lambda i: 0.020)
+    used, budget = clock["cpu"] - cpu0, 0.05 * (clock["wall"] - wall0)
+    assert budget * 0.9 <= used <= budget + pacer.cap + 0.020
+    assert 200 <= len(ran) <= 260
+    # a one-off second of CPU (a page built, a run started) pauses it briefly
+    spike = []
+    ran = _paced(pacer, clock, 50, lambda i: 0.001 if spike else spike.append(i) or 1.0)
+    pause = (ran[1] - ran[0]) * 0.1  # seconds until the next update
+    assert pause <= 2 * pacer.cap / pacer.share + 0.2
+
+
+def test_pacer_budget_grows_with_the_tasks_finished():
+    """A flood of tasks earns the page per_task CPU each: it may then update
+    more often than its share of a core allows, within that budget."""
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    pacer = Pacer(share=0.01, per_task=1e-6, burst=0.2, clock=lambda: clock["wall"],
+                  cpu_clock=lambda: clock["cpu"], tasks=lambda: clock["tasks"])
+
+    def cost(i):
+        return 0.004
+
+    ran = []
+    for i in range(1000):  # 100 s at 10,000 tasks/s; an update costs 4 ms
+        clock["wall"] += 0.1
+        clock["tasks"] += 1000
+        if pacer.ready():
+            ran.append(i)
+            clock["cpu"] += cost(i)
+    used, budget = clock["cpu"], 1e-6 * clock["tasks"]
+    assert budget * 0.9 <= used <= budget + pacer.cap + 0.004  # 1 µs per task, not 1 %
+    assert len(ran) >= 0.9 * budget / 0.004
+
+
+def _wait_reaped(dash, timeout=10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while dash.sessions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert dash.sessions() == 0
+
+
+def test_plots_made_beside_a_live_page_stay_their_own(dash):
+    """Figures and HTML made on the user's thread while a page updates on
+    the dashboard's thread never end up in the page's document."""
+    from bokeh.embed import file_html
+    from bokeh.plotting import figure
+    from bokeh.resources import CDN
+
+    _get(dash.link, "/status")  # a session whose periodic callback now runs
+    made = []
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        fig = figure(title=f"mine {len(made)}")
+        fig.line([0, 1], [1, 0])
+        made.append((fig, file_html(fig, CDN, "mine")))
+    pages = dash._server.call(lambda: [s.document for s in dash._server._server.get_sessions()])
+    assert [len(doc.roots) for doc in pages] in ([], [1])  # (the page's column, nothing added)
+    for fig, page in made:
+        assert fig.document is not None and all(fig.document is not doc for doc in pages)
+        assert fig.title.text in page
+
+
+def test_a_failing_component_leaves_curdoc_as_it_was(dash, monkeypatch, caplog):
+    """bokeh points curdoc() at a page's document around each callback, with
+    no ``finally``: a component that raises is logged and the page goes on,
+    and once the page is gone curdoc() is this thread's own document again."""
     from bokeh.io import curdoc
     from bokeh.io.state import curstate
 
-    _get(dash.link, "/status")  # a session whose periodic callback now runs
-    mine = curstate().document
-    deadline = time.monotonic() + 1.5
-    while time.monotonic() < deadline:
-        assert curdoc() is mine
+    def broken(self):
+        raise RuntimeError("broken component")
+
+    monkeypatch.setattr(Summary, "update", broken)
+    _get(dash.link, "/status")
+    deadline = time.monotonic() + 10
+    while "summary update failed" not in caplog.text and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert "summary update failed" in caplog.text
+    _wait_reaped(dash)
+    for _ in range(5):
+        assert curdoc() is curstate().document
+        time.sleep(0.05)

@@ -8,15 +8,16 @@
 
 How it is built (one idea per module, imports point down the list)::
 
-    recorder.py   the hooks: one append per task start and end to the current
-                  run's lists (scheduler thread; nothing else runs there)
+    recorder.py   the hooks: one append per finished task (its record) to the
+                  current run's list (scheduler thread; nothing else runs there)
     feed.py       the one pass over those lists, on demand, at most once per
                   interval: counts per group, running tasks, merged task-stream
                   rectangles, resource samples, lifetime counters, the ETA
     component.py  what a component is (root, update(), period)
     summary.py, groups.py, taskstream.py, resources.py, memory.py,
     finemetrics.py, flame.py      one component each
-    pages.py      /status and the /individual-* pages (a Bokeh document per tab)
+    pages.py      /status and the /individual-* pages (a Bokeh document per tab),
+                  each paced within a CPU budget (Pacer)
     routes.py     plain HTTP: /json/progress.json, /metrics, /individual-plots.json,
                   /report.html -- no Bokeh session
     server.py     the Bokeh server on its own thread and event loop
@@ -25,7 +26,9 @@ How it is built (one idea per module, imports point down the list)::
 
 The scheduler never waits for the browser: readers pull from append-only
 lists with cursors (``len`` first, then a slice), and with no page open and
-no probe the server thread sleeps.  Sessions with no connection are reaped
+no probe the server thread sleeps.  With a page open, its updates stay within
+a budget of server CPU per task finished (or a small share of a core), so a
+flood of tasks slows the page's refresh, not the computation.  Sessions with no connection are reaped
 after half a second, so closed tabs and plain GETs stop costing at once.
 """
 

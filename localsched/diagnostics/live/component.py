@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from .feed import Feed
 
-__all__ = ["Component", "PAGE_WIDTH", "changed"]
+__all__ = ["Component", "PAGE_WIDTH", "changed", "lean", "short_datetime_axis"]
 
 PAGE_WIDTH = 1000
 
@@ -44,3 +44,29 @@ def changed(source, data: dict) -> None:
                                      for k in data):
         return
     source.data = data
+
+
+def lean(fig, *, x_axis: bool = True, y_axis: bool = True, grids: str = "xy"):
+    """Drop what a figure does not show: hidden axes and grids, and the
+    glyph copies bokeh makes for selection and muting (no tool here selects
+    or mutes).  Every model of a page is walked again for each message the
+    page sends, so fewer models make every update cheaper."""
+    from bokeh.models import Grid
+
+    if not x_axis:
+        fig.below, fig.above = [], []
+    if not y_axis:
+        fig.left, fig.right = [], []
+    fig.center = [c for c in fig.center
+                  if not isinstance(c, Grid) or "xy"[c.dimension] in grids]
+    for r in fig.renderers:
+        r.nonselection_glyph = None
+        r.muted_glyph = None
+    return fig
+
+
+def short_datetime_axis(fig) -> None:
+    """A datetime x axis ticking milliseconds to days (bokeh's default
+    ticker adds eight more tickers for weeks, months and years)."""
+    ticker = fig.xaxis[0].ticker
+    ticker.tickers = list(ticker.tickers[:4])

@@ -22,8 +22,11 @@ from .server import BackgroundServer, parse_address
 __all__ = ["Dashboard", "dashboard", "from_environment", "ENV_VAR"]
 
 #: ``LOCALSCHED_DASHBOARD=1`` (or an address) turns the shared dashboard on
-#: at ``import localsched``; dask's config spelling works too.
+#: at ``import localsched``; so does dask's config key ``localsched.dashboard``
+#: (``dask.config.set``, a dask YAML file, or ``DASK_LOCALSCHED__DASHBOARD``),
+#: read only if dask is imported before localsched (dask stays optional).
 ENV_VAR = "LOCALSCHED_DASHBOARD"
+CONFIG_KEY = "localsched.dashboard"
 DASK_ENV_VAR = "DASK_LOCALSCHED__DASHBOARD"
 #: A template for the link, e.g. ``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/status``
 #: behind JupyterHub's proxy; fields: ``host``, ``port`` and the environment.
@@ -89,6 +92,7 @@ class Dashboard(Callback):
         if needs is not None:
             self.needs = needs(results=bool(memory))
         self.recorder = Recorder(measure_memory=bool(memory))
+        self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
         self._server = BackgroundServer(
             applications(self.feed, self), routes(self), host, port)
@@ -99,14 +103,12 @@ class Dashboard(Callback):
 
     # -- the hooks (scheduler thread) ------------------------------------------------
 
-    def _start_state(self, dsk, state):
-        self.recorder.start_state(dsk, state)
-
-    def _posttask(self, key, result, dsk, state, worker_id):
-        self.recorder.posttask(key, result, dsk, state, worker_id)
-
-    def _finish(self, dsk, state, errored):
-        self.recorder.finish(dsk, state, errored)
+    def _install_hooks(self) -> None:
+        """The recorder's own methods are the hooks (no frame of ours per task)."""
+        r = self.recorder
+        self._start_state = r.start_state
+        self._posttask = r.posttask_hook
+        self._finish = r.finish
 
     @property
     def _dask_callback(self) -> tuple:
@@ -238,17 +240,30 @@ def dashboard(address: str = "127.0.0.1:0", **kwargs: Any) -> Dashboard:
         return _shared
 
 
+def _setting() -> tuple:
+    """``(where, value)`` of the first switch set: the environment
+    variables, then dask's config key if dask is imported."""
+    for name in (ENV_VAR, DASK_ENV_VAR):
+        if os.environ.get(name):
+            return name, os.environ[name]
+    config = sys.modules.get("dask.config")
+    value = config.get(CONFIG_KEY, None) if config is not None else None
+    return f"dask config {CONFIG_KEY}", value
+
+
 def from_environment() -> Dashboard | None:
-    """Start the shared dashboard if ``LOCALSCHED_DASHBOARD`` (or
-    ``DASK_LOCALSCHED__DASHBOARD``) asks for it: ``1``/``true`` for the
-    default address, or an address such as ``127.0.0.1:8790``."""
-    value = (os.environ.get(ENV_VAR) or os.environ.get(DASK_ENV_VAR) or "").strip()
-    if value.lower() in ("", "0", "false", "no", "off"):
+    """Start the shared dashboard if ``LOCALSCHED_DASHBOARD``, or dask's
+    config key ``localsched.dashboard`` (also ``DASK_LOCALSCHED__DASHBOARD``),
+    asks for it: ``1``/``true`` for the default address, or an address such
+    as ``127.0.0.1:8790``."""
+    where, value = _setting()
+    text = str(value if value is not None else "").strip()
+    if text.lower() in ("", "0", "false", "no", "off", "none"):
         return None
-    address = "127.0.0.1:0" if value.lower() in ("1", "true", "yes", "on") else value
+    address = "127.0.0.1:0" if text.lower() in ("1", "true", "yes", "on") else text
     try:
         return dashboard(address)
     except Exception as exc:  # noqa: BLE001 -- never break `import localsched`
-        print(f"localsched: {ENV_VAR}={value!r}: dashboard not started: {exc}",
+        print(f"localsched: {where}={value!r}: dashboard not started: {exc}",
               file=sys.stderr)
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from operator import itemgetter
 
 import numpy as np
@@ -29,7 +29,7 @@ __all__ = ["Feed", "GroupCounts"]
 #: Rectangles one update adds at most: tiny tasks are merged into wider
 #: time bins until they fit (the browser never receives a burst of thousands,
 #: and the server thread's Python work per update stays bounded).
-MAX_NEW_RECTS = 200
+MAX_NEW_RECTS = 120
 #: A task shorter than the run's elapsed time (at least a second) over this
 #: many "pixels" is tiny: tiny neighbours of one worker and group share one
 #: rectangle.
@@ -38,7 +38,7 @@ RESOURCE_INTERVAL = 0.5
 #: Running tasks taken from the state per update at most.
 MAX_RUNNING = 256
 #: Seconds between reads of the state's running tasks (the snapshot costs
-#: O(tasks handed to workers)), unless nothing ended meanwhile.
+#: O(tasks handed to workers)) while no task ends.
 RUNNING_EVERY = 0.3
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
@@ -89,6 +89,25 @@ def _columns(ends: list) -> tuple:
     n = len(ends)
     return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
             np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
+
+
+#: Distinct workers up to which lanes are found by comparing numpy arrays
+#: (one pass per worker) rather than a dict lookup per task.
+FEW_WORKERS = 16
+
+
+def _all_tuples(keys: list) -> bool:
+    """Whether every key is a tuple (checked in C): then a key's head is
+    ``key[0]``, taken with ``itemgetter`` rather than Python code (an empty
+    tuple raises IndexError there, and the caller falls back)."""
+    return bool(keys) and set(map(type, keys)) == {tuple}
+
+
+def _heads(keys, tuples: bool):
+    """An iterator of what names each key's group (see ``_head``)."""
+    if tuples:
+        return map(_key, keys)
+    return (k[0] if k.__class__ is tuple and k else k for k in keys)
 
 
 class _Resources:
@@ -173,20 +192,23 @@ class Feed:
         self._ends_seen = 0
         self._failed_seen = False
         self._held_keys: dict = {}
-        self._gid_of_key: dict = {}
         self._running_read = -1.0
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
+        # A run whose keys are all tuples (dask collections' are) has its
+        # groups found in C: key[0], then a dict lookup per key.
+        self._tuple_keys = run is not None and _all_tuples(run.keys)
         if run is None:
             return
-        gids = self._gids(run.keys)
-        # key -> group index of this run's tasks: finished tasks are then
-        # looked up in C (a key missing, e.g. from dask's state, falls back)
-        self._gid_of_key = dict(zip(run.keys, gids.tolist(), strict=False))
-        for i, total in enumerate(np.bincount(gids, minlength=len(self._gid.names))):
-            if total:
-                self._counts_of(i).total = int(total)
+        gid = self._gid
+        try:
+            totals = Counter(_heads(run.keys, self._tuple_keys))
+        except IndexError:  # (an empty tuple key)
+            self._tuple_keys = False
+            totals = Counter(_heads(run.keys, False))
+        for head, total in totals.items():
+            self._counts_of(gid[head]).total += total
 
     def _counts_of(self, gid: int) -> GroupCounts:
         """The counts of group index ``gid`` in this run (made on first use)."""
@@ -209,6 +231,15 @@ class Feed:
             c = self.colors[group] = PALETTE[len(self.colors) % len(PALETTE)]
         return c
 
+    def active(self, within: float = 0.0) -> bool:
+        """Whether a computation is being recorded, or ended ``within``
+        seconds ago."""
+        runs = self.recorder.runs
+        if not runs:
+            return False
+        finished = runs[-1].finished
+        return finished is None or self.clock() - finished < within
+
     # -- the pass ----------------------------------------------------------------
 
     def update(self, force: bool = False) -> None:
@@ -216,7 +247,7 @@ class Feed:
         once per ``interval`` unless ``force``)."""
         with self.lock:
             now = self.clock()
-            if not force and now - self._last_update < self.interval * 0.5:
+            if not force and now - self._last_update < self.interval * 0.8:
                 return
             self._last_update = now
             runs = self.recorder.runs
@@ -239,7 +270,7 @@ class Feed:
         if new:
             self._consumed[log.number] = seen + len(new)
             keys, starts, ends, _ = _columns(new)
-            self._count_lifetime(self._gids(keys), ends - starts, len(new))
+            self._count_lifetime(self._gids(new, _all_tuples(keys)), ends - starts, len(new))
         self._count_finish(log)
 
     def _count_lifetime(self, gids, durations, n: int) -> None:
@@ -256,34 +287,38 @@ class Feed:
             self.failed_total += len(log.failed)
             self.runs_total += 1
 
-    def _gids(self, keys: list):
-        heads = [k[0] if k.__class__ is tuple and k else k for k in keys]
-        return np.fromiter(map(self._gid.__getitem__, heads), np.int64, len(keys))
+    def _gids(self, records: list, tuples: bool = False):
+        """Group index (numpy) of the key of each record (``record[0]``).
+        ``tuples``: the keys are known to be tuples (a run's whose keys all are)."""
+        look, n = self._gid.__getitem__, len(records)
+        try:
+            return np.fromiter(map(look, _heads(map(_key, records), tuples)), np.int64, n)
+        except (IndexError, TypeError):  # (not a tuple after all, or an empty one)
+            return np.fromiter(map(look, _heads(map(_key, records), False)), np.int64, n)
 
     def _take_in(self, run: RunLog, now: float) -> None:
         n_ends = len(run.ends)
         new = run.ends[self._ends_seen:n_ends]
         self._ends_seen = n_ends
         self._consumed[run.number] = n_ends
-        ended: set = set()
         if new:
-            ended = self._take_ends(run, new, now)
-        self._take_running(run, ended, now)
+            self._take_ends(run, new, now)
+        self._take_running(run, bool(new), now)
         if run.finished is not None and not self._failed_seen:
             self._failed_seen = True
             self._take_failures(run)
             self._count_finish(run)
         self._rates.append((now, self.done))
 
-    def _take_ends(self, run: RunLog, new: list, now: float) -> set:
-        """Finished tasks, counted with numpy: no Python work per task (the
-        server thread shares the GIL with the scheduler's)."""
+    def _take_ends(self, run: RunLog, new: list, now: float) -> None:
+        """Finished tasks, counted with numpy: no Python code runs per task
+        (the server thread shares the GIL with the scheduler's): a few passes
+        of C over the records (start, end, worker, group), then numpy."""
         n = len(new)
-        keys, starts, ends, wids = _columns(new)
-        try:
-            gids = np.fromiter(map(self._gid_of_key.__getitem__, keys), np.int64, n)
-        except KeyError:
-            gids = self._gids(keys)
+        starts = np.fromiter(map(_start, new), float, n)
+        ends = np.fromiter(map(_end, new), float, n)
+        # (a finished task is one of the run's: its key is a tuple if all are)
+        gids = self._gids(new, self._tuple_keys)
         durations = ends - starts
         self._count_lifetime(gids, durations, n)
         done = np.bincount(gids)
@@ -294,14 +329,36 @@ class Feed:
             c.seconds += float(seconds[g])
             self.durations.add_total(self._gid.names[g], float(seconds[g]), int(done[g]))
         self.done += n
-        lanes = self.lanes
-        for w in set(wids).difference(lanes):
-            lanes[w] = len(lanes)
-        lane = np.fromiter(map(lanes.__getitem__, wids), np.int64, n)
+        lane = self._lanes(new)
         if run.measured:
             self._take_sizes(new)
-        self._add_rects(keys, starts, ends, lane, gids, now - run.started)
-        return set(keys)
+        self._add_rects(new, starts, ends, lane, gids, now - run.started)
+
+    def _lanes(self, new: list):
+        """Each record's lane (numpy): its worker's, numbered as first seen."""
+        lanes, n = self.lanes, len(new)
+        if len(lanes) <= FEW_WORKERS:
+            try:  # (thread idents and pids: int64, compared in numpy)
+                wids = np.fromiter(map(_worker, new), np.int64, n)
+            except (TypeError, ValueError, OverflowError):
+                pass
+            else:
+                lane = np.full(n, -1, np.int64)
+                for w, i in lanes.items():
+                    if type(w) is int:
+                        lane[wids == w] = i
+                unknown = lane < 0
+                if not unknown.any():
+                    return lane
+                for w in dict.fromkeys(wids[unknown].tolist()):
+                    if w not in lanes:
+                        lanes[w] = len(lanes)
+                    lane[wids == w] = lanes[w]
+                return lane
+        wids_list = list(map(_worker, new))
+        for w in set(wids_list).difference(lanes):
+            lanes[w] = len(lanes)
+        return np.fromiter(map(lanes.__getitem__, wids_list), np.int64, n)
 
     def _take_sizes(self, new: list) -> None:
         held, counts_of, gid = self._held_keys, self._counts_of, self._gid
@@ -316,18 +373,13 @@ class Feed:
                 if gone is not None:
                     gone[0].held -= gone[1]
 
-    def _take_running(self, run: RunLog, ended: set, now: float) -> None:
+    def _take_running(self, run: RunLog, ended: bool, now: float) -> None:
         """The tasks running now: the run's live ``state["running"]`` (read
-        here, a snapshot of a few keys), else the starts dask's schedulers
-        reported; a task first seen running is dated by its start when known,
-        else by now."""
+        here, a snapshot of a few keys) when tasks ended, or every
+        RUNNING_EVERY seconds; a task first seen running is dated by its
+        start when known (dask's schedulers report starts), else by now."""
         before = self.running
-        if now - self._running_read < RUNNING_EVERY and run.finished is None:
-            gone = before.keys() & ended
-            if gone:  # (between reads: only drop what ended)
-                for key in gone:
-                    del before[key]
-                self._count_running(before)
+        if not ended and now - self._running_read < RUNNING_EVERY and run.finished is None:
             return
         self._running_read = now
         keys = run.running_now()
@@ -337,8 +389,6 @@ class Feed:
         group = self.group
         starts = run.dask_starts
         for key in keys[:MAX_RUNNING]:
-            if key in ended:
-                continue
             seen = before.get(key)
             running[key] = seen if seen is not None else (starts.get(key, now), group(key))
         self._count_running(running)
@@ -366,7 +416,7 @@ class Feed:
         self.running = {}
         self._append_rects(rects)
 
-    def _add_rects(self, keys: list, starts, ends, lane, gids, elapsed: float) -> None:
+    def _add_rects(self, new: list, starts, ends, lane, gids, elapsed: float) -> None:
         """Rectangles for newly finished tasks: a task at least a "pixel" long
         has its own; shorter ones share one per worker, group and pixel-wide
         time bin; bins widen until at most MAX_NEW_RECTS remain."""
@@ -374,11 +424,11 @@ class Feed:
         big = np.flatnonzero(ends - starts >= pixel)
         if len(big) > MAX_NEW_RECTS // 2:
             big = big[:0]
-        tiny = np.ones(len(keys), bool)
+        tiny = np.ones(len(new), bool)
         tiny[big] = False
         names, color = self._gid.names, self.color
-        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]), 1,
-                color(names[gids[i]])) for i in big]
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(new[i][0]),
+                1, color(names[gids[i]])) for i in big]
         idx = np.flatnonzero(tiny)
         width = pixel
         while len(idx):
@@ -399,7 +449,7 @@ class Feed:
                 g = names[gids[i]]
                 n = int(count[j])
                 out.append((int(lane[i]), float(lo[j]), float(hi[j]), g,
-                            str(keys[i]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
+                            str(new[i][0]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
             break
         self._append_rects(out)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, changed
+from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FineMetricsView"]
 
@@ -38,8 +38,7 @@ class FineMetricsView(Component):
                                           ("seconds", "@seconds{0.000}")]))
         fig.legend.location = "bottom_right"
         fig.legend.label_text_font_size = "9px"
-        fig.yaxis.visible = False
-        self.root = fig
+        self.root = lean(fig, y_axis=False, grids="x")
         self.update()
 
     def update(self) -> None:

@@ -9,7 +9,7 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.models.widgets import Button
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, changed
+from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FlameGraph"]
 
@@ -38,9 +38,7 @@ class FlameGraph(Component):
                  x_offset=2, y_offset=-2)
         fig.add_tools(HoverTool(tooltips=[("function", "@name"), ("where", "@where"),
                                           ("samples", "@count")]))
-        fig.yaxis.visible = False
-        fig.xaxis.visible = False
-        fig.grid.visible = False
+        lean(fig, x_axis=False, y_axis=False, grids="")
         button = Button(label="Refresh flame graph", width=200, name="flame_refresh")
         button.on_click(lambda *_: self._refresh())
         self.figure = fig

@@ -6,7 +6,7 @@ import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, changed
+from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["GroupProgress", "MAX_GROUPS"]
 
@@ -23,7 +23,8 @@ def _height(rows: int) -> int:
 class GroupProgress(Component):
     name = "progress"
     title = "Progress"
-    period = 0.1
+    #: (the summary strip above it gives the totals every 0.1 s)
+    period = 0.5
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
@@ -44,10 +45,7 @@ class GroupProgress(Component):
         fig.add_tools(HoverTool(tooltips=[("group", "@name"), ("done", "@n_done"),
                                           ("running", "@n_running"), ("erred", "@n_erred"),
                                           ("total", "@n_total")]))
-        fig.yaxis.visible = False
-        fig.xaxis.visible = False
-        fig.grid.visible = False
-        self.root = fig
+        self.root = lean(fig, x_axis=False, y_axis=False, grids="")
 
     def _data(self) -> dict:
         cols: dict = {k: [] for k in ("name", "y", "bottom", "top", "done", "running", "erred",
@@ -77,6 +75,10 @@ class GroupProgress(Component):
             cols["color"].append(colors.get(g, "#888"))
         for k in ("y", "bottom", "top", "done", "running", "erred"):
             cols[k] = np.asarray(cols[k], dtype=float)
+        for k in ("n_done", "n_running", "n_erred", "n_total"):
+            cols[k] = np.asarray(cols[k], dtype=np.int64)
+        for k in ("name", "label", "color"):  # (one list for bokeh, not a call per string)
+            cols[k] = np.array(cols[k], dtype=str)
         return cols
 
     def update(self) -> None:

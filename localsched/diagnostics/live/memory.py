@@ -9,7 +9,7 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, FactorRange, HoverTool
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, changed
+from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["MemoryByGroup"]
 
@@ -32,7 +32,7 @@ class MemoryByGroup(Component):
         fig.add_tools(HoverTool(tooltips=[("group", "@group"), ("held", "@label")]))
         fig.xaxis.major_label_orientation = 0.6
         fig.y_range.start = 0
-        self.root = fig
+        self.root = lean(fig, grids="y")
         self.update()
 
     def update(self) -> None:

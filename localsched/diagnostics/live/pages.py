@@ -4,6 +4,13 @@ page per component (the paths dask-labextension's panel embeds).
 Each page view builds its own components (one Bokeh document per tab) and a
 periodic callback that updates each component at its own rate; the callback
 (and with it the components) goes when the session is reaped.
+
+Pacing: every message Bokeh sends costs a millisecond or so whatever
+little changed, and the feed's pass costs a fraction of a microsecond per
+task.  A page skips ticks while the server thread is over its budget
+(PER_TASK per task finished, or CPU_SHARE of a core, whichever is more; see
+Pacer), so on a busy machine or for a flood of tiny tasks the page
+refreshes less often instead of taking the scheduler's time.
 """
 
 from __future__ import annotations
@@ -35,13 +42,65 @@ logger = logging.getLogger(__name__)
 COMPONENTS: tuple = (Summary, GroupProgress, TaskStream, Resources, MemoryByGroup,
                      FineMetricsView, FlameGraph)
 
+#: Seconds between a page's updates while no computation runs.
+IDLE_TICK = 0.5
+#: The page's CPU budget: PER_TASK seconds per task the computations
+#: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
+PER_TASK = 0.8e-6
+CPU_SHARE = 0.02
 
-def _schedule(doc, components: list) -> None:
-    """One periodic callback per page: each tick updates the components
-    whose period has come, with the document's changes held and sent as one
-    message (bokeh walks the document once per message)."""
+
+class Pacer:
+    """Whether a page may update now.
+
+    The budget grows with wall time (``share`` CPU seconds a second) or
+    with the tasks finished meanwhile (``per_task`` CPU seconds each),
+    whichever gives more, and is spent by the CPU the server thread used
+    since the last look (the whole thread: building and writing messages,
+    the browser's replies, other tabs).  It keeps at most ``burst`` seconds
+    of ``share``, and owes at most twice that: a one-off cost (the page's
+    first build, a run's start) delays the next update briefly.
+    """
+
+    def __init__(self, share: float = CPU_SHARE, per_task: float = PER_TASK,
+                 burst: float = 0.25, tasks=lambda: 0, clock=time.monotonic,
+                 cpu_clock=time.thread_time):
+        self.share, self.per_task, self.cap = share, per_task, share * burst
+        self.tasks, self.clock, self.cpu_clock = tasks, clock, cpu_clock
+        self.credit = self.cap
+        self._last: tuple | None = None
+        self.skipped = 0
+
+    def ready(self) -> bool:
+        now, cpu, tasks = self.clock(), self.cpu_clock(), self.tasks()
+        last, self._last = self._last, (now, cpu, tasks)
+        if last is not None:
+            earned = max(self.share * (now - last[0]), self.per_task * (tasks - last[2]))
+            credit = self.credit + earned - (cpu - last[1])
+            self.credit = min(max(credit, -2 * self.cap), self.cap)
+        if self.credit < 0:
+            self.skipped += 1
+            return False
+        return True
+
+
+def _schedule(doc, components: list, feed: Feed) -> None:
+    """One timed callback per page, re-armed each time: every ``tick``
+    while a computation runs (or ended within a second), every IDLE_TICK
+    otherwise.  Each tick the Pacer allows updates the components whose
+    period has come, with the document held meanwhile (repeated changes of
+    one property go out once)."""
     tick = min(c.period for c in components)
     due = [0.0] * len(components)
+    pacer = Pacer(tasks=lambda: feed.completed_total)
+
+    def step() -> None:
+        try:
+            if pacer.ready():
+                update()
+        finally:
+            delay = tick if feed.active(within=1.0) else max(tick, IDLE_TICK)
+            doc.add_timeout_callback(step, int(delay * 1000))
 
     def update() -> None:
         now = time.monotonic()
@@ -56,9 +115,13 @@ def _schedule(doc, components: list) -> None:
                         # never raised into bokeh (the page and the others go on)
                         logger.exception("localsched dashboard: %s update failed", c.name)
         finally:
-            doc.unhold()
+            try:
+                doc.unhold()
+            except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
+                # into bokeh, whose curdoc() patch would then stay in place)
+                logger.exception("localsched dashboard: sending an update failed")
 
-    doc.add_periodic_callback(update, int(tick * 1000))
+    doc.add_timeout_callback(step, int(tick * 1000))
 
 
 def _report_controls(context) -> object:
@@ -82,7 +145,7 @@ def _report_controls(context) -> object:
 
 def _status(feed: Feed, context, doc) -> None:
     comps = {cls: cls(feed, context) for cls in COMPONENTS}
-    _schedule(doc, list(comps.values()))
+    _schedule(doc, list(comps.values()), feed)
     doc.add_root(column(
         row(comps[Summary].root, name="summary_row"),
         _report_controls(context),
@@ -97,7 +160,7 @@ def _status(feed: Feed, context, doc) -> None:
 
 def _individual(cls, feed: Feed, context, doc) -> None:
     component = cls(feed, context)
-    _schedule(doc, [component])
+    _schedule(doc, [component], feed)
     doc.add_root(component.root)
     doc.title = f"localsched: {cls.title}"
 

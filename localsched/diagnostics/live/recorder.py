@@ -44,9 +44,11 @@ class RunLog:
     """One computation as the hooks saw it.
 
     ``keys``: the tasks that will run (set once, at ``start_state``);
-    ``state``: the run's live state until it finishes; ``ends``: ``(key, start,
-    end, worker_id, nbytes, freed)`` per finished task (nbytes -1 when not
-    measured, freed the keys whose results its end released); at the finish,
+    ``state``: the run's live state until it finishes; ``ends``: per finished
+    task a tuple starting ``(key, start, end, worker_id, ...)``: the task's
+    own record (``state.task``, a TaskRecord) when sizes are not measured,
+    else ``(key, start, end, worker_id, nbytes, freed)`` (freed: the keys
+    whose results its end released); at the finish,
     ``failed`` (``(key, start, end, worker_id, error)``), ``finished`` and
     ``errored``.  ``link``: the dask.distributed dashboard the run used.
     """
@@ -110,6 +112,8 @@ class Recorder:
 
     def __init__(self, measure_memory: bool = False):
         self.measure_memory = measure_memory
+        #: The posttask hook to install (sizes measured or not).
+        self.posttask_hook = self.measured_posttask if measure_memory else self.posttask
         self.runs: list = []
         self._live: dict = {}  # id(state) -> RunLog
         self._current: tuple = (None, None)  # (state, RunLog) whose hook fired last
@@ -129,10 +133,15 @@ class Recorder:
         self.runs.append(log)  # last: a reader sees a complete RunLog
 
     def posttask(self, key, result, dsk, state, worker_id) -> None:
-        start, end = state.timing
-        nbytes = _nbytes(result) if self.measure_memory else -1
-        self._log(state).ends.append((key, start, end, worker_id, nbytes,
-                                      tuple(state.freed) if self.measure_memory else ()))
+        # The task's record as it is: one append, no tuple built per task.
+        current = self._current
+        log = current[1] if current[0] is state else self._log(state)
+        log.ends.append(state.task)
+
+    def measured_posttask(self, key, result, dsk, state, worker_id) -> None:
+        task = state.task
+        self._log(state).ends.append((key, task.start, task.end, worker_id, _nbytes(result),
+                                      tuple(task.freed)))
 
     def dask_pretask(self, key, dsk, state) -> None:
         self._log(state).dask_starts[key] = time.time()

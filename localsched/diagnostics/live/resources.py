@@ -7,19 +7,24 @@ from bokeh.layouts import row
 from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component
+from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
 
 __all__ = ["Resources"]
+
+#: Seconds between samples while no computation runs.
+IDLE_PERIOD = 5.0
 
 
 class Resources(Component):
     name = "resources"
     title = "Resources"
-    period = 0.5
+    #: (sampled every 0.5 s; drawn once a second, two samples a message)
+    period = 1.0
 
     def __init__(self, feed, context=None, length: int = 2000):
         super().__init__(feed, context)
         self.length = length
+        self._drawn = -1e9
         feed.sample_resources()
         rows, self.cursor = feed.resources_since(0)
         self.source = ColumnDataSource(_columns(rows[-length:]))
@@ -34,11 +39,24 @@ class Resources(Component):
         mem.line("time", "memory", source=self.source, color="#2ca02c", line_width=2)
         for f in (cpu, mem):
             f.y_range = DataRange1d(start=0)
+            lean(f)
+        # One datetime ticker and formatter for both (each is a dozen models).
+        short_datetime_axis(cpu)
+        mem.xaxis[0].ticker = cpu.xaxis[0].ticker
+        mem.xaxis[0].formatter = cpu.xaxis[0].formatter
+        mem.xgrid[0].ticker = cpu.xaxis[0].ticker
         self.root = row(cpu, mem)
 
     def update(self) -> None:
-        self.feed.sample_resources()
-        rows, self.cursor = self.feed.resources_since(self.cursor)
+        feed = self.feed
+        now = feed.clock()
+        # Between computations, every IDLE_PERIOD: each redraw is a message,
+        # and the browser answers it with the new bounds of three ranges.
+        if not feed.active(within=IDLE_PERIOD) and now - self._drawn < IDLE_PERIOD:
+            return
+        self._drawn = now
+        feed.sample_resources()
+        rows, self.cursor = feed.resources_since(self.cursor)
         if rows:
             self.source.stream(_columns(rows), rollover=self.length)
 

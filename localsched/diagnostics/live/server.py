@@ -8,6 +8,14 @@ first, so the websocket allowlist can name it under both ``localhost`` and
 same-origin page).  Sessions of closed tabs, and of plain GETs, are reaped
 after half a second of having no connection (bokeh's default is 15 s, and
 every session runs its page's periodic callbacks until reaped).
+
+bokeh points ``curdoc()`` at a page's document while it runs that page's
+callbacks and change handlers (process-wide, for a few milliseconds at a
+time): code on another thread calling ``curdoc()`` just then sees the
+page's document.  That is bokeh's design for a server on the main thread;
+the dashboard leaves it as it is and only makes sure its callbacks never
+raise into bokeh (its patch has no ``finally``: an exception would leave
+``curdoc()`` pointing at the page for good).
 """
 
 from __future__ import annotations
@@ -47,53 +55,6 @@ def parse_address(address: str) -> tuple:
     return (host.strip("[]") or "127.0.0.1"), number
 
 
-class _PerThreadStack(list):
-    """bokeh's stack of patched ``curdoc()`` documents, one per thread.
-
-    bokeh keeps one process-wide list (``bokeh.io.doc._PATCHED_CURDOCS``) and
-    patches it around every server callback, assuming the server runs on the
-    main thread: with the dashboard's server on its own thread, a plot made
-    meanwhile on another thread would get the dashboard's document from
-    ``curdoc()`` (and, should a callback ever raise -- bokeh's patch has no
-    ``finally`` -- every later ``curdoc()`` would fail).  Each thread sees its
-    own stack here.
-    """
-
-    _local = threading.local()
-
-    def _stack(self) -> list:
-        stack = getattr(self._local, "stack", None)
-        if stack is None:
-            stack = self._local.stack = []
-        return stack
-
-    def append(self, item) -> None:
-        self._stack().append(item)
-
-    def pop(self, *args):
-        return self._stack().pop(*args)
-
-    def __len__(self) -> int:
-        return len(self._stack())
-
-    def __getitem__(self, i):
-        return self._stack()[i]
-
-    def __bool__(self) -> bool:
-        return bool(self._stack())
-
-
-def _curdoc_per_thread() -> None:
-    import bokeh.io.doc as doc_module
-
-    current = getattr(doc_module, "_PATCHED_CURDOCS", None)
-    if type(current) is list:
-        per_thread = _PerThreadStack()
-        for item in current:  # (the calling thread's, if any)
-            per_thread.append(item)
-        doc_module._PATCHED_CURDOCS = per_thread
-
-
 def _bind(host: str, port: int) -> tuple:
     from bokeh.server.util import bind_sockets
 
@@ -114,7 +75,6 @@ class BackgroundServer:
 
     def __init__(self, applications: dict, patterns: list, host: str, port: int):
         self.host = host
-        _curdoc_per_thread()
         self._sockets, self.port = _bind(host, port)
         self._applications = applications
         self._patterns = patterns

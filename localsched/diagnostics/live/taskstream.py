@@ -13,17 +13,19 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, HoverTool
+from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component
+from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
 
 __all__ = ["TaskStream"]
 
 #: Running tasks drawn at most (the oldest first).
 MAX_RUNNING = 64
-#: Seconds between redraws of the running bars while the same tasks run.
-RUNNING_REDRAW = 1.0
+#: Seconds between redraws of the running bars: at most every
+#: RUNNING_REDRAW[0] while they change, and every RUNNING_REDRAW[1] (their
+#: right ends grow) while the same tasks run.
+RUNNING_REDRAW = (0.5, 1.0)
 COLUMNS = ("left", "right", "bottom", "top", "color", "label", "group", "count", "duration")
 
 
@@ -52,7 +54,7 @@ class TaskStream(Component):
         self.source = ColumnDataSource(seed)
         self.running = ColumnDataSource(_empty())
         fig = figure(title="Task stream", width=PAGE_WIDTH, height=300,
-                     x_axis_type="datetime", y_range=DataRange1d(range_padding=0.05),
+                     x_axis_type="datetime", y_range=Range1d(-0.6, 1.6),
                      x_range=DataRange1d(range_padding=0.01), tools="xpan,xwheel_zoom,reset",
                      toolbar_location="above", name="task_stream_figure")
         fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
@@ -65,14 +67,15 @@ class TaskStream(Component):
                                           ("tasks", "@count"), ("seconds", "@duration{0.000}")]))
         self.ticker = FixedTicker(ticks=[])
         fig.yaxis.ticker = self.ticker
-        fig.ygrid.visible = False
-        self.root = fig
+        # (the y range is set here when lanes come: an automatic range would
+        # have the browser send its new bounds after every update)
+        short_datetime_axis(fig)
+        self.root = lean(fig, grids="x")
 
     def _reset(self, run_number) -> None:
         """A new computation: start from its first rectangle."""
         self.run_number = run_number
         self.cursor = self.feed.run_rect_start
-        self.lanes_shown = (-1, -1)
         self.source.data = _empty()
 
     def update(self) -> None:
@@ -91,36 +94,44 @@ class TaskStream(Component):
             now = feed.clock()
         if rects:
             self.source.stream(_columns(rects[-self.length:]), rollover=self.length)
-        self._label_lanes(nlanes, len(running))
-        # Running bars are redrawn when the running tasks change, else once
-        # a second (each redraw is a message to the browser).
+        self._label_lanes(nlanes)
+        # Running bars are redrawn when the running tasks change (at most
+        # every half second), else once a second: each redraw is a message.
         shown = [k for k, _ in running]
-        if shown != self._running_keys or now - self._running_drawn >= RUNNING_REDRAW:
+        since = now - self._running_drawn
+        if (shown and since >= RUNNING_REDRAW[1]) or (shown != self._running_keys and
+                                                      since >= RUNNING_REDRAW[0]):
             self._running_keys, self._running_drawn = shown, now
             self.running.data = _running_columns(running, nlanes, colors, now)
 
-    def _label_lanes(self, nlanes: int, nrunning: int) -> None:
-        shown = (nlanes, min(nrunning, 1))
-        if shown == self.lanes_shown:
+    def _label_lanes(self, nlanes: int) -> None:
+        """Lane labels and the y range, changed only when a worker comes
+        (the "running" lane is always above the workers')."""
+        if nlanes == self.lanes_shown[0]:
             return
-        self.lanes_shown = shown
-        ticks = list(range(nlanes)) + ([nlanes] if nrunning else [])
+        self.lanes_shown = (nlanes, 1)
         labels: dict = {i: f"worker {i}" for i in range(nlanes)}
-        if nrunning:
-            labels[nlanes] = "running"
+        labels[nlanes] = "running"
         # (mutated, never replaced: a new model makes bokeh walk the document)
-        self.ticker.ticks = ticks
+        self.ticker.ticks = list(range(nlanes + 1))
         self.root.yaxis[0].major_label_overrides = labels
+        self.root.y_range.update(start=-0.6, end=nlanes + 0.6)
 
 
 def _columns(rects: list) -> dict:
-    lane = np.fromiter((r[0] for r in rects), float, len(rects))
-    left = np.fromiter((r[1] for r in rects), float, len(rects))
-    right = np.fromiter((r[2] for r in rects), float, len(rects))
+    """Every column a numpy array: bokeh sends numbers as binary buffers and
+    an array of strings as one list, where a list of strings costs it a
+    call per string."""
+    n = len(rects)
+    lanes, lefts, rights, group, label, count, color = zip(*rects, strict=True) if n else \
+        ((),) * 7
+    lane = np.fromiter(lanes, float, n)
+    left = np.fromiter(lefts, float, n)
+    right = np.fromiter(rights, float, n)
     return {"left": left * 1000, "right": right * 1000, "bottom": lane - 0.4,
-            "top": lane + 0.4, "color": [r[6] for r in rects], "label": [r[4] for r in rects],
-            "group": [r[3] for r in rects], "count": [r[5] for r in rects],
-            "duration": right - left}
+            "top": lane + 0.4, "color": np.array(color, dtype=str),
+            "label": np.array(label, dtype=str), "group": np.array(group, dtype=str),
+            "count": np.fromiter(count, np.int64, n), "duration": right - left}
 
 
 def _running_columns(running: list, nlanes: int, colors: dict, now: float) -> dict:
@@ -138,4 +149,5 @@ def _running_columns(running: list, nlanes: int, colors: dict, now: float) -> di
         cols["group"].append(group)
         cols["count"].append(1)
         cols["duration"].append(now - start)
-    return cols
+    return {k: np.array(v, dtype=str) if k in ("color", "label", "group") else np.asarray(v)
+            for k, v in cols.items()}
