@@ -365,6 +365,10 @@ def test_cluster_worker_seconds_are_booked_once(cluster_client):
     # three CPU loops on two threads, then a join: a thread idles in the tail
     dsk = {("spun", i): (spin, i, 0.3) for i in range(3)}
     dsk["both"] = (sum, list(dsk))
+    # A computation just before, unobserved: its metrics may still sit in the
+    # workers, unreported to the scheduler; they are not this run's.
+    earlier = {("earlier", i): (spin, i, 0.3) for i in range(2)}
+    assert list(cluster_client.get(earlier, list(earlier))) == [0, 1]
     with FineMetrics() as fm:
         assert ld.get(dsk, "both", client=cluster_client, callbacks=[watch, fm]) == 3
     t0, t1 = hooks["extra"]["window"]

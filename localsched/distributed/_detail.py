@@ -206,6 +206,9 @@ class Detail:
             from . import _plugin
 
             try:
+                # (the workers report what earlier computations metered with
+                # their heartbeats: flush it first, or it lands in this run)
+                client.run(_plugin.worker_flush)
                 self.before = client.run_on_scheduler(_plugin.scheduler_metrics)
             except Exception as exc:  # noqa: BLE001 -- detail is best effort
                 self.errors.append(f"metrics: {exc!r}")

@@ -28,8 +28,8 @@ The scheduler never waits for the browser: readers pull from append-only
 lists with cursors (``len`` first, then a slice), and with no page open and
 no probe the server thread sleeps.  With a page open, its updates stay within
 a budget of server CPU per task finished (or a small share of a core), so a
-flood of tasks slows the page's refresh, not the computation.  Sessions with no connection are reaped
-after half a second, so closed tabs and plain GETs stop costing at once.
+flood of tasks slows the page's refresh, not the computation.  Sessions with
+no connection are reaped after half a second, so closed tabs and plain GETs stop costing at once.
 """
 
 from __future__ import annotations
