@@ -48,6 +48,8 @@ IDLE_TICK = 0.5
 #: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
 PER_TASK = 0.8e-6
 CPU_SHARE = 0.02
+#: ... but a page updates at least this often (seconds), whatever the cost.
+MAX_GAP = 2.0
 
 
 class Pacer:
@@ -59,13 +61,17 @@ class Pacer:
     since the last look (the whole thread: building and writing messages,
     the browser's replies, other tabs).  It keeps at most ``burst`` seconds
     of ``share``, and owes at most twice that: a one-off cost (the page's
-    first build, a run's start) delays the next update briefly.
+    first build, a run's start) delays the next update briefly.  Whatever
+    the thread's other work costs, an update is allowed at least every
+    ``max_gap`` seconds: the page slows down, it never freezes.
     """
 
     def __init__(self, share: float = CPU_SHARE, per_task: float = PER_TASK,
                  burst: float = 0.25, tasks=lambda: 0, clock=time.monotonic,
-                 cpu_clock=time.thread_time):
+                 cpu_clock=time.thread_time, max_gap: float = MAX_GAP):
         self.share, self.per_task, self.cap = share, per_task, share * burst
+        self.max_gap = max_gap
+        self._allowed = clock()  # when an update was last allowed
         self.tasks, self.clock, self.cpu_clock = tasks, clock, cpu_clock
         self.credit = self.cap
         self._last: tuple | None = None
@@ -79,8 +85,11 @@ class Pacer:
             credit = self.credit + earned - (cpu - last[1])
             self.credit = min(max(credit, -2 * self.cap), self.cap)
         if self.credit < 0:
-            self.skipped += 1
-            return False
+            if now - self._allowed < self.max_gap:
+                self.skipped += 1
+                return False
+            self.credit = 0.0  # (the floor: the debt is forgiven, not carried on)
+        self._allowed = now
         return True
 
 
