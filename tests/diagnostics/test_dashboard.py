@@ -560,3 +560,28 @@ def test_a_failing_component_leaves_curdoc_as_it_was(dash, monkeypatch, caplog):
     for _ in range(5):
         assert curdoc() is curstate().document
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("scheduler", ["sync", "threads", "processes"])
+def test_recording_runs_nothing_per_task_and_sees_every_task(dash, scheduler):
+    """Without sizes the dashboard has no per-task hook: it reads the run's
+    own task records (``Needs.records``), and still sees every task."""
+    from localsched.local import get_sync
+    from localsched.multiprocessing import get as mp_get
+    from localsched.threaded import get as threaded_get
+
+    start, start_state, pretask, posttask, finish = dash._callback
+    assert (pretask, posttask) == (None, None) and dash.needs.records
+    get = {"sync": get_sync, "threads": threaded_get, "processes": mp_get}[scheduler]
+    dsk = _graph(30)
+    with dash:
+        assert get(dsk, "total") == sum(2 * (i + 1) for i in range(30))
+    log = dash.recorder.runs[-1]
+    assert sorted(map(str, (r[0] for r in log.ends))) == sorted(map(str, dsk))
+    assert all(r[1] <= r[2] for r in log.ends)  # (key, start, end, worker, ...)
+    # with sizes measured, a posttask reads each result
+    measured = Dashboard(quiet=True, memory=True)
+    try:
+        assert measured._callback[3] is not None and not measured.needs.records
+    finally:
+        measured.close()

@@ -90,7 +90,9 @@ class Dashboard(Callback):
         self._localsched_result = bool(memory)
         needs = getattr(callbacks_module, "Needs", None)  # (the core's newer spelling)
         if needs is not None:
-            self.needs = needs(results=bool(memory))
+            # Without sizes the run's own task records are read (no hook per
+            # task); with them a posttask measures each result.
+            self.needs = needs(results=bool(memory), records=not memory)
         self.recorder = Recorder(measure_memory=bool(memory))
         self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
@@ -107,7 +109,8 @@ class Dashboard(Callback):
         """The recorder's own methods are the hooks (no frame of ours per task)."""
         r = self.recorder
         self._start_state = r.start_state
-        self._posttask = r.posttask_hook
+        if r.measure_memory:
+            self._posttask = r.posttask_hook
         self._finish = r.finish
 
     @property

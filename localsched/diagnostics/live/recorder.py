@@ -1,8 +1,11 @@
 """The scheduler side of the dashboard: what the hooks record, and nothing else.
 
 Every hook is an append to a list of the current run's :class:`RunLog`: no
-lock, no Bokeh.  The server thread reads the lists with a cursor (``n =
-len(log.ends); new = log.ends[cursor:n]``): appends are atomic and the lists
+lock, no Bokeh.  On localsched's schedulers, unless result sizes are
+measured, there is no per-task hook at all: the run's own task records
+(``state.outcome.records``, ``Needs.records``) are the log's ``ends``.
+The server thread reads the lists with a cursor (``n = len(log.ends);
+new = log.ends[cursor:n]``): appends are atomic and the lists
 only grow, so a reader never sees a half-written entry and the scheduler
 never waits for the reader.
 
@@ -128,6 +131,11 @@ class Recorder:
 
     def start_state(self, dsk, state) -> None:
         log = RunLog(_task_keys(state), _cluster_link(state), state, self.measure_memory)
+        records = getattr(getattr(state, "outcome", None), "records", None)
+        if not self.measure_memory and type(records) is list:
+            # localsched's run keeps every task's record (``Needs.records``):
+            # the page reads that list; nothing of ours runs per task.
+            log.ends = records
         self._live[id(state)] = log
         self._current = (state, log)
         self.runs.append(log)  # last: a reader sees a complete RunLog
