@@ -33,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import localsched.threaded  # noqa: E402
-from localsched.callbacks import Callback  # noqa: E402
+from localsched.callbacks import Callback, Needs  # noqa: E402
 from localsched.diagnostics import Dashboard  # noqa: E402
 from localsched.diagnostics.live.recorder import Recorder  # noqa: E402
 
@@ -61,12 +61,12 @@ class RecordingOnly(Callback):
     installs them), with no server."""
 
     _localsched_result = False
+    needs = Needs(results=False, records=True)  # (as the Dashboard asks, without sizes)
 
     def __init__(self):
         super().__init__()
         self.recorder = r = Recorder()
-        self._start_state, self._posttask, self._finish = (r.start_state, r.posttask_hook,
-                                                           r.finish)
+        self._start_state, self._finish = r.start_state, r.finish  # (no per-task hook)
 
 
 def timed(dsk, keys, callbacks, dash, tab=None) -> tuple:
