@@ -82,7 +82,7 @@ GRAPHS: dict[str, tuple[Callable, Callable]] = {
 }
 
 DIAGNOSTICS_TARGET_US = 3.0  # what the diagnostics may add, µs per task
-ALL_DIAGNOSTICS_TARGET_US = 4.0  # ... with FineMetrics and SampleProfiler(0.01) too
+ALL_DIAGNOSTICS_TARGET_US = 3.0  # ... with FineMetrics and SampleProfiler(0.01) too (issue 20)
 
 
 @dataclass(frozen=True)

@@ -57,13 +57,13 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         t1 = now()
         machine.current = None
         freed = complete(i, value)
-        if make_records:  # (plain values in a plain tuple: see poolloop)
-            task = (key, t0, t1, wid, tuple(freed) if freed else (), None, None, None,
-                    _metrics.nbytes(value) if sizes else None)
+        if make_records:  # (kept by column, no tuple: see task_records)
+            size = _metrics.nbytes(value) if sizes else None
             if keep is not None:
-                keep(task)
+                keep(key, t0, t1, wid, freed, None, size)
             if posttasks:
-                state.task = new(record, task)
+                state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
+                                          None, None, None, size))
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
         value = None
@@ -71,9 +71,9 @@ def run_inline(machine: RunState, comp: Computation) -> float:
 
 
 def _keeper(state, comp: Computation) -> tuple:
-    """(append to the run's records or None, whether records carry sizes)."""
+    """(the run's records' fast writer or None, whether records carry sizes)."""
     records = state.outcome.records
-    return (None if records is None else records.append), comp.needs.sizes
+    return (None if records is None else records.adder()), comp.needs.sizes
 
 
 def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
@@ -135,12 +135,12 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             machine.current = None
             freed = complete(i, value)
             if make_records:
-                task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None,
-                        _metrics.nbytes(value) if sizes else None)
+                size = _metrics.nbytes(value) if sizes else None
                 if keep is not None:
-                    keep(task)
+                    keep(key, t0, t1, wid, freed, probe, size)
                 if posttasks:
-                    state.task = tuple.__new__(TaskRecord, task)
+                    state.task = tuple.__new__(TaskRecord, (
+                        key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None, size))
                     for f in posttasks:
                         f(key, value, dsk, state, wid)
             value = None

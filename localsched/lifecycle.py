@@ -44,6 +44,7 @@ from . import metrics as _metrics
 from .callbacks import Needs, callback_list, merge_needs, unpack_callbacks
 from .graph import as_mapping
 from .machine import RunState
+from .task_records import TaskRecords
 from .utils import funcname
 from .view import RunOutcome, State
 
@@ -100,7 +101,7 @@ class Computation:
             state = State(machine, RunOutcome(machine.ntasks))
         state.outcome.span = _metrics._span.get()
         if self.needs.records:
-            records = state.outcome.records = []
+            records = state.outcome.records = TaskRecords()
             if not own_loop:  # (the loop does not know of them: a hook keeps them)
                 self.posttasks.insert(0, _keeper(records.append))
         self.state = state

@@ -156,7 +156,8 @@ class PoolLoop:
         # Each finished task's record is kept once for every callback that
         # reads the records (Needs.records): no hook of theirs runs per task.
         records = self.state.outcome.records
-        self.keep_record = records.append if records is not None else None
+        self.keep_record = ((records.append, records.adder()) if records is not None
+                            else (None, None))
         self.ahead = QUEUE_AHEAD if pack_data else 0
         self.idle = num_workers + self.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
@@ -310,7 +311,7 @@ class PoolLoop:
         new, record = tuple.__new__, TaskRecord
         results_wanted = self.results_wanted
         sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
-        keep = self.keep_record  # (the run's records, when a callback reads them)
+        keep, keep_fast = self.keep_record  # (the run's records, when a callback reads them)
         make_records = bool(posttasks) or keep is not None
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
@@ -346,20 +347,21 @@ class PoolLoop:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
-                # The record's fields as a plain tuple of plain values (the
-                # garbage collector stops tracking it: kept records cost no
-                # collection time); a TaskRecord for the hooks is made from it.
-                released = tuple(freed) if freed else ()
                 if pack_data:
-                    task = self._record(i, key, t0, t1, wid, released, probe, flight,
-                                        arrived if n == last else None)
-                else:
-                    task = (key, t0, t1, wid, released, None, probe, None,
-                            probe[5] if sizes else None)
-                if self.size_here:  # (a pool without a record stream: the result is here)
-                    task = task[:8] + (nbytes(value),)
-                if keep is not None:
-                    keep(task)
+                    task = self._record(i, key, t0, t1, wid, tuple(freed) if freed else (),
+                                        probe, flight, arrived if n == last else None)
+                    if self.size_here:  # (a pool without a record stream: the result is here)
+                        task = task[:8] + (nbytes(value),)
+                    if keep is not None:
+                        keep(task)
+                else:  # threads: kept by column, no tuple (see task_records)
+                    size = (nbytes(value) if self.size_here  # (a pool without a record stream)
+                            else probe[5] if sizes else None)
+                    if keep_fast is not None:
+                        keep_fast(key, t0, t1, wid, freed, probe, size)
+                    if posttasks:
+                        task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe,
+                                None, size)
                 if posttasks:
                     state.task = new(record, task)  # (no Python-level __new__)
                     for f in posttasks:

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .machine import DONE, WAITING, RunState
+from .task_records import TaskRecords
 
 __all__ = ["State", "TaskRecord", "RunOutcome"]
 
@@ -86,10 +87,11 @@ class RunOutcome:
     loop adds (a cluster: its client, lost attempts ...); ``records``: None,
     or while a callback needs them (``Needs.records``) the record of every
     finished task, appended as each ends (before its posttask hooks fire),
-    complete at ``finish``: :class:`TaskRecord`'s fields in a tuple
+    complete at ``finish``: a :class:`~localsched.task_records.TaskRecords`,
+    a sequence of tuples of :class:`TaskRecord`'s fields
     (``TaskRecord._make(r)`` names them; read ``r[1]`` or unpack in hot
-    loops).  Plain tuples of plain values leave the garbage collector's
-    tracking, so a long run's records cost no collection time.
+    loops), kept by column so that a long run's records are no objects for
+    the garbage collector to track.
     """
 
     ntasks: int = 0
@@ -100,7 +102,7 @@ class RunOutcome:
     samples: list = field(default_factory=list)
     overhead: tuple | None = None
     extra: dict = field(default_factory=dict)
-    records: list | None = None
+    records: TaskRecords | None = None
 
 
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])

@@ -53,6 +53,7 @@ from itertools import filterfalse
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
+from ..task_records import TaskRecords
 from ..utils import key_split
 from .eta import remaining_time
 from .progress_text import TextRenderer
@@ -256,7 +257,7 @@ class ProgressBar(Callback):
         self._group_of: dict = {}
         self._workers: set = set()
         self._recent: list = [(0.0, 0)]  # (elapsed, done) of recent draws, for the rate
-        self._records: list | None = None  # the run's task records (localsched's runs)
+        self._records: TaskRecords | None = None  # the run's task records (localsched's)
         self._counted = 0  # how many of them the group counts include
 
     def _owns(self, dsk) -> bool:
@@ -324,14 +325,15 @@ class ProgressBar(Callback):
         n = len(records)  # (the scheduler appends while we read: up to here)
         if n == self._counted:
             return
-        group_of, done, seconds = self._group_of, self._group_done, self._group_seconds
-        workers = self._workers
-        for task in records[self._counted:n]:
-            i = group_of.get(task[0])
+        done, seconds = self._group_done, self._group_seconds
+        keys, times, worker_ids = records.columns(self._counted, n)  # (no tuple per task)
+        groups = map(self._group_of.get, keys)
+        # end - start of each, as the worker measured
+        for i, start, end in zip(groups, times[0::2], times[1::2], strict=True):
             if i is not None:
                 done[i] += 1
-                seconds[i] += task[2] - task[1]  # (end - start, as the worker measured)
-                workers.add(task[3])
+                seconds[i] += end - start
+        self._workers.update(worker_ids)
         self._counted = n
 
     def _finish(self, dsk, state, errored):

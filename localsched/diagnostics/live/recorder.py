@@ -132,9 +132,9 @@ class Recorder:
     def start_state(self, dsk, state) -> None:
         log = RunLog(_task_keys(state), _cluster_link(state), state, self.measure_memory)
         records = getattr(getattr(state, "outcome", None), "records", None)
-        if not self.measure_memory and type(records) is list:
+        if not self.measure_memory and records is not None:
             # localsched's run keeps every task's record (``Needs.records``):
-            # the page reads that list; nothing of ours runs per task.
+            # the page reads them; nothing of ours runs per task.
             log.ends = records
         self._live[id(state)] = log
         self._current = (state, log)
