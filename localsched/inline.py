@@ -57,10 +57,14 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         t1 = now()
         machine.current = None
         freed = complete(i, value)
-        if make_records:  # (kept by column, no tuple: see task_records)
+        if make_records:  # (kept as plain values, no tuple: see task_records)
             size = _metrics.nbytes(value) if sizes else None
             if keep is not None:
-                keep(key, t0, t1, wid, freed, None, size)
+                if freed:
+                    keep.freed(freed)
+                if sizes:
+                    keep.size(size)
+                keep.row((key, t0, t1, wid, len(freed)))
             if posttasks:
                 state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
                                           None, None, None, size))
@@ -71,9 +75,10 @@ def run_inline(machine: RunState, comp: Computation) -> float:
 
 
 def _keeper(state, comp: Computation) -> tuple:
-    """(the run's records' fast writer or None, whether records carry sizes)."""
+    """(the run's records' writer or None, whether records carry sizes)."""
     records = state.outcome.records
-    return (None if records is None else records.adder()), comp.needs.sizes
+    needs = comp.needs
+    return (None if records is None else records.writer(needs.measure, needs.sizes)), needs.sizes
 
 
 def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
@@ -137,7 +142,13 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
                 if keep is not None:
-                    keep(key, t0, t1, wid, freed, probe, size)
+                    if freed:
+                        keep.freed(freed)
+                    if measure:
+                        keep.probe(probe)
+                    if sizes:
+                        keep.size(size)
+                    keep.row((key, t0, t1, wid, len(freed)))
                 if posttasks:
                     state.task = tuple.__new__(TaskRecord, (
                         key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None, size))

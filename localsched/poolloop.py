@@ -156,8 +156,9 @@ class PoolLoop:
         # Each finished task's record is kept once for every callback that
         # reads the records (Needs.records): no hook of theirs runs per task.
         records = self.state.outcome.records
-        self.keep_record = ((records.append, records.adder()) if records is not None
-                            else (None, None))
+        self.keep_record = ((records.append,
+                             records.writer(needs.measure, needs.sizes or self.size_here))
+                            if records is not None else (None, None))
         self.ahead = QUEUE_AHEAD if pack_data else 0
         self.idle = num_workers + self.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
@@ -312,6 +313,7 @@ class PoolLoop:
         results_wanted = self.results_wanted
         sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
         keep, keep_fast = self.keep_record  # (the run's records, when a callback reads them)
+        measured, sized = self.measure, sizes or self.size_here
         make_records = bool(posttasks) or keep is not None
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
@@ -354,11 +356,17 @@ class PoolLoop:
                         task = task[:8] + (nbytes(value),)
                     if keep is not None:
                         keep(task)
-                else:  # threads: kept by column, no tuple (see task_records)
+                else:  # threads: kept as plain values, no tuple (see task_records)
                     size = (nbytes(value) if self.size_here  # (a pool without a record stream)
                             else probe[5] if sizes else None)
                     if keep_fast is not None:
-                        keep_fast(key, t0, t1, wid, freed, probe, size)
+                        if freed:
+                            keep_fast.freed(freed)
+                        if measured:
+                            keep_fast.probe(probe)
+                        if sized:
+                            keep_fast.size(size)
+                        keep_fast.row((key, t0, t1, wid, len(freed)))  # (last: see task_records)
                     if posttasks:
                         task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe,
                                 None, size)

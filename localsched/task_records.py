@@ -4,110 +4,148 @@ While a callback asks for them (``Needs.records``) a run keeps one record
 per finished task: :class:`~localsched.view.TaskRecord`'s fields ``(key,
 start, end, worker_id, freed, transfer, probe, activities, nbytes)``.  A
 long run has hundreds of thousands of them, so how they are kept is part of
-the scheduler's hot path: a tuple per task is a new object the garbage
-collector tracks (a young collection every few hundred tasks, and more full
-collections over a heap that holds the whole graph), which cost more than
-building the tuple.  So the columns are kept instead: the keys in a list
-(the graph's own key objects), start and end in an array of doubles, the
-workers in a list, the freed keys of all tasks in one list with each task's
-end offset in an array, ``probe`` and ``nbytes`` in lists, and the rarer
-fields of process runs (``transfer``, ``activities``) in a dict by record
-number, only for the records that have them.  Nothing per task is a new
-object for the collector to track (but a probe, which the worker made).
+the scheduler's hot path.  A tuple per task is an object the garbage
+collector tracks, and a kept one makes its young collections come more
+often (a quarter more over a run) -- that cost more than building it.  So a
+record is kept as plain values instead, with nothing per task for the
+collector:
+
+- ``rows``: one flat list, five entries per record: key (the graph's own
+  object), start, end, worker id, how many keys its end freed;
+- ``freed``: every record's freed keys, one after another (a reader turns
+  the counts into offsets, kept in an array as far as it has read);
+- ``cpu`` (measured runs): each task's thread-CPU seconds in an array of
+  doubles -- its probe ``(seconds, None)`` is rebuilt on read; NaN where a
+  probe has more in it (user metrics, a batch's marks: ``probes``, a dict
+  by record number) or none;
+- ``sizes`` (runs that measure results): each result's size;
+- the rarer fields of process runs (``transfer``, ``activities``) in a dict
+  by record number, for the records that have them.
 
 Readers see a sequence of plain tuples, built on read::
 
     n = len(records)            # records complete up to here (appends go on)
     for key, start, end, worker_id, freed, *rest in records[seen:n]: ...
     TaskRecord._make(records[-1])
+    keys, starts, ends, worker_ids = records.columns(seen, n)   # no tuple per record
 
-Writers: ``records.append(tuple)`` (any loop; a ``TaskRecord`` will do) and
-the local loops' fast path ``add = records.adder()``, ``add(key, start,
-end, worker_id, freed, probe, nbytes)``, which builds no tuple.  One thread
-writes; any thread may read: a record's offset is written last, so
-``len()`` counts only records whose every column is written.
+Writers (one thread): ``records.append(fields)`` (any loop; a
+``TaskRecord`` will do), and the local loops' hot path, ``keep =
+records.writer(measured, sized)``: per task ``keep.freed(freed_keys)`` if
+any, ``keep.probe(probe)`` when measured, ``keep.size(nbytes)`` when sized,
+then ``keep.row((key, start, end, worker_id, len(freed_keys)))`` -- the row
+last: ``len()`` counts rows, so a reader in another thread only sees
+records whose every part is written.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from itertools import repeat
-from typing import Any, overload
+from itertools import accumulate, repeat
+from typing import Any, NamedTuple, overload
 
-__all__ = ["TaskRecords"]
+__all__ = ["TaskRecords", "Writer"]
 
-_NO_EXTRA = (None, None, None, None)
+NAN = float("nan")
+_WIDTH = 5  # entries per record in rows
+
+
+class Writer(NamedTuple):
+    """The hot path's writers of one run's records (see the module docstring)."""
+
+    row: Callable[[tuple], None]
+    freed: Callable[[Sequence], None]
+    probe: Callable[[Any], None]
+    size: Callable[[Any], None]
 
 
 class TaskRecords(Sequence):
     """The records of one run's finished tasks, in the order they ended
     (see the module docstring)."""
 
-    __slots__ = ("_keys", "_times", "_workers", "_freed", "_ends", "_probes", "_sizes",
+    __slots__ = ("_rows", "_freed", "_offsets", "_read_lock", "_cpu", "_probes", "_sizes",
                  "_extra")
 
     def __init__(self) -> None:
-        self._keys: list = []
-        self._times = array("d")  # start, end of each record
-        self._workers: list = []
-        self._freed: list = []  # every record's freed keys, one after another
-        self._ends = array("q")  # where each record's freed keys end in _freed
-        self._probes: list = []
+        self._rows: list = []
+        self._freed: list = []
+        self._offsets = array("q", [0])  # where record i's freed keys start, as far as read
+        self._read_lock = threading.Lock()  # (readers extend _offsets)
+        self._cpu = array("d")
+        self._probes: dict = {}  # record number -> probe, where not (seconds, None)
         self._sizes: list = []
         self._extra: dict = {}  # record number -> (transfer, activities), where not None
 
     # -- writing (one thread) --------------------------------------------------------
 
-    def adder(self) -> Callable[..., None]:
-        """The fast writer: ``add(key, start, end, worker_id, freed, probe=None,
-        nbytes=None)``, ``freed`` any sequence of keys (empty for none)."""
-        freed_keys = self._freed
-        key_append, time_append, worker_append = (self._keys.append, self._times.append,
-                                                  self._workers.append)
-        probe_append, size_append = self._probes.append, self._sizes.append
-        freed_extend, end_append = freed_keys.extend, self._ends.append
+    def writer(self, measured: bool = False, sized: bool = False) -> Writer:
+        """The hot path's writers for a run that does (not) measure its tasks
+        (``Needs.measure``) or their results' sizes: every record then has
+        a probe, resp. a size."""
+        cpu_append, probes, rows = self._cpu.append, self._probes, self._rows
 
-        def add(key, start, end, worker_id, freed, probe=None, nbytes=None) -> None:
-            key_append(key)
-            time_append(start)
-            time_append(end)
-            worker_append(worker_id)
-            if freed:
-                freed_extend(freed)
-            probe_append(probe)
-            size_append(nbytes)
-            end_append(len(freed_keys))  # (last: the record is complete)
+        def keep_probe(probe) -> None:
+            if probe is not None and len(probe) == 2 and probe[1] is None:
+                cpu_append(probe[0])  # (the probe itself goes: no object kept)
+            else:
+                cpu_append(NAN)
+                if probe is not None:
+                    probes[len(rows) // _WIDTH] = probe
 
-        return add
+        return Writer(rows.extend, self._freed.extend,
+                      keep_probe if measured else _refuse, self._sizes.append if sized else _refuse)
 
     def append(self, record: Sequence) -> None:
         """Keep one record given as a tuple of ``TaskRecord``'s fields."""
         key, start, end, worker_id, freed, *rest = record
-        self._keys.append(key)
-        self._times.append(start)
-        self._times.append(end)
-        self._workers.append(worker_id)
+        transfer, probe, activities, nbytes = (*rest, None, None, None, None)[:4]
+        i = len(self)
+        if probe is not None:
+            self._probes[i] = probe
+        if nbytes is not None:
+            self._sizes.extend(repeat(None, i - len(self._sizes)))
+            self._sizes.append(nbytes)
+        if transfer is not None or activities is not None:
+            self._extra[i] = (transfer, activities)
         if freed:
             self._freed.extend(freed)
-        transfer, probe, activities, nbytes = tuple(rest) + _NO_EXTRA[len(rest):]
-        self._probes.append(probe)
-        self._sizes.append(nbytes)
-        if transfer is not None or activities is not None:
-            self._extra[len(self._ends)] = (transfer, activities)
-        self._ends.append(len(self._freed))
+        self._rows.extend((key, start, end, worker_id, len(freed) if freed else 0))
 
     # -- reading (any thread) --------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._ends)
+        return len(self._rows) // _WIDTH
+
+    def _starts_of_freed(self, stop: int) -> array:
+        """``_offsets`` extended to at least ``stop + 1`` entries."""
+        offsets = self._offsets
+        if len(offsets) <= stop:
+            with self._read_lock:
+                done = len(offsets) - 1
+                if done < stop:
+                    counts = self._rows[_WIDTH * done + 4:_WIDTH * stop:_WIDTH]
+                    running = accumulate(counts, initial=offsets[-1])
+                    next(running)  # (the initial value: there already)
+                    offsets.extend(running)
+        return offsets
+
+    def _probe(self, i: int) -> Any:
+        cpu = self._cpu
+        if i < len(cpu):
+            seconds = cpu[i]
+            if seconds == seconds:
+                return (seconds, None)
+        return self._probes.get(i)
 
     def _record(self, i: int) -> tuple:
-        start_of_freed = self._ends[i - 1] if i else 0
-        transfer, activities = self._extra.get(i, _NO_EXTRA[:2])
-        return (self._keys[i], self._times[2 * i], self._times[2 * i + 1], self._workers[i],
-                tuple(self._freed[start_of_freed:self._ends[i]]), transfer, self._probes[i],
-                activities, self._sizes[i])
+        offsets = self._starts_of_freed(i + 1)
+        key, start, end, worker_id, _ = self._rows[_WIDTH * i:_WIDTH * i + _WIDTH]
+        transfer, activities = self._extra.get(i, (None, None))
+        sizes = self._sizes
+        return (key, start, end, worker_id, tuple(self._freed[offsets[i]:offsets[i + 1]]),
+                transfer, self._probe(i), activities, sizes[i] if i < len(sizes) else None)
 
     @overload
     def __getitem__(self, index: int) -> tuple: ...
@@ -116,7 +154,7 @@ class TaskRecords(Sequence):
     def __getitem__(self, index: slice) -> list: ...
 
     def __getitem__(self, index: Any) -> Any:
-        n = len(self._ends)
+        n = len(self)
         if isinstance(index, slice):
             start, stop, step = index.indices(n)
             if step != 1:
@@ -132,42 +170,46 @@ class TaskRecords(Sequence):
         (in C but for the freed keys and the rarer fields)."""
         if start == stop:
             return []
-        times, ends, freed_keys = self._times, self._ends, self._freed
-        offsets = ends[max(start - 1, 0):stop]
-        if start == 0:
-            offsets.insert(0, 0)
-        if offsets[0] == offsets[-1]:  # (no task in the range freed anything)
-            freed: Any = repeat(())
-        else:
+        rows = self._rows[_WIDTH * start:_WIDTH * stop]
+        offsets = self._starts_of_freed(stop)
+        freed_keys = self._freed
+        freed: Any = repeat(())
+        if offsets[start] != offsets[stop]:  # (some task of the range freed keys)
+            bounds = offsets[start:stop + 1]
             freed = [tuple(freed_keys[a:b]) if a != b else ()
-                     for a, b in zip(offsets, offsets[1:], strict=False)]
-        extra = self._extra
-        transfers: Any
-        activities: Any
-        if extra:
-            none = _NO_EXTRA[:2]
-            pairs = [extra.get(i, none) for i in range(start, stop)]
+                     for a, b in zip(bounds, bounds[1:], strict=False)]
+        transfers: Any = repeat(None)
+        activities: Any = repeat(None)
+        if self._extra:
+            pairs = [self._extra.get(i, (None, None)) for i in range(start, stop)]
             transfers, activities = zip(*pairs, strict=True)
-        else:
-            transfers = activities = repeat(None)
-        return list(zip(self._keys[start:stop], times[2 * start:2 * stop:2],
-                        times[2 * start + 1:2 * stop:2], self._workers[start:stop], freed,
-                        transfers, self._probes[start:stop], activities,
-                        self._sizes[start:stop], strict=False))
+        probes: Any = repeat(None)
+        if len(self._cpu) or self._probes:
+            probes = [self._probe(i) for i in range(start, stop)]
+        sizes: Any = repeat(None)
+        if self._sizes:
+            sizes = self._sizes[start:stop]
+            sizes += [None] * (stop - start - len(sizes))
+        return list(zip(rows[0::_WIDTH], rows[1::_WIDTH], rows[2::_WIDTH], rows[3::_WIDTH],
+                        freed, transfers, probes, activities, sizes, strict=False))
 
     def __iter__(self) -> Iterator[tuple]:
-        n, step = len(self._ends), 4096
+        n, step = len(self), 4096
         for start in range(0, n, step):
             yield from self._slice(start, min(start + step, n))
 
-    def columns(self, start: int = 0, stop: int | None = None) -> tuple[list, array, list]:
+    def columns(self, start: int = 0, stop: int | None = None) -> tuple[list, list, list, list]:
         """Records ``start`` to ``stop`` as columns, without a tuple per
-        record: ``(keys, times, worker_ids)``, ``times`` holding each
-        record's start and end one after the other (for readers that loop
+        record: ``(keys, starts, ends, worker_ids)`` (for readers that loop
         over many records, such as a progress bar catching up)."""
-        stop = len(self._ends) if stop is None else min(stop, len(self._ends))
-        return (self._keys[start:stop], self._times[2 * start:2 * stop],
-                self._workers[start:stop])
+        n = len(self)
+        stop = n if stop is None else min(stop, n)
+        rows = self._rows[_WIDTH * start:_WIDTH * stop]
+        return rows[0::_WIDTH], rows[1::_WIDTH], rows[2::_WIDTH], rows[3::_WIDTH]
 
     def __repr__(self) -> str:
         return f"<TaskRecords: {len(self)} tasks>"
+
+
+def _refuse(value) -> None:
+    raise RuntimeError("this run's records were opened without that column")

@@ -66,9 +66,12 @@ class Hook(Callback):
 
 def test_records_read_back_as_written():
     records = TaskRecords()
-    add = records.adder()
-    add("a", 1.0, 2.0, 7, [])
-    add("b", 2.0, 3.0, 7, ["a"], (0.5, None), None)
+    keep = records.writer(measured=True)
+    keep.probe(None)
+    keep.row(("a", 1.0, 2.0, 7, 0))
+    keep.freed(["a"])
+    keep.probe((0.5, None))
+    keep.row(("b", 2.0, 3.0, 7, 1))
     records.append(("c", 3.0, 4.0, 8, ("b",), (0.1, 0.2), None, (("x", 1.0, 2.0),), 10))
     records.append(TaskRecord("d", 4.0, 5.0, 8, ["c", "x"]))
     want = [
@@ -84,8 +87,9 @@ def test_records_read_back_as_written():
     assert TaskRecord._make(records[2]).nbytes == 10
     with pytest.raises(IndexError):
         records[4]
-    keys, times, workers = records.columns(1, 3)
-    assert (keys, list(times), workers) == (["b", "c"], [2.0, 3.0, 3.0, 4.0], [7, 8])
+    assert records.columns(1, 3) == (["b", "c"], [2.0, 3.0], [3.0, 4.0], [7, 8])
+    with pytest.raises(RuntimeError):
+        keep.size(10)  # (a column this run does not keep)
 
 
 @pytest.mark.parametrize("name", list(GETS))
@@ -106,7 +110,7 @@ def _collections() -> int:
 def test_kept_records_cost_no_collections_and_little_memory():
     """Keeping 40,000 records must not make the collector run more often (a
     tuple per record did: ~40 % more collections over the run) nor hold
-    much memory (a tuple per record and one of its freed keys: ~180 bytes)."""
+    much memory (a tuple per record and one of its freed keys: ~200 bytes)."""
     import tracemalloc
 
     from localsched.local import get_sync
@@ -136,4 +140,4 @@ def test_kept_records_cost_no_collections_and_little_memory():
         held = with_records - tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert held / len(dsk) < 80, held / len(dsk)
+    assert held / len(dsk) < 120, held / len(dsk)  # (a tuple per record: ~200)

@@ -326,10 +326,10 @@ class ProgressBar(Callback):
         if n == self._counted:
             return
         done, seconds = self._group_done, self._group_seconds
-        keys, times, worker_ids = records.columns(self._counted, n)  # (no tuple per task)
+        keys, starts, ends, worker_ids = records.columns(self._counted, n)  # (no tuple per task)
         groups = map(self._group_of.get, keys)
         # end - start of each, as the worker measured
-        for i, start, end in zip(groups, times[0::2], times[1::2], strict=True):
+        for i, start, end in zip(groups, starts, ends, strict=True):
             if i is not None:
                 done[i] += 1
                 seconds[i] += end - start
