@@ -5,6 +5,8 @@ gathered inputs; the embedded cluster in a script without a guard."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import io
 import os
 import subprocess
@@ -13,6 +15,7 @@ import threading
 import time
 from operator import add
 
+import psutil
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -348,13 +351,130 @@ with Profiler() as prof:
 print(sorted(r.key for r in prof.results))
 """
 
+#: Restarts the embedded cluster's workers, computes again, says so, and
+#: waits to be killed.
+KILLED_SCRIPT = """
+import sys, time
+import localsched.distributed as ld
+
+def double(x):
+    return 2 * x
+
+print(ld.get({"a": 21, "b": (double, "a")}, "b"), flush=True)
+ld.default_client().restart()
+print(ld.get({"a": 4, "b": (double, "a")}, "b"), flush=True)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _shm_entries() -> set:
+    return set(os.listdir("/dev/shm"))
+
+
+def _unheld(names) -> set:
+    """The /dev/shm entries among ``names`` that no living process maps: a
+    semaphore or segment another program on the machine (a parallel test
+    run) is using is mapped by its process; a leaked one by nobody."""
+    inodes = {}
+    for name in names:
+        try:
+            inodes[os.stat(f"/dev/shm/{name}").st_ino] = name
+        except FileNotFoundError:
+            pass  # (gone again: somebody else's, and cleaned up)
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                for line in f:
+                    fields = line.split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+                        inodes.pop(int(fields[4]), None)
+        except OSError:
+            pass
+    return set(inodes.values())
+
+
+def _session(sid: int) -> list:
+    """The processes of the session ``sid`` (a process started with
+    ``start_new_session=True`` and everything it started, orphans included)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+                out.append(p)
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def _kill_session(sid: int) -> None:
+    """(After the assertions: never leave a failed run's processes behind.)"""
+    for p in _session(sid):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def _run_script(tmp_path, text):
+    script = tmp_path / "no_guard.py"
+    script.write_text(text)
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"),
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+
+
+def _leftover_files(tmp_path) -> list:
+    """What the cluster left in its temporary directory (the scheduler file,
+    worker directories), beyond dask's shared scratch directory and locks."""
+    left = []
+    for root, dirs, files in os.walk(tmp_path / "tmp"):
+        rel = os.path.relpath(root, tmp_path / "tmp")
+        left += [os.path.join(rel, f) for f in files if not f.endswith(".lock")]
+        left += [os.path.join(rel, d) for d in dirs if d != "dask-scratch-space"]
+    return left
+
 
 def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
-    script = tmp_path / "no_guard.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path, env=env, start_new_session=True,
-                         check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[0] == "42" and "'b'" in out.stdout, out.stdout
+    """The script ends without closing anything: its embedded cluster goes
+    with it, leaving no process, no semaphore in /dev/shm, no file."""
+    shm_before = _shm_entries()
+    proc = _run_script(tmp_path, SCRIPT)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+        left_running = _session(proc.pid)
+        leaked = _unheld(_shm_entries() - shm_before)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert stdout.split()[0] == "42" and "'b'" in stdout, stdout
+        assert not left_running, [p.info["cmdline"] for p in left_running]
+        assert not leaked, sorted(leaked)
+        assert not _leftover_files(tmp_path)
+    finally:
+        _kill_session(proc.pid)  # (the script's pipes close with its last process)
+        proc.communicate()
+
+
+def test_the_embedded_cluster_goes_when_its_script_is_killed(tmp_path):
+    """A script killed (SIGKILL: no atexit, nothing of it runs) after a
+    restart of the embedded cluster's workers: within seconds its scheduler,
+    nannies and workers are gone, and so are their semaphores."""
+    shm_before = _shm_entries()
+    proc = _run_script(tmp_path, KILLED_SCRIPT)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert lines == ["42\n", "8\n", "ready\n"], (lines, proc.stderr.read()[-3000:])
+        assert len(_session(proc.pid)) > 3  # (the cluster is up: it is ours to watch)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 30
+        while _session(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left_running = _session(proc.pid)
+        leaked = _unheld(_shm_entries() - shm_before)
+        assert not left_running, [p.info["cmdline"] for p in left_running]
+        assert not leaked, sorted(leaked)
+        assert not _leftover_files(tmp_path)
+    finally:
+        _kill_session(proc.pid)  # (the script's pipes close with its last process)
+        proc.communicate()
