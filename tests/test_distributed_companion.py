@@ -443,8 +443,9 @@ def _leftover_files(tmp_path, workers=True) -> list:
 
 
 def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
-    """The script ends without closing anything: its embedded cluster goes
-    with it, leaving no process, no semaphore in /dev/shm, no file."""
+    """The script restarts the embedded cluster's workers and ends without
+    closing anything: its cluster goes with it, leaving no process, no
+    semaphore in /dev/shm, no file, and nothing on stderr but warnings."""
     shm_before = _shm_entries()
     proc = _run_script(tmp_path, SCRIPT)
     try:
@@ -456,6 +457,7 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
         assert not left_running, [p.info["cmdline"] for p in left_running]
         assert not leaked, sorted(leaked)
         assert not _leftover_files(tmp_path)
+        assert " - INFO - " not in stderr, stderr[-3000:]
     finally:
         _kill_session(proc.pid)  # (the script's pipes close with its last process)
         proc.communicate()
