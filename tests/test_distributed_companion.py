@@ -9,6 +9,7 @@ import contextlib
 import glob
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -354,7 +355,8 @@ print(sorted(r.key for r in prof.results))
 """
 
 #: Restarts the embedded cluster's workers, computes again, says so, and
-#: waits to be killed.
+#: waits; on a Ctrl-C, computes again (on the same cluster?) and waits to be
+#: killed.
 KILLED_SCRIPT = """
 import sys, time
 import localsched.distributed as ld
@@ -365,6 +367,13 @@ def double(x):
 print(ld.get({"a": 21, "b": (double, "a")}, "b"), flush=True)
 ld.default_client().restart()
 print(ld.get({"a": 4, "b": (double, "a")}, "b"), flush=True)
+address = ld.default_client().scheduler.address
+try:
+    print("ready", flush=True)
+    time.sleep(600)
+except KeyboardInterrupt:
+    print(ld.get({"a": 5, "b": (double, "a")}, "b"),
+          ld.default_client().scheduler.address == address, flush=True)
 print("ready", flush=True)
 time.sleep(600)
 """
@@ -396,36 +405,40 @@ def _unheld(names) -> set:
     return set(inodes.values())
 
 
-def _session(sid: int) -> list:
-    """The processes of the session ``sid`` (a process started with
-    ``start_new_session=True`` and everything it started, orphans included)."""
+def _started_by(run: str) -> list:
+    """The living processes of the script run ``run``: the script and every
+    process it started, orphans included, wherever they are (they inherit
+    its environment, which carries ``LOCALSCHED_TEST_RUN=run``)."""
     out = []
     for p in psutil.process_iter(["cmdline"]):
-        try:
-            if os.getsid(p.pid) == sid and p.status() != psutil.STATUS_ZOMBIE:
+        with contextlib.suppress(psutil.Error):
+            if (p.environ().get("LOCALSCHED_TEST_RUN") == run
+                    and p.status() != psutil.STATUS_ZOMBIE):
                 out.append(p)
-        except (OSError, psutil.Error):
-            pass
     return out
 
 
-def _kill_session(sid: int) -> None:
+def _kill_all(run: str) -> None:
     """(After the assertions: never leave a failed run's processes behind.)"""
-    for p in _session(sid):
+    for p in _started_by(run):
         with contextlib.suppress(psutil.Error):
             p.kill()
 
 
 def _run_script(tmp_path, text):
+    """The script's process (in a session and process group of its own),
+    and the run's mark (see ``_started_by``)."""
     script = tmp_path / "no_guard.py"
     script.write_text(text)
     (tmp_path / "tmp").mkdir()
-    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"),
+    run = str(tmp_path)
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), LOCALSCHED_TEST_RUN=run,
                PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # (a user's default: bytecode files too)
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
                             start_new_session=True)
+    return proc, run
 
 
 def _leftover_files(tmp_path, workers=True) -> list:
@@ -447,10 +460,10 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
     closing anything: its cluster goes with it, leaving no process, no
     semaphore in /dev/shm, no file, and nothing on stderr but warnings."""
     shm_before = _shm_entries()
-    proc = _run_script(tmp_path, SCRIPT)
+    proc, run = _run_script(tmp_path, SCRIPT)
     try:
         stdout, stderr = proc.communicate(timeout=120)
-        left_running = _session(proc.pid)
+        left_running = _started_by(run)
         leaked = _unheld(_shm_entries() - shm_before)
         assert proc.returncode == 0, stderr[-3000:]
         assert stdout.split()[:2] == ["42", "8"] and "'b'" in stdout, stdout
@@ -459,34 +472,40 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
         assert not _leftover_files(tmp_path)
         assert " - INFO - " not in stderr, stderr[-3000:]
     finally:
-        _kill_session(proc.pid)  # (the script's pipes close with its last process)
+        _kill_all(run)  # (the script's pipes close with its last process)
         proc.communicate()
 
 
-def test_the_embedded_cluster_goes_when_its_script_is_killed(tmp_path):
-    """A script killed (SIGKILL: no atexit, nothing of it runs) just after a
-    restart of the embedded cluster's workers: within seconds its scheduler,
-    nannies and workers are gone, and so are their semaphores.  (A nanny
-    still restarting its worker then cannot close, its scheduler being gone:
-    it is ended after ``_embedded.GRACE`` seconds, its semaphores unlinked
-    all the same; its worker's scratch directory is dask's to purge, as for
-    any worker that died: the next worker to start in that place does.)"""
+def test_the_embedded_cluster_outlives_a_ctrl_c_and_goes_when_its_script_is_killed(tmp_path):
+    """A Ctrl-C (SIGINT to the script's process group, as a terminal sends
+    it) interrupts the script, not its embedded cluster: the next
+    computation runs on the same cluster.  Then the script is killed
+    (SIGKILL: no atexit, nothing of it runs) just after a restart of the
+    cluster's workers: within seconds its scheduler, nannies and workers
+    are gone, and so are their semaphores.  (A nanny still restarting its
+    worker then cannot close, its scheduler being gone: it is ended after
+    ``_embedded.GRACE`` seconds, its semaphores unlinked all the same; its
+    worker's scratch directory is dask's to purge, as for any worker that
+    died: the next worker to start in that place does.)"""
     shm_before = _shm_entries()
-    proc = _run_script(tmp_path, KILLED_SCRIPT)
+    proc, run = _run_script(tmp_path, KILLED_SCRIPT)
     try:
         lines = [proc.stdout.readline() for _ in range(3)]
         assert lines == ["42\n", "8\n", "ready\n"], (lines, proc.stderr.read()[-3000:])
-        assert len(_session(proc.pid)) > 3  # (the cluster is up: it is ours to watch)
+        os.killpg(proc.pid, signal.SIGINT)
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert lines == ["10 True\n", "ready\n"], (lines, proc.stderr.read()[-3000:])
+        assert len(_started_by(run)) > 3  # (the cluster is up: it is ours to watch)
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 45
-        while _session(proc.pid) and time.monotonic() < deadline:
+        while _started_by(run) and time.monotonic() < deadline:
             time.sleep(0.1)
-        left_running = _session(proc.pid)
+        left_running = _started_by(run)
         leaked = _unheld(_shm_entries() - shm_before)
         assert not left_running, [p.info["cmdline"] for p in left_running]
         assert not leaked, sorted(leaked)
         assert not _leftover_files(tmp_path, workers=False)
     finally:
-        _kill_session(proc.pid)  # (the script's pipes close with its last process)
+        _kill_all(run)  # (the script's pipes close with its last process)
         proc.communicate()
