@@ -33,8 +33,9 @@ else an embedded cluster on this machine, whose scheduler and workers run
 in subprocesses that never import the caller's ``__main__`` (so a script
 needs no ``if __name__ == "__main__":`` guard), closed at exit or by
 ``shutdown()``, and gone with the caller even when it is killed, leaving
-nothing behind (no process, no semaphore in /dev/shm).  An ``address=`` passed explicitly wins over a default
-Client made elsewhere.
+nothing behind (no process, no semaphore in /dev/shm); a Ctrl-C interrupts
+the computation, not the cluster.  An ``address=`` passed explicitly wins
+over a default Client made elsewhere.
 
 The hooks:
 

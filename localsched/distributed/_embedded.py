@@ -30,7 +30,10 @@ process is a ``_DaskSpec`` (dask's ``ProcessInterface``, the member type
   process that same SIGTERM, and exits it after ``GRACE`` seconds if it
   hung.  Nothing of the cluster outlives the program that started it.
 
-The processes import neither localsched nor the caller's ``__main__`` (no
+Each process runs in a session of its own: a Ctrl-C in the terminal
+(SIGINT to the program's process group) interrupts the program's
+computation, not its cluster, whose workers keep their data.  The processes
+import neither localsched nor the caller's ``__main__`` (no
 ``if __name__ == "__main__":`` guard needed), and log warnings and errors
 only (``DASK_LOGGING__DISTRIBUTED=warning``: a script's output stays its
 own).  ``SpecCluster`` gives everything else: ``Client(cluster)``, scaling,
@@ -107,7 +110,8 @@ class _DaskSpec(ProcessInterface):
 
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
-            *self._command, env=dict(os.environ, DASK_LOGGING__DISTRIBUTED="warning"))
+            *self._command, env=dict(os.environ, DASK_LOGGING__DISTRIBUTED="warning"),
+            start_new_session=True)  # (a Ctrl-C in the terminal is not for them)
         await super().start()
 
     async def close(self) -> None:
