@@ -380,7 +380,8 @@ time.sleep(600)
 
 
 def _shm_entries() -> set:
-    return set(os.listdir("/dev/shm"))
+    """What /dev/shm holds (POSIX semaphores and shared memory, on Linux)."""
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
 def _unheld(names) -> set:
