@@ -5,14 +5,18 @@ gathered inputs; the embedded cluster in a script without a guard."""
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import io
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
 from operator import add
 
+import psutil
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -345,16 +349,164 @@ def double(x):
 
 with Profiler() as prof:
     print(ld.get({"a": 21, "b": (double, "a")}, "b"))
+ld.default_client().restart()  # (the nannies restart their workers)
+print(ld.get({"a": 4, "b": (double, "a")}, "b"))
 print(sorted(r.key for r in prof.results))
 """
 
+#: Restarts the embedded cluster's workers, computes again, says so, and
+#: waits; on a Ctrl-C, computes again (on the same cluster?) and waits to be
+#: killed.
+KILLED_SCRIPT = """
+import sys, time
+import localsched.distributed as ld
+
+def double(x):
+    return 2 * x
+
+print(ld.get({"a": 21, "b": (double, "a")}, "b"), flush=True)
+ld.default_client().restart()
+print(ld.get({"a": 4, "b": (double, "a")}, "b"), flush=True)
+address = ld.default_client().scheduler.address
+try:
+    print("ready", flush=True)
+    time.sleep(600)
+except KeyboardInterrupt:
+    print(ld.get({"a": 5, "b": (double, "a")}, "b"),
+          ld.default_client().scheduler.address == address, flush=True)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def _shm_entries() -> set:
+    """What /dev/shm holds (POSIX semaphores and shared memory, on Linux)."""
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _unheld(names) -> set:
+    """The /dev/shm entries among ``names`` that no living process maps: a
+    semaphore or segment another program on the machine (a parallel test
+    run) is using is mapped by its process; a leaked one by nobody."""
+    inodes = {}
+    for name in names:
+        try:
+            inodes[os.stat(f"/dev/shm/{name}").st_ino] = name
+        except FileNotFoundError:
+            pass  # (gone again: somebody else's, and cleaned up)
+    for maps in glob.glob("/proc/[0-9]*/maps"):
+        try:
+            with open(maps) as f:
+                for line in f:
+                    fields = line.split(None, 5)
+                    if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
+                        inodes.pop(int(fields[4]), None)
+        except OSError:
+            pass
+    return set(inodes.values())
+
+
+def _started_by(run: str) -> list:
+    """The living processes of the script run ``run``: the script and every
+    process it started, orphans included, wherever they are (they inherit
+    its environment, which carries ``LOCALSCHED_TEST_RUN=run``)."""
+    out = []
+    for p in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if (p.environ().get("LOCALSCHED_TEST_RUN") == run
+                    and p.status() != psutil.STATUS_ZOMBIE):
+                out.append(p)
+    return out
+
+
+def _kill_all(run: str) -> None:
+    """(After the assertions: never leave a failed run's processes behind.)"""
+    for p in _started_by(run):
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+
+
+def _run_script(tmp_path, text):
+    """The script's process (in a session and process group of its own),
+    and the run's mark (see ``_started_by``)."""
+    script = tmp_path / "no_guard.py"
+    script.write_text(text)
+    (tmp_path / "tmp").mkdir()
+    run = str(tmp_path)
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), LOCALSCHED_TEST_RUN=run,
+               PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # (a user's default: bytecode files too)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, env=env,
+                            start_new_session=True)
+    return proc, run
+
+
+def _leftover_files(tmp_path, workers=True) -> list:
+    """What the cluster left in its temporary directory (the scheduler file,
+    worker directories), beyond dask's shared scratch directory and locks.
+    ``workers=False``: the scheduler's and the cluster's own files only."""
+    left = []
+    for root, dirs, files in os.walk(tmp_path / "tmp"):
+        rel = os.path.relpath(root, tmp_path / "tmp")
+        left += [os.path.join(rel, f) for f in files if not f.endswith(".lock")]
+        left += [os.path.join(rel, d) for d in dirs if d != "dask-scratch-space"]
+        if not workers:
+            break
+    return left
+
 
 def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
-    script = tmp_path / "no_guard.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=120, cwd=tmp_path, env=env, start_new_session=True,
-                         check=False)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split()[0] == "42" and "'b'" in out.stdout, out.stdout
+    """The script restarts the embedded cluster's workers and ends without
+    closing anything: its cluster goes with it, leaving no process, no
+    semaphore in /dev/shm, no file, and nothing on stderr but warnings."""
+    shm_before = _shm_entries()
+    proc, run = _run_script(tmp_path, SCRIPT)
+    try:
+        stdout, stderr = proc.communicate(timeout=120)
+        left_running = _started_by(run)
+        leaked = _unheld(_shm_entries() - shm_before)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert stdout.split()[:2] == ["42", "8"] and "'b'" in stdout, stdout
+        assert not left_running, [p.info["cmdline"] for p in left_running]
+        assert not leaked, sorted(leaked)
+        assert not _leftover_files(tmp_path)
+        assert " - INFO - " not in stderr, stderr[-3000:]
+    finally:
+        _kill_all(run)  # (the script's pipes close with its last process)
+        proc.communicate()
+
+
+def test_the_embedded_cluster_outlives_a_ctrl_c_and_goes_when_its_script_is_killed(tmp_path):
+    """A Ctrl-C (SIGINT to the script's process group, as a terminal sends
+    it) interrupts the script, not its embedded cluster: the next
+    computation runs on the same cluster.  Then the script is killed
+    (SIGKILL: no atexit, nothing of it runs) just after a restart of the
+    cluster's workers: within seconds its scheduler, nannies and workers
+    are gone, and so are their semaphores.  (A nanny still restarting its
+    worker then cannot close, its scheduler being gone: it is ended after
+    ``_embedded.GRACE`` seconds, its semaphores unlinked all the same; its
+    worker's scratch directory is dask's to purge, as for any worker that
+    died: the next worker to start in that place does.)"""
+    shm_before = _shm_entries()
+    proc, run = _run_script(tmp_path, KILLED_SCRIPT)
+    try:
+        lines = [proc.stdout.readline() for _ in range(3)]
+        assert lines == ["42\n", "8\n", "ready\n"], (lines, proc.stderr.read()[-3000:])
+        os.killpg(proc.pid, signal.SIGINT)
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert lines == ["10 True\n", "ready\n"], (lines, proc.stderr.read()[-3000:])
+        assert len(_started_by(run)) > 3  # (the cluster is up: it is ours to watch)
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 45
+        while _started_by(run) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left_running = _started_by(run)
+        leaked = _unheld(_shm_entries() - shm_before)
+        assert not left_running, [p.info["cmdline"] for p in left_running]
+        assert not leaked, sorted(leaked)
+        assert not _leftover_files(tmp_path, workers=False)
+    finally:
+        _kill_all(run)  # (the script's pipes close with its last process)
+        proc.communicate()

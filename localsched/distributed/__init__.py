@@ -24,14 +24,18 @@ The rooms, imports pointing down only::
                   monitors) and ``WorkerTier``
     _clusters     which cluster: ``client=``, ``address=``, the default Client,
                   an embedded cluster (no ``__main__`` guard needed)
+    _embedded     the embedded cluster: dask's SpecCluster of ``dask spec``
+                  processes that close on SIGTERM and follow their parent
 
 Which cluster ``get`` uses: ``client=``; else ``address=`` (a Client made
 on first use, reused, closed at exit); else the current default Client;
 else an embedded cluster on this machine, whose scheduler and workers run
 in subprocesses that never import the caller's ``__main__`` (so a script
 needs no ``if __name__ == "__main__":`` guard), closed at exit or by
-``shutdown()``.  An ``address=`` passed explicitly wins over a default
-Client made elsewhere.
+``shutdown()``, and gone with the caller even when it is killed, leaving
+nothing behind (no process, no semaphore in /dev/shm); a Ctrl-C interrupts
+the computation, not the cluster.  An ``address=`` passed explicitly wins
+over a default Client made elsewhere.
 
 The hooks:
 

@@ -7,14 +7,16 @@ machine, started on first use, reused, and closed at exit (or by
 ``shutdown()``).
 
 The embedded cluster runs its scheduler and workers in subprocesses of
-their own (dask.distributed's ``SubprocessCluster``: ``dask spec``
-processes).  A ``LocalCluster`` would start its worker processes with
+their own (``dask spec`` processes in dask.distributed's ``SpecCluster``,
+as its ``SubprocessCluster`` makes them; ``_embedded`` starts and stops
+them).  A ``LocalCluster`` would start its worker processes with
 multiprocessing's spawn, which re-imports the caller's ``__main__``: a
 script without an ``if __name__ == "__main__":`` guard would then start a
 cluster inside every worker it starts ("Nanny failed to start").  The
-subprocesses import only dask's command line, so no guard is needed.  (On
-Windows, where ``SubprocessCluster`` does not exist, a LocalCluster is
-used and scripts need the guard.)
+subprocesses import only dask's command line, so no guard is needed.  They
+close on SIGTERM, leaving nothing behind, and go with this process when it
+is killed.  (On Windows, where ``dask spec`` subprocesses are not
+supported, a LocalCluster is used and scripts need the guard.)
 """
 
 from __future__ import annotations
@@ -70,13 +72,12 @@ def _start_embedded():
 
         return LocalCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0")
     from dask.system import CPU_COUNT
-    from distributed.deploy.subprocess import SubprocessCluster
     from distributed.deploy.utils import nprocesses_nthreads
 
+    from . import _embedded
+
     n_workers, threads = nprocesses_nthreads(CPU_COUNT)
-    return SubprocessCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0",
-                             n_workers=n_workers, threads_per_worker=threads,
-                             worker_kwargs={"dashboard_address": "127.0.0.1:0"})
+    return _embedded.start(n_workers, threads)
 
 
 def _ensure_exit_hook() -> None:
