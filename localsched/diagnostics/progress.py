@@ -49,7 +49,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from itertools import filterfalse
+from itertools import filterfalse, repeat
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
@@ -254,7 +254,8 @@ class ProgressBar(Callback):
         self._group_totals: list = []
         self._group_done: list = []
         self._group_seconds: list = []
-        self._group_of: dict = {}
+        self._group_of: dict = {}  # key (or a tuple key's name: _by_head) -> group index
+        self._by_head = False
         self._workers: set = set()
         self._recent: list = [(0.0, 0)]  # (elapsed, done) of recent draws, for the rate
         self._records: TaskRecords | None = None  # the run's task records (localsched's)
@@ -311,7 +312,7 @@ class ProgressBar(Callback):
 
     def _count_dask_task(self, key, result, dsk, state, worker_id):
         if state is self._state:
-            i = self._group_of.get(key)
+            i = self._group_of.get(_head(key) if self._by_head else key)
             if i is not None:
                 self._group_done[i] += 1
             self._workers.add(worker_id)
@@ -325,14 +326,11 @@ class ProgressBar(Callback):
         n = len(records)  # (the scheduler appends while we read: up to here)
         if n == self._counted:
             return
-        done, seconds = self._group_done, self._group_seconds
         keys, starts, ends, worker_ids = records.columns(self._counted, n)  # (no tuple per task)
-        groups = map(self._group_of.get, keys)
-        # end - start of each, as the worker measured
-        for i, start, end in zip(groups, starts, ends, strict=True):
-            if i is not None:
-                done[i] += 1
-                seconds[i] += end - start
+        if self._by_head:  # (dask's groups: a tuple key's group is its name's)
+            keys = [k[0] if type(k) is tuple else k for k in keys]
+        group_ids = list(map(self._group_of.get, keys, repeat(-1)))
+        _add_by_group(group_ids, starts, ends, self._group_done, self._group_seconds)
         self._workers.update(worker_ids)
         self._counted = n
 
@@ -417,14 +415,21 @@ class ProgressBar(Callback):
             keys = task_keys()
         else:  # the graph's keys but data (in the cache, with nothing computed yet)
             keys = list(filterfalse(state["cache"].__contains__, state["dependencies"]))
-        if group_by is not key_split:
+        # (in order of first appearance: run order)
+        self._by_head = group_by is key_split
+        if self._by_head:
+            # dask's groups: by name, so key_split runs once per name, not per key
+            keys = [k[0] if type(k) is tuple else k for k in keys]
+            per_name = Counter(keys)
+            counts: Counter = Counter()
+            for name, count in per_name.items():
+                counts[key_split(name)] += count
+            keys = list(per_name)
+            groups = list(map(key_split, keys))
+        else:
             custom = group_by
-
-            def group_by(key):
-                return str(custom(key))
-
-        groups = list(map(group_by, keys))
-        counts = Counter(groups)  # (in order of first appearance: run order)
+            groups = [str(custom(key)) for key in keys]
+            counts = Counter(groups)
         names, totals = list(counts), list(counts.values())
         index = {name: i for i, name in enumerate(names)}
         if len(names) > MAX_GROUP_LINES:
@@ -467,3 +472,37 @@ class ProgressBar(Callback):
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"
         return f"<{type(self).__name__} minimum={self._minimum} dt={self._dt}: {state}>"
+
+
+def _head(key):
+    """A key's name: what dask's ``key_split`` groups a tuple key by."""
+    return key[0] if type(key) is tuple else key
+
+
+#: Records caught up at once above which numpy adds them up.
+NUMPY_FROM = 2000
+
+
+def _add_by_group(group_ids: list, starts: list, ends: list, done: list,
+                  seconds: list) -> None:
+    """Add one to ``done[i]`` and ``end - start`` to ``seconds[i]`` for
+    each record's group ``i`` (-1: none); numpy's ``bincount`` for many
+    records (a draw after a fast stretch: 10,000s), a loop for a few (and
+    no numpy import for small runs)."""
+    if len(group_ids) < NUMPY_FROM:
+        for i, start, end in zip(group_ids, starts, ends, strict=True):
+            if i >= 0:
+                done[i] += 1
+                seconds[i] += end - start
+        return
+    import numpy as np
+
+    ids = np.array(group_ids, dtype=np.intp)
+    took = np.subtract(np.array(ends, dtype=float), np.array(starts, dtype=float))
+    kept = ids >= 0
+    ids, took = ids[kept], took[kept]
+    counts = np.bincount(ids, minlength=len(done))
+    sums = np.bincount(ids, weights=took, minlength=len(done))
+    for i in np.flatnonzero(counts).tolist():
+        done[i] += int(counts[i])
+        seconds[i] += float(sums[i])

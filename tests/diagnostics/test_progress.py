@@ -4,6 +4,7 @@ thread ordered with events, never sleeps."""
 import doctest
 import importlib
 import io
+import random
 import re
 import subprocess
 import sys
@@ -678,6 +679,54 @@ def test_remaining_time_comes_from_each_groups_mean():
     assert p.rate is not None and p.rate > 0
     final = keep.seen[-1]
     assert final.status == "finished" and final.remaining == 0.0
+
+
+def test_remaining_time_after_catching_up_thousands_of_tasks_at_once():
+    """As above, with 3,000 instant tasks (string and tuple keys) caught up
+    in one draw (the bulk path): each group's count and mean are exact."""
+    from localsched.diagnostics.progress import NUMPY_FROM
+
+    def slow(*_):
+        time.sleep(0.05)
+        return 1
+
+    dsk: dict = {("fast-0a1b2c3d", i): (abs, -i) for i in range(2000)}
+    dsk.update({f"single-{i}": (abs, i) for i in range(1000)})
+    inputs = list(dsk)
+    dsk.update({("slow", j): (slow, inputs) for j in range(3)})
+    assert len(inputs) + 1 > NUMPY_FROM
+    keep = Keep()
+    pb = ProgressBar(display=keep, dt=3600, group_by="prefix")
+    drawn = {}
+
+    def step(key, result, dsk, state, worker_id):
+        if key == ("slow", 0) or (len(state.finished) == 3001 and "p" not in drawn):
+            pb.draw()
+            drawn["p"] = keep.seen[-1]
+            drawn["slow"] = state.timing[1] - state.timing[0]
+
+    get_sync(dsk, [("slow", j) for j in range(3)], callbacks=[pb, Callback(posttask=step)])
+    p = drawn["p"]
+    assert p.done == 3001 and p.total == 3003
+    assert sorted((g.name, g.done, g.total) for g in p.groups) == [
+        ("fast", 2000, 2000), ("single", 1000, 1000), ("slow", 1, 3)]
+    assert p.remaining == pytest.approx(2 * drawn["slow"], rel=0.01), p.remaining
+
+
+@pytest.mark.parametrize("n", [10, 5000])
+def test_adding_up_by_group_in_bulk_or_in_a_loop(n):
+    from localsched.diagnostics.progress import _add_by_group
+
+    rng = random.Random(n)
+    ids = [rng.randrange(-1, 4) for _ in range(n)]
+    starts = [rng.random() for _ in range(n)]
+    ends = [s + rng.random() for s in starts]
+    done, seconds = [1, 0, 0, 0], [0.5, 0.0, 0.0, 0.0]
+    _add_by_group(ids, starts, ends, done, seconds)
+    for g in range(4):
+        assert done[g] == ids.count(g) + (g == 0)
+        want = sum(e - s for i, s, e in zip(ids, starts, ends, strict=True) if i == g)
+        assert seconds[g] == pytest.approx(want + 0.5 * (g == 0), rel=1e-9)
 
 
 def test_widget_label_shows_the_estimate():
