@@ -100,7 +100,7 @@ class Needs(NamedTuple):
     (0: none); ``sizes``: each result's size in bytes, measured where the
     result lives (``state.task.nbytes``; ``localsched.metrics.nbytes``);
     ``records``: the run keeps every finished task's ``TaskRecord`` in
-    ``state.outcome.records`` (a list that grows as tasks end, complete at
+    ``state.outcome.records`` (a sequence that grows as tasks end, complete at
     ``finish``), so a callback that only reads what happened needs no
     posttask hook: nothing of its own runs per task.
     """

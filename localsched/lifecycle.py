@@ -19,7 +19,8 @@ failing hook; otherwise one failing hook's exception is raised as it is,
 several together as an ``ExceptionGroup``.
 
 Task records.  When a callback needs them (``Needs.records``), the run's
-outcome holds a list of every finished task's ``TaskRecord``
+outcome holds every finished task's ``TaskRecord`` (a
+:class:`~localsched.task_records.TaskRecords`, kept as plain values)
 (``state.outcome.records``), ready before ``start_state`` fires.  The
 local loops (``inline``, ``poolloop``: a state built here from a machine)
 append to it themselves, one append per task whatever the number of such

@@ -28,8 +28,9 @@ when ``pretask`` fires.  Otherwise pretask fires just before posttask.
 
 Records.  A finished task's ``TaskRecord`` is built only when someone
 reads it: posttask hooks (as ``state.task``) or callbacks that read the
-run's records (``state.outcome.records``, appended here, once per task
-whatever the number of such callbacks; see ``localsched.lifecycle``).
+run's records (``state.outcome.records``, written here as plain values,
+once per task whatever the number of such callbacks; see
+``localsched.lifecycle`` and ``localsched.task_records``).
 
 Results.  When no posttask hook needs results (``Needs.results``) and no
 failed task may be re-run here, a result only later tasks of its batch use
