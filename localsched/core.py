@@ -25,6 +25,8 @@ One computation is four pieces, each in its own module, used by every loop
 - ``view``: what a callback receives: ``State`` (dask's mapping), one
   ``TaskRecord`` per task (``state.task``), one ``RunOutcome`` per run
   (``state.outcome``).
+- ``task_records``: the run's records (``state.outcome.records``) for the
+  callbacks that read them, kept as plain values, read as tuples.
 - ``runtime``: the worker side: running a batch, measuring, sampling.
 - ``inline`` and ``poolloop``: the two local loops.  ``batching.Planner``
   says what a worker runs next.
