@@ -130,7 +130,10 @@ def test_a_one_second_spin_reads_one_second(where, interval):
     with SampleProfiler(interval=interval) as sp:
         assert get({("spin", 0): (spin, 1.0)}, ("spin", 0), num_workers=1) is True
     seconds = sp.totals(by="group", unit="seconds")["spin"]
-    assert seconds == pytest.approx(1.0, rel=0.10), (seconds, sp.totals(by="group"))
+    # Within 10 %, and at the edges at most one sampler period more or less
+    # (a loaded machine stretches the periods; each sample says its own).
+    period = max(s.seconds for s in sp.results if s.group == "spin")
+    assert abs(seconds - 1.0) <= 0.10 + period, (seconds, period, sp.totals(by="group"))
 
 
 def test_two_profilers_at_two_intervals_both_read_the_time():
