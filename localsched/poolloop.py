@@ -360,6 +360,8 @@ class PoolLoop:
                 else:  # threads: kept as plain values, no tuple (see task_records)
                     size = (nbytes(value) if self.size_here  # (a pool without a record stream)
                             else probe[5] if sizes else None)
+                    if not measured:
+                        probe = None  # (a probe that only carried the size)
                     if keep_fast is not None:
                         if freed:
                             keep_fast.freed(freed)

@@ -85,6 +85,11 @@ class TaskRecords(Sequence):
         (``Needs.measure``) or their results' sizes: every record then has
         a probe, resp. a size."""
         cpu_append, probes, rows = self._cpu.append, self._probes, self._rows
+        # (records appended before: their columns padded, so that these line up)
+        if measured:
+            self._cpu.extend(repeat(NAN, len(self) - len(self._cpu)))
+        if sized:
+            self._sizes.extend(repeat(None, len(self) - len(self._sizes)))
 
         def keep_probe(probe) -> None:
             if probe is not None and len(probe) == 2 and probe[1] is None:
@@ -104,7 +109,9 @@ class TaskRecords(Sequence):
         i = len(self)
         if probe is not None:
             self._probes[i] = probe
-        if nbytes is not None:
+        if self._cpu:  # (a column a writer keeps: this record's place in it)
+            self._cpu.append(NAN)
+        if nbytes is not None or self._sizes:
             self._sizes.extend(repeat(None, i - len(self._sizes)))
             self._sizes.append(nbytes)
         if transfer is not None or activities is not None:

@@ -92,10 +92,27 @@ def test_records_read_back_as_written():
         keep.size(10)  # (a column this run does not keep)
 
 
+def test_a_writer_after_appended_records_lines_its_columns_up():
+    records = TaskRecords()
+    records.append(("a", 0.0, 1.0, 1, ()))
+    keep = records.writer(measured=True, sized=True)
+    keep.probe((0.5, None))
+    keep.size(3)
+    keep.row(("b", 1.0, 2.0, 1, 0))
+    records.append(("c", 2.0, 3.0, 1, (), None, (0.25, "user"), None, 7))
+    assert [(r[0], r[6], r[8]) for r in records] == [
+        ("a", None, None), ("b", (0.5, None), 3), ("c", (0.25, "user"), 7)]
+    assert [(r[0], r[6], r[8]) for r in (records[0], records[1], records[2])] == [
+        ("a", None, None), ("b", (0.5, None), 3), ("c", (0.25, "user"), 7)]
+
+
+@pytest.mark.parametrize("measure,sizes", [(False, False), (False, True), (True, False),
+                                           (True, True)])
 @pytest.mark.parametrize("name", list(GETS))
-def test_records_are_what_the_hooks_see(name):
+def test_records_are_what_the_hooks_see(name, measure, sizes):
     dsk, out = tree(300)
     reader, hook = Reader(), Hook()
+    reader.needs = Needs(results=False, records=True, measure=measure, sizes=sizes)
     assert _get(name)(dsk, out, callbacks=[reader, hook]) == -sum(range(300))
     assert len(reader.records) == len(dsk)
     assert list(reader.records) == hook.seen

@@ -6,7 +6,8 @@ Two kinds of scheduler fire the hooks.  localsched's own keeps a
 :class:`~localsched.view.TaskRecord` of every finished task (start, end,
 freed keys ...) in the run's ``state.outcome.records`` for the callbacks
 that ask (``Needs(records=True)``): a profiler that only reads what
-happened takes that list as its events and has no hook per task at all
+happened takes those records (a ``TaskRecords``, read as tuples) as its
+events and has no hook per task at all
 (the Profiler, FineMetrics, CacheProfiler without a metric function); one
 that must see results (``CacheProfiler(metric=len)``) appends one small
 tuple per task in its ``posttask``.  dask's schedulers
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Sequence
 from timeit import default_timer
 from typing import Any, ClassVar, NamedTuple
 
@@ -40,7 +42,7 @@ class FinishedRun(NamedTuple):
     """
 
     dsk: Any
-    events: list
+    events: Sequence  # the run's TaskRecords, or a profiler's own list
     started: float
     finished: float
     extra: Any

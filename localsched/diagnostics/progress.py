@@ -16,7 +16,8 @@ Who does what::
 Nothing of the bar runs per task in the scheduler's thread: the counts per
 group (shown with ``group_by``, and behind the time estimate) are read from
 the run's task records (``state.outcome.records``, ``Needs.records``) when
-a draw happens, a tight loop over the records since the last draw.  The
+a draw happens: the records since the last draw, as columns, added up per
+group (numpy's ``bincount`` when there are thousands).  The
 drawing thread otherwise only reads counters (``len()`` of the live
 finished set), never iterates the scheduler's sets, so it costs the same
 for ten tasks or ten million.  Under dask's own schedulers, which keep no
@@ -328,7 +329,7 @@ class ProgressBar(Callback):
             return
         keys, starts, ends, worker_ids = records.columns(self._counted, n)  # (no tuple per task)
         if self._by_head:  # (dask's groups: a tuple key's group is its name's)
-            keys = [k[0] if type(k) is tuple else k for k in keys]
+            keys = [k[0] if type(k) is tuple and k else k for k in keys]
         group_ids = list(map(self._group_of.get, keys, repeat(-1)))
         _add_by_group(group_ids, starts, ends, self._group_done, self._group_seconds)
         self._workers.update(worker_ids)
@@ -419,7 +420,7 @@ class ProgressBar(Callback):
         self._by_head = group_by is key_split
         if self._by_head:
             # dask's groups: by name, so key_split runs once per name, not per key
-            keys = [k[0] if type(k) is tuple else k for k in keys]
+            keys = [k[0] if type(k) is tuple and k else k for k in keys]
             per_name = Counter(keys)
             counts: Counter = Counter()
             for name, count in per_name.items():
@@ -476,7 +477,7 @@ class ProgressBar(Callback):
 
 def _head(key):
     """A key's name: what dask's ``key_split`` groups a tuple key by."""
-    return key[0] if type(key) is tuple else key
+    return key[0] if type(key) is tuple and key else key
 
 
 #: Records caught up at once above which numpy adds them up.
