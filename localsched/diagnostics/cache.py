@@ -17,7 +17,7 @@ freed at the finish time.  All times are epoch seconds (time.time).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..callbacks import Needs
@@ -144,7 +144,7 @@ class CacheProfiler(Collector):
         self._built.extend(self._records(run.dsk, events, run.finished))
 
     @staticmethod
-    def _records(dsk, events: list, finish_time: float) -> list:
+    def _records(dsk, events: Sequence, finish_time: float) -> list:
         """The CacheData of one computation, in order of freeing."""
         entered: dict = {}
         out = []
