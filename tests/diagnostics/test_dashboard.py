@@ -104,7 +104,7 @@ def test_components_follow_a_real_run(dash, scheduler):
     assert len(data["left"]) <= 81
     assert all(r >= lo for lo, r in zip(data["left"], data["right"], strict=True))
     assert set(data["group"]) == {"load", "double", "total"}
-    assert stream.running.data["left"] == []  # nothing is running any more
+    assert len(stream.running.data["left"]) == 0  # nothing is running any more
     rows = dict(zip(groups.source.data["name"], groups.source.data["label"], strict=False))
     assert rows == {"load": "load  40/40", "double": "double  40/40", "total": "total  1/1"}
     assert "81 / 81" in summary.root.text and "finished" in summary.root.text
@@ -169,7 +169,7 @@ def test_running_tasks_show_before_they_end(dash):
             assert started.wait(30)
             assert _wait(lambda: (feed.update(force=True), feed.progress())[1]["running"] == 1)
             stream.update()
-            assert stream.running.data["label"] == ["block-x (running)"]
+            assert list(stream.running.data["label"]) == ["block-x (running)"]
             assert feed.progress()["status"] == "running"
         finally:
             release.set()
