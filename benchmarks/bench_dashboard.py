@@ -14,9 +14,14 @@ dashboard, one tab     the same with /status open in a real headless
 =====================  =====================================================
 
 "The page adds" is *dashboard, no tab* minus *recording only* (target: nothing
-measurable) and *dashboard, one tab* minus *dashboard, no tab* (target: at most
-1 µs per task).  Rounds with and without the tab are separate phases: the tab
-is opened (and its page loaded) outside any timed run, and closed after.
+measurable) and, with the tab, the CPU the dashboard's server thread used
+during a run per task (its own thread clock, best of the repeats: the wall
+difference is noise on a shared machine; target: at most 1 µs per task).
+Beside that cost, the refresh rate: how many times a second the tab's
+summary strip changed during a run, counted in the page (median of the
+repeats; target: at least 7, "about every 100 ms").  Rounds with and without
+the tab are separate phases: the tab is opened (and its page loaded) outside
+any timed run, and closed after.
 
 Run:  python benchmarks/bench_dashboard.py [--repeat N] [--leaves N]
 """
@@ -45,6 +50,8 @@ except ImportError:
 from tests.live_tab import LiveTab  # noqa: E402
 
 TAB_TARGET_US = 1.0
+#: Updates a second the tab must receive during a run ("about every 100 ms").
+REFRESH_TARGET = 7.0
 DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "
              "Bokeh.documents[0].get_model_by_name('task_stream') !== null")
 
@@ -139,12 +146,15 @@ def main(argv=None) -> int:
     print(f"recording costs            {us['recording only'] - us['bare']:+.2f} µs/task")
     print(f"the page adds, no tab      {page_idle:+.2f} µs/task")
     cpu_tab_us = server["dashboard, one tab"] / ntasks * 1e6
-    print(f"the page adds, one tab     {page_tab:+.2f} µs/task wall; its server thread used "
-          f"{cpu_tab_us:.3f} µs of CPU per task (target <= {TAB_TARGET_US}: "
-          f"{'met' if cpu_tab_us <= TAB_TARGET_US else 'NOT met'})")
     shown = sorted(rates["dashboard, one tab"])
-    print(f"the tab's summary refreshed {shown[len(shown) // 2]:.1f} times a second during a "
-          f"run (median; min {shown[0]:.1f}, max {shown[-1]:.1f})")
+    refresh = shown[len(shown) // 2]
+    print(f"the page adds, one tab     {page_tab:+.2f} µs/task wall")
+    print(f"  cost:    the server thread used {cpu_tab_us:.3f} µs of CPU per task "
+          f"(best of {args.repeat}; target <= {TAB_TARGET_US}): "
+          f"{'met' if cpu_tab_us <= TAB_TARGET_US else 'NO'}")
+    print(f"  refresh: the tab's summary refreshed {refresh:.1f} times a second during a run "
+          f"(median; min {shown[0]:.1f}, max {shown[-1]:.1f}; target >= {REFRESH_TARGET:g}, "
+          f"about every 100 ms): {'met' if refresh >= REFRESH_TARGET else 'NO'}")
     print(f"the tab's task stream held {length} rectangles; console errors: {len(errors)}")
     print(f"load average {os.getloadavg()[0]:.2f} at end")
     return 0

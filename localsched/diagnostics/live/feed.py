@@ -105,6 +105,25 @@ def _all_tuples(keys: list) -> bool:
     return bool(keys) and set(map(type, keys)) == {tuple}
 
 
+def _head_counts(keys: list) -> tuple:
+    """``(all keys are tuples, Counter of what names each key's group)``.
+    Counted first as if every key were a tuple (one pass in C): that is
+    right unless a key is not a tuple, which then shows as a head that is
+    not a string of two or more characters (a string key's ``[0]`` is one
+    character, an int key raises): only then are the keys looked at again."""
+    try:
+        counts = Counter(map(_key, keys))
+    except (TypeError, IndexError, KeyError):
+        counts = None
+    if counts is not None and all(type(h) is str and len(h) > 1 for h in counts):
+        return bool(keys), counts
+    tuples = _all_tuples(keys)
+    try:
+        return tuples, Counter(_heads(keys, tuples))
+    except IndexError:  # (an empty tuple key)
+        return False, Counter(_heads(keys, False))
+
+
 def _heads(keys, tuples: bool):
     """An iterator of what names each key's group (see ``_head``)."""
     if tuples:
@@ -223,17 +242,13 @@ class Feed:
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
+        if run is None:
+            self._tuple_keys = False
+            return
         # A run whose keys are all tuples (dask collections' are) has its
         # groups found in C: key[0], then a dict lookup per key.
-        self._tuple_keys = run is not None and _all_tuples(run.keys)
-        if run is None:
-            return
+        self._tuple_keys, totals = _head_counts(run.keys)
         gid = self._gid
-        try:
-            totals = Counter(_heads(run.keys, self._tuple_keys))
-        except IndexError:  # (an empty tuple key)
-            self._tuple_keys = False
-            totals = Counter(_heads(run.keys, False))
         for head, total in totals.items():
             self._counts_of(gid[head]).total += total
 
@@ -257,6 +272,18 @@ class Feed:
         if c is None:
             c = self.colors[group] = PALETTE[len(self.colors) % len(PALETTE)]
         return c
+
+    def tasks_recorded(self) -> int:
+        """Tasks finished over the dashboard's lifetime, including the
+        current run's not yet taken in (read without the lock: lengths of
+        append-only lists).  What a page's CPU budget grows with: it must
+        grow as tasks finish, before the update that takes them in."""
+        pending = 0
+        runs = self.recorder.runs
+        if runs:
+            latest = runs[-1]
+            pending = len(latest.ends) - self._consumed.get(latest.number, 0)
+        return self.completed_total + max(pending, 0)
 
     def active(self, within: float = 0.0) -> bool:
         """Whether a computation is being recorded, or ended ``within``

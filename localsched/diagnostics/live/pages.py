@@ -5,12 +5,16 @@ Each page view builds its own components (one Bokeh document per tab) and a
 periodic callback that updates each component at its own rate; the callback
 (and with it the components) goes when the session is reaped.
 
-Pacing: every message Bokeh sends costs a millisecond or so whatever
-little changed, and the feed's pass costs a fraction of a microsecond per
-task.  A page skips ticks while the server thread is over its budget
-(PER_TASK per task finished, or CPU_SHARE of a core, whichever is more; see
-Pacer), so on a busy machine or for a flood of tiny tasks the page
-refreshes less often instead of taking the scheduler's time.
+Pacing: a page refreshes every 100 ms while a computation runs (the slower
+components on their own periods), within a CPU budget of the server thread:
+PER_TASK per task finished, or CPU_SHARE of a core, whichever is more (see
+Pacer).  An update of the fast parts (summary, task-stream delta) costs a
+couple of milliseconds of that thread (two messages of three websocket
+frames); taking in the finished tasks costs about half a microsecond each
+whenever it happens.  On the 50k-task tree (about 60k tasks a second) the
+budget allows eight to ten updates a second; on a busy machine, or for a
+flood of even tinier tasks, the page refreshes less often instead of taking
+the scheduler's time.
 """
 
 from __future__ import annotations
@@ -46,8 +50,13 @@ COMPONENTS: tuple = (Summary, GroupProgress, TaskStream, Resources, MemoryByGrou
 IDLE_TICK = 0.5
 #: The page's CPU budget: PER_TASK seconds per task the computations
 #: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
-PER_TASK = 0.8e-6
-CPU_SHARE = 0.02
+#: (The bar is 1 µs per task with a tab open: PER_TASK leaves room for the
+#: budget kept from before a run, CPU_SHARE * BURST seconds, and the debt of
+#: the run's last update.)
+PER_TASK = 0.85e-6
+CPU_SHARE = 0.03
+#: Seconds of CPU_SHARE a page keeps when it does not spend them.
+BURST = 0.1
 #: ... but a page updates at least this often (seconds), whatever the cost.
 MAX_GAP = 2.0
 
@@ -60,14 +69,16 @@ class Pacer:
     whichever gives more, and is spent by the CPU the server thread used
     since the last look (the whole thread: building and writing messages,
     the browser's replies, other tabs).  It keeps at most ``burst`` seconds
-    of ``share``, and owes at most twice that: a one-off cost (the page's
-    first build, a run's start) delays the next update briefly.  Whatever
-    the thread's other work costs, an update is allowed at least every
-    ``max_gap`` seconds: the page slows down, it never freezes.
+    of ``share`` (little: what it keeps from before a run is spent on top
+    of the run's own budget) or, while tasks flow, what the tasks of the
+    last two looks earned, and owes at most twice that: a one-off cost
+    (the page's first build, a run's start) delays the next update briefly.
+    Whatever the thread's other work costs, an update is allowed at least
+    every ``max_gap`` seconds: the page slows down, it never freezes.
     """
 
     def __init__(self, share: float = CPU_SHARE, per_task: float = PER_TASK,
-                 burst: float = 0.25, tasks=lambda: 0, clock=time.monotonic,
+                 burst: float = BURST, tasks=lambda: 0, clock=time.monotonic,
                  cpu_clock=time.thread_time, max_gap: float = MAX_GAP):
         self.share, self.per_task, self.cap = share, per_task, share * burst
         self.max_gap = max_gap
@@ -81,9 +92,13 @@ class Pacer:
         now, cpu, tasks = self.clock(), self.cpu_clock(), self.tasks()
         last, self._last = self._last, (now, cpu, tasks)
         if last is not None:
-            earned = max(self.share * (now - last[0]), self.per_task * (tasks - last[2]))
+            for_tasks = self.per_task * (tasks - last[2])
+            earned = max(self.share * (now - last[0]), for_tasks)
             credit = self.credit + earned - (cpu - last[1])
-            self.credit = min(max(credit, -2 * self.cap), self.cap)
+            # (while tasks flow, a look that skips keeps what the tasks earned
+            # for the next: the update then takes in twice as many)
+            keep = max(self.cap, 2 * for_tasks)
+            self.credit = min(max(credit, -2 * keep), keep)
         if self.credit < 0:
             if now - self._allowed < self.max_gap:
                 self.skipped += 1
@@ -94,25 +109,32 @@ class Pacer:
 
 
 def _schedule(doc, components: list, feed: Feed) -> None:
-    """One timed callback per page, re-armed each time: every ``tick``
-    while a computation runs (or ended within a second), every IDLE_TICK
-    otherwise.  Each tick the Pacer allows updates the components whose
-    period has come, with the document held meanwhile (repeated changes of
-    one property go out once)."""
+    """One periodic callback per page, every ``tick`` (the shortest
+    component period): a fixed-rate timer, not one re-armed after each
+    update (re-arming costs a new bokeh callback each time and lets the
+    update's own time, and its waits for the GIL, stretch every period).
+    While no computation runs (or ended within a second) it updates only
+    every IDLE_TICK.  Each update the Pacer allows updates the components
+    whose period has come, with the document held meanwhile (repeated
+    changes of one property go out once)."""
     tick = min(c.period for c in components)
     due = [0.0] * len(components)
-    pacer = Pacer(tasks=lambda: feed.completed_total)
+    pacer = Pacer(tasks=feed.tasks_recorded)
+    idle_due = [0.0]
 
     def step() -> None:
         try:
+            now = time.monotonic()
+            if not feed.active(within=1.0):
+                if now < idle_due[0]:
+                    return
+                idle_due[0] = now + IDLE_TICK - tick / 2
             if pacer.ready():
-                update()
-        finally:
-            delay = tick if feed.active(within=1.0) else max(tick, IDLE_TICK)
-            doc.add_timeout_callback(step, int(delay * 1000))
+                update(now)
+        except Exception:  # noqa: BLE001 -- never raised into bokeh (see update)
+            logger.exception("localsched dashboard: a page update failed")
 
-    def update() -> None:
-        now = time.monotonic()
+    def update(now: float) -> None:
         doc.hold("combine")
         try:
             for i, c in enumerate(components):
@@ -130,7 +152,7 @@ def _schedule(doc, components: list, feed: Feed) -> None:
                 # into bokeh, whose curdoc() patch would then stay in place)
                 logger.exception("localsched dashboard: sending an update failed")
 
-    doc.add_timeout_callback(step, int(tick * 1000))
+    doc.add_periodic_callback(step, int(tick * 1000))
 
 
 def _report_controls(context) -> object:

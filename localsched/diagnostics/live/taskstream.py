@@ -160,9 +160,11 @@ class TaskStream(Component):
         x = self.x_range
         if right <= x.end:
             return
-        oldest = self._streamed[0][0] if self._streamed else x.start
-        start = max(oldest, x.start)  # (the run's start, or the oldest row kept)
-        x.update(start=start, end=start + (right - start) * GROWTH)
+        start = x.start
+        oldest = self._streamed[0][0] if self._streamed else start
+        if oldest > start + (right - start) / 2:  # (the browser dropped the older half)
+            x.start = start = oldest
+        x.end = start + (right - start) * GROWTH  # (one event: start rarely moves)
 
     def _label_lanes(self, nlanes: int) -> None:
         """Lane labels and the y range, changed only when a worker comes
