@@ -36,6 +36,8 @@ MAX_NEW_RECTS = 120
 #: rectangle.
 PIXELS = 1500
 RESOURCE_INTERVAL = 0.5
+#: Seconds between estimates of the time left (counted down between).
+ETA_EVERY = 0.5
 #: Running tasks taken from the state per update at most.
 MAX_RUNNING = 256
 #: Seconds between reads of the state's running tasks (the snapshot costs
@@ -239,6 +241,7 @@ class Feed:
         self._failed_seen = False
         self._held_keys: dict = {}
         self._running_read = -1.0
+        self._eta: tuple | None = None  # (run, when, seconds) of the last estimate
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
@@ -498,15 +501,15 @@ class Feed:
                 continue
             first = np.concatenate(([0], cuts))
             sel = idx[order]
-            lo = np.minimum.reduceat(starts[sel], first)
-            hi = np.maximum.reduceat(ends[sel], first)
-            count = np.diff(np.concatenate((first, [len(sel)])))
-            for j, f in enumerate(first):
-                i = sel[f]
-                g = names[gids[i]]
-                n = int(count[j])
-                out.append((int(lane[i]), float(lo[j]), float(hi[j]), g,
-                            str(new[i][0]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
+            lo = np.minimum.reduceat(starts[sel], first).tolist()
+            hi = np.maximum.reduceat(ends[sel], first).tolist()
+            count = np.diff(np.concatenate((first, [len(sel)]))).tolist()
+            at = sel[first]  # (one task of each rectangle: its lane and group)
+            groups = [names[g] for g in gids[at].tolist()]
+            out.extend((ln, a, b, g, str(new[i][0]) if n == 1 else f"{n} tasks of {g}",
+                        n, color(g))
+                       for ln, a, b, g, n, i in zip(lane[at].tolist(), lo, hi, groups, count,
+                                                    at.tolist(), strict=True))
             break
         self._append_rects(out)
 
@@ -574,9 +577,18 @@ class Feed:
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:
+        """Seconds still to run (per-group mean durations of what is left).
+        Estimated at most every ETA_EVERY seconds, counted down between: it
+        walks every running task (hundreds, handed to workers in batches)
+        with a Python call each, and the page shows it in whole seconds."""
+        cached = self._eta
+        if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
+            return None if cached[2] is None else max(cached[2] - (now - cached[1]), 0.0)
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
         ages = [(g, now - t) for t, g in self.running.values()]
-        return self.durations.remaining(left, max(len(self.lanes), 1), ages)
+        eta = self.durations.remaining(left, max(len(self.lanes), 1), ages)
+        self._eta = (self.run, now, eta)
+        return eta
 
     def _rate(self, now: float) -> float:
         """Tasks per second over the last couple of seconds."""

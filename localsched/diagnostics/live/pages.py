@@ -147,12 +147,63 @@ def _schedule(doc, components: list, feed: Feed) -> None:
                         logger.exception("localsched dashboard: %s update failed", c.name)
         finally:
             try:
-                doc.unhold()
+                sent = _send_held_as_one(doc)
+            except Exception:  # noqa: BLE001 -- (then as bokeh sends them)
+                logger.exception("localsched dashboard: one message for an update failed")
+                sent = False
+            try:
+                if not sent:
+                    doc.unhold()
             except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
                 # into bokeh, whose curdoc() patch would then stay in place)
                 logger.exception("localsched dashboard: sending an update failed")
 
     doc.add_periodic_callback(step, int(tick * 1000))
+
+
+def _send_held_as_one(doc) -> bool:
+    """Send what an update changed as ONE message to the page.
+
+    Bokeh's server writes one PATCH-DOC message per held event (its
+    ``unhold()`` hands the session one event at a time), and every message
+    costs the server thread the same again whatever it carries: a reference
+    per model of the page to build, three websocket frames, the writes'
+    locks and futures -- most of what an update of the summary and the task
+    stream costs.  The protocol carries any number of events per message:
+    when the page's only listener is its server session, the held events go
+    out together, the way ``unhold()`` would have sent them one by one
+    (model callbacks first, then the session's writes, which bokeh awaits
+    after the callback).  Anything unexpected (another listener, an event
+    of another kind, a bokeh without these attributes): False, and the
+    caller unholds as usual."""
+    from bokeh.document.callbacks import invoke_with_curdoc
+    from bokeh.document.events import DocumentPatchedEvent
+
+    callbacks = doc.callbacks
+    events = getattr(callbacks, "_held_events", None)
+    session = getattr(getattr(doc, "session_context", None), "_session", None)
+    pending = getattr(session, "_pending_writes", None)
+    connections = getattr(session, "_subscribed_connections", None)
+    listeners = getattr(callbacks, "_change_callbacks", None)
+    if (not events or len(events) < 2 or pending is None or connections is None
+            or listeners is None or list(listeners) != [session]
+            or getattr(callbacks, "_hold", None) is None
+            or not all(type(e).__mro__.count(DocumentPatchedEvent) and e.setter is None
+                       for e in events)):
+        return False
+    sends = []
+    for connection in connections:  # (all built before anything changes)
+        socket = getattr(connection, "_socket", None)
+        if socket is None or not hasattr(socket, "send_message"):
+            return False
+        sends.append((socket, connection.protocol.create("PATCH-DOC", events)))
+    callbacks._held_events, callbacks._hold = [], None
+    for event in events:
+        if event.callback_invoker is not None:
+            invoke_with_curdoc(doc, event.callback_invoker)
+    for socket, message in sends:  # (bokeh awaits these after the callback)
+        pending.append(socket.send_message(message))
+    return True
 
 
 def _report_controls(context) -> object:
