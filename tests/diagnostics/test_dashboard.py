@@ -467,7 +467,9 @@ def test_pacer_keeps_the_page_within_its_share_of_a_core():
     spike = []
     ran = _paced(pacer, clock, 50, lambda i: 0.001 if spike else spike.append(i) or 1.0)
     pause = (ran[1] - ran[0]) * 0.1  # seconds until the next update
-    assert pause <= 2 * pacer.cap / pacer.share + 0.2
+    # (the debt, at most twice what it keeps, then what it keeps again: the
+    # spike cost more than that, and an update waits until its cost is covered)
+    assert pause <= 3 * pacer.cap / pacer.share + 0.2
 
 
 def test_pacer_never_freezes_the_page():

@@ -51,9 +51,8 @@ IDLE_TICK = 0.5
 #: The page's CPU budget: PER_TASK seconds per task the computations
 #: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
 #: (The bar is 1 µs per task with a tab open: PER_TASK leaves room for the
-#: budget kept from before a run, CPU_SHARE * BURST seconds, and the debt of
-#: the run's last update.)
-PER_TASK = 0.85e-6
+#: budget kept from before a run, CPU_SHARE * BURST seconds.)
+PER_TASK = 0.9e-6
 CPU_SHARE = 0.03
 #: Seconds of CPU_SHARE a page keeps when it does not spend them.
 BURST = 0.1
@@ -71,8 +70,11 @@ class Pacer:
     the browser's replies, other tabs).  It keeps at most ``burst`` seconds
     of ``share`` (little: what it keeps from before a run is spent on top
     of the run's own budget) or, while tasks flow, what the tasks of the
-    last two looks earned, and owes at most twice that: a one-off cost
-    (the page's first build, a run's start) delays the next update briefly.
+    last two looks earned.  An update is allowed when the budget covers
+    what the last one cost (or nine tenths of what it keeps), so a run's
+    updates are paid for before they happen, not owed at its end; a one-off
+    cost (the page's first build, a run's start) is owed, up to twice what
+    it keeps, and delays the next update briefly.
     Whatever the thread's other work costs, an update is allowed at least
     every ``max_gap`` seconds: the page slows down, it never freezes.
     """
@@ -85,12 +87,16 @@ class Pacer:
         self._allowed = clock()  # when an update was last allowed
         self.tasks, self.clock, self.cpu_clock = tasks, clock, cpu_clock
         self.credit = self.cap
+        #: CPU seconds from the last allowed update to the look after it
+        self.cost = 0.0
         self._last: tuple | None = None
+        self._allowed_cpu: float | None = None
         self.skipped = 0
 
     def ready(self) -> bool:
         now, cpu, tasks = self.clock(), self.cpu_clock(), self.tasks()
         last, self._last = self._last, (now, cpu, tasks)
+        keep = self.cap
         if last is not None:
             for_tasks = self.per_task * (tasks - last[2])
             earned = max(self.share * (now - last[0]), for_tasks)
@@ -99,24 +105,32 @@ class Pacer:
             # for the next: the update then takes in twice as many)
             keep = max(self.cap, 2 * for_tasks)
             self.credit = min(max(credit, -2 * keep), keep)
-        if self.credit < 0:
+        if self._allowed_cpu is not None:
+            self.cost, self._allowed_cpu = cpu - self._allowed_cpu, None
+        # (0.9: never wait on rounding when the last update cost all it keeps)
+        if self.credit < min(self.cost, 0.9 * keep):
             if now - self._allowed < self.max_gap:
                 self.skipped += 1
                 return False
             self.credit = 0.0  # (the floor: the debt is forgiven, not carried on)
-        self._allowed = now
+        self._allowed, self._allowed_cpu = now, cpu
         return True
 
 
 def _schedule(doc, components: list, feed: Feed) -> None:
-    """One periodic callback per page, every ``tick`` (the shortest
-    component period): a fixed-rate timer, not one re-armed after each
-    update (re-arming costs a new bokeh callback each time and lets the
-    update's own time, and its waits for the GIL, stretch every period).
-    While no computation runs (or ended within a second) it updates only
-    every IDLE_TICK.  Each update the Pacer allows updates the components
-    whose period has come, with the document held meanwhile (repeated
-    changes of one property go out once)."""
+    """A fixed-rate timer per page, every ``tick`` (the shortest component
+    period), on the server's event loop: it asks the Pacer, which reads
+    only clocks and counters, and only an allowed update enters bokeh (a
+    next-tick callback, under the document's lock).  A bokeh periodic
+    callback would pay bokeh's callback machinery -- the session lock, a
+    task, curdoc -- on every tick, skipped or not: a millisecond a tick on
+    a machine whose threads fight for the GIL.  While no computation runs
+    (or ended within a second) the page updates only every IDLE_TICK.  An
+    update updates the components whose period has come, with the document
+    held meanwhile (repeated changes of one property go out once); the
+    timer stops with the page's session."""
+    from tornado.ioloop import PeriodicCallback
+
     tick = min(c.period for c in components)
     due = [0.0] * len(components)
     pacer = Pacer(tasks=feed.tasks_recorded)
@@ -130,8 +144,8 @@ def _schedule(doc, components: list, feed: Feed) -> None:
                     return
                 idle_due[0] = now + IDLE_TICK - tick / 2
             if pacer.ready():
-                update(now)
-        except Exception:  # noqa: BLE001 -- never raised into bokeh (see update)
+                doc.add_next_tick_callback(lambda: update(now))
+        except Exception:  # noqa: BLE001 -- a page's timer logs, never stops the loop
             logger.exception("localsched dashboard: a page update failed")
 
     def update(now: float) -> None:
@@ -158,7 +172,9 @@ def _schedule(doc, components: list, feed: Feed) -> None:
                 # into bokeh, whose curdoc() patch would then stay in place)
                 logger.exception("localsched dashboard: sending an update failed")
 
-    doc.add_periodic_callback(step, int(tick * 1000))
+    timer = PeriodicCallback(step, tick * 1000)
+    timer.start()
+    doc.on_session_destroyed(lambda _context: timer.stop())
 
 
 def _send_held_as_one(doc) -> bool:
