@@ -150,18 +150,19 @@ def test_the_x_range_is_widened_rarely_not_every_update(page):
 
 def _run_fast(pacer, clock, *, seconds, tasks_per_second, per_task_cost, fixed_cost):
     """Ticks every 0.1 s of a run finishing ``tasks_per_second``, as a page
-    ticks: every tick takes in the tasks finished since the last
-    (``per_task_cost`` each), then asks the pacer; an allowed update costs
-    ``fixed_cost`` (its messages) and reports it.  Returns the updates allowed."""
-    updates = 0
+    ticks: an allowed update takes in the tasks finished since the last one
+    (``per_task_cost`` each) and sends its messages (``fixed_cost``), and
+    reports what it cost.  Returns the updates allowed."""
+    updates, taken = 0, 0
     for _ in range(int(seconds * 10)):
         clock["wall"] += 0.1
         clock["tasks"] += tasks_per_second // 10
-        clock["cpu"] += per_task_cost * (tasks_per_second // 10)
         if pacer.ready():
             updates += 1
-            clock["cpu"] += fixed_cost
-            pacer.spent(fixed_cost)
+            cost = per_task_cost * (clock["tasks"] - taken) + fixed_cost
+            taken = clock["tasks"]
+            clock["cpu"] += cost
+            pacer.spent(cost)
     return updates
 
 

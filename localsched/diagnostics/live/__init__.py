@@ -30,8 +30,8 @@ no probe the server thread sleeps.  With a page open, its updates stay within
 a budget of server CPU per task finished (or a small share of a core), so a
 flood of tasks slows the page's refresh, not the computation.  An update sends
 only what changed (new task-stream rows, numbers inline) in one message;
-taking in the finished tasks (about half a microsecond each, every tick) is
-most of what a page costs on a run of tiny tasks.  Sessions with
+taking in the finished tasks (about half a microsecond each, done by an
+update) is most of what a page costs on a run of tiny tasks.  Sessions with
 no connection are reaped after half a second, so closed tabs and plain GETs stop costing at once.
 """
 
