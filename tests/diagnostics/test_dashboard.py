@@ -104,7 +104,7 @@ def test_components_follow_a_real_run(dash, scheduler):
     assert len(data["left"]) <= 81
     assert all(r >= lo for lo, r in zip(data["left"], data["right"], strict=True))
     assert set(data["group"]) == {"load", "double", "total"}
-    assert stream.running.data["left"] == []  # nothing is running any more
+    assert len(stream.running.data["left"]) == 0  # nothing is running any more
     rows = dict(zip(groups.source.data["name"], groups.source.data["label"], strict=False))
     assert rows == {"load": "load  40/40", "double": "double  40/40", "total": "total  1/1"}
     assert "81 / 81" in summary.root.text and "finished" in summary.root.text
@@ -169,7 +169,7 @@ def test_running_tasks_show_before_they_end(dash):
             assert started.wait(30)
             assert _wait(lambda: (feed.update(force=True), feed.progress())[1]["running"] == 1)
             stream.update()
-            assert stream.running.data["label"] == ["block-x (running)"]
+            assert list(stream.running.data["label"]) == ["block-x (running)"]
             assert feed.progress()["status"] == "running"
         finally:
             release.set()
@@ -467,7 +467,9 @@ def test_pacer_keeps_the_page_within_its_share_of_a_core():
     spike = []
     ran = _paced(pacer, clock, 50, lambda i: 0.001 if spike else spike.append(i) or 1.0)
     pause = (ran[1] - ran[0]) * 0.1  # seconds until the next update
-    assert pause <= 2 * pacer.cap / pacer.share + 0.2
+    # (the debt, at most twice what it keeps, then what it keeps again: the
+    # spike cost more than that, and an update waits until its cost is covered)
+    assert pause <= 3 * pacer.cap / pacer.share + 0.2
 
 
 def test_pacer_never_freezes_the_page():

@@ -12,6 +12,7 @@ probe nothing runs at all.  Pages keep their own cursors into ``rects`` and
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -35,10 +36,13 @@ MAX_NEW_RECTS = 120
 #: rectangle.
 PIXELS = 1500
 RESOURCE_INTERVAL = 0.5
+#: Seconds between estimates of the time left (counted down between).
+ETA_EVERY = 0.5
 #: Running tasks taken from the state per update at most.
 MAX_RUNNING = 256
 #: Seconds between reads of the state's running tasks (the snapshot costs
-#: O(tasks handed to workers)) while no task ends.
+#: O(tasks handed to workers), and a Python call per task read): a page
+#: redraws its running bars at most twice a second.
 RUNNING_EVERY = 0.3
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
@@ -103,11 +107,55 @@ def _all_tuples(keys: list) -> bool:
     return bool(keys) and set(map(type, keys)) == {tuple}
 
 
+def _head_counts(keys: list) -> tuple:
+    """``(all keys are tuples, Counter of what names each key's group)``.
+    Counted first as if every key were a tuple (one pass in C): that is
+    right unless a key is not a tuple, which then shows as a head that is
+    not a string of two or more characters (a string key's ``[0]`` is one
+    character, an int key raises): only then are the keys looked at again."""
+    try:
+        counts = Counter(map(_key, keys))
+    except (TypeError, IndexError, KeyError):
+        counts = None
+    if counts is not None and all(type(h) is str and len(h) > 1 for h in counts):
+        return bool(keys), counts
+    tuples = _all_tuples(keys)
+    try:
+        return tuples, Counter(_heads(keys, tuples))
+    except IndexError:  # (an empty tuple key)
+        return False, Counter(_heads(keys, False))
+
+
 def _heads(keys, tuples: bool):
     """An iterator of what names each key's group (see ``_head``)."""
     if tuples:
         return map(_key, keys)
     return (k[0] if k.__class__ is tuple and k else k for k in keys)
+
+
+def _children(me: psutil.Process) -> list:
+    """The direct child processes of ``me``: on Linux from the
+    ``/proc/PID/task/TID/children`` lists (a few small reads), elsewhere
+    psutil's ``children()``, which reads every process of the machine
+    (measured: 30-90 ms of the server thread, once per CHILDREN_EVERY)."""
+    try:
+        tids = os.listdir(f"/proc/{me.pid}/task")
+        pids: set = set()
+        for tid in tids:
+            try:
+                with open(f"/proc/{me.pid}/task/{tid}/children") as f:
+                    pids.update(map(int, f.read().split()))
+            except FileNotFoundError:  # (the thread ended meanwhile)
+                continue
+    except OSError:
+        return me.children()
+    found = []
+    for pid in sorted(pids):
+        try:
+            found.append(psutil.Process(pid))
+        except psutil.Error:
+            continue
+    return found
 
 
 class _Resources:
@@ -128,7 +176,7 @@ class _Resources:
         if now - self._looked > self.CHILDREN_EVERY:
             self._looked = now
             try:  # worker processes are direct children
-                self._children = self._me.children()
+                self._children = _children(self._me)
             except psutil.Error:
                 self._children = []
         procs = [self._me, *self._children]
@@ -193,20 +241,17 @@ class Feed:
         self._failed_seen = False
         self._held_keys: dict = {}
         self._running_read = -1.0
+        self._eta: tuple | None = None  # (run, when, seconds) of the last estimate
         self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
+        if run is None:
+            self._tuple_keys = False
+            return
         # A run whose keys are all tuples (dask collections' are) has its
         # groups found in C: key[0], then a dict lookup per key.
-        self._tuple_keys = run is not None and _all_tuples(run.keys)
-        if run is None:
-            return
+        self._tuple_keys, totals = _head_counts(run.keys)
         gid = self._gid
-        try:
-            totals = Counter(_heads(run.keys, self._tuple_keys))
-        except IndexError:  # (an empty tuple key)
-            self._tuple_keys = False
-            totals = Counter(_heads(run.keys, False))
         for head, total in totals.items():
             self._counts_of(gid[head]).total += total
 
@@ -230,6 +275,18 @@ class Feed:
         if c is None:
             c = self.colors[group] = PALETTE[len(self.colors) % len(PALETTE)]
         return c
+
+    def tasks_recorded(self) -> int:
+        """Tasks finished over the dashboard's lifetime, including the
+        current run's not yet taken in (read without the lock: lengths of
+        append-only lists).  What a page's CPU budget grows with: it must
+        grow as tasks finish, before the update that takes them in."""
+        pending = 0
+        runs = self.recorder.runs
+        if runs:
+            latest = runs[-1]
+            pending = len(latest.ends) - self._consumed.get(latest.number, 0)
+        return self.completed_total + max(pending, 0)
 
     def active(self, within: float = 0.0) -> bool:
         """Whether a computation is being recorded, or ended ``within``
@@ -303,7 +360,7 @@ class Feed:
         self._consumed[run.number] = n_ends
         if new:
             self._take_ends(run, new, now)
-        self._take_running(run, bool(new), now)
+        self._take_running(run, now)
         if run.finished is not None and not self._failed_seen:
             self._failed_seen = True
             self._take_failures(run)
@@ -373,13 +430,16 @@ class Feed:
                 if gone is not None:
                     gone[0].held -= gone[1]
 
-    def _take_running(self, run: RunLog, ended: bool, now: float) -> None:
+    def _take_running(self, run: RunLog, now: float) -> None:
         """The tasks running now: the run's live ``state["running"]`` (read
-        here, a snapshot of a few keys) when tasks ended, or every
-        RUNNING_EVERY seconds; a task first seen running is dated by its
-        start when known (dask's schedulers report starts), else by now."""
+        here, a snapshot of a few keys) every RUNNING_EVERY seconds -- at
+        ten updates a second, reading it each time cost more than all the
+        rest of an update; a task first seen running is dated by its start
+        when known (dask's schedulers report starts), else by now.  The dict
+        is replaced, never changed in place: a page that drew it knows by
+        its identity whether anything changed."""
         before = self.running
-        if not ended and now - self._running_read < RUNNING_EVERY and run.finished is None:
+        if now - self._running_read < RUNNING_EVERY and run.finished is None:
             return
         self._running_read = now
         keys = run.running_now()
@@ -441,15 +501,15 @@ class Feed:
                 continue
             first = np.concatenate(([0], cuts))
             sel = idx[order]
-            lo = np.minimum.reduceat(starts[sel], first)
-            hi = np.maximum.reduceat(ends[sel], first)
-            count = np.diff(np.concatenate((first, [len(sel)])))
-            for j, f in enumerate(first):
-                i = sel[f]
-                g = names[gids[i]]
-                n = int(count[j])
-                out.append((int(lane[i]), float(lo[j]), float(hi[j]), g,
-                            str(new[i][0]) if n == 1 else f"{n} tasks of {g}", n, color(g)))
+            lo = np.minimum.reduceat(starts[sel], first).tolist()
+            hi = np.maximum.reduceat(ends[sel], first).tolist()
+            count = np.diff(np.concatenate((first, [len(sel)]))).tolist()
+            at = sel[first]  # (one task of each rectangle: its lane and group)
+            groups = [names[g] for g in gids[at].tolist()]
+            out.extend((ln, a, b, g, str(new[i][0]) if n == 1 else f"{n} tasks of {g}",
+                        n, color(g))
+                       for ln, a, b, g, n, i in zip(lane[at].tolist(), lo, hi, groups, count,
+                                                    at.tolist(), strict=True))
             break
         self._append_rects(out)
 
@@ -517,9 +577,18 @@ class Feed:
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:
+        """Seconds still to run (per-group mean durations of what is left).
+        Estimated at most every ETA_EVERY seconds, counted down between: it
+        walks every running task (hundreds, handed to workers in batches)
+        with a Python call each, and the page shows it in whole seconds."""
+        cached = self._eta
+        if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
+            return None if cached[2] is None else max(cached[2] - (now - cached[1]), 0.0)
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
         ages = [(g, now - t) for t, g in self.running.values()]
-        return self.durations.remaining(left, max(len(self.lanes), 1), ages)
+        eta = self.durations.remaining(left, max(len(self.lanes), 1), ages)
+        self._eta = (self.run, now, eta)
+        return eta
 
     def _rate(self, now: float) -> float:
         """Tasks per second over the last couple of seconds."""

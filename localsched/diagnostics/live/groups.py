@@ -1,4 +1,5 @@
-"""Progress per task group: one row per group, done / running / erred of total."""
+"""Progress per task group: one row per group, done / running / erred of total
+(drawn twice a second; the summary strip gives the totals ten times a second)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, changed, lean
+from .component import PAGE_WIDTH, Component, changed, inline, lean
 
 __all__ = ["GroupProgress", "MAX_GROUPS"]
 
@@ -32,54 +33,38 @@ class GroupProgress(Component):
         fig = figure(title="Progress per task group", width=PAGE_WIDTH, height=_height(1),
                      x_range=Range1d(0, 1.0), y_range=Range1d(MAX_GROUPS, -1),
                      tools="", toolbar_location=None, name="progress")
-        fig.quad(left=0, right="done", bottom="bottom", top="top", color="color",
-                 source=self.source, alpha=0.85, name="progress_done")
-        fig.quad(left="done", right="running", bottom="bottom", top="top",
-                 color=RUNNING_COLOR, source=self.source, alpha=0.85)
-        fig.quad(left="running", right="erred", bottom="bottom", top="top",
-                 color=ERRED_COLOR, source=self.source, alpha=0.85)
-        fig.quad(left="erred", right=1.0, bottom="bottom", top="top", color="#e8e8e8",
-                 source=self.source, alpha=0.6)
+        for left, right, color, alpha in ((0, "done", "color", 0.85),
+                                          ("done", "running", RUNNING_COLOR, 0.85),
+                                          ("running", "erred", ERRED_COLOR, 0.85),
+                                          ("erred", 1.0, "#e8e8e8", 0.6)):
+            fig.hbar(y="y", left=left, right=right, height=0.8, color=color, alpha=alpha,
+                     source=self.source, name="progress_done" if right == "done" else None)
         fig.text(x=0.005, y="y", text="label", source=self.source, text_font_size="12px",
                  text_baseline="middle")
-        fig.add_tools(HoverTool(tooltips=[("group", "@name"), ("done", "@n_done"),
-                                          ("running", "@n_running"), ("erred", "@n_erred"),
-                                          ("total", "@n_total")]))
+        fig.add_tools(HoverTool(tooltips=[("group", "@name"), ("tasks", "@detail")]))
         self.root = lean(fig, x_axis=False, y_axis=False, grids="")
 
     def _data(self) -> dict:
-        cols: dict = {k: [] for k in ("name", "y", "bottom", "top", "done", "running", "erred",
-                                      "n_done", "n_running", "n_erred", "n_total", "label",
-                                      "color")}
+        """One row per group: where its done / running / erred bars end (as
+        fractions of its total, inline numbers) and its label strings."""
         with self.feed.lock:
             items = list(self.feed.groups.items())[:MAX_GROUPS]
             colors = self.feed.colors
-        for i, (g, c) in enumerate(items):
-            total = max(c.total, c.done + c.running + c.erred, 1)
-            done = c.done / total
-            running = done + c.running / total
-            erred = running + c.erred / total
-            cols["name"].append(g)
-            cols["y"].append(i)
-            cols["bottom"].append(i - 0.4)
-            cols["top"].append(i + 0.4)
-            cols["done"].append(done)
-            cols["running"].append(running)
-            cols["erred"].append(erred)
-            cols["n_done"].append(c.done)
-            cols["n_running"].append(c.running)
-            cols["n_erred"].append(c.erred)
-            cols["n_total"].append(c.total)
+        counts = np.array([(c.done, c.running, c.erred, max(c.total, c.done + c.running +
+                                                              c.erred, 1))
+                           for _, c in items], dtype=float).reshape(-1, 4)
+        ends = np.cumsum(counts[:, :3], axis=1) / counts[:, 3:]
+        labels, details = [], []
+        for g, c in items:
             extra = f", {c.erred} erred" if c.erred else ""
-            cols["label"].append(f"{g}  {c.done}/{c.total}{extra}")
-            cols["color"].append(colors.get(g, "#888"))
-        for k in ("y", "bottom", "top", "done", "running", "erred"):
-            cols[k] = np.asarray(cols[k], dtype=float)
-        for k in ("n_done", "n_running", "n_erred", "n_total"):
-            cols[k] = np.asarray(cols[k], dtype=np.int64)
-        for k in ("name", "label", "color"):  # (one list for bokeh, not a call per string)
-            cols[k] = np.array(cols[k], dtype=str)
-        return cols
+            labels.append(f"{g}  {c.done}/{c.total}{extra}")
+            details.append(f"{c.done} done, {c.running} running, {c.erred} erred "
+                           f"of {c.total}")
+        return {"name": np.array([g for g, _ in items], dtype=str),
+                "y": inline(np.arange(len(items))), "done": inline(ends[:, 0]),
+                "running": inline(ends[:, 1]), "erred": inline(ends[:, 2]),
+                "label": np.array(labels, dtype=str), "detail": np.array(details, dtype=str),
+                "color": np.array([colors.get(g, "#888") for g, _ in items], dtype=str)}
 
     def update(self) -> None:
         self.feed.update()

@@ -7,7 +7,7 @@ from bokeh.layouts import row
 from bokeh.models import ColumnDataSource, DataRange1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
+from .component import PAGE_WIDTH, Component, inline, lean, short_datetime_axis
 
 __all__ = ["Resources"]
 
@@ -63,6 +63,7 @@ class Resources(Component):
 
 def _columns(rows: list) -> dict:
     if not rows:
-        return {"time": np.zeros(0), "cpu": np.zeros(0), "memory": np.zeros(0)}
+        return {"time": inline(()), "cpu": inline(()), "memory": inline(())}
     arr = np.asarray(rows, dtype=float)
-    return {"time": arr[:, 0] * 1000, "cpu": arr[:, 1], "memory": arr[:, 2] / 1e6}
+    return {"time": inline(arr[:, 0] * 1000), "cpu": inline(arr[:, 1]),
+            "memory": inline(arr[:, 2] / 1e6)}

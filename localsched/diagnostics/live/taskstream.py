@@ -3,22 +3,32 @@ group; tasks still running drawn in lanes of their own ("running") from their
 start to now, since a task's worker is known only when it ends.
 
 Each page streams only the rectangles added to the Feed since its cursor
-(``source.stream(new, rollover=length)``), as numpy columns; the Feed has
-already merged tiny neighbours and bursts, so the browser keeps the last
-``length`` rectangles and the sum of what was merged into them.
+(``source.stream(new, rollover=length)``); the Feed has already merged tiny
+neighbours and bursts, so the browser keeps the last ``length`` rectangles
+and the sum of what was merged into them.
+
+What one update sends is kept small, since a page refreshes ten times a
+second: the new rows only, in as few columns as the glyph needs (an
+``hbar``: left, right, lane; the task count; the strings for colour and
+hover), numbers inline in the message (``component.inline``: no binary
+buffers, one message of three websocket frames).  The x range is the
+server's, widened by half when the stream reaches its end: an automatic
+range would have the browser send its new bounds back after every update.
 """
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 import numpy as np
-from bokeh.models import ColumnDataSource, DataRange1d, FixedTicker, HoverTool, Range1d
+from bokeh.models import CategoricalColorMapper, ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, lean, short_datetime_axis
+from .component import PAGE_WIDTH, Component, inline, lean, short_datetime_axis
+from .feed import FAILED_COLOR
 
-__all__ = ["TaskStream"]
+__all__ = ["TaskStream", "COLUMNS"]
 
 #: Running tasks drawn at most (the oldest first).
 MAX_RUNNING = 64
@@ -26,11 +36,22 @@ MAX_RUNNING = 64
 #: RUNNING_REDRAW[0] while they change, and every RUNNING_REDRAW[1] (their
 #: right ends grow) while the same tasks run.
 RUNNING_REDRAW = (0.5, 1.0)
-COLUMNS = ("left", "right", "bottom", "top", "color", "label", "group", "count", "duration")
+#: The columns a page receives per rectangle (``y``: the lane).
+COLUMNS = ("left", "right", "y", "count", "group", "label")
+CLEAR = "rgba(0,0,0,0)"
+#: Lane thickness.
+HEIGHT = 0.8
+#: The x range grows by this factor of what it shows when the stream reaches its end.
+GROWTH = 1.5
 
 
-def _empty() -> dict:
-    return {k: [] for k in COLUMNS}
+def _empty(running: bool = False) -> dict:
+    cols = {k: inline(()) for k in ("left", "right", "y")}
+    cols["count"] = inline((), np.int32)
+    cols.update({k: np.zeros(0, dtype=str) for k in ("group", "label")})
+    if running:
+        cols["height"] = inline(())
+    return cols
 
 
 class TaskStream(Component):
@@ -44,27 +65,35 @@ class TaskStream(Component):
         self.cursor = 0
         self.run_number = None
         self.lanes_shown: tuple = (-1, -1)
-        self._running_keys: list = []
+        self._running_seen: dict = {}  # the feed's running tasks drawn last
         self._running_drawn = 0.0
+        #: (smallest left, rows) of each stream the browser may still hold
+        self._streamed: deque = deque()
         now = time.time() * 1000
-        # A transparent seed row gives the auto ranges something to start from.
-        seed = {"left": [now - 1000], "right": [now], "bottom": [-0.4], "top": [0.4],
-                "color": ["rgba(0,0,0,0)"], "label": [""], "group": [""], "count": [0],
-                "duration": [0.0]}
+        # A transparent seed row gives the page something to draw at once.
+        seed = _empty()
+        seed.update(left=inline([now - 1000]), right=inline([now]), y=inline([0.0]),
+                    count=inline([0], np.int32),
+                    group=np.array([""]), label=np.array([""]))
         self.source = ColumnDataSource(seed)
-        self.running = ColumnDataSource(_empty())
+        self.running = ColumnDataSource(_empty(running=True))
+        self.x_range = Range1d(now - 1000, now)
         fig = figure(title="Task stream", width=PAGE_WIDTH, height=300,
-                     x_axis_type="datetime", y_range=Range1d(-0.6, 1.6),
-                     x_range=DataRange1d(range_padding=0.01), tools="xpan,xwheel_zoom,reset",
-                     toolbar_location="above", name="task_stream_figure")
-        fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
-                 line_color="color", line_alpha=0.5, alpha=0.9, source=self.source,
+                     x_axis_type="datetime", y_range=Range1d(-0.6, 1.6), x_range=self.x_range,
+                     tools="xpan,xwheel_zoom,reset", toolbar_location="above",
+                     name="task_stream_figure")
+        # Colours by group in the browser: the rows carry no colour strings.
+        self.colors = CategoricalColorMapper(factors=[""], palette=[CLEAR],
+                                             nan_color=FAILED_COLOR)
+        color = {"field": "group", "transform": self.colors}
+        fig.hbar(y="y", left="left", right="right", height=HEIGHT, color=color,
+                 line_color=color, line_alpha=0.5, alpha=0.9, source=self.source,
                  name="task_stream")
-        fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
+        fig.hbar(y="y", left="left", right="right", height="height", color=color,
                  alpha=0.35, line_color="black", line_dash="dashed", source=self.running,
                  name="task_stream_running")
         fig.add_tools(HoverTool(tooltips=[("task", "@label"), ("group", "@group"),
-                                          ("tasks", "@count"), ("seconds", "@duration{0.000}")]))
+                                          ("tasks", "@count")]))
         self.ticker = FixedTicker(ticks=[])
         fig.yaxis.ticker = self.ticker
         # (the y range is set here when lanes come: an automatic range would
@@ -72,11 +101,14 @@ class TaskStream(Component):
         short_datetime_axis(fig)
         self.root = lean(fig, grids="x")
 
-    def _reset(self, run_number) -> None:
+    def _reset(self, run) -> None:
         """A new computation: start from its first rectangle."""
-        self.run_number = run_number
+        self.run_number = run.number
         self.cursor = self.feed.run_rect_start
         self.source.data = _empty()
+        self._streamed.clear()
+        start = run.started * 1000
+        self.x_range.update(start=start, end=start + 2000)
 
     def update(self) -> None:
         feed = self.feed
@@ -86,23 +118,53 @@ class TaskStream(Component):
             if run is None:
                 return
             if run.number != self.run_number:
-                self._reset(run.number)
+                self._reset(run)
             rects, self.cursor = feed.rects_since(self.cursor)
             nlanes = len(feed.lanes)
-            running = sorted(feed.running.items(), key=lambda kv: kv[1][0])[:MAX_RUNNING]
+            running = feed.running  # (replaced by the feed, never changed in place)
             colors = feed.colors
             now = feed.clock()
+        right = -np.inf
         if rects:
-            self.source.stream(_columns(rects[-self.length:]), rollover=self.length)
+            cols = _columns(rects[-self.length:])
+            self.source.stream(cols, rollover=self.length)
+            self._kept(float(cols["left"].min()), len(cols["left"]))
+            right = float(cols["right"].max())
         self._label_lanes(nlanes)
+        if len(colors) + 1 != len(self.colors.factors):  # (a new group: rare)
+            self.colors.update(factors=["", *colors], palette=[CLEAR, *colors.values()])
         # Running bars are redrawn when the running tasks change (at most
         # every half second), else once a second: each redraw is a message.
-        shown = [k for k, _ in running]
         since = now - self._running_drawn
-        if (shown and since >= RUNNING_REDRAW[1]) or (shown != self._running_keys and
-                                                      since >= RUNNING_REDRAW[0]):
-            self._running_keys, self._running_drawn = shown, now
-            self.running.data = _running_columns(running, nlanes, colors, now)
+        if (running and since >= RUNNING_REDRAW[1]) or (running is not self._running_seen and
+                                                        since >= RUNNING_REDRAW[0]):
+            shown = sorted(running.items(), key=lambda kv: kv[1][0])[:MAX_RUNNING]
+            if shown or self._running_seen:
+                self.running.data = _running_columns(shown, nlanes, now)
+            self._running_seen, self._running_drawn = running, now
+            if shown:
+                right = max(right, now * 1000)
+        self._widen(right)
+
+    def _kept(self, left: float, rows: int) -> None:
+        """Note a stream; forget the ones the browser's rollover dropped."""
+        streamed = self._streamed
+        streamed.append((left, rows))
+        total = sum(n for _, n in streamed)
+        while total - streamed[0][1] >= self.length:
+            total -= streamed.popleft()[1]
+
+    def _widen(self, right: float) -> None:
+        """Widen the x range when the stream reaches its end (a message
+        every time the run's length grows by half, not every update)."""
+        x = self.x_range
+        if right <= x.end:
+            return
+        start = x.start
+        oldest = self._streamed[0][0] if self._streamed else start
+        if oldest > start + (right - start) / 2:  # (the browser dropped the older half)
+            x.start = start = oldest
+        x.end = start + (right - start) * GROWTH  # (one event: start rarely moves)
 
     def _label_lanes(self, nlanes: int) -> None:
         """Lane labels and the y range, changed only when a worker comes
@@ -119,35 +181,36 @@ class TaskStream(Component):
 
 
 def _columns(rects: list) -> dict:
-    """Every column a numpy array: bokeh sends numbers as binary buffers and
-    an array of strings as one list, where a list of strings costs it a
-    call per string."""
+    """The rows of ``rects`` as columns: numbers as numpy arrays (binary
+    buffers), strings as numpy string arrays (one JSON list each; a Python
+    list of strings would cost bokeh a call per string).  A rectangle's
+    seconds go into its hover label rather than a column of their own."""
     n = len(rects)
-    lanes, lefts, rights, group, label, count, color = zip(*rects, strict=True) if n else \
+    lanes, lefts, rights, groups, label, count, color = zip(*rects, strict=True) if n else \
         ((),) * 7
-    lane = np.fromiter(lanes, float, n)
     left = np.fromiter(lefts, float, n)
     right = np.fromiter(rights, float, n)
-    return {"left": left * 1000, "right": right * 1000, "bottom": lane - 0.4,
-            "top": lane + 0.4, "color": np.array(color, dtype=str),
-            "label": np.array(label, dtype=str), "group": np.array(group, dtype=str),
-            "count": np.fromiter(count, np.int64, n), "duration": right - left}
+    seconds = (right - left).tolist()
+    return {"left": inline(left * 1000), "right": inline(right * 1000),
+            "y": inline(np.fromiter(lanes, float, n)),
+            "count": inline(np.fromiter(count, np.int32, n), np.int32),
+            # (a failed task's group is no colour's: drawn in the mapper's nan_color)
+            "group": np.array([g if c != FAILED_COLOR else f"{g} (failed)"
+                               for g, c in zip(groups, color, strict=True)], dtype=str),
+            "label": np.array([f"{t}, {s:.3g} s" for t, s in zip(label, seconds, strict=True)],
+                              dtype=str)}
 
 
-def _running_columns(running: list, nlanes: int, colors: dict, now: float) -> dict:
+def _running_columns(running: list, nlanes: int, now: float) -> dict:
     """Running tasks stacked in the lanes above the workers' (thin bars)."""
-    cols = _empty()
     n = len(running)
-    for i, (key, (start, group)) in enumerate(running):
-        y = nlanes + i / max(n, 1) * 0.8 - 0.4
-        cols["left"].append(start * 1000)
-        cols["right"].append(now * 1000)
-        cols["bottom"].append(y)
-        cols["top"].append(y + 0.8 / max(n, 1))
-        cols["color"].append(colors.get(group, "#888"))
-        cols["label"].append(f"{key} (running)")
-        cols["group"].append(group)
-        cols["count"].append(1)
-        cols["duration"].append(now - start)
-    return {k: np.array(v, dtype=str) if k in ("color", "label", "group") else np.asarray(v)
-            for k, v in cols.items()}
+    if not n:
+        return _empty(running=True)
+    step = HEIGHT / n
+    starts = np.fromiter((start for _, (start, _g) in running), float, n)
+    groups = [g for _, (_s, g) in running]
+    return {"left": inline(starts * 1000), "right": inline(np.full(n, now * 1000)),
+            "y": inline(nlanes - HEIGHT / 2 + step * (np.arange(n) + 0.5)),
+            "height": inline(np.full(n, step)), "count": inline(np.ones(n), np.int32),
+            "group": np.array(groups, dtype=str),
+            "label": np.array([f"{key} (running)" for key, _ in running], dtype=str)}
