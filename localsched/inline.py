@@ -17,6 +17,7 @@ from . import runtime
 from .graph import execute
 from .lifecycle import Computation
 from .machine import READY, RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .task_records import NO_WRITER
 from .utils import add_note
 from .view import TaskRecord
 
@@ -38,6 +39,7 @@ def run_inline(machine: RunState, comp: Computation) -> float:
     wid = threading.get_ident()
     new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
     keep, sizes = _keeper(state, comp)
+    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
     make_records = bool(posttasks) or keep is not None
     while ready:
         i = ready.pop()
@@ -59,12 +61,12 @@ def run_inline(machine: RunState, comp: Computation) -> float:
         freed = complete(i, value)
         if make_records:  # (kept as plain values, no tuple: see task_records)
             size = _metrics.nbytes(value) if sizes else None
-            if keep is not None:
+            if keep_row is not None:
                 if freed:
-                    keep.freed(freed)
+                    keep_freed(freed)
                 if sizes:
-                    keep.size(size)
-                keep.row((key, t0, t1, wid, len(freed)))
+                    keep_size(size)
+                keep_row((key, t0, t1, wid, len(freed)))
             if posttasks:
                 state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
                                           None, None, None, size))
@@ -109,6 +111,7 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
     cpu = runtime.thread_time
     spent = 0.0
     keep, sizes = _keeper(state, comp)
+    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
     make_records = bool(posttasks) or keep is not None
     try:
         probe = None  # (not first in the try: see poolloop.PoolLoop.run)
@@ -141,14 +144,14 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             freed = complete(i, value)
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
-                if keep is not None:
+                if keep_row is not None:
                     if freed:
-                        keep.freed(freed)
+                        keep_freed(freed)
                     if measure:
-                        keep.probe(probe)
+                        keep_probe(probe)
                     if sizes:
-                        keep.size(size)
-                    keep.row((key, t0, t1, wid, len(freed)))
+                        keep_size(size)
+                    keep_row((key, t0, t1, wid, len(freed)))
                 if posttasks:
                     state.task = tuple.__new__(TaskRecord, (
                         key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None, size))

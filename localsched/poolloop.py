@@ -54,6 +54,7 @@ from .lifecycle import Computation
 from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import nbytes
 from .runtime import run_batch, run_batch_collect, trim_traceback
+from .task_records import NO_WRITER
 from .utils import add_note, name_tasks
 from .view import TaskRecord
 
@@ -314,6 +315,7 @@ class PoolLoop:
         results_wanted = self.results_wanted
         sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
         keep, keep_fast = self.keep_record  # (the run's records, when a callback reads them)
+        keep_row, keep_freed, keep_probe, keep_size = keep_fast or NO_WRITER
         measured, sized = self.measure, sizes or self.size_here
         make_records = bool(posttasks) or keep is not None
         arrived = time.time() if pack_data else 0.0
@@ -362,14 +364,14 @@ class PoolLoop:
                             else probe[5] if sizes else None)
                     if not measured:
                         probe = None  # (a probe that only carried the size)
-                    if keep_fast is not None:
+                    if keep_row is not None:
                         if freed:
-                            keep_fast.freed(freed)
+                            keep_freed(freed)
                         if measured:
-                            keep_fast.probe(probe)
+                            keep_probe(probe)
                         if sized:
-                            keep_fast.size(size)
-                        keep_fast.row((key, t0, t1, wid, len(freed)))  # (last: see task_records)
+                            keep_size(size)
+                        keep_row((key, t0, t1, wid, len(freed)))  # (last: see task_records)
                     if posttasks:
                         task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe,
                                 None, size)

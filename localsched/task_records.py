@@ -14,10 +14,8 @@ collector:
   object), start, end, worker id, how many keys its end freed;
 - ``freed``: every record's freed keys, one after another (a reader turns
   the counts into offsets, kept in an array as far as it has read);
-- ``cpu`` (measured runs): each task's thread-CPU seconds in an array of
-  doubles -- its probe ``(seconds, None)`` is rebuilt on read; NaN where a
-  probe has more in it (user metrics, a batch's marks: ``probes``, a dict
-  by record number) or none;
+- ``measured`` (measured runs): each task's probe, as the worker made it
+  (a tuple of plain values, which the collector stops tracking);
 - ``sizes`` (runs that measure results): each result's size;
 - the rarer fields of process runs (``transfer``, ``activities``) in a dict
   by record number, for the records that have them.
@@ -48,8 +46,10 @@ from typing import Any, NamedTuple, overload
 
 __all__ = ["TaskRecords", "Writer"]
 
-NAN = float("nan")
 _WIDTH = 5  # entries per record in rows
+
+#: What a loop unpacks as its writers when the run keeps no records.
+NO_WRITER: Any = (None, None, None, None)
 
 
 class Writer(NamedTuple):
@@ -65,16 +65,16 @@ class TaskRecords(Sequence):
     """The records of one run's finished tasks, in the order they ended
     (see the module docstring)."""
 
-    __slots__ = ("_rows", "_freed", "_offsets", "_read_lock", "_cpu", "_probes", "_sizes",
-                 "_extra")
+    __slots__ = ("_rows", "_freed", "_offsets", "_read_lock", "_measured", "_probes",
+                 "_sizes", "_extra")
 
     def __init__(self) -> None:
         self._rows: list = []
         self._freed: list = []
         self._offsets = array("q", [0])  # where record i's freed keys start, as far as read
         self._read_lock = threading.Lock()  # (readers extend _offsets)
-        self._cpu = array("d")
-        self._probes: dict = {}  # record number -> probe, where not (seconds, None)
+        self._measured: list = []  # each record's probe, in a run a writer measures
+        self._probes: dict = {}  # record number -> probe, of appended records
         self._sizes: list = []
         self._extra: dict = {}  # record number -> (transfer, activities), where not None
 
@@ -83,24 +83,15 @@ class TaskRecords(Sequence):
     def writer(self, measured: bool = False, sized: bool = False) -> Writer:
         """The hot path's writers for a run that does (not) measure its tasks
         (``Needs.measure``) or their results' sizes: every record then has
-        a probe, resp. a size."""
-        cpu_append, probes, rows = self._cpu.append, self._probes, self._rows
+        a probe, resp. a size (C calls: nothing of Python runs per task)."""
         # (records appended before: their columns padded, so that these line up)
         if measured:
-            self._cpu.extend(repeat(NAN, len(self) - len(self._cpu)))
+            self._measured.extend(repeat(None, len(self) - len(self._measured)))
         if sized:
             self._sizes.extend(repeat(None, len(self) - len(self._sizes)))
-
-        def keep_probe(probe) -> None:
-            if probe is not None and len(probe) == 2 and probe[1] is None:
-                cpu_append(probe[0])  # (the probe itself goes: no object kept)
-            else:
-                cpu_append(NAN)
-                if probe is not None:
-                    probes[len(rows) // _WIDTH] = probe
-
-        return Writer(rows.extend, self._freed.extend,
-                      keep_probe if measured else _refuse, self._sizes.append if sized else _refuse)
+        return Writer(self._rows.extend, self._freed.extend,
+                      self._measured.append if measured else _refuse,
+                      self._sizes.append if sized else _refuse)
 
     def append(self, record: Sequence) -> None:
         """Keep one record given as a tuple of ``TaskRecord``'s fields."""
@@ -109,8 +100,8 @@ class TaskRecords(Sequence):
         i = len(self)
         if probe is not None:
             self._probes[i] = probe
-        if self._cpu:  # (a column a writer keeps: this record's place in it)
-            self._cpu.append(NAN)
+        if self._measured:  # (a column a writer keeps: this record's place in it)
+            self._measured.append(None)
         if nbytes is not None or self._sizes:
             self._sizes.extend(repeat(None, i - len(self._sizes)))
             self._sizes.append(nbytes)
@@ -139,12 +130,9 @@ class TaskRecords(Sequence):
         return offsets
 
     def _probe(self, i: int) -> Any:
-        cpu = self._cpu
-        if i < len(cpu):
-            seconds = cpu[i]
-            if seconds == seconds:
-                return (seconds, None)
-        return self._probes.get(i)
+        measured = self._measured
+        probe = measured[i] if i < len(measured) else None
+        return self._probes.get(i) if probe is None else probe
 
     def _record(self, i: int) -> tuple:
         offsets = self._starts_of_freed(i + 1)
@@ -191,8 +179,11 @@ class TaskRecords(Sequence):
             pairs = [self._extra.get(i, (None, None)) for i in range(start, stop)]
             transfers, activities = zip(*pairs, strict=True)
         probes: Any = repeat(None)
-        if len(self._cpu) or self._probes:
+        if self._probes:
             probes = [self._probe(i) for i in range(start, stop)]
+        elif self._measured:
+            probes = self._measured[start:stop]
+            probes += [None] * (stop - start - len(probes))
         sizes: Any = repeat(None)
         if self._sizes:
             sizes = self._sizes[start:stop]
