@@ -17,6 +17,7 @@ import threading
 import time
 from collections import Counter, deque
 from operator import itemgetter
+from typing import NamedTuple
 
 import numpy as np
 import psutil
@@ -88,15 +89,29 @@ class _GroupIds(dict):
 _key, _start, _end, _worker = (itemgetter(i) for i in range(4))
 
 
-def _slice_ends(ends, start: int, stop: int) -> list:
-    """Records ``start`` to ``stop`` of a ``RunLog.ends``: of the run's own
-    ``TaskRecords``, ``(key, start, end, worker)`` tuples zipped in C from
-    its columns (its full tuples are built in Python: ~1 µs a task); of the
-    recorder's own list, the slice."""
+class _Ended(NamedTuple):
+    """Finished tasks of a run, as columns: keys, starts and ends (numpy),
+    worker ids; ``records``: the recorder's own tuples when it measured
+    sizes (else None)."""
+
+    keys: list
+    starts: np.ndarray
+    ends: np.ndarray
+    worker_ids: list
+    records: list | None
+
+
+def _ended(ends, start: int, stop: int) -> _Ended:
+    """Records ``start`` to ``stop`` of a ``RunLog.ends`` as columns: of the
+    run's own ``TaskRecords`` read as columns (its tuples would be built in
+    Python, ~1 µs a task), of the recorder's own list taken apart in C."""
     columns = getattr(ends, "columns", None)
-    if columns is None:
-        return ends[start:stop]
-    return list(zip(*columns(start, stop), strict=True))
+    if columns is not None:
+        keys, starts, stops, worker_ids = columns(start, stop)
+        return _Ended(keys, np.array(starts, float), np.array(stops, float), worker_ids, None)
+    new = ends[start:stop]
+    keys, starts, stops, worker_ids = _columns(new)
+    return _Ended(keys, starts, stops, worker_ids, new)
 
 
 def _columns(ends: list) -> tuple:
@@ -334,11 +349,11 @@ class Feed:
     def _tally(self, log: RunLog) -> None:
         """Lifetime counters only, for a run that is not shown."""
         seen = self._consumed.get(log.number, 0)
-        new = _slice_ends(log.ends, seen, len(log.ends))
-        if new:
-            self._consumed[log.number] = seen + len(new)
-            keys, starts, ends, _ = _columns(new)
-            self._count_lifetime(self._gids(new, _all_tuples(keys)), ends - starts, len(new))
+        new = _ended(log.ends, seen, len(log.ends))
+        if new.keys:
+            self._consumed[log.number] = seen + len(new.keys)
+            self._count_lifetime(self._gids(new.keys, _all_tuples(new.keys)),
+                                 new.ends - new.starts, len(new.keys))
         self._count_finish(log)
 
     def _count_lifetime(self, gids, durations, n: int) -> None:
@@ -355,21 +370,21 @@ class Feed:
             self.failed_total += len(log.failed)
             self.runs_total += 1
 
-    def _gids(self, records: list, tuples: bool = False):
-        """Group index (numpy) of the key of each record (``record[0]``).
-        ``tuples``: the keys are known to be tuples (a run's whose keys all are)."""
-        look, n = self._gid.__getitem__, len(records)
+    def _gids(self, keys: list, tuples: bool = False):
+        """Group index (numpy) of each key.  ``tuples``: the keys are known
+        to be tuples (a run's whose keys all are)."""
+        look, n = self._gid.__getitem__, len(keys)
         try:
-            return np.fromiter(map(look, _heads(map(_key, records), tuples)), np.int64, n)
+            return np.fromiter(map(look, _heads(keys, tuples)), np.int64, n)
         except (IndexError, TypeError):  # (not a tuple after all, or an empty one)
-            return np.fromiter(map(look, _heads(map(_key, records), False)), np.int64, n)
+            return np.fromiter(map(look, _heads(keys, False)), np.int64, n)
 
     def _take_in(self, run: RunLog, now: float) -> None:
         n_ends = len(run.ends)
-        new = _slice_ends(run.ends, self._ends_seen, n_ends)
+        new = _ended(run.ends, self._ends_seen, n_ends)
         self._ends_seen = n_ends
         self._consumed[run.number] = n_ends
-        if new:
+        if new.keys:
             self._take_ends(run, new, now)
         self._take_running(run, now)
         if run.finished is not None and not self._failed_seen:
@@ -378,15 +393,13 @@ class Feed:
             self._count_finish(run)
         self._rates.append((now, self.done))
 
-    def _take_ends(self, run: RunLog, new: list, now: float) -> None:
+    def _take_ends(self, run: RunLog, new: _Ended, now: float) -> None:
         """Finished tasks, counted with numpy: no Python code runs per task
         (the server thread shares the GIL with the scheduler's): a few passes
         of C over the records (start, end, worker, group), then numpy."""
-        n = len(new)
-        starts = np.fromiter(map(_start, new), float, n)
-        ends = np.fromiter(map(_end, new), float, n)
+        n, starts, ends = len(new.keys), new.starts, new.ends
         # (a finished task is one of the run's: its key is a tuple if all are)
-        gids = self._gids(new, self._tuple_keys)
+        gids = self._gids(new.keys, self._tuple_keys)
         durations = ends - starts
         self._count_lifetime(gids, durations, n)
         done = np.bincount(gids)
@@ -397,17 +410,17 @@ class Feed:
             c.seconds += float(seconds[g])
             self.durations.add_total(self._gid.names[g], float(seconds[g]), int(done[g]))
         self.done += n
-        lane = self._lanes(new)
-        if run.measured:
-            self._take_sizes(new)
-        self._add_rects(new, starts, ends, lane, gids, now - run.started)
+        lane = self._lanes(new.worker_ids)
+        if run.measured and new.records is not None:
+            self._take_sizes(new.records)
+        self._add_rects(new.keys, starts, ends, lane, gids, now - run.started)
 
-    def _lanes(self, new: list):
+    def _lanes(self, worker_ids: list):
         """Each record's lane (numpy): its worker's, numbered as first seen."""
-        lanes, n = self.lanes, len(new)
+        lanes, n = self.lanes, len(worker_ids)
         if len(lanes) <= FEW_WORKERS:
             try:  # (thread idents and pids: int64, compared in numpy)
-                wids = np.fromiter(map(_worker, new), np.int64, n)
+                wids = np.array(worker_ids, np.int64)
             except (TypeError, ValueError, OverflowError):
                 pass
             else:
@@ -423,10 +436,9 @@ class Feed:
                         lanes[w] = len(lanes)
                     lane[wids == w] = lanes[w]
                 return lane
-        wids_list = list(map(_worker, new))
-        for w in set(wids_list).difference(lanes):
+        for w in set(worker_ids).difference(lanes):
             lanes[w] = len(lanes)
-        return np.fromiter(map(lanes.__getitem__, wids_list), np.int64, n)
+        return np.fromiter(map(lanes.__getitem__, worker_ids), np.int64, n)
 
     def _take_sizes(self, new: list) -> None:
         held, counts_of, gid = self._held_keys, self._counts_of, self._gid
@@ -487,7 +499,7 @@ class Feed:
         self.running = {}
         self._append_rects(rects)
 
-    def _add_rects(self, new: list, starts, ends, lane, gids, elapsed: float) -> None:
+    def _add_rects(self, keys: list, starts, ends, lane, gids, elapsed: float) -> None:
         """Rectangles for newly finished tasks: a task at least a "pixel" long
         has its own; shorter ones share one per worker, group and pixel-wide
         time bin; bins widen until at most MAX_NEW_RECTS remain."""
@@ -495,10 +507,10 @@ class Feed:
         big = np.flatnonzero(ends - starts >= pixel)
         if len(big) > MAX_NEW_RECTS // 2:
             big = big[:0]
-        tiny = np.ones(len(new), bool)
+        tiny = np.ones(len(keys), bool)
         tiny[big] = False
         names, color = self._gid.names, self.color
-        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(new[i][0]),
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]),
                 1, color(names[gids[i]])) for i in big]
         idx = np.flatnonzero(tiny)
         width = pixel
@@ -517,7 +529,7 @@ class Feed:
             count = np.diff(np.concatenate((first, [len(sel)]))).tolist()
             at = sel[first]  # (one task of each rectangle: its lane and group)
             groups = [names[g] for g in gids[at].tolist()]
-            out.extend((ln, a, b, g, str(new[i][0]) if n == 1 else f"{n} tasks of {g}",
+            out.extend((ln, a, b, g, str(keys[i]) if n == 1 else f"{n} tasks of {g}",
                         n, color(g))
                        for ln, a, b, g, n, i in zip(lane[at].tolist(), lo, hi, groups, count,
                                                     at.tolist(), strict=True))
