@@ -66,7 +66,7 @@ class TaskRecords(Sequence):
     (see the module docstring)."""
 
     __slots__ = ("_rows", "_freed", "_offsets", "_read_lock", "_measured", "_probes",
-                 "_sizes", "_extra")
+                 "_sizes", "_extra", "_columns")
 
     def __init__(self) -> None:
         self._rows: list = []
@@ -77,6 +77,7 @@ class TaskRecords(Sequence):
         self._probes: dict = {}  # record number -> probe, of appended records
         self._sizes: list = []
         self._extra: dict = {}  # record number -> (transfer, activities), where not None
+        self._columns: set = set()  # the per-record columns a writer keeps ("probe", "size")
 
     # -- writing (one thread) --------------------------------------------------------
 
@@ -87,8 +88,10 @@ class TaskRecords(Sequence):
         # (records appended before: their columns padded, so that these line up)
         if measured:
             self._measured.extend(repeat(None, len(self) - len(self._measured)))
+            self._columns.add("probe")
         if sized:
             self._sizes.extend(repeat(None, len(self) - len(self._sizes)))
+            self._columns.add("size")
         return Writer(self._rows.extend, self._freed.extend,
                       self._measured.append if measured else _refuse,
                       self._sizes.append if sized else _refuse)
@@ -100,9 +103,9 @@ class TaskRecords(Sequence):
         i = len(self)
         if probe is not None:
             self._probes[i] = probe
-        if self._measured:  # (a column a writer keeps: this record's place in it)
+        if "probe" in self._columns:  # (a column a writer keeps: this record's place in it)
             self._measured.append(None)
-        if nbytes is not None or self._sizes:
+        if nbytes is not None or "size" in self._columns:
             self._sizes.extend(repeat(None, i - len(self._sizes)))
             self._sizes.append(nbytes)
         if transfer is not None or activities is not None:

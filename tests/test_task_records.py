@@ -92,6 +92,16 @@ def test_records_read_back_as_written():
         keep.size(10)  # (a column this run does not keep)
 
 
+def test_records_appended_before_a_writers_first_record_keep_their_place():
+    records = TaskRecords()
+    keep = records.writer(measured=True, sized=True)
+    records.append(("a", 0.0, 1.0, 1, ()))
+    keep.probe((0.5, None))
+    keep.size(3)
+    keep.row(("b", 1.0, 2.0, 1, 0))
+    assert [(r[0], r[6], r[8]) for r in records] == [("a", None, None), ("b", (0.5, None), 3)]
+
+
 def test_a_writer_after_appended_records_lines_its_columns_up():
     records = TaskRecords()
     records.append(("a", 0.0, 1.0, 1, ()))
