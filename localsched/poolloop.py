@@ -53,8 +53,8 @@ from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import nbytes
-from .runtime import run_batch, run_batch_collect, trim_traceback
-from .task_records import NO_WRITER
+from .runtime import CPU_NOTE, run_batch, run_batch_collect, trim_traceback
+from .task_records import NO_WRITER, cpu_share, with_cpu_share
 from .utils import add_note, name_tasks
 from .view import TaskRecord
 
@@ -147,6 +147,7 @@ class PoolLoop:
         # pretask fires as the record arrives, just before posttask
         self.late_starts = bool(pretasks) and not self.announce
         self.measure, self.sample = needs.measure, needs.sample
+        self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
         self.probes: dict = {}  # what a worker is asked to measure (usually nothing)
         if needs.measure:
             self.probes["measure"] = True
@@ -376,6 +377,9 @@ class PoolLoop:
                         task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe,
                                 None, size)
                 if posttasks:
+                    if measured and self.stretch is not None:  # (its share of the CPU note)
+                        share = cpu_share(*self.stretch, t1 - t0)
+                        task = (*task[:6], with_cpu_share(task[6], share), *task[7:])
                     state.task = new(record, task)  # (no Python-level __new__)
                     for f in posttasks:
                         f(key, value, dsk, state, wid)
@@ -428,8 +432,13 @@ class PoolLoop:
         raise exc
 
     def _note(self, i: int, value, wid) -> None:
-        """A worker process's measurement record (index < 0, see runtime)."""
+        """A worker's measurement record (index < 0, see runtime)."""
         outcome = self.state.outcome
+        if i == CPU_NOTE:  # the CPU seconds of the next tasks in this list
+            self.stretch = value
+            if outcome.records is not None:
+                outcome.records.cpu_note(*value)
+            return
         if i == -2:  # stack samples: (time, key, stack, seconds) each
             outcome.samples.extend((s[0], wid, *s[1:]) for s in value)
             return

@@ -11,8 +11,9 @@ reverse).
   results, and with ``announce`` each batch's start and, before each next
   task, what finished (every ``ANNOUNCE_INTERVAL``).
 - Measuring (only while a callback needs ``measure``): the thread's CPU
-  clock once per hand-off (split among the tasks since the previous
-  reading by wall time), the task's ``localsched.metrics`` entries,
+  clock once per hand-off, sent as one note for the tasks since the
+  previous reading (the records split it by wall time when read), the
+  task's ``localsched.metrics`` entries,
   and in a worker process each hand-off's own cost (``MeasuredEmit``).
 - Sampling (only while a callback needs ``sample``): each thread publishes
   the task it runs in ``running_tasks``; a sampler thread reads it with
@@ -38,8 +39,8 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .graph import execute
 
-__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples", "sample_every",
-           "worker_sampler", "trim_traceback", "trim_stack"]
+__all__ = ["CPU_NOTE", "run_batch", "run_batch_collect", "running_tasks", "take_samples",
+           "sample_every", "worker_sampler", "trim_traceback", "trim_stack"]
 
 # A worker hands finished records over at least this often (seconds): many
 # short tasks share one hand-off, and the scheduler still learns within about
@@ -58,6 +59,11 @@ thread_time = time.thread_time
 
 # A measured probe's first five fields, where a task has none of its own.
 _NO_MARKS = (None, None, None, None, None)
+
+# Records that are not tasks carry a negative index: -1 a worker process's
+# hand-off cost, -2 its stack samples, and CPU_NOTE ``(CPU seconds, tasks,
+# their wall seconds)`` of the tasks after it in its list (measuring).
+CPU_NOTE = -3
 
 # thread ident -> key of the task it runs, while a sampler listens (read by
 # the sampler thread: plain dict operations are atomic).
@@ -92,9 +98,11 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     shared with the scheduler, threads only) receives ``(worker_id,
     start)`` once, so a batch stopped before it reports can be placed.
 
-    ``measure``: each record's ``probe`` holds the task's thread CPU time
-    and what it metered; in a worker process each hand-off's cost is
-    reported in the next one as a record with index -1.  ``sample``: the
+    ``measure``: each list opens with a ``CPU_NOTE``, the thread CPU time
+    of the tasks after it, and a task's ``probe`` holds what only it has
+    (what it metered; the first task the batch's start); in a worker
+    process each hand-off's cost is reported in the next one as a record
+    with index -1.  ``sample``: the
     thread's running task is published in ``running_tasks``; in a worker
     process the worker's sampler runs and its samples travel back as
     records with index -2.  ``sizes``: each record's probe holds six
@@ -160,48 +168,38 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     """``run_batch`` while a callback measures or samples (the rare path).
 
     Measuring, the thread's CPU clock (a system call) is read once per
-    hand-off, not per task: the records of the tasks since the previous
-    reading wait in ``pending`` and, when the clock is read (before each
-    hand-off, at a failure, at the batch's end), that stretch's CPU time is
-    split among them by their wall times (``_add_pending``).  A hand-off
-    follows every task of ``FLUSH_INTERVAL`` or more, so a long task's CPU
-    is its own but for what the few tasks just before it spent."""
+    hand-off, not per task, and nothing is built per task for it: each
+    hand-off's list opens with one ``CPU_NOTE`` record, the CPU seconds of
+    the tasks after it in the list (their count and wall seconds too),
+    which the records split among them by wall time when read
+    (``localsched.task_records``).  A hand-off follows every task of
+    ``FLUSH_INTERVAL`` or more, so a long task's CPU is its own but for
+    what the few tasks just before it spent.  A task gets a probe of its
+    own only for what only it has: its metered blocks, the batch's start
+    marks (its first task), its result's size."""
     token = _callbacks.enter_computation()
     job = _job()
     wid = job.worker_pid if job is not None else threading.get_ident()
     now = time.time
-    buf: list = []
-    carried = 0
     tid = threading.get_ident()
     running = running_tasks
     outer_task = running.get(tid) if sample else None
-    sampler = None
-    if sample and job is not None:
-        sampler = worker_sampler()
-        sampler.enable(sample)
     local = _metrics._local
     outer_sink = getattr(local, "sink", None)
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
-    cpu = thread_time
     nbytes = _metrics.nbytes
-    arrival = fresh = None
-    if job is not None:
-        arrival, job.arrival = job.arrival, None
-        fresh = not _warm  # the first batch this process runs: it was starting up
-        if fresh:
-            _warm.append(True)
-        emit = MeasuredEmit(emit, wid, sampler, job)  # each hand-off's cost, in the next
-    # (i, value sent, start, end, user metrics, batch marks, size) of the
-    # tasks whose CPU time is not read yet (measuring)
-    pending: list = []
-    c_prev = cpu()
+    arrival, fresh, emit = _enter_worker(job, wid, emit, sample)
+    stretch = _Stretch(wid) if measure else None
+    slot = 1 if measure else 0  # buf[0]: the CPU note of the tasks after it (measuring)
+    buf: list = [None] * slot
+    count = carried = 0  # tasks since the CPU clock's last reading; results carried
+    busy = 0.0  # those tasks' wall seconds
     marks = None
     try:
         last = now()
-        started = last
         if measure:  # the batch's start, for the worker's timeline (its first task's probe)
-            marks = (arrival, started, bool(fresh))
+            marks = (arrival, last, bool(fresh))
         if where is not None:
             where.append((wid, last))
         if announce:
@@ -209,12 +207,11 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
-            if announce and (buf or pending) and now() - last >= ANNOUNCE_INTERVAL:
-                if pending:
-                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
-                emit(buf)
-                buf = []
-                carried = 0
+            if announce and len(buf) > slot and now() - last >= ANNOUNCE_INTERVAL:
+                emit(stretch.seal(buf, count, busy) if stretch else buf)
+                buf = [None] * slot
+                count = carried = 0
+                busy = 0.0
                 last = now()
             if sample:
                 running[tid] = key
@@ -222,27 +219,23 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             try:
                 value = execute(spec, data)
             except BaseException as exc:  # noqa: B036 -- reported, not swallowed
-                t1 = now()
-                if pending:
-                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
-                buf.append((i, False, exc, t0, t1, wid, None))
+                buf.append((i, False, exc, t0, now(), wid, None))
                 break
             t1 = now()
             if sample:
                 running[tid] = None  # between tasks: the worker's own work
+            probe = None
             if measure:
-                user = None
-                if sink:
-                    user = sink[:]
+                count += 1
+                busy += t1 - t0
+                if sink or marks is not None:  # (CPU None: the note's share)
+                    probe = (None, sink[:] or None) if marks is None else (None, sink[:] or None,
+                                                                          *marks)
                     sink.clear()
-                pending.append((i, value if send else None, t0, t1, user, marks,
-                                nbytes(value) if sizes else None))
-                marks = None
-            elif sizes:  # the result's size, measured here: only the number travels
-                buf.append((i, True, value if send else None, t0, t1, wid,
-                            (None, None, None, None, None, nbytes(value))))
-            else:
-                buf.append((i, True, value if send else None, t0, t1, wid, None))
+                    marks = None
+            if sizes:  # the result's size, measured here: only the number travels
+                probe = (*(probe or ()), *_NO_MARKS[len(probe or ()):], nbytes(value))
+            buf.append((i, True, value if send else None, t0, t1, wid, probe))
             if store:
                 data[key] = value
             for k in drop:
@@ -250,11 +243,10 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             carried += send
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
-                if pending:
-                    c_prev = _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
-                emit(buf)
-                buf = []
-                carried = 0
+                emit(stretch.seal(buf, count, busy) if stretch else buf)
+                buf = [None] * slot
+                count = carried = 0
+                busy = 0.0
                 last = t1
     finally:
         _callbacks._local_active.reset(token)
@@ -264,34 +256,52 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 running.pop(tid, None)
             else:  # a computation nested in a task (sync): its task again
                 running[tid] = outer_task
-        if pending:
-            _add_pending(buf, pending, cpu(), c_prev, wid, sizes)
+        if stretch is not None:
+            buf = stretch.seal(buf, count, busy)
         if buf:
             emit(buf)
         if job is not None:
             emit.close()
 
 
-def _add_pending(buf: list, pending: list, c: float, c_prev: float, wid, sizes: bool) -> float:
-    """Append the records of the ``pending`` tasks to ``buf``, splitting the
-    CPU seconds ``c - c_prev`` among them by their wall times; empties
-    ``pending``; returns ``c``.  A probe is ``(CPU seconds, user metrics)``,
-    the batch's first task's also ``(received, started, fresh)``, and with
-    ``sizes`` a sixth field, the result's size."""
-    spent = c - c_prev if c > c_prev else 0.0
-    walls = sum(p[3] - p[2] for p in pending)
-    even = spent / len(pending)
-    for i, value, t0, t1, user, marks, size in pending:
-        part = spent * (t1 - t0) / walls if walls > 0.0 else even
-        if marks is not None:
-            probe: tuple = (part, user, *marks)
-        else:
-            probe = (part, user)
-        if sizes:
-            probe = (*probe, *_NO_MARKS[len(probe):], size)
-        buf.append((i, True, value, t0, t1, wid, probe))
-    pending.clear()
-    return c
+def _enter_worker(job, wid, emit: Callable, sample: float) -> tuple:
+    """A measured or sampled batch's start in a worker process (``job``;
+    None elsewhere): ``(when its job arrived, whether this is the process's
+    first batch, the emit to use)``; the worker's sampler is enabled and
+    each hand-off's own cost reported (``MeasuredEmit``)."""
+    if job is None:
+        return None, None, emit
+    sampler = None
+    if sample:
+        sampler = worker_sampler()
+        sampler.enable(sample)
+    arrival, job.arrival = job.arrival, None
+    fresh = not _warm  # the first batch this process runs: it was starting up
+    if fresh:
+        _warm.append(True)
+    return arrival, fresh, MeasuredEmit(emit, wid, sampler, job)
+
+
+class _Stretch:
+    """The tasks a measuring worker ran since it last read its thread's CPU
+    clock: ``seal`` reads it and puts their ``CPU_NOTE`` in the list's
+    first slot (or drops the slot when no task ran)."""
+
+    __slots__ = ("wid", "cpu_before")
+
+    def __init__(self, wid) -> None:
+        self.wid = wid
+        self.cpu_before = thread_time()
+
+    def seal(self, buf: list, count: int, busy: float) -> list:
+        if not count:
+            del buf[0]
+            return buf
+        c = thread_time()
+        spent = c - self.cpu_before if c > self.cpu_before else 0.0
+        self.cpu_before = c
+        buf[0] = (CPU_NOTE, None, (spent, count, busy), 0.0, 0.0, self.wid, None)
+        return buf
 
 
 class MeasuredEmit:

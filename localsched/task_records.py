@@ -14,8 +14,15 @@ collector:
   object), start, end, worker id, how many keys its end freed;
 - ``freed``: every record's freed keys, one after another (a reader turns
   the counts into offsets, kept in an array as far as it has read);
-- ``measured`` (measured runs): each task's probe, as the worker made it
-  (a tuple of plain values, which the collector stops tracking);
+- ``measured`` (measured runs): each task's probe, as the worker made it:
+  None for most tasks on pools, a tuple of plain values for what only the
+  task has (what it metered, its batch's start marks, its result's size);
+- ``cpu_notes`` (measured runs on pools): a worker reads its thread's CPU
+  clock once per hand-off and sends the seconds, with how many tasks and
+  wall seconds they cover, before those tasks' records; a note is kept as
+  ``(first record, count, CPU seconds, wall seconds)`` and split among its
+  records by wall time when they are read (``cpu_share``), so nothing is
+  built per task for it (``probe[0]`` is that share);
 - ``sizes`` (runs that measure results): each result's size;
 - the rarer fields of process runs (``transfer``, ``activities``) in a dict
   by record number, for the records that have them.
@@ -33,18 +40,20 @@ records.writer(measured, sized)``: per task ``keep.freed(freed_keys)`` if
 any, ``keep.probe(probe)`` when measured, ``keep.size(nbytes)`` when sized,
 then ``keep.row((key, start, end, worker_id, len(freed_keys)))`` -- the row
 last: ``len()`` counts rows, so a reader in another thread only sees
-records whose every part is written.
+records whose every part is written; ``records.cpu_note(seconds, count,
+wall)`` before the ``count`` records it covers.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
 from typing import Any, NamedTuple, overload
 
-__all__ = ["TaskRecords", "Writer"]
+__all__ = ["TaskRecords", "Writer", "cpu_share", "with_cpu_share"]
 
 _WIDTH = 5  # entries per record in rows
 
@@ -66,7 +75,7 @@ class TaskRecords(Sequence):
     (see the module docstring)."""
 
     __slots__ = ("_rows", "_freed", "_offsets", "_read_lock", "_measured", "_probes",
-                 "_sizes", "_extra", "_columns")
+                 "_sizes", "_extra", "_columns", "_notes", "_shares", "_next_note")
 
     def __init__(self) -> None:
         self._rows: list = []
@@ -78,6 +87,9 @@ class TaskRecords(Sequence):
         self._sizes: list = []
         self._extra: dict = {}  # record number -> (transfer, activities), where not None
         self._columns: set = set()  # the per-record columns a writer keeps ("probe", "size")
+        self._notes: list = []  # CPU notes, flat: first record, count, seconds, wall seconds
+        self._shares = array("d")  # each record's share of its note (NaN: none), as far as read
+        self._next_note = 0  # the first note whose records may not all have a share yet
 
     # -- writing (one thread) --------------------------------------------------------
 
@@ -95,6 +107,11 @@ class TaskRecords(Sequence):
         return Writer(self._rows.extend, self._freed.extend,
                       self._measured.append if measured else _refuse,
                       self._sizes.append if sized else _refuse)
+
+    def cpu_note(self, seconds: float, count: int, wall: float) -> None:
+        """The CPU ``seconds`` of the next ``count`` records, which ran for
+        ``wall`` seconds (a measuring worker's hand-off, see runtime)."""
+        self._notes.extend((len(self), count, seconds, wall))
 
     def append(self, record: Sequence) -> None:
         """Keep one record given as a tuple of ``TaskRecord``'s fields."""
@@ -132,10 +149,41 @@ class TaskRecords(Sequence):
                     offsets.extend(running)
         return offsets
 
+    def _cpu_shares(self, stop: int) -> array:
+        """``_shares`` extended to at least ``stop`` entries: each record's
+        share of the CPU note covering it, NaN where none does."""
+        shares = self._shares
+        if len(shares) >= stop or not self._notes:
+            return shares
+        with self._read_lock:
+            done = len(shares)
+            rows, notes = self._rows, self._notes[:]  # (notes precede their records)
+            k = self._next_note
+            while done < stop:
+                while k < len(notes) and notes[k] + notes[k + 1] <= done:
+                    k += 4  # (a note whose records all have their shares)
+                if k < len(notes) and notes[k] <= done:
+                    first, count, seconds, wall = notes[k:k + 4]
+                    end = min(first + count, stop)
+                    shares.extend(cpu_share(seconds, count, wall, rows[_WIDTH * j + 2]
+                                            - rows[_WIDTH * j + 1]) for j in range(done, end))
+                else:  # records no note covers (up to the next note)
+                    end = min(notes[k], stop) if k < len(notes) else stop
+                    shares.extend(repeat(math.nan, end - done))
+                done = end
+            self._next_note = k
+        return shares
+
     def _probe(self, i: int) -> Any:
         measured = self._measured
         probe = measured[i] if i < len(measured) else None
-        return self._probes.get(i) if probe is None else probe
+        if probe is None:
+            probe = self._probes.get(i)
+        if self._notes:
+            share = self._cpu_shares(i + 1)[i]
+            if share == share:  # (not NaN: a note covers the record)
+                return with_cpu_share(probe, share)
+        return probe
 
     def _record(self, i: int) -> tuple:
         offsets = self._starts_of_freed(i + 1)
@@ -182,7 +230,7 @@ class TaskRecords(Sequence):
             pairs = [self._extra.get(i, (None, None)) for i in range(start, stop)]
             transfers, activities = zip(*pairs, strict=True)
         probes: Any = repeat(None)
-        if self._probes:
+        if self._probes or self._notes:
             probes = [self._probe(i) for i in range(start, stop)]
         elif self._measured:
             probes = self._measured[start:stop]
@@ -214,3 +262,19 @@ class TaskRecords(Sequence):
 
 def _refuse(value) -> None:
     raise RuntimeError("this run's records were opened without that column")
+
+
+def cpu_share(seconds: float, count: int, wall: float, task_wall: float) -> float:
+    """A task's part of the CPU ``seconds`` of a note covering ``count``
+    tasks that ran ``wall`` seconds: by wall time (evenly if none)."""
+    return seconds * task_wall / wall if wall > 0.0 else seconds / count
+
+
+def with_cpu_share(probe: Any, share: float) -> Any:
+    """A task's probe with its CPU seconds, ``share``, where the worker left
+    them to its CPU note (``probe[0]`` None, or no probe)."""
+    if probe is None:
+        return (share, None)
+    if probe[0] is None:
+        return (share, *probe[1:])
+    return probe

@@ -168,3 +168,70 @@ def test_kept_records_cost_no_collections_and_little_memory():
     finally:
         tracemalloc.stop()
     assert held / len(dsk) < 120, held / len(dsk)  # (a tuple per record: ~200)
+
+
+def test_a_cpu_note_is_split_among_its_records_by_wall_time():
+    """A measuring worker reads its CPU clock once per hand-off and sends
+    the seconds as one note before the tasks they cover: each task's probe
+    gets its share by wall time when read, whatever the task carried itself."""
+    records = TaskRecords()
+    keep = records.writer(measured=True)
+    records.cpu_note(0.6, 2, 3.0)  # 0.6 s of CPU for the next two tasks, 3 s of wall
+    keep.probe((None, [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)], 0.0, 1.0, True))
+    keep.row(("a", 1.0, 2.0, 7, 0))  # 1 s of the 3: 0.2 s of CPU
+    keep.probe(None)
+    keep.row(("b", 2.0, 4.0, 7, 0))  # 2 s: 0.4 s
+    keep.probe((0.05, None))  # a task with its own CPU reading (sync) and no note
+    keep.row(("c", 4.0, 5.0, 7, 0))
+    records.cpu_note(0.3, 1, 0.0)  # a note over a task of no measurable wall time
+    keep.probe(None)
+    keep.row(("d", 5.0, 5.0, 8, 0))
+    first = records[0]  # (read one by one, then all at once: the same)
+    assert first[6][0] == pytest.approx(0.2) and first[6][1:] == (
+        [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)], 0.0, 1.0, True)
+    probes = [r[6] for r in records]
+    assert probes[0] == first[6]
+    assert probes[1][0] == pytest.approx(0.4) and probes[1][1] is None
+    assert probes[2] == (0.05, None)
+    assert probes[3] == (0.3, None)
+    assert sum(p[0] for p in probes) == pytest.approx(0.6 + 0.05 + 0.3)
+    assert [r[6] for r in records[1:3]] == probes[1:3]
+
+
+def test_a_cpu_note_read_before_its_records_all_arrived():
+    """A reader in another thread may read while a note's records are still
+    being kept: each record read gets its final share."""
+    records = TaskRecords()
+    keep = records.writer(measured=True)
+    records.cpu_note(1.0, 2, 2.0)
+    keep.probe(None)
+    keep.row(("a", 0.0, 1.5, 7, 0))
+    assert records[0][6][0] == pytest.approx(0.75)
+    keep.probe(None)
+    keep.row(("b", 1.5, 2.0, 7, 0))
+    keep.probe(None)
+    keep.row(("c", 2.0, 3.0, 7, 0))  # (no note covers it: unmeasured)
+    assert [r[6] for r in records] == [pytest.approx((0.75, None)), pytest.approx((0.25, None)),
+                                       None]
+
+
+@pytest.mark.parametrize("name", ["threads", "processes"])
+def test_measuring_on_a_pool_adds_no_collections(name):
+    """Fine metrics on a pool cost a CPU clock reading per hand-off and
+    nothing built per task: a measured run makes the collector run no
+    more often than the same run keeping its records unmeasured (a probe
+    tuple per task, split in the worker, made it run a third more often)."""
+    dsk, out = tree(20_000)
+    get = _get(name)
+    runs = {}
+    for measure in (False, True, False, True):
+        reader = Reader()
+        reader.needs = Needs(results=False, records=True, measure=measure)
+        gc.collect()
+        c0 = _collections()
+        get(dsk, out, callbacks=[reader])
+        runs.setdefault(measure, []).append(_collections() - c0)
+        assert len(reader.records) == len(dsk)
+        assert all(r[6] is not None for r in reader.records) == measure
+    bare, measured = min(runs[False]), min(runs[True])
+    assert measured <= bare * 1.1 + 3, (measured, bare)

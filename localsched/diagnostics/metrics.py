@@ -52,11 +52,12 @@ tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
 too), and on processes ``serialize``, the part of it spent pickling inputs.
 
 Collecting costs under a microsecond per task, only while a FineMetrics is
-active: the worker reads its thread's CPU clock (a system call) once per
-hand-off and ships each task's share in its record; nothing of FineMetrics
-runs per task (it
-reads the run's task records, ``Needs(records=True)``); the mapping is
-built when read.
+active: a worker reads its thread's CPU clock (a system call) once per
+hand-off and sends the seconds as one note before the tasks they cover,
+which the run's task records split among them by wall time when read
+(``localsched.task_records``): nothing is built per task for it, and
+nothing of FineMetrics runs per task (it reads the run's task records,
+``Needs(records=True)``); the mapping is built when read.
 """
 
 from __future__ import annotations
