@@ -247,7 +247,8 @@ class Feed:
         self.resource_base = 0
         self._resource_probe: _Resources | None = None
         self._last_resource = -1.0
-        self._rates: deque = deque(maxlen=64)
+        self._rates: deque = deque(maxlen=64)  # (when, done) of the run shown by progress()
+        self._rate_run: RunLog | None = None
         self.run: RunLog | None = None
         self.run_rect_start = 0
         self._reset_run(None)
@@ -268,7 +269,6 @@ class Feed:
         self._held_keys: dict = {}
         self._running_read = -1.0
         self._eta: tuple | None = None  # (run, when, seconds) of the last estimate
-        self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
         if run is None:
@@ -391,7 +391,8 @@ class Feed:
             self._failed_seen = True
             self._take_failures(run)
             self._count_finish(run)
-        self._rates.append((now, self.done))
+        if run.finished is None and self.done:
+            self._estimate(now)
 
     def _take_ends(self, run: RunLog, new: _Ended, now: float) -> None:
         """Finished tasks, counted with numpy: no Python code runs per task
@@ -573,52 +574,78 @@ class Feed:
     # -- summaries --------------------------------------------------------------------
 
     def progress(self) -> dict:
-        """The numbers of ``/json/progress.json`` and of the summary strip."""
+        """The numbers of ``/json/progress.json`` and of the summary strip,
+        read without taking in the finished tasks (so the strip can refresh
+        every 100 ms whatever the task rate): done and total are lengths
+        of the latest run's lists (exact: a record is counted when written
+        whole), failed its failures, running the snapshot last read (every
+        RUNNING_EVERY, refreshed here when due), the rate from these
+        counts, the ETA the last take-in estimated, counted down since."""
         with self.lock:
-            run = self.run
+            runs = self.recorder.runs
+            run = runs[-1] if runs else None
             now = self.clock()
             if run is None:
                 return {"done": 0, "total": 0, "running": 0, "erred": 0, "elapsed": 0.0,
                         "eta": None, "rate": 0.0, "workers": 0, "busy": 0, "status": "idle",
                         "run": 0, "cluster_dashboard": None}
-            total = len(run.keys) or max(self.done, 1)
+            shown = run is self.run  # (taken in at least once: its groups, lanes, running)
+            if shown:
+                self._take_running(run, now)
+            done = len(run.ends)
+            total = len(run.keys) or max(done, 1)
             end = run.finished if run.finished is not None else now
             elapsed = max(end - run.started, 0.0)
+            running = len(self.running) if shown else 0
+            workers = len(self.lanes) if shown else 0
             if run.finished is not None:
                 status = "errored" if run.errored else "finished"
                 eta: float | None = 0.0 if not run.errored else None
-                rate = self.done / elapsed if elapsed > 0 else 0.0
+                rate = done / elapsed if elapsed > 0 else 0.0
+                running = 0
             else:
                 status = "running"
                 eta = self.eta(now)
-                rate = self._rate(now)
-            return {"done": self.done, "total": total, "running": len(self.running),
-                    "erred": self.erred, "elapsed": round(elapsed, 3),
+                rate = self._rate(run, now, done)
+            return {"done": done, "total": total, "running": running,
+                    "erred": len(run.failed), "elapsed": round(elapsed, 3),
                     "eta": None if eta is None else round(eta, 3), "rate": round(rate, 1),
-                    "workers": len(self.lanes), "busy": min(len(self.running),
-                                                             max(len(self.lanes), 1)),
+                    "workers": workers, "busy": min(running, max(workers, 1)),
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:
-        """Seconds still to run (per-group mean durations of what is left).
-        Estimated at most every ETA_EVERY seconds, counted down between: it
-        walks every running task (hundreds, handed to workers in batches)
-        with a Python call each, and the page shows it in whole seconds."""
+        """Seconds still to run: the last estimate (made when tasks were
+        taken in, from per-group mean durations), counted down since."""
+        cached = self._eta
+        if cached is None or cached[0] is not self.run or cached[2] is None:
+            return None
+        return max(cached[2] - (now - cached[1]), 0.0)
+
+    def _estimate(self, now: float) -> None:
+        """Estimate the time left (per-group mean durations of what is left)
+        at most every ETA_EVERY seconds: it walks the groups and every
+        running task with a Python call each, and the page shows it in
+        whole seconds."""
         cached = self._eta
         if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
-            return None if cached[2] is None else max(cached[2] - (now - cached[1]), 0.0)
+            return
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
         ages = [(g, now - t) for t, g in self.running.values()]
         eta = self.durations.remaining(left, max(len(self.lanes), 1), ages)
         self._eta = (self.run, now, eta)
-        return eta
 
-    def _rate(self, now: float) -> float:
-        """Tasks per second over the last couple of seconds."""
+    def _rate(self, run: RunLog, now: float, done: int) -> float:
+        """Tasks per second over the last couple of seconds (from the counts
+        this method is given, sampled at most every 50 ms)."""
         rates = self._rates
+        if self._rate_run is not run:
+            self._rate_run = run
+            rates.clear()
+        if not rates or now - rates[-1][0] >= 0.05:
+            rates.append((now, done))
         if len(rates) < 2:
             return 0.0
-        recent = [(t, done) for t, done in rates if now - t <= 3.0] or [rates[-1]]
-        t, done = recent[0]
+        recent = [(t, d) for t, d in rates if now - t <= 3.0] or [rates[-1]]
+        t, d = recent[0]
         dt = now - t
-        return (self.done - done) / dt if dt > 0 else 0.0
+        return (done - d) / dt if dt > 0 else 0.0

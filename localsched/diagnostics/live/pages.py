@@ -136,23 +136,72 @@ class Pacer:
         self.cost = self.measured = seconds
 
 
+#: The kinds of update a page's tick makes (Cadence.next).
+FULL, SUMMARY = "full", "summary"
+#: The summary strip's own pace: every tick (SUMMARY_PERIOD) while its
+#: updates cost at most SUMMARY_SHARE of a core, less often when dearer
+#: (a loaded machine).
+SUMMARY_PERIOD = 0.1
+SUMMARY_SHARE = 0.03
+
+
+class Cadence:
+    """Which update a page's tick makes: a FULL one when the Pacer allows
+    it (the finished tasks taken in, every component whose period has
+    come), else a SUMMARY one (the fast components only: a few numbers
+    read as lengths, one small message) when the strip's own period has
+    come, else none.  Both are charged to the Pacer's budget (it reads the
+    thread's CPU clock): the summary's cost leaves less for the heavy
+    parts, whose rate is what gives; the summary keeps its own rate as long
+    as it costs at most ``summary_share`` of a core."""
+
+    def __init__(self, pacer: Pacer, period: float = SUMMARY_PERIOD,
+                 summary_share: float = SUMMARY_SHARE, clock=time.monotonic):
+        self.pacer, self.period, self.summary_share = pacer, period, summary_share
+        self.clock = clock
+        self._summary_due = -1e300
+        self._summary_cost = 0.0
+
+    def next(self) -> str | None:
+        now = self.clock()
+        if self.pacer.ready():
+            kind: str | None = FULL
+        elif now >= self._summary_due:
+            kind = SUMMARY
+        else:
+            return None
+        # (the next tick is due a period on, half a tick early: timers jitter)
+        gap = max(self.period, self._summary_cost / self.summary_share)
+        self._summary_due = now + gap - self.period / 2
+        return kind
+
+    def spent(self, kind: str, seconds: float) -> None:
+        """What the update ``next()`` allowed cost (its own CPU)."""
+        if kind == FULL:
+            self.pacer.spent(seconds)
+        else:
+            self._summary_cost = seconds
+
+
 def _schedule(doc, components: list, feed: Feed) -> None:
     """A fixed-rate timer per page, every ``tick`` (the shortest component
-    period), on the server's event loop: it asks the Pacer, which reads
-    only clocks and counters, and only an allowed update enters bokeh (a
+    period), on the server's event loop: it asks the Cadence, which reads
+    only clocks and counters, and only an update it allows enters bokeh (a
     next-tick callback, under the document's lock).  A bokeh periodic
     callback would pay bokeh's callback machinery -- the session lock, a
     task, curdoc -- on every tick, skipped or not: a millisecond a tick on
     a machine whose threads fight for the GIL.  While no computation runs
-    (or ended within a second) the page updates only every IDLE_TICK.  An
-    update updates the components whose period has come, with the document
-    held meanwhile (repeated changes of one property go out once); the
-    timer stops with the page's session."""
+    (or ended within a second) the page updates only every IDLE_TICK.  A
+    full update takes in the finished tasks and updates the components
+    whose period has come; a summary update only the fast ones (the
+    summary strip); each with the document held meanwhile and sent as one
+    message.  The timer stops with the page's session."""
     from tornado.ioloop import PeriodicCallback
 
     tick = min(c.period for c in components)
     due = [0.0] * len(components)
-    pacer = Pacer(tasks=feed.tasks_recorded)
+    fast = [c for c in components if c.fast]
+    cadence = Cadence(Pacer(tasks=feed.tasks_recorded), period=max(tick, SUMMARY_PERIOD))
     idle_due = [0.0]
 
     def step() -> None:
@@ -162,49 +211,65 @@ def _schedule(doc, components: list, feed: Feed) -> None:
                 if now < idle_due[0]:
                     return
                 idle_due[0] = now + IDLE_TICK - tick / 2
-            # (the finished tasks are taken in by an allowed update: taken in
-            # every tick, their cost -- about half a microsecond each, more on
-            # a busy machine -- went past the budget before any update was
-            # allowed, measured 1.17 µs per task with no update at all)
-            if pacer.ready():
-                doc.add_next_tick_callback(lambda: update(now))
+            # (the finished tasks are taken in by a full update only: taken
+            # in every tick, their cost -- about half a microsecond each --
+            # went past the budget before any update was allowed)
+            kind = cadence.next()
+            if kind == FULL:
+                doc.add_next_tick_callback(lambda: update(FULL, full_update, now))
+            elif kind == SUMMARY and fast:
+                doc.add_next_tick_callback(lambda: update(SUMMARY, summary_update, now))
         except Exception:  # noqa: BLE001 -- a page's timer logs, never stops the loop
             logger.exception("localsched dashboard: a page update failed")
 
-    def update(now: float) -> None:
+    def update(kind: str, parts, now: float) -> None:
         cpu = time.thread_time()
         try:
-            send_update(now)
+            _send_update(doc, parts, now)
         finally:
-            pacer.spent(time.thread_time() - cpu)
+            cadence.spent(kind, time.thread_time() - cpu)
 
-    def send_update(now: float) -> None:
-        doc.hold("combine")
-        try:
-            for i, c in enumerate(components):
-                if now >= due[i]:
-                    due[i] = now + c.period - tick / 2
-                    try:
-                        c.update()
-                    except Exception:  # noqa: BLE001 -- one component's failure is logged,
-                        # never raised into bokeh (the page and the others go on)
-                        logger.exception("localsched dashboard: %s update failed", c.name)
-        finally:
-            try:
-                sent = _send_held_as_one(doc)
-            except Exception:  # noqa: BLE001 -- (then as bokeh sends them)
-                logger.exception("localsched dashboard: one message for an update failed")
-                sent = False
-            try:
-                if not sent:
-                    doc.unhold()
-            except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
-                # into bokeh, whose curdoc() patch would then stay in place)
-                logger.exception("localsched dashboard: sending an update failed")
+    def full_update(now: float) -> None:
+        feed.update()
+        for i, c in enumerate(components):
+            if now >= due[i] or c.fast:
+                due[i] = now + c.period - tick / 2
+                _update_one(c)
+
+    def summary_update(now: float) -> None:
+        for c in fast:
+            _update_one(c)
 
     timer = PeriodicCallback(step, tick * 1000)
     timer.start()
     doc.on_session_destroyed(lambda _context: timer.stop())
+
+
+def _update_one(component) -> None:
+    try:
+        component.update()
+    except Exception:  # noqa: BLE001 -- one component's failure is logged,
+        # never raised into bokeh (the page and the others go on)
+        logger.exception("localsched dashboard: %s update failed", component.name)
+
+
+def _send_update(doc, parts, now: float) -> None:
+    """Run ``parts(now)`` with the document held; send what changed as one message."""
+    doc.hold("combine")
+    try:
+        parts(now)
+    finally:
+        try:
+            sent = _send_held_as_one(doc)
+        except Exception:  # noqa: BLE001 -- (then as bokeh sends them)
+            logger.exception("localsched dashboard: one message for an update failed")
+            sent = False
+        try:
+            if not sent:
+                doc.unhold()
+        except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
+            # into bokeh, whose curdoc() patch would then stay in place)
+            logger.exception("localsched dashboard: sending an update failed")
 
 
 def _send_held_as_one(doc) -> bool:
