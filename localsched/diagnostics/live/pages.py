@@ -51,8 +51,10 @@ IDLE_TICK = 0.5
 #: The page's CPU budget: PER_TASK seconds per task the computations
 #: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
 #: (The bar is 1 µs per task with a tab open: PER_TASK leaves room for the
-#: budget kept from before a run, CPU_SHARE * BURST seconds.)
-PER_TASK = 0.9e-6
+#: budget kept from before a run, CPU_SHARE * BURST seconds, the last
+#: update's debt, and the garbage collections the thread's allocations
+#: happen to trigger, which a loaded machine makes dearer.)
+PER_TASK = 0.75e-6
 CPU_SHARE = 0.03
 #: Seconds of CPU_SHARE a page keeps when it does not spend them.
 BURST = 0.1
@@ -138,41 +140,50 @@ class Pacer:
 
 #: The kinds of update a page's tick makes (Cadence.next).
 FULL, SUMMARY = "full", "summary"
-#: The summary strip's own pace: every tick (SUMMARY_PERIOD) while its
-#: updates cost at most SUMMARY_SHARE of a core, less often when dearer
-#: (a loaded machine).
-SUMMARY_PERIOD = 0.1
+#: Seconds between a page's updates while a computation runs: a full one
+#: when the Pacer allows it, else the summary strip's; the page's timer
+#: looks every TICK (a look delayed by a busy machine -- the server thread
+#: waits for the GIL the scheduler's threads hold -- costs half a period,
+#: not a whole one).
+PERIOD = 0.1
+TICK = 0.05
+#: The summary strip's own pace: every PERIOD while its updates cost at
+#: most SUMMARY_SHARE of a core, less often when dearer (a loaded machine).
 SUMMARY_SHARE = 0.03
 
 
 class Cadence:
-    """Which update a page's tick makes: a FULL one when the Pacer allows
-    it (the finished tasks taken in, every component whose period has
-    come), else a SUMMARY one (the fast components only: a few numbers
-    read as lengths, one small message) when the strip's own period has
-    come, else none.  Both are charged to the Pacer's budget (it reads the
-    thread's CPU clock): the summary's cost leaves less for the heavy
-    parts, whose rate is what gives; the summary keeps its own rate as long
-    as it costs at most ``summary_share`` of a core."""
+    """Which update a page makes, looked at every ``tick``, an update at
+    most every ``period``: a FULL one when the Pacer allows it (the
+    finished tasks taken in, every component whose period has come), else
+    a SUMMARY one (the fast components only: a few numbers read as
+    lengths, one small message), else none.  Both are charged to the
+    Pacer's budget (it reads the thread's CPU clock): the summary's cost
+    leaves less for the heavy parts, whose rate is what gives; the summary
+    keeps its own rate as long as it costs at most ``summary_share`` of a
+    core."""
 
-    def __init__(self, pacer: Pacer, period: float = SUMMARY_PERIOD,
+    def __init__(self, pacer: Pacer, period: float = PERIOD, tick: float = TICK,
                  summary_share: float = SUMMARY_SHARE, clock=time.monotonic):
-        self.pacer, self.period, self.summary_share = pacer, period, summary_share
-        self.clock = clock
-        self._summary_due = -1e300
+        self.pacer, self.period, self.tick = pacer, period, tick
+        self.summary_share, self.clock = summary_share, clock
+        self._due = self._summary_due = -1e300
         self._summary_cost = 0.0
 
     def next(self) -> str | None:
         now = self.clock()
+        if now < self._due:
+            return None
+        # (due a period on, half a tick early: timers jitter)
+        self._due = now + self.period - self.tick / 2
         if self.pacer.ready():
-            kind: str | None = FULL
+            kind = FULL
         elif now >= self._summary_due:
             kind = SUMMARY
         else:
             return None
-        # (the next tick is due a period on, half a tick early: timers jitter)
         gap = max(self.period, self._summary_cost / self.summary_share)
-        self._summary_due = now + gap - self.period / 2
+        self._summary_due = now + gap - self.tick / 2
         return kind
 
     def spent(self, kind: str, seconds: float) -> None:
@@ -184,8 +195,7 @@ class Cadence:
 
 
 def _schedule(doc, components: list, feed: Feed) -> None:
-    """A fixed-rate timer per page, every ``tick`` (the shortest component
-    period), on the server's event loop: it asks the Cadence, which reads
+    """A fixed-rate timer per page, every TICK, on the server's event loop: it asks the Cadence, which reads
     only clocks and counters, and only an update it allows enters bokeh (a
     next-tick callback, under the document's lock).  A bokeh periodic
     callback would pay bokeh's callback machinery -- the session lock, a
@@ -198,10 +208,11 @@ def _schedule(doc, components: list, feed: Feed) -> None:
     message.  The timer stops with the page's session."""
     from tornado.ioloop import PeriodicCallback
 
-    tick = min(c.period for c in components)
+    tick = TICK
     due = [0.0] * len(components)
     fast = [c for c in components if c.fast]
-    cadence = Cadence(Pacer(tasks=feed.tasks_recorded), period=max(tick, SUMMARY_PERIOD))
+    cadence = Cadence(Pacer(tasks=feed.tasks_recorded),
+                      period=max(min(c.period for c in components), PERIOD), tick=tick)
     idle_due = [0.0]
 
     def step() -> None:
@@ -233,7 +244,7 @@ def _schedule(doc, components: list, feed: Feed) -> None:
         feed.update()
         for i, c in enumerate(components):
             if now >= due[i] or c.fast:
-                due[i] = now + c.period - tick / 2
+                due[i] = now + c.period - PERIOD / 2
                 _update_one(c)
 
     def summary_update(now: float) -> None:
