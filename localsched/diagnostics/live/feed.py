@@ -108,7 +108,9 @@ def _ended(ends, start: int, stop: int) -> _Ended:
     columns = getattr(ends, "columns", None)
     if columns is not None:
         keys, starts, stops, worker_ids = columns(start, stop)
-        return _Ended(keys, np.array(starts, float), np.array(stops, float), worker_ids, None)
+        n = len(keys)
+        return _Ended(keys, np.fromiter(starts, float, n), np.fromiter(stops, float, n),
+                      worker_ids, None)
     new = ends[start:stop]
     keys, starts, stops, worker_ids = _columns(new)
     return _Ended(keys, starts, stops, worker_ids, new)
@@ -119,6 +121,39 @@ def _columns(ends: list) -> tuple:
     n = len(ends)
     return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
             np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
+
+
+def _merge(idx, starts, ends, lane, gids, width: float, most: int) -> tuple | None:
+    """Tasks ``idx`` merged per lane, group and time bin ``width`` wide:
+    ``(a task of each rectangle, its left, right, count)`` (lists but the
+    first), ordered by lane, group and bin; None if more than ``most``.
+    Counted with ``bincount`` and ``ufunc.at`` when the bins are few (no
+    sort), else sorted."""
+    first_start = starts[idx]
+    bins = np.floor((first_start - first_start.min()) / width).astype(np.int64)
+    code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
+    size = int(code.max()) + 1
+    if size <= 4 * len(idx) + 4096:
+        counts = np.bincount(code, minlength=size)
+        used = np.flatnonzero(counts)
+        if len(used) > most:
+            return None
+        lo = np.full(size, np.inf)
+        np.minimum.at(lo, code, first_start)
+        hi = np.full(size, -np.inf)
+        np.maximum.at(hi, code, ends[idx])
+        some = np.empty(size, np.int64)
+        some[code] = idx  # (any task of a rectangle: the only one of a single)
+        return some[used], lo[used].tolist(), hi[used].tolist(), counts[used].tolist()
+    order = np.argsort(code, kind="stable")
+    cuts = np.flatnonzero(np.diff(code[order])) + 1
+    if len(cuts) + 1 > most:
+        return None
+    first = np.concatenate(([0], cuts))
+    sel = idx[order]
+    return (sel[first], np.minimum.reduceat(starts[sel], first).tolist(),
+            np.maximum.reduceat(ends[sel], first).tolist(),
+            np.diff(np.concatenate((first, [len(sel)]))).tolist())
 
 
 #: Distinct workers up to which lanes are found by comparing numpy arrays
@@ -323,6 +358,16 @@ class Feed:
         finished = runs[-1].finished
         return finished is None or self.clock() - finished < within
 
+    def settled(self) -> bool:
+        """Whether the latest computation has finished and everything it
+        recorded has been taken in (or nothing was ever recorded)."""
+        runs = self.recorder.runs
+        if not runs:
+            return True
+        latest = runs[-1]
+        return (latest.finished is not None and latest is self.run and self._failed_seen
+                and self._ends_seen >= len(latest.ends))
+
     # -- the pass ----------------------------------------------------------------
 
     def update(self, force: bool = False) -> None:
@@ -516,19 +561,11 @@ class Feed:
         idx = np.flatnonzero(tiny)
         width = pixel
         while len(idx):
-            bins = np.floor((starts[idx] - starts[idx].min()) / width).astype(np.int64)
-            code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
-            order = np.argsort(code, kind="stable")
-            cuts = np.flatnonzero(np.diff(code[order])) + 1
-            if len(cuts) + 1 + len(out) > MAX_NEW_RECTS:
+            merged = _merge(idx, starts, ends, lane, gids, width, MAX_NEW_RECTS - len(out))
+            if merged is None:
                 width *= 4
                 continue
-            first = np.concatenate(([0], cuts))
-            sel = idx[order]
-            lo = np.minimum.reduceat(starts[sel], first).tolist()
-            hi = np.maximum.reduceat(ends[sel], first).tolist()
-            count = np.diff(np.concatenate((first, [len(sel)]))).tolist()
-            at = sel[first]  # (one task of each rectangle: its lane and group)
+            at, lo, hi, count = merged
             groups = [names[g] for g in gids[at].tolist()]
             out.extend((ln, a, b, g, str(keys[i]) if n == 1 else f"{n} tasks of {g}",
                         n, color(g))

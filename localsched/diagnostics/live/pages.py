@@ -201,11 +201,12 @@ def _schedule(doc, components: list, feed: Feed) -> None:
     callback would pay bokeh's callback machinery -- the session lock, a
     task, curdoc -- on every tick, skipped or not: a millisecond a tick on
     a machine whose threads fight for the GIL.  While no computation runs
-    (or ended within a second) the page updates only every IDLE_TICK.  A
-    full update takes in the finished tasks and updates the components
+    the page updates only every IDLE_TICK.  A full update takes in the finished tasks and updates the components
     whose period has come; a summary update only the fast ones (the
     summary strip); each with the document held meanwhile and sent as one
-    message.  The timer stops with the page's session."""
+    message.  Once a full update has shown the end of the last computation
+    (every task taken in), the page updates only every IDLE_TICK until the
+    next one starts.  The timer stops with the page's session."""
     from tornado.ioloop import PeriodicCallback
 
     tick = TICK
@@ -214,11 +215,14 @@ def _schedule(doc, components: list, feed: Feed) -> None:
     cadence = Cadence(Pacer(tasks=feed.tasks_recorded),
                       period=max(min(c.period for c in components), PERIOD), tick=tick)
     idle_due = [0.0]
+    shown = [False]  # whether a full update showed the last run's end
 
     def step() -> None:
         try:
             now = time.monotonic()
-            if not feed.active(within=1.0):
+            if feed.active():
+                shown[0] = False
+            elif shown[0]:  # (the last run's end is on the page: idle)
                 if now < idle_due[0]:
                     return
                 idle_due[0] = now + IDLE_TICK - tick / 2
@@ -242,6 +246,7 @@ def _schedule(doc, components: list, feed: Feed) -> None:
 
     def full_update(now: float) -> None:
         feed.update()
+        shown[0] = feed.settled()
         for i, c in enumerate(components):
             if now >= due[i] or c.fast:
                 due[i] = now + c.period - PERIOD / 2
@@ -307,7 +312,7 @@ def _send_held_as_one(doc) -> bool:
     pending = getattr(session, "_pending_writes", None)
     connections = getattr(session, "_subscribed_connections", None)
     listeners = getattr(callbacks, "_change_callbacks", None)
-    if (not events or len(events) < 2 or pending is None or connections is None
+    if (not events or pending is None or connections is None
             or listeners is None or list(listeners) != [session]
             or getattr(callbacks, "_hold", None) is None
             or not all(type(e).__mro__.count(DocumentPatchedEvent) and e.setter is None
