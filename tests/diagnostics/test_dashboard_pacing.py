@@ -181,3 +181,41 @@ def test_a_costly_summary_slows_to_its_share_of_a_core():
     used = clock["cpu"] / clock["wall"]
     assert used <= cadence.pacer.share + cadence.summary_share + 0.01
     assert made["full"] + made["summary"] >= 20  # (slower, never frozen)
+
+
+def test_one_message_names_only_the_models_its_events_touch(live):
+    """The page's message (patch.py) says what bokeh's own PATCH-DOC
+    message says, without a reference built for every model of the page;
+    a model new to the browser is still sent whole."""
+    from bokeh.document import Document
+    from bokeh.models import Title
+    from bokeh.protocol import Protocol
+
+    from localsched.diagnostics.live.patch import patch_message
+    from localsched.diagnostics.live.taskstream import TaskStream
+
+    done, run, clock, feed = live
+    stream, summary = TaskStream(feed), Summary(feed)
+    doc = Document()
+    doc.add_root(stream.root)
+    doc.add_root(summary.root)
+    doc.models.flush_synced()  # (as after the page's first message: all in the browser)
+    events: list = []
+    doc.on_change(events.append)
+    run.ends.extend(done.ends)
+    clock.t += 0.1
+    feed.update()
+    stream.update()
+    summary.update()
+    assert {type(e).__name__ for e in events} >= {"ColumnsStreamedEvent", "ModelChangedEvent"}
+    ours = patch_message(doc, events)
+    theirs = Protocol().create("PATCH-DOC", events)
+    assert ours.content == theirs.content
+    assert len(ours.buffers) == len(theirs.buffers)
+    # a model the browser has not seen goes whole, then counts as sent
+    events.clear()
+    stream.root.title = Title(text="new")
+    message = patch_message(doc, events)
+    [event] = message.content["events"]
+    assert event["new"]["type"] == "object" and event["new"]["id"] == stream.root.title.id
+    assert stream.root.title not in doc.models._new_models

@@ -32,6 +32,7 @@ from bokeh.models.widgets import Button, Div
 from .feed import Feed
 from .finemetrics import FineMetricsView
 from .flame import FlameGraph
+from .patch import patch_message
 from .groups import GroupProgress
 from .memory import MemoryByGroup
 from .resources import Resources
@@ -54,7 +55,7 @@ IDLE_TICK = 0.5
 #: budget kept from before a run, CPU_SHARE * BURST seconds, the last
 #: update's debt, and the garbage collections the thread's allocations
 #: happen to trigger, which a loaded machine makes dearer.)
-PER_TASK = 0.75e-6
+PER_TASK = 0.6e-6
 CPU_SHARE = 0.03
 #: Seconds of CPU_SHARE a page keeps when it does not spend them.
 BURST = 0.1
@@ -296,7 +297,8 @@ def _send_held_as_one(doc) -> bool:
     costs the server thread the same again whatever it carries: a reference
     per model of the page to build, three websocket frames, the writes'
     locks and futures -- most of what an update of the summary and the task
-    stream costs.  The protocol carries any number of events per message:
+    stream costs (the references are made only for the models the events
+    name: see patch.py).  The protocol carries any number of events per message:
     when the page's only listener is its server session, the held events go
     out together, the way ``unhold()`` would have sent them one by one
     (model callbacks first, then the session's writes, which bokeh awaits
@@ -318,12 +320,12 @@ def _send_held_as_one(doc) -> bool:
             or not all(type(e).__mro__.count(DocumentPatchedEvent) and e.setter is None
                        for e in events)):
         return False
-    sends = []
-    for connection in connections:  # (all built before anything changes)
-        socket = getattr(connection, "_socket", None)
-        if socket is None or not hasattr(socket, "send_message"):
-            return False
-        sends.append((socket, connection.protocol.create("PATCH-DOC", events)))
+    sockets = [getattr(connection, "_socket", None) for connection in connections]
+    if not all(hasattr(socket, "send_message") for socket in sockets):
+        return False
+    # (built before anything changes; one message for every connection)
+    message = patch_message(doc, events) if sockets else None
+    sends = [(socket, message) for socket in sockets]
     callbacks._held_events, callbacks._hold = [], None
     for event in events:
         if event.callback_invoker is not None:
