@@ -15,8 +15,9 @@ dashboard, one tab     the same with /status open in a real headless
 
 "The page adds" is *dashboard, no tab* minus *recording only* (target: nothing
 measurable) and, with the tab, the CPU the dashboard's server thread used
-during a run and until the page took in its last task (plus 0.2 s), per task (its own thread clock, best of the repeats: the wall
-difference is noise on a shared machine; target: at most 1 µs per task).
+during a run and until the page took in its last task (plus 0.2 s), per
+task (its own thread clock, best of the repeats: the wall difference is
+noise on a shared machine; target: at most 1 µs per task).
 Beside that cost, the refresh rate: how many times a second the tab's
 summary strip changed while the run was recorded (from the run's start,
 ``RunLog.started``, to the call's return; the call's first 0.1-0.2 s
@@ -117,7 +118,8 @@ def timed(dsk, keys, callbacks, dash, tab=None) -> tuple:
         # every cost of the run: until the page has taken in its last task
         # (a full update, paced: it may come a while after the run)
         deadline = time.monotonic() + 5.0
-        while not dash._server.call(dash.feed.settled) and time.monotonic() < deadline:
+        # (read from here, not on the server thread: whose CPU is measured)
+        while not dash.feed.settled() and time.monotonic() < deadline:
             time.sleep(0.02)
     time.sleep(dash.interval * 2)  # the page's last update of this run
     return wall, dash._server.call(time.thread_time) - cpu0, shown
@@ -284,7 +286,8 @@ def main(argv=None) -> int:
     print(f"  refresh: the tab's summary refreshed {refresh:.1f} times a second while the run "
           f"was recorded (median; min {during[0]:.1f}, max {during[-1]:.1f}; longest wait "
           f"{gaps[len(gaps) // 2] * 1e3:.0f} ms median, {gaps[-1] * 1e3:.0f} ms max; target >= "
-          f"{REFRESH_TARGET:g}, about every 100 ms): {'met' if refresh >= REFRESH_TARGET else 'NO'}")
+          f"{REFRESH_TARGET:g}, about every 100 ms): "
+          f"{'met' if refresh >= REFRESH_TARGET else 'NO'}")
     print(f"           {shown[len(shown) // 2]:.1f} times a second of the whole call (median; "
           f"min {shown[0]:.1f}, max {shown[-1]:.1f}; its first 0.1-0.2 s prepares the graph)")
     print(f"the tab's task stream held {length} rectangles; console errors: {len(errors)}")

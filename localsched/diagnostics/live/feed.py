@@ -365,8 +365,8 @@ class Feed:
         if not runs:
             return True
         latest = runs[-1]
-        return (latest.finished is not None and latest is self.run and self._failed_seen
-                and self._ends_seen >= len(latest.ends))
+        return (latest.finished is not None and self._ends_seen >= len(latest.ends)
+                and latest is self.run and self._failed_seen)
 
     # -- the pass ----------------------------------------------------------------
 
@@ -667,7 +667,9 @@ class Feed:
         if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
             return
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
-        ages = [(g, now - t) for t, g in self.running.values()]
+        # (a generator: hundreds of tuples alive at once would bring the
+        # garbage collector's next pass nearer, which this thread then pays)
+        ages = ((g, now - t) for t, g in self.running.values())
         eta = self.durations.remaining(left, max(len(self.lanes), 1), ages)
         self._eta = (self.run, now, eta)
 

@@ -5,16 +5,18 @@ Each page view builds its own components (one Bokeh document per tab) and a
 periodic callback that updates each component at its own rate; the callback
 (and with it the components) goes when the session is reaped.
 
-Pacing: a page refreshes every 100 ms while a computation runs (the slower
-components on their own periods), within a CPU budget of the server thread:
-PER_TASK per task finished, or CPU_SHARE of a core, whichever is more (see
-Pacer).  An update of the fast parts (summary, task-stream delta) costs a
-couple of milliseconds of that thread (two messages of three websocket
-frames); taking in the finished tasks costs about half a microsecond each
-whenever it happens.  On the 50k-task tree (about 60k tasks a second) the
-budget allows eight to ten updates a second; on a busy machine, or for a
-flood of even tinier tasks, the page refreshes less often instead of taking
-the scheduler's time.
+Pacing, two rates: a page's summary strip refreshes every 100 ms while a
+computation runs, from lengths and counters (no task looked at: a fraction
+of a millisecond and one small message); the heavy parts -- taking in the
+finished tasks (about a quarter of a microsecond each), the task stream,
+progress per group, the ETA's estimate, resources -- go in a full update
+when the page's CPU budget allows it (Pacer: PER_TASK per task finished, or
+CPU_SHARE of a core, whichever is more, charged with everything the thread
+spends, the summaries included), each component at most on its own period
+(Cadence).  On the 50k-task tree (50-100k tasks a second) that is a full
+update or two a second beside the summary's ten; for slower or fewer tasks
+every update is a full one; on a busy machine the heavy parts slow down,
+not the computation.
 """
 
 from __future__ import annotations
@@ -32,9 +34,9 @@ from bokeh.models.widgets import Button, Div
 from .feed import Feed
 from .finemetrics import FineMetricsView
 from .flame import FlameGraph
-from .patch import patch_message
 from .groups import GroupProgress
 from .memory import MemoryByGroup
+from .patch import patch_message
 from .resources import Resources
 from .summary import Summary
 from .taskstream import TaskStream
@@ -196,18 +198,19 @@ class Cadence:
 
 
 def _schedule(doc, components: list, feed: Feed) -> None:
-    """A fixed-rate timer per page, every TICK, on the server's event loop: it asks the Cadence, which reads
-    only clocks and counters, and only an update it allows enters bokeh (a
-    next-tick callback, under the document's lock).  A bokeh periodic
-    callback would pay bokeh's callback machinery -- the session lock, a
-    task, curdoc -- on every tick, skipped or not: a millisecond a tick on
-    a machine whose threads fight for the GIL.  While no computation runs
-    the page updates only every IDLE_TICK.  A full update takes in the finished tasks and updates the components
-    whose period has come; a summary update only the fast ones (the
-    summary strip); each with the document held meanwhile and sent as one
-    message.  Once a full update has shown the end of the last computation
-    (every task taken in), the page updates only every IDLE_TICK until the
-    next one starts.  The timer stops with the page's session."""
+    """A fixed-rate timer per page, every TICK, on the server's event loop:
+    it asks the Cadence, which reads only clocks and counters, and only an
+    update it allows enters bokeh (a next-tick callback, under the
+    document's lock).  A bokeh periodic callback would pay bokeh's callback
+    machinery -- the session lock, a task, curdoc -- on every tick, skipped
+    or not: a millisecond a tick on a machine whose threads fight for the
+    GIL.  A full update takes in the finished tasks and updates the
+    components whose period has come; a summary update only the fast ones
+    (the summary strip); each with the document held meanwhile and sent as
+    one message.  Once a full update has shown the end of the last
+    computation (every task taken in), the page updates only every
+    IDLE_TICK until the next one starts.  The timer stops with the page's
+    session."""
     from tornado.ioloop import PeriodicCallback
 
     tick = TICK
@@ -320,7 +323,7 @@ def _send_held_as_one(doc) -> bool:
             or not all(type(e).__mro__.count(DocumentPatchedEvent) and e.setter is None
                        for e in events)):
         return False
-    sockets = [getattr(connection, "_socket", None) for connection in connections]
+    sockets: list = [getattr(connection, "_socket", None) for connection in connections]
     if not all(hasattr(socket, "send_message") for socket in sockets):
         return False
     # (built before anything changes; one message for every connection)

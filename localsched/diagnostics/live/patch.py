@@ -42,7 +42,7 @@ class _SyncedRefs(dict):
         dict.__setitem__(self, key, ref)
         return ref
 
-    def get(self, key, default=None):  # type: ignore[override]
+    def get(self, key, default=None):
         ref = self._look(key)
         return default if ref is None else ref
 
