@@ -172,20 +172,22 @@ def _run_fast(pacer, clock, *, seconds, tasks_per_second, per_task_cost, fixed_c
     return updates
 
 
-def test_a_fast_run_refreshes_about_every_100_ms_within_the_budget():
-    """The 50k-task tree runs at about 60k tasks a second with a tab open
-    on a quiet machine; taking in a task costs the feed about 0.45 µs and
-    an update's messages about 2.5 ms (the profile in the benchmark's
-    notes): the default budget lets the page update about every 100 ms,
-    and the server thread stays within PER_TASK per task plus what it kept
-    from before the run and the last update's debt.  (Updates a second =
-    (PER_TASK - feed cost per task) * tasks a second / cost of an update.)"""
+def test_a_fast_run_takes_in_its_tasks_within_the_budget():
+    """The 50k-task tree runs at about 60k tasks a second with a tab open;
+    taking in a task costs the feed about 0.45 µs and a full update's
+    messages about 2.5 ms: the budget lets the heavy parts update a few
+    times a second (the summary strip has its own rate: see
+    test_dashboard_pacing), and the server thread stays within PER_TASK
+    per task plus what it kept from before the run and the last update's
+    debt.  (Updates a second = (PER_TASK - feed cost per task) * tasks a
+    second / cost of an update.)"""
     clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
     pacer = Pacer(clock=lambda: clock["wall"], cpu_clock=lambda: clock["cpu"],
                   tasks=lambda: clock["tasks"])
     updates = _run_fast(pacer, clock, seconds=10, tasks_per_second=60_000,
                         per_task_cost=0.45e-6, fixed_cost=0.0025)
-    assert 85 <= updates <= 100
+    expected = (PER_TASK - 0.45e-6) * 60_000 / 0.0025 * 10
+    assert 0.8 * expected <= updates <= 1.2 * expected + 2
     assert clock["cpu"] <= PER_TASK * clock["tasks"] + pacer.cap + 0.006
     assert PER_TASK < 1e-6  # (the bar: 1 µs per task with a tab open)
 
@@ -202,8 +204,8 @@ def test_the_old_costs_would_not_refresh_a_fast_run_often():
     assert updates <= 30
     # (within the budget but for the debt of the last updates, each taking
     # in the tasks of the skipped looks before it: 8 ms + 0.6 µs * 20k,
-    # owed at most twice over)
-    assert clock["cpu"] <= PER_TASK * clock["tasks"] + pacer.cap + 2 * 0.020
+    # owed at most twice over; and the floor of an update every MAX_GAP)
+    assert clock["cpu"] <= PER_TASK * clock["tasks"] + pacer.cap + 2 * 0.020 + 0.1
 
 
 def test_a_slow_run_refreshes_on_its_share_of_a_core():

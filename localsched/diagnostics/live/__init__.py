@@ -16,8 +16,10 @@ How it is built (one idea per module, imports point down the list)::
     component.py  what a component is (root, update(), period)
     summary.py, groups.py, taskstream.py, resources.py, memory.py,
     finemetrics.py, flame.py      one component each
-    pages.py      /status and the /individual-* pages (a Bokeh document per tab),
-                  each paced within a CPU budget (Pacer), one message per update
+    patch.py      one PATCH-DOC message naming only the models it changes
+    pages.py      /status and the /individual-* pages (a Bokeh document per tab):
+                  the summary every 100 ms, the heavy parts within a CPU budget
+                  (Cadence, Pacer), one message per update
     routes.py     plain HTTP: /json/progress.json, /metrics, /individual-plots.json,
                   /report.html -- no Bokeh session
     server.py     the Bokeh server on its own thread and event loop
@@ -26,11 +28,13 @@ How it is built (one idea per module, imports point down the list)::
 
 The scheduler never waits for the browser: readers pull from append-only
 lists with cursors (``len`` first, then a slice), and with no page open and
-no probe the server thread sleeps.  With a page open, its updates stay within
-a budget of server CPU per task finished (or a small share of a core), so a
-flood of tasks slows the page's refresh, not the computation.  An update sends
-only what changed (new task-stream rows, numbers inline) in one message;
-taking in the finished tasks (about half a microsecond each, done by an
+no probe the server thread sleeps.  With a page open, its summary strip
+refreshes every 100 ms from lengths of those lists (no task looked at), and
+the heavy updates stay within a budget of server CPU per task finished (or a
+small share of a core), so a flood of tasks slows the task stream and the
+groups, not the computation nor the summary.  An update sends only what
+changed (new task-stream rows, numbers inline) in one message; taking in the
+finished tasks (about a quarter of a microsecond each, done by a full
 update) is most of what a page costs on a run of tiny tasks.  Sessions with
 no connection are reaped after half a second, so closed tabs and plain GETs stop costing at once.
 """

@@ -32,6 +32,9 @@ class Component:
     title: ClassVar[str]
     #: Seconds between updates while a page shows it.
     period: ClassVar[float] = 0.1
+    #: Whether its update is cheap and takes no tasks in (the summary): it
+    #: then runs on its own rate, not only in the paced full updates.
+    fast: ClassVar[bool] = False
 
     def __init__(self, feed: Feed, context: Any = None):
         self.feed = feed

@@ -108,7 +108,9 @@ def _ended(ends, start: int, stop: int) -> _Ended:
     columns = getattr(ends, "columns", None)
     if columns is not None:
         keys, starts, stops, worker_ids = columns(start, stop)
-        return _Ended(keys, np.array(starts, float), np.array(stops, float), worker_ids, None)
+        n = len(keys)
+        return _Ended(keys, np.fromiter(starts, float, n), np.fromiter(stops, float, n),
+                      worker_ids, None)
     new = ends[start:stop]
     keys, starts, stops, worker_ids = _columns(new)
     return _Ended(keys, starts, stops, worker_ids, new)
@@ -119,6 +121,39 @@ def _columns(ends: list) -> tuple:
     n = len(ends)
     return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
             np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
+
+
+def _merge(idx, starts, ends, lane, gids, width: float, most: int) -> tuple | None:
+    """Tasks ``idx`` merged per lane, group and time bin ``width`` wide:
+    ``(a task of each rectangle, its left, right, count)`` (lists but the
+    first), ordered by lane, group and bin; None if more than ``most``.
+    Counted with ``bincount`` and ``ufunc.at`` when the bins are few (no
+    sort), else sorted."""
+    first_start = starts[idx]
+    bins = np.floor((first_start - first_start.min()) / width).astype(np.int64)
+    code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
+    size = int(code.max()) + 1
+    if size <= 4 * len(idx) + 4096:
+        counts = np.bincount(code, minlength=size)
+        used = np.flatnonzero(counts)
+        if len(used) > most:
+            return None
+        lo = np.full(size, np.inf)
+        np.minimum.at(lo, code, first_start)
+        hi = np.full(size, -np.inf)
+        np.maximum.at(hi, code, ends[idx])
+        some = np.empty(size, np.int64)
+        some[code] = idx  # (any task of a rectangle: the only one of a single)
+        return some[used], lo[used].tolist(), hi[used].tolist(), counts[used].tolist()
+    order = np.argsort(code, kind="stable")
+    cuts = np.flatnonzero(np.diff(code[order])) + 1
+    if len(cuts) + 1 > most:
+        return None
+    first = np.concatenate(([0], cuts))
+    sel = idx[order]
+    return (sel[first], np.minimum.reduceat(starts[sel], first).tolist(),
+            np.maximum.reduceat(ends[sel], first).tolist(),
+            np.diff(np.concatenate((first, [len(sel)]))).tolist())
 
 
 #: Distinct workers up to which lanes are found by comparing numpy arrays
@@ -247,7 +282,8 @@ class Feed:
         self.resource_base = 0
         self._resource_probe: _Resources | None = None
         self._last_resource = -1.0
-        self._rates: deque = deque(maxlen=64)
+        self._rates: deque = deque(maxlen=64)  # (when, done) of the run shown by progress()
+        self._rate_run: RunLog | None = None
         self.run: RunLog | None = None
         self.run_rect_start = 0
         self._reset_run(None)
@@ -268,7 +304,6 @@ class Feed:
         self._held_keys: dict = {}
         self._running_read = -1.0
         self._eta: tuple | None = None  # (run, when, seconds) of the last estimate
-        self._rates.clear()
         #: Where this run's rectangles start in ``rects`` (absolute index).
         self.run_rect_start = self.rect_base + len(self.rects)
         if run is None:
@@ -322,6 +357,16 @@ class Feed:
             return False
         finished = runs[-1].finished
         return finished is None or self.clock() - finished < within
+
+    def settled(self) -> bool:
+        """Whether the latest computation has finished and everything it
+        recorded has been taken in (or nothing was ever recorded)."""
+        runs = self.recorder.runs
+        if not runs:
+            return True
+        latest = runs[-1]
+        return (latest.finished is not None and self._ends_seen >= len(latest.ends)
+                and latest is self.run and self._failed_seen)
 
     # -- the pass ----------------------------------------------------------------
 
@@ -391,7 +436,8 @@ class Feed:
             self._failed_seen = True
             self._take_failures(run)
             self._count_finish(run)
-        self._rates.append((now, self.done))
+        if run.finished is None and self.done:
+            self._estimate(now)
 
     def _take_ends(self, run: RunLog, new: _Ended, now: float) -> None:
         """Finished tasks, counted with numpy: no Python code runs per task
@@ -515,19 +561,11 @@ class Feed:
         idx = np.flatnonzero(tiny)
         width = pixel
         while len(idx):
-            bins = np.floor((starts[idx] - starts[idx].min()) / width).astype(np.int64)
-            code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
-            order = np.argsort(code, kind="stable")
-            cuts = np.flatnonzero(np.diff(code[order])) + 1
-            if len(cuts) + 1 + len(out) > MAX_NEW_RECTS:
+            merged = _merge(idx, starts, ends, lane, gids, width, MAX_NEW_RECTS - len(out))
+            if merged is None:
                 width *= 4
                 continue
-            first = np.concatenate(([0], cuts))
-            sel = idx[order]
-            lo = np.minimum.reduceat(starts[sel], first).tolist()
-            hi = np.maximum.reduceat(ends[sel], first).tolist()
-            count = np.diff(np.concatenate((first, [len(sel)]))).tolist()
-            at = sel[first]  # (one task of each rectangle: its lane and group)
+            at, lo, hi, count = merged
             groups = [names[g] for g in gids[at].tolist()]
             out.extend((ln, a, b, g, str(keys[i]) if n == 1 else f"{n} tasks of {g}",
                         n, color(g))
@@ -573,52 +611,80 @@ class Feed:
     # -- summaries --------------------------------------------------------------------
 
     def progress(self) -> dict:
-        """The numbers of ``/json/progress.json`` and of the summary strip."""
+        """The numbers of ``/json/progress.json`` and of the summary strip,
+        read without taking in the finished tasks (so the strip can refresh
+        every 100 ms whatever the task rate): done and total are lengths
+        of the latest run's lists (exact: a record is counted when written
+        whole), failed its failures, running the snapshot last read (every
+        RUNNING_EVERY, refreshed here when due), the rate from these
+        counts, the ETA the last take-in estimated, counted down since."""
         with self.lock:
-            run = self.run
+            runs = self.recorder.runs
+            run = runs[-1] if runs else None
             now = self.clock()
             if run is None:
                 return {"done": 0, "total": 0, "running": 0, "erred": 0, "elapsed": 0.0,
                         "eta": None, "rate": 0.0, "workers": 0, "busy": 0, "status": "idle",
                         "run": 0, "cluster_dashboard": None}
-            total = len(run.keys) or max(self.done, 1)
+            shown = run is self.run  # (taken in at least once: its groups, lanes, running)
+            if shown:
+                self._take_running(run, now)
+            done = len(run.ends)
+            total = len(run.keys) or max(done, 1)
             end = run.finished if run.finished is not None else now
             elapsed = max(end - run.started, 0.0)
+            running = len(self.running) if shown else 0
+            workers = len(self.lanes) if shown else 0
             if run.finished is not None:
                 status = "errored" if run.errored else "finished"
                 eta: float | None = 0.0 if not run.errored else None
-                rate = self.done / elapsed if elapsed > 0 else 0.0
+                rate = done / elapsed if elapsed > 0 else 0.0
+                running = 0
             else:
                 status = "running"
                 eta = self.eta(now)
-                rate = self._rate(now)
-            return {"done": self.done, "total": total, "running": len(self.running),
-                    "erred": self.erred, "elapsed": round(elapsed, 3),
+                rate = self._rate(run, now, done)
+            return {"done": done, "total": total, "running": running,
+                    "erred": len(run.failed), "elapsed": round(elapsed, 3),
                     "eta": None if eta is None else round(eta, 3), "rate": round(rate, 1),
-                    "workers": len(self.lanes), "busy": min(len(self.running),
-                                                             max(len(self.lanes), 1)),
+                    "workers": workers, "busy": min(running, max(workers, 1)),
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:
-        """Seconds still to run (per-group mean durations of what is left).
-        Estimated at most every ETA_EVERY seconds, counted down between: it
-        walks every running task (hundreds, handed to workers in batches)
-        with a Python call each, and the page shows it in whole seconds."""
+        """Seconds still to run: the last estimate (made when tasks were
+        taken in, from per-group mean durations), counted down since."""
+        cached = self._eta
+        if cached is None or cached[0] is not self.run or cached[2] is None:
+            return None
+        return max(cached[2] - (now - cached[1]), 0.0)
+
+    def _estimate(self, now: float) -> None:
+        """Estimate the time left (per-group mean durations of what is left)
+        at most every ETA_EVERY seconds: it walks the groups and every
+        running task with a Python call each, and the page shows it in
+        whole seconds."""
         cached = self._eta
         if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
-            return None if cached[2] is None else max(cached[2] - (now - cached[1]), 0.0)
+            return
         left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
-        ages = [(g, now - t) for t, g in self.running.values()]
+        # (a generator: hundreds of tuples alive at once would bring the
+        # garbage collector's next pass nearer, which this thread then pays)
+        ages = ((g, now - t) for t, g in self.running.values())
         eta = self.durations.remaining(left, max(len(self.lanes), 1), ages)
         self._eta = (self.run, now, eta)
-        return eta
 
-    def _rate(self, now: float) -> float:
-        """Tasks per second over the last couple of seconds."""
+    def _rate(self, run: RunLog, now: float, done: int) -> float:
+        """Tasks per second over the last couple of seconds (from the counts
+        this method is given, sampled at most every 50 ms)."""
         rates = self._rates
+        if self._rate_run is not run:
+            self._rate_run = run
+            rates.clear()
+        if not rates or now - rates[-1][0] >= 0.05:
+            rates.append((now, done))
         if len(rates) < 2:
             return 0.0
-        recent = [(t, done) for t, done in rates if now - t <= 3.0] or [rates[-1]]
-        t, done = recent[0]
+        recent = [(t, d) for t, d in rates if now - t <= 3.0] or [rates[-1]]
+        t, d = recent[0]
         dt = now - t
-        return (self.done - done) / dt if dt > 0 else 0.0
+        return (done - d) / dt if dt > 0 else 0.0

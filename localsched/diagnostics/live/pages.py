@@ -5,16 +5,18 @@ Each page view builds its own components (one Bokeh document per tab) and a
 periodic callback that updates each component at its own rate; the callback
 (and with it the components) goes when the session is reaped.
 
-Pacing: a page refreshes every 100 ms while a computation runs (the slower
-components on their own periods), within a CPU budget of the server thread:
-PER_TASK per task finished, or CPU_SHARE of a core, whichever is more (see
-Pacer).  An update of the fast parts (summary, task-stream delta) costs a
-couple of milliseconds of that thread (two messages of three websocket
-frames); taking in the finished tasks costs about half a microsecond each
-whenever it happens.  On the 50k-task tree (about 60k tasks a second) the
-budget allows eight to ten updates a second; on a busy machine, or for a
-flood of even tinier tasks, the page refreshes less often instead of taking
-the scheduler's time.
+Pacing, two rates: a page's summary strip refreshes every 100 ms while a
+computation runs, from lengths and counters (no task looked at: a fraction
+of a millisecond and one small message); the heavy parts -- taking in the
+finished tasks (about a quarter of a microsecond each), the task stream,
+progress per group, the ETA's estimate, resources -- go in a full update
+when the page's CPU budget allows it (Pacer: PER_TASK per task finished, or
+CPU_SHARE of a core, whichever is more, charged with everything the thread
+spends, the summaries included), each component at most on its own period
+(Cadence).  On the 50k-task tree (50-100k tasks a second) that is a full
+update or two a second beside the summary's ten; for slower or fewer tasks
+every update is a full one; on a busy machine the heavy parts slow down,
+not the computation.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .finemetrics import FineMetricsView
 from .flame import FlameGraph
 from .groups import GroupProgress
 from .memory import MemoryByGroup
+from .patch import patch_message
 from .resources import Resources
 from .summary import Summary
 from .taskstream import TaskStream
@@ -51,8 +54,10 @@ IDLE_TICK = 0.5
 #: The page's CPU budget: PER_TASK seconds per task the computations
 #: finish, or CPU_SHARE of a core when that is more (few tasks, idle).
 #: (The bar is 1 µs per task with a tab open: PER_TASK leaves room for the
-#: budget kept from before a run, CPU_SHARE * BURST seconds.)
-PER_TASK = 0.9e-6
+#: budget kept from before a run, CPU_SHARE * BURST seconds, the last
+#: update's debt, and the garbage collections the thread's allocations
+#: happen to trigger, which a loaded machine makes dearer.)
+PER_TASK = 0.6e-6
 CPU_SHARE = 0.03
 #: Seconds of CPU_SHARE a page keeps when it does not spend them.
 BURST = 0.1
@@ -136,75 +141,155 @@ class Pacer:
         self.cost = self.measured = seconds
 
 
+#: The kinds of update a page's tick makes (Cadence.next).
+FULL, SUMMARY = "full", "summary"
+#: Seconds between a page's updates while a computation runs: a full one
+#: when the Pacer allows it, else the summary strip's; the page's timer
+#: looks every TICK (a look delayed by a busy machine -- the server thread
+#: waits for the GIL the scheduler's threads hold -- costs half a period,
+#: not a whole one).
+PERIOD = 0.1
+TICK = 0.05
+#: The summary strip's own pace: every PERIOD while its updates cost at
+#: most SUMMARY_SHARE of a core, less often when dearer (a loaded machine).
+SUMMARY_SHARE = 0.03
+
+
+class Cadence:
+    """Which update a page makes, looked at every ``tick``, an update at
+    most every ``period``: a FULL one when the Pacer allows it (the
+    finished tasks taken in, every component whose period has come), else
+    a SUMMARY one (the fast components only: a few numbers read as
+    lengths, one small message), else none.  Both are charged to the
+    Pacer's budget (it reads the thread's CPU clock): the summary's cost
+    leaves less for the heavy parts, whose rate is what gives; the summary
+    keeps its own rate as long as it costs at most ``summary_share`` of a
+    core."""
+
+    def __init__(self, pacer: Pacer, period: float = PERIOD, tick: float = TICK,
+                 summary_share: float = SUMMARY_SHARE, clock=time.monotonic):
+        self.pacer, self.period, self.tick = pacer, period, tick
+        self.summary_share, self.clock = summary_share, clock
+        self._due = self._summary_due = -1e300
+        self._summary_cost = 0.0
+
+    def next(self) -> str | None:
+        now = self.clock()
+        if now < self._due:
+            return None
+        # (due a period on, half a tick early: timers jitter)
+        self._due = now + self.period - self.tick / 2
+        if self.pacer.ready():
+            kind = FULL
+        elif now >= self._summary_due:
+            kind = SUMMARY
+        else:
+            return None
+        gap = max(self.period, self._summary_cost / self.summary_share)
+        self._summary_due = now + gap - self.tick / 2
+        return kind
+
+    def spent(self, kind: str, seconds: float) -> None:
+        """What the update ``next()`` allowed cost (its own CPU)."""
+        if kind == FULL:
+            self.pacer.spent(seconds)
+        else:
+            self._summary_cost = seconds
+
+
 def _schedule(doc, components: list, feed: Feed) -> None:
-    """A fixed-rate timer per page, every ``tick`` (the shortest component
-    period), on the server's event loop: it asks the Pacer, which reads
-    only clocks and counters, and only an allowed update enters bokeh (a
-    next-tick callback, under the document's lock).  A bokeh periodic
-    callback would pay bokeh's callback machinery -- the session lock, a
-    task, curdoc -- on every tick, skipped or not: a millisecond a tick on
-    a machine whose threads fight for the GIL.  While no computation runs
-    (or ended within a second) the page updates only every IDLE_TICK.  An
-    update updates the components whose period has come, with the document
-    held meanwhile (repeated changes of one property go out once); the
-    timer stops with the page's session."""
+    """A fixed-rate timer per page, every TICK, on the server's event loop:
+    it asks the Cadence, which reads only clocks and counters, and only an
+    update it allows enters bokeh (a next-tick callback, under the
+    document's lock).  A bokeh periodic callback would pay bokeh's callback
+    machinery -- the session lock, a task, curdoc -- on every tick, skipped
+    or not: a millisecond a tick on a machine whose threads fight for the
+    GIL.  A full update takes in the finished tasks and updates the
+    components whose period has come; a summary update only the fast ones
+    (the summary strip); each with the document held meanwhile and sent as
+    one message.  Once a full update has shown the end of the last
+    computation (every task taken in), the page updates only every
+    IDLE_TICK until the next one starts.  The timer stops with the page's
+    session."""
     from tornado.ioloop import PeriodicCallback
 
-    tick = min(c.period for c in components)
+    tick = TICK
     due = [0.0] * len(components)
-    pacer = Pacer(tasks=feed.tasks_recorded)
+    fast = [c for c in components if c.fast]
+    cadence = Cadence(Pacer(tasks=feed.tasks_recorded),
+                      period=max(min(c.period for c in components), PERIOD), tick=tick)
     idle_due = [0.0]
+    shown = [False]  # whether a full update showed the last run's end
 
     def step() -> None:
         try:
             now = time.monotonic()
-            if not feed.active(within=1.0):
+            if feed.active():
+                shown[0] = False
+            elif shown[0]:  # (the last run's end is on the page: idle)
                 if now < idle_due[0]:
                     return
                 idle_due[0] = now + IDLE_TICK - tick / 2
-            # (the finished tasks are taken in by an allowed update: taken in
-            # every tick, their cost -- about half a microsecond each, more on
-            # a busy machine -- went past the budget before any update was
-            # allowed, measured 1.17 µs per task with no update at all)
-            if pacer.ready():
-                doc.add_next_tick_callback(lambda: update(now))
+            # (the finished tasks are taken in by a full update only: taken
+            # in every tick, their cost -- about half a microsecond each --
+            # went past the budget before any update was allowed)
+            kind = cadence.next()
+            if kind == FULL:
+                doc.add_next_tick_callback(lambda: update(FULL, full_update, now))
+            elif kind == SUMMARY and fast:
+                doc.add_next_tick_callback(lambda: update(SUMMARY, summary_update, now))
         except Exception:  # noqa: BLE001 -- a page's timer logs, never stops the loop
             logger.exception("localsched dashboard: a page update failed")
 
-    def update(now: float) -> None:
+    def update(kind: str, parts, now: float) -> None:
         cpu = time.thread_time()
         try:
-            send_update(now)
+            _send_update(doc, parts, now)
         finally:
-            pacer.spent(time.thread_time() - cpu)
+            cadence.spent(kind, time.thread_time() - cpu)
 
-    def send_update(now: float) -> None:
-        doc.hold("combine")
-        try:
-            for i, c in enumerate(components):
-                if now >= due[i]:
-                    due[i] = now + c.period - tick / 2
-                    try:
-                        c.update()
-                    except Exception:  # noqa: BLE001 -- one component's failure is logged,
-                        # never raised into bokeh (the page and the others go on)
-                        logger.exception("localsched dashboard: %s update failed", c.name)
-        finally:
-            try:
-                sent = _send_held_as_one(doc)
-            except Exception:  # noqa: BLE001 -- (then as bokeh sends them)
-                logger.exception("localsched dashboard: one message for an update failed")
-                sent = False
-            try:
-                if not sent:
-                    doc.unhold()
-            except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
-                # into bokeh, whose curdoc() patch would then stay in place)
-                logger.exception("localsched dashboard: sending an update failed")
+    def full_update(now: float) -> None:
+        feed.update()
+        shown[0] = feed.settled()
+        for i, c in enumerate(components):
+            if now >= due[i] or c.fast:
+                due[i] = now + c.period - PERIOD / 2
+                _update_one(c)
+
+    def summary_update(now: float) -> None:
+        for c in fast:
+            _update_one(c)
 
     timer = PeriodicCallback(step, tick * 1000)
     timer.start()
     doc.on_session_destroyed(lambda _context: timer.stop())
+
+
+def _update_one(component) -> None:
+    try:
+        component.update()
+    except Exception:  # noqa: BLE001 -- one component's failure is logged,
+        # never raised into bokeh (the page and the others go on)
+        logger.exception("localsched dashboard: %s update failed", component.name)
+
+
+def _send_update(doc, parts, now: float) -> None:
+    """Run ``parts(now)`` with the document held; send what changed as one message."""
+    doc.hold("combine")
+    try:
+        parts(now)
+    finally:
+        try:
+            sent = _send_held_as_one(doc)
+        except Exception:  # noqa: BLE001 -- (then as bokeh sends them)
+            logger.exception("localsched dashboard: one message for an update failed")
+            sent = False
+        try:
+            if not sent:
+                doc.unhold()
+        except Exception:  # noqa: BLE001 -- (sending failed: logged, never raised
+            # into bokeh, whose curdoc() patch would then stay in place)
+            logger.exception("localsched dashboard: sending an update failed")
 
 
 def _send_held_as_one(doc) -> bool:
@@ -215,7 +300,8 @@ def _send_held_as_one(doc) -> bool:
     costs the server thread the same again whatever it carries: a reference
     per model of the page to build, three websocket frames, the writes'
     locks and futures -- most of what an update of the summary and the task
-    stream costs.  The protocol carries any number of events per message:
+    stream costs (the references are made only for the models the events
+    name: see patch.py).  The protocol carries any number of events per message:
     when the page's only listener is its server session, the held events go
     out together, the way ``unhold()`` would have sent them one by one
     (model callbacks first, then the session's writes, which bokeh awaits
@@ -231,18 +317,18 @@ def _send_held_as_one(doc) -> bool:
     pending = getattr(session, "_pending_writes", None)
     connections = getattr(session, "_subscribed_connections", None)
     listeners = getattr(callbacks, "_change_callbacks", None)
-    if (not events or len(events) < 2 or pending is None or connections is None
+    if (not events or pending is None or connections is None
             or listeners is None or list(listeners) != [session]
             or getattr(callbacks, "_hold", None) is None
             or not all(type(e).__mro__.count(DocumentPatchedEvent) and e.setter is None
                        for e in events)):
         return False
-    sends = []
-    for connection in connections:  # (all built before anything changes)
-        socket = getattr(connection, "_socket", None)
-        if socket is None or not hasattr(socket, "send_message"):
-            return False
-        sends.append((socket, connection.protocol.create("PATCH-DOC", events)))
+    sockets: list = [getattr(connection, "_socket", None) for connection in connections]
+    if not all(hasattr(socket, "send_message") for socket in sockets):
+        return False
+    # (built before anything changes; one message for every connection)
+    message = patch_message(doc, events) if sockets else None
+    sends = [(socket, message) for socket in sockets]
     callbacks._held_events, callbacks._hold = [], None
     for event in events:
         if event.callback_invoker is not None:

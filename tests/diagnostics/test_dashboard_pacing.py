@@ -1,0 +1,221 @@
+"""A page's two rates: the summary strip on its own (every 100 ms, cheap: no
+take-in of the finished tasks), the heavy parts (take-in, task stream,
+progress per group, ETA) within the CPU budget.
+
+No browser, no sleeping, no timing: a real run's task records are replayed
+into a Feed, and the page's cadence is driven by fake clocks.
+"""
+
+from __future__ import annotations
+
+from operator import add
+
+import pytest
+
+from localsched.diagnostics.live.feed import Feed
+from localsched.diagnostics.live.pages import PER_TASK, Cadence, Pacer
+from localsched.diagnostics.live.recorder import Recorder, RunLog
+from localsched.diagnostics.live.summary import Summary
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _recorded_run(n=300):
+    """The task records of a real threaded run (two groups, then a sum)."""
+    from localsched.callbacks import Callback, Needs
+    from localsched.threaded import get
+
+    dsk = {("inc", i): (add, i, 1) for i in range(n)}
+    dsk.update({("double", i): (add, ("inc", i), ("inc", i)) for i in range(n)})
+    dsk["total"] = (sum, [("double", i) for i in range(n)])
+    recorder = Recorder()
+
+    class Records(Callback):
+        needs = Needs(results=False, records=True)
+
+        def __init__(self):
+            super().__init__()
+            self._start_state, self._finish = recorder.start_state, recorder.finish
+
+    assert get(dsk, "total", callbacks=[Records()]) == sum(2 * (i + 1) for i in range(n))
+    return recorder.runs[-1]
+
+
+@pytest.fixture
+def live():
+    """A Feed over a run whose records the test appends, as a scheduler would."""
+    done = _recorded_run()
+    run = RunLog(done.keys)
+    run.started = min(r[1] for r in done.ends)
+    recorder = Recorder()
+    recorder.runs.append(run)
+    clock = _Clock(run.started)
+    return done, run, clock, Feed(recorder, clock=clock)
+
+
+def test_the_summary_shows_exact_counts_without_taking_in(live):
+    """The summary strip reads the run's record count (a length: no task is
+    looked at), so it can refresh every 100 ms however many tasks finish."""
+    done, run, clock, feed = live
+    summary = Summary(feed)
+    third = len(done.ends) // 3
+    run.ends.extend(done.ends[:third])
+    clock.t += 0.1
+    summary.update()
+    assert f"{third:,} / {len(done.keys):,}" in summary.root.text
+    assert feed.done == 0  # (nothing was taken in: the heavy update does that)
+    run.ends.extend(done.ends[third:])
+    clock.t += 0.1
+    summary.update()
+    assert f"{len(done.ends):,} / {len(done.keys):,}" in summary.root.text
+    assert feed.progress()["done"] == len(done.ends)
+
+
+def test_counts_are_exact_at_the_end(live):
+    """After the run: the summary's done/total, and the groups' counts once a
+    heavy update took the tasks in, are exact."""
+    done, run, clock, feed = live
+    run.ends.extend(done.ends[:100])
+    clock.t += 0.1
+    feed.update()
+    run.ends.extend(done.ends[100:])
+    run.finished = clock.t = clock.t + 0.5
+    p = feed.progress()
+    assert p["done"] == p["total"] == len(done.keys) and p["status"] == "finished"
+    assert p["eta"] == 0.0
+    feed.update()
+    assert {g: (c.done, c.total) for g, c in feed.groups.items()} == {
+        "inc": (300, 300), "double": (300, 300), "total": (1, 1)}
+    assert feed.done == len(done.keys)
+
+
+def test_the_eta_counts_down_between_heavy_updates():
+    """The ETA is estimated when tasks are taken in (per-group means), and
+    counted down by the summary between: 40 one-second tasks left on two
+    workers, then a quarter second later a quarter second less."""
+    keys = [("inc", i) for i in range(60)]
+    run = RunLog(keys)
+    run.started = 1000.0
+    run.ends.extend((k, 1000.0 + i // 2, 1001.0 + i // 2, i % 2) for i, k in enumerate(keys[:20]))
+    recorder = Recorder()
+    recorder.runs.append(run)
+    clock = _Clock(1010.0)
+    feed = Feed(recorder, clock=clock)
+    assert feed.progress()["eta"] is None  # (nothing taken in: no estimate yet)
+    feed.update()
+    assert feed.progress()["eta"] == pytest.approx(20.0)
+    clock.t += 0.25
+    assert feed.progress()["eta"] == pytest.approx(19.75)
+    assert feed.progress()["done"] == 20
+
+
+def _fast_run(cadence, clock, *, seconds, tasks_per_second, per_task_cost, heavy_cost,
+              summary_cost) -> dict:
+    """Ticks every 0.1 s of a run finishing ``tasks_per_second``, as a page
+    ticks: a full update takes in the tasks finished since the last one
+    (``per_task_cost`` each) and sends the heavy parts (``heavy_cost``); a
+    summary update costs ``summary_cost``.  Counts of each kind."""
+    made = {"full": 0, "summary": 0}
+    taken = 0
+    for _ in range(int(seconds * 10)):
+        clock["wall"] += 0.1
+        clock["tasks"] += tasks_per_second // 10
+        kind = cadence.next()
+        if kind is None:
+            continue
+        made[kind] += 1
+        if kind == "full":
+            cost = per_task_cost * (clock["tasks"] - taken) + heavy_cost + summary_cost
+            taken = clock["tasks"]
+        else:
+            cost = summary_cost
+        clock["cpu"] += cost
+        cadence.spent(kind, cost)
+    return made
+
+
+def _cadence(clock) -> Cadence:
+    def wall():
+        return clock["wall"]
+
+    pacer = Pacer(clock=wall, cpu_clock=lambda: clock["cpu"], tasks=lambda: clock["tasks"])
+    return Cadence(pacer, clock=wall)
+
+
+def test_the_summary_keeps_its_rate_when_heavy_updates_are_not_affordable():
+    """Heavy updates costing more than the budget allows every tick (10 ms
+    each, and 0.45 µs a task to take in at 50k tasks a second) are spaced out;
+    the summary strip still refreshes every tick, and the whole page stays
+    within its budget."""
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    cadence = _cadence(clock)
+    made = _fast_run(cadence, clock, seconds=10, tasks_per_second=50_000,
+                     per_task_cost=0.45e-6, heavy_cost=0.010, summary_cost=0.001)
+    assert made["full"] + made["summary"] >= 95  # about every 100 ms
+    assert 3 <= made["full"] <= 30  # the heavy parts on their own, slower rate
+    assert clock["cpu"] <= PER_TASK * clock["tasks"] + cadence.pacer.cap + 0.1
+
+
+def test_cheap_heavy_updates_run_every_tick():
+    """A slow run (few tasks) whose updates are cheap: every tick is a full one."""
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    cadence = _cadence(clock)
+    made = _fast_run(cadence, clock, seconds=10, tasks_per_second=100,
+                     per_task_cost=0.5e-6, heavy_cost=0.0015, summary_cost=0.0005)
+    assert made["full"] >= 90
+
+
+def test_a_costly_summary_slows_to_its_share_of_a_core():
+    """Even the summary strip is paced: at 10 ms an update (a loaded machine)
+    it keeps within its share of a core rather than run every tick."""
+    clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+    cadence = _cadence(clock)
+    made = _fast_run(cadence, clock, seconds=20, tasks_per_second=0, per_task_cost=0.0,
+                     heavy_cost=0.010, summary_cost=0.010)
+    used = clock["cpu"] / clock["wall"]
+    assert used <= cadence.pacer.share + cadence.summary_share + 0.01
+    assert made["full"] + made["summary"] >= 20  # (slower, never frozen)
+
+
+def test_one_message_names_only_the_models_its_events_touch(live):
+    """The page's message (patch.py) says what bokeh's own PATCH-DOC
+    message says, without a reference built for every model of the page;
+    a model new to the browser is still sent whole."""
+    from bokeh.document import Document
+    from bokeh.models import Title
+    from bokeh.protocol import Protocol
+
+    from localsched.diagnostics.live.patch import patch_message
+    from localsched.diagnostics.live.taskstream import TaskStream
+
+    done, run, clock, feed = live
+    stream, summary = TaskStream(feed), Summary(feed)
+    doc = Document()
+    doc.add_root(stream.root)
+    doc.add_root(summary.root)
+    doc.models.flush_synced()  # (as after the page's first message: all in the browser)
+    events: list = []
+    doc.on_change(events.append)
+    run.ends.extend(done.ends)
+    clock.t += 0.1
+    feed.update()
+    stream.update()
+    summary.update()
+    assert {type(e).__name__ for e in events} >= {"ColumnsStreamedEvent", "ModelChangedEvent"}
+    ours = patch_message(doc, events)
+    theirs = Protocol().create("PATCH-DOC", events)
+    assert ours.content == theirs.content
+    assert len(ours.buffers) == len(theirs.buffers)
+    # a model the browser has not seen goes whole, then counts as sent
+    events.clear()
+    stream.root.title = Title(text="new")
+    message = patch_message(doc, events)
+    [event] = message.content["events"]
+    assert event["new"]["type"] == "object" and event["new"]["id"] == stream.root.title.id
+    assert stream.root.title not in doc.models._new_models
