@@ -327,7 +327,10 @@ def _send_held_as_one(doc) -> bool:
     if not all(hasattr(socket, "send_message") for socket in sockets):
         return False
     # (built before anything changes; one message for every connection)
-    message = patch_message(doc, events) if sockets else None
+    try:
+        message = patch_message(doc, events) if sockets else None
+    except (AttributeError, ImportError, TypeError):  # (a bokeh whose internals moved)
+        return False
     sends = [(socket, message) for socket in sockets]
     callbacks._held_events, callbacks._hold = [], None
     for event in events:

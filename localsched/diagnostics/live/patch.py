@@ -71,7 +71,8 @@ def patch_message(doc, events: list) -> Any:
     serializer = Serializer()
     serializer._references = _SyncedRefs(_models_by_id(doc), manager._new_models)
     content = PatchJson(events=serializer.encode(events))
-    manager.flush_synced(lambda model: not serializer.has_ref(model))
     message = patch_doc(patch_doc.create_header(), {}, content)
     message.add_buffers(*serializer.buffers)
+    # (last: a bokeh whose internals moved raises before anything is marked sent)
+    manager.flush_synced(lambda model: not serializer.has_ref(model))
     return message
