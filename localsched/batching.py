@@ -178,12 +178,16 @@ class Record(NamedTuple):
     that the batch starts with task ``index`` at ``start``.
 
     ``probe`` is None unless a callback asked for fine metrics
-    (``localsched.diagnostics.FineMetrics``); then it is ``(thread CPU
-    seconds, user metrics or None)``, plus, for the first task of a batch
-    sent to a process, ``(received, unpacked)``: epoch seconds at which the
-    worker got the batch and had unpickled it.  A record with a negative
-    ``index`` carries no task: -1, how an earlier hand-off of results
-    travelled; -2, stack samples taken in a worker process (see
+    (``localsched.diagnostics.FineMetrics``) or sizes, and then only for
+    what only that task has: ``(None, user metrics or None)``, plus, for
+    the first task of a batch, ``(received, started, fresh)`` (when the
+    worker got the batch, started it, and whether the worker process was
+    new), plus with sizes the result's size as a sixth field.  Its CPU
+    seconds (``probe[0]`` None) come from the list's ``CPU_NOTE``.  A
+    record with a negative ``index`` carries no task: -1, how an earlier
+    hand-off of results travelled; -2, stack samples taken in a worker
+    process; -3 (``runtime.CPU_NOTE``), ``(CPU seconds, tasks, their wall
+    seconds)`` of the task records after it in its list (see
     ``runtime.run_batch``).
     """
 

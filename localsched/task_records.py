@@ -157,18 +157,21 @@ class TaskRecords(Sequence):
             return shares
         with self._read_lock:
             done = len(shares)
-            rows, notes = self._rows, self._notes[:]  # (notes precede their records)
+            # (the notes of these records are all written: a note precedes its
+            # records; the list only grows, four entries per extend)
+            rows, notes = self._rows, self._notes
+            n_notes = len(notes)
             k = self._next_note
             while done < stop:
-                while k < len(notes) and notes[k] + notes[k + 1] <= done:
+                while k < n_notes and notes[k] + notes[k + 1] <= done:
                     k += 4  # (a note whose records all have their shares)
-                if k < len(notes) and notes[k] <= done:
+                if k < n_notes and notes[k] <= done:
                     first, count, seconds, wall = notes[k:k + 4]
                     end = min(first + count, stop)
                     shares.extend(cpu_share(seconds, count, wall, rows[_WIDTH * j + 2]
                                             - rows[_WIDTH * j + 1]) for j in range(done, end))
                 else:  # records no note covers (up to the next note)
-                    end = min(notes[k], stop) if k < len(notes) else stop
+                    end = min(notes[k], stop) if k < n_notes else stop
                     shares.extend(repeat(math.nan, end - done))
                 done = end
             self._next_note = k
@@ -231,6 +234,7 @@ class TaskRecords(Sequence):
             transfers, activities = zip(*pairs, strict=True)
         probes: Any = repeat(None)
         if self._probes or self._notes:
+            self._cpu_shares(stop)  # (once for the range, not once per record)
             probes = [self._probe(i) for i in range(start, stop)]
         elif self._measured:
             probes = self._measured[start:stop]
