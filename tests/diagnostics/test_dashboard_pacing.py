@@ -8,54 +8,24 @@ into a Feed, and the page's cadence is driven by fake clocks.
 
 from __future__ import annotations
 
-from operator import add
-
 import pytest
 
 from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.pages import PER_TASK, Cadence, Pacer
 from localsched.diagnostics.live.recorder import Recorder, RunLog
 from localsched.diagnostics.live.summary import Summary
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def _recorded_run(n=300):
-    """The task records of a real threaded run (two groups, then a sum)."""
-    from localsched.callbacks import Callback, Needs
-    from localsched.threaded import get
-
-    dsk = {("inc", i): (add, i, 1) for i in range(n)}
-    dsk.update({("double", i): (add, ("inc", i), ("inc", i)) for i in range(n)})
-    dsk["total"] = (sum, [("double", i) for i in range(n)])
-    recorder = Recorder()
-
-    class Records(Callback):
-        needs = Needs(results=False, records=True)
-
-        def __init__(self):
-            super().__init__()
-            self._start_state, self._finish = recorder.start_state, recorder.finish
-
-    assert get(dsk, "total", callbacks=[Records()]) == sum(2 * (i + 1) for i in range(n))
-    return recorder.runs[-1]
+from tests.diagnostics.replayed_runs import Clock, recorded_run
 
 
 @pytest.fixture
 def live():
     """A Feed over a run whose records the test appends, as a scheduler would."""
-    done = _recorded_run()
+    done = recorded_run(300)
     run = RunLog(done.keys)
     run.started = min(r[1] for r in done.ends)
     recorder = Recorder()
     recorder.runs.append(run)
-    clock = _Clock(run.started)
+    clock = Clock(run.started)
     return done, run, clock, Feed(recorder, clock=clock)
 
 
@@ -105,7 +75,7 @@ def test_the_eta_counts_down_between_heavy_updates():
     run.ends.extend((k, 1000.0 + i // 2, 1001.0 + i // 2, i % 2) for i, k in enumerate(keys[:20]))
     recorder = Recorder()
     recorder.runs.append(run)
-    clock = _Clock(1010.0)
+    clock = Clock(1010.0)
     feed = Feed(recorder, clock=clock)
     assert feed.progress()["eta"] is None  # (nothing taken in: no estimate yet)
     feed.update()

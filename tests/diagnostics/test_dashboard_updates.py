@@ -10,7 +10,6 @@ looked at.  The pacer is driven by a fake clock.
 from __future__ import annotations
 
 import json
-from operator import add
 
 import numpy as np
 import pytest
@@ -22,35 +21,7 @@ from localsched.diagnostics.live.pages import CPU_SHARE, PER_TASK, Pacer
 from localsched.diagnostics.live.recorder import Recorder, RunLog
 from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import COLUMNS, TaskStream
-
-
-class _Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def _recorded_run(n=200):
-    """The task records of a real threaded run (two groups, then a sum)."""
-    from localsched.threaded import get
-
-    dsk = {("inc", i): (add, i, 1) for i in range(n)}
-    dsk.update({("double", i): (add, ("inc", i), ("inc", i)) for i in range(n)})
-    dsk["total"] = (sum, [("double", i) for i in range(n)])
-    recorder = Recorder()
-    from localsched.callbacks import Callback, Needs
-
-    class Records(Callback):
-        needs = Needs(results=False, records=True)
-
-        def __init__(self):
-            super().__init__()
-            self._start_state, self._finish = recorder.start_state, recorder.finish
-
-    assert get(dsk, "total", callbacks=[Records()]) == sum(2 * (i + 1) for i in range(n))
-    return recorder.runs[-1]
+from tests.diagnostics.replayed_runs import Clock, recorded_run
 
 
 @pytest.fixture
@@ -58,12 +29,12 @@ def page():
     """A Feed over a live-looking run (its records appended by the test),
     and a Bokeh document holding a task stream and a summary strip, whose
     events are collected as the session would send them."""
-    done = _recorded_run()
+    done = recorded_run(200)
     run = RunLog(done.keys)
     run.started = min(r[1] for r in done.ends)
     recorder = Recorder()
     recorder.runs.append(run)
-    clock = _Clock(run.started)
+    clock = Clock(run.started)
     feed = Feed(recorder, clock=clock)
     stream, summary = TaskStream(feed), Summary(feed)
     doc = Document()
