@@ -257,8 +257,8 @@ class TaskRecords(Sequence):
         over many records, such as a progress bar catching up)."""
         n = len(self)
         stop = n if stop is None else min(stop, n)
-        rows = self._rows[_WIDTH * start:_WIDTH * stop]
-        return rows[0::_WIDTH], rows[1::_WIDTH], rows[2::_WIDTH], rows[3::_WIDTH]
+        rows, a, b = self._rows, _WIDTH * start, _WIDTH * stop  # (no copy of the range first)
+        return rows[a:b:_WIDTH], rows[a + 1:b:_WIDTH], rows[a + 2:b:_WIDTH], rows[a + 3:b:_WIDTH]
 
     def __repr__(self) -> str:
         return f"<TaskRecords: {len(self)} tasks>"

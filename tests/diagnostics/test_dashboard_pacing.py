@@ -189,3 +189,19 @@ def test_one_message_names_only_the_models_its_events_touch(live):
     [event] = message.content["events"]
     assert event["new"]["type"] == "object" and event["new"]["id"] == stream.root.title.id
     assert stream.root.title not in doc.models._new_models
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_lanes_are_numbered_as_their_workers_first_show(many):
+    """A task's lane is its worker's, workers numbered in the order they
+    first finish a task, the same across take-ins (thread idents and pids
+    in numpy; any other worker ids, or many workers, by a dict)."""
+    feed = Feed(Recorder())
+    if many:  # more workers than numpy's pass per worker is for
+        wids = [100 + i % 20 for i in range(60)][::-1]
+        first = list(dict.fromkeys(wids))
+        assert feed._lanes(wids).tolist() == [first.index(w) for w in wids]
+        return
+    assert feed._lanes([7, 7, 9, 7, 3, 9]).tolist() == [0, 0, 1, 0, 2, 1]
+    assert feed._lanes([3, 11, 7, 11]).tolist() == [2, 3, 0, 3]
+    assert feed._lanes(["tcp://a", 7]).tolist() == [4, 0]

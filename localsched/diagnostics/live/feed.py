@@ -475,15 +475,19 @@ class Feed:
                     if type(w) is int:
                         lane[wids == w] = i
                 unknown = lane < 0
+                # (new workers in the order first seen: a pass of numpy per
+                # worker, never a Python object per record)
+                while unknown.any() and len(lanes) <= FEW_WORKERS:
+                    w = int(wids[int(np.argmax(unknown))])
+                    lanes[w] = len(lanes)
+                    mine = wids == w
+                    lane[mine] = lanes[w]
+                    unknown &= ~mine
                 if not unknown.any():
                     return lane
-                for w in dict.fromkeys(wids[unknown].tolist()):
-                    if w not in lanes:
-                        lanes[w] = len(lanes)
-                    lane[wids == w] = lanes[w]
-                return lane
-        for w in set(worker_ids).difference(lanes):
-            lanes[w] = len(lanes)
+        for w in dict.fromkeys(worker_ids):  # (in C; in the order first seen)
+            if w not in lanes:
+                lanes[w] = len(lanes)
         return np.fromiter(map(lanes.__getitem__, worker_ids), np.int64, n)
 
     def _take_sizes(self, new: list) -> None:
