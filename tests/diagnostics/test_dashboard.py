@@ -105,6 +105,11 @@ def test_components_follow_a_real_run(dash, scheduler):
     assert all(r >= lo for lo, r in zip(data["left"], data["right"], strict=True))
     assert set(data["group"]) == {"load", "double", "total"}
     assert len(stream.running.data["left"]) == 0  # nothing is running any more
+    # a finished run fills the time axis (it opened 2 s wide; this run is far shorter)
+    run = dash.recorder.runs[-1]
+    x = stream.x_range
+    assert x.start <= min(data["left"]) and x.end >= max(data["right"])
+    assert x.end - x.start <= 1.1 * (run.finished - run.started) * 1000 + 20
     rows = dict(zip(groups.source.data["name"], groups.source.data["label"], strict=False))
     assert rows == {"load": "load  40/40", "double": "double  40/40", "total": "total  1/1"}
     assert "81 / 81" in summary.root.text and "finished" in summary.root.text

@@ -41,6 +41,8 @@ COLUMNS = ("left", "right", "y", "count", "group", "label")
 CLEAR = "rgba(0,0,0,0)"
 #: Lane thickness.
 HEIGHT = 0.8
+#: A finished run's x range: its span and this share of it on each side.
+FIT_PAD = 0.02
 #: The x range grows by this factor of what it shows when the stream reaches its end.
 GROWTH = 1.5
 
@@ -64,6 +66,7 @@ class TaskStream(Component):
         self.length = length
         self.cursor = 0
         self.run_number = None
+        self._fitted = None  # the run whose x range was fitted to its end
         self.lanes_shown: tuple = (-1, -1)
         self._running_seen: dict = {}  # the feed's running tasks drawn last
         self._running_drawn = 0.0
@@ -124,6 +127,7 @@ class TaskStream(Component):
             running = feed.running  # (replaced by the feed, never changed in place)
             colors = feed.colors
             now = feed.clock()
+            ended = run.finished if run.number != self._fitted and feed.settled() else None
         right = -np.inf
         if rects:
             cols = _columns(rects[-self.length:])
@@ -144,7 +148,20 @@ class TaskStream(Component):
             self._running_seen, self._running_drawn = running, now
             if shown:
                 right = max(right, now * 1000)
-        self._widen(right)
+        if ended is not None:  # every task of a finished run is drawn: fit it
+            self._fitted = run.number
+            self._fit(run.started * 1000, max(right, ended * 1000))
+        else:
+            self._widen(right)
+
+    def _fit(self, start: float, end: float) -> None:
+        """The x range around a finished run (its rectangles the browser
+        still holds), in one message: a short run no longer sits at the
+        left of the range it opened with."""
+        oldest = self._streamed[0][0] if self._streamed else start
+        start = max(start, oldest) if oldest < end else start
+        pad = max((end - start) * FIT_PAD, 1.0)
+        self.x_range.update(start=start - pad, end=end + pad)
 
     def _kept(self, left: float, rows: int) -> None:
         """Note a stream; forget the ones the browser's rollover dropped."""
