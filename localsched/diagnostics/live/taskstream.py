@@ -66,7 +66,7 @@ class TaskStream(Component):
         self.length = length
         self.cursor = 0
         self.run_number = None
-        self._fitted = None  # the run whose x range was fitted to its end
+        self._fitted: int | None = None  # the run whose x range was fitted to its end
         self.lanes_shown: tuple = (-1, -1)
         self._running_seen: dict = {}  # the feed's running tasks drawn last
         self._running_drawn = 0.0
