@@ -220,10 +220,10 @@ def main(argv=None) -> int:
     p.add_argument("--stats", action="store_true", help="batches per run on threads")
     p.add_argument("--cpu", action="store_true",
                    help="time by this process's CPU seconds (sync and threads only)")
-    p.add_argument("--min-seconds", type=float, default=MIN_SECONDS, metavar="S",
+    p.add_argument("--min-seconds", type=float, default=0.25, metavar="S",
                    help="run a shorter graph again within its turn until S seconds passed")
     args = p.parse_args(argv)
-    global MIN_SECONDS
+    global MIN_SECONDS  # noqa: PLW0603 -- the timers read it
     MIN_SECONDS = args.min_seconds
     chosen = args.schedulers.split(",")
     if args.cpu:
