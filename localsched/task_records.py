@@ -17,7 +17,7 @@ collector:
 - ``measured`` (measured runs): each task's probe, as the worker made it:
   None for most tasks on pools, a tuple of plain values for what only the
   task has (what it metered, its batch's start marks, its result's size);
-- ``cpu_notes`` (measured runs on pools): a worker reads its thread's CPU
+- ``notes`` (measured runs on pools): a worker reads its thread's CPU
   clock once per hand-off and sends the seconds, with how many tasks and
   wall seconds they cover, before those tasks' records; a note is kept as
   ``(first record, count, CPU seconds, wall seconds)`` and split among its
