@@ -205,3 +205,26 @@ def test_lanes_are_numbered_as_their_workers_first_show(many):
     assert feed._lanes([7, 7, 9, 7, 3, 9]).tolist() == [0, 0, 1, 0, 2, 1]
     assert feed._lanes([3, 11, 7, 11]).tolist() == [2, 3, 0, 3]
     assert feed._lanes(["tcp://a", 7]).tolist() == [4, 0]
+
+
+@pytest.mark.parametrize("few_bins", [True, False])
+def test_groups_merged_in_one_bin_sit_side_by_side(few_bins):
+    """Tiny tasks of two groups interleaved on one worker merge into one
+    rectangle per group and bin; drawn over the same span the later one
+    would hide the other (a tree's leaves vanished under its sums), so they
+    share the bin's span side by side, each as wide as its busy seconds."""
+    import numpy as np
+
+    from localsched.diagnostics.live.bins import merge_tiny
+
+    # lane 0: group 0 busy 2 s, group 1 busy 6 s, interleaved in [0, 8];
+    # lane 1: group 1 alone, at 10 s (or, for the sorting path of many
+    # possible bins, at 10^7 s)
+    far = 10.0 if few_bins else 1e7
+    starts = np.array([0.0, 1.0, 2.0, 3.0, far])
+    ends = np.array([1.0, 2.0, 3.0, 8.0, far + 1])
+    lane = np.array([0, 0, 0, 0, 1])
+    gids = np.array([0, 1, 0, 1, 1])
+    at, lo, hi, count = merge_tiny(np.arange(5), starts, ends, lane, gids, 100.0, 100)
+    rects = sorted(zip(lane[at].tolist(), gids[at].tolist(), lo, hi, count, strict=True))
+    assert rects == [(0, 0, 0.0, 2.0, 2), (0, 1, 2.0, 8.0, 2), (1, 1, far, far + 1, 1)]

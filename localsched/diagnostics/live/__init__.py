@@ -10,6 +10,8 @@ How it is built (one idea per module, imports point down the list)::
 
     recorder.py   the hooks: one append per finished task (its record) to the
                   current run's list (scheduler thread; nothing else runs there)
+    bins.py       tiny tasks merged per lane, group and time bin (numpy), the
+                  groups of a bin side by side
     feed.py       the one pass over those lists, on demand, at most once per
                   interval: counts per group, running tasks, merged task-stream
                   rectangles, resource samples, lifetime counters, the ETA

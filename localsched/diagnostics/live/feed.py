@@ -24,6 +24,7 @@ import psutil
 
 from ...utils import key_split
 from ..eta import GroupDurations
+from .bins import merge_tiny
 from .recorder import Recorder, RunLog
 
 __all__ = ["Feed", "GroupCounts"]
@@ -121,39 +122,6 @@ def _columns(ends: list) -> tuple:
     n = len(ends)
     return (list(map(_key, ends)), np.fromiter(map(_start, ends), float, n),
             np.fromiter(map(_end, ends), float, n), list(map(_worker, ends)))
-
-
-def _merge(idx, starts, ends, lane, gids, width: float, most: int) -> tuple | None:
-    """Tasks ``idx`` merged per lane, group and time bin ``width`` wide:
-    ``(a task of each rectangle, its left, right, count)`` (lists but the
-    first), ordered by lane, group and bin; None if more than ``most``.
-    Counted with ``bincount`` and ``ufunc.at`` when the bins are few (no
-    sort), else sorted."""
-    first_start = starts[idx]
-    bins = np.floor((first_start - first_start.min()) / width).astype(np.int64)
-    code = (lane[idx] * (int(gids.max()) + 1) + gids[idx]) * (int(bins.max()) + 1) + bins
-    size = int(code.max()) + 1
-    if size <= 4 * len(idx) + 4096:
-        counts = np.bincount(code, minlength=size)
-        used = np.flatnonzero(counts)
-        if len(used) > most:
-            return None
-        lo = np.full(size, np.inf)
-        np.minimum.at(lo, code, first_start)
-        hi = np.full(size, -np.inf)
-        np.maximum.at(hi, code, ends[idx])
-        some = np.empty(size, np.int64)
-        some[code] = idx  # (any task of a rectangle: the only one of a single)
-        return some[used], lo[used].tolist(), hi[used].tolist(), counts[used].tolist()
-    order = np.argsort(code, kind="stable")
-    cuts = np.flatnonzero(np.diff(code[order])) + 1
-    if len(cuts) + 1 > most:
-        return None
-    first = np.concatenate(([0], cuts))
-    sel = idx[order]
-    return (sel[first], np.minimum.reduceat(starts[sel], first).tolist(),
-            np.maximum.reduceat(ends[sel], first).tolist(),
-            np.diff(np.concatenate((first, [len(sel)]))).tolist())
 
 
 #: Distinct workers up to which lanes are found by comparing numpy arrays
@@ -565,7 +533,7 @@ class Feed:
         idx = np.flatnonzero(tiny)
         width = pixel
         while len(idx):
-            merged = _merge(idx, starts, ends, lane, gids, width, MAX_NEW_RECTS - len(out))
+            merged = merge_tiny(idx, starts, ends, lane, gids, width, MAX_NEW_RECTS - len(out))
             if merged is None:
                 width *= 4
                 continue
