@@ -37,3 +37,19 @@ def recorded_run(n: int):
 
     assert get(dsk, "total", callbacks=[Records()]) == sum(2 * (i + 1) for i in range(n))
     return recorder.runs[-1]
+
+
+def live_feed(n: int) -> tuple:
+    """``(done, run, clock, feed)``: a Feed (on a fake ``clock``) over an
+    empty ``run`` of the keys of ``done``, a real run of ``n`` incs and
+    doubles, whose records the test appends as the scheduler would."""
+    from localsched.diagnostics.live.feed import Feed
+    from localsched.diagnostics.live.recorder import RunLog
+
+    done = recorded_run(n)
+    run = RunLog(done.keys)
+    run.started = min(r[1] for r in done.ends)
+    recorder = Recorder()
+    recorder.runs.append(run)
+    clock = Clock(run.started)
+    return done, run, clock, Feed(recorder, clock=clock)

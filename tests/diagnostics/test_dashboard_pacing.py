@@ -14,19 +14,13 @@ from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.pages import PER_TASK, Cadence, Pacer
 from localsched.diagnostics.live.recorder import Recorder, RunLog
 from localsched.diagnostics.live.summary import Summary
-from tests.diagnostics.replayed_runs import Clock, recorded_run
+from tests.diagnostics.replayed_runs import Clock, live_feed
 
 
 @pytest.fixture
 def live():
     """A Feed over a run whose records the test appends, as a scheduler would."""
-    done = recorded_run(300)
-    run = RunLog(done.keys)
-    run.started = min(r[1] for r in done.ends)
-    recorder = Recorder()
-    recorder.runs.append(run)
-    clock = Clock(run.started)
-    return done, run, clock, Feed(recorder, clock=clock)
+    return live_feed(300)
 
 
 def test_the_summary_shows_exact_counts_without_taking_in(live):

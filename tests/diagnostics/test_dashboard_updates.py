@@ -16,12 +16,10 @@ import pytest
 from bokeh.document import Document
 from bokeh.protocol import Protocol
 
-from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.pages import CPU_SHARE, PER_TASK, Pacer
-from localsched.diagnostics.live.recorder import Recorder, RunLog
 from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import COLUMNS, TaskStream
-from tests.diagnostics.replayed_runs import Clock, recorded_run
+from tests.diagnostics.replayed_runs import live_feed
 
 
 @pytest.fixture
@@ -29,13 +27,7 @@ def page():
     """A Feed over a live-looking run (its records appended by the test),
     and a Bokeh document holding a task stream and a summary strip, whose
     events are collected as the session would send them."""
-    done = recorded_run(200)
-    run = RunLog(done.keys)
-    run.started = min(r[1] for r in done.ends)
-    recorder = Recorder()
-    recorder.runs.append(run)
-    clock = Clock(run.started)
-    feed = Feed(recorder, clock=clock)
+    done, run, clock, feed = live_feed(200)
     stream, summary = TaskStream(feed), Summary(feed)
     doc = Document()
     doc.add_root(stream.root)
