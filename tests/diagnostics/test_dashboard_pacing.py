@@ -77,6 +77,9 @@ def test_the_eta_counts_down_between_heavy_updates():
     clock.t += 0.25
     assert feed.progress()["eta"] == pytest.approx(19.75)
     assert feed.progress()["done"] == 20
+    # a next run, not taken in yet, has no estimate (not this one's, counted down)
+    recorder.runs.append(RunLog(keys))
+    assert feed.progress()["done"] == 0 and feed.progress()["eta"] is None
 
 
 def _fast_run(cadence, clock, *, seconds, tasks_per_second, per_task_cost, heavy_cost,

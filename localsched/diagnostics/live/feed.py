@@ -614,7 +614,7 @@ class Feed:
                 running = 0
             else:
                 status = "running"
-                eta = self.eta(now)
+                eta = self.eta(now) if shown else None  # (no estimate of this run yet)
                 rate = self._rate(run, now, done)
             return {"done": done, "total": total, "running": running,
                     "erred": len(run.failed), "elapsed": round(elapsed, 3),
