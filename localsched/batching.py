@@ -109,6 +109,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
+from .batch_held import Held
 from .graph import A_TASK, CALL, NESTED, NODE
 from .machine import READY, RUNNING, WAITING
 from .utils import funcname, key_split
@@ -148,7 +149,7 @@ _learned: dict = {}
 _learned_lock = threading.Lock()
 # Results that put no memory at stake (see "Tiny results"): numbers, and
 # strings or bytes of at most ``TINY_LEN`` items.
-_NUMBERS = frozenset((int, float, bool, complex))
+NUMBERS = frozenset((int, float, bool, complex))
 _TEXTS = frozenset((str, bytes))
 TINY_LEN = 256
 
@@ -161,7 +162,7 @@ def is_tiny(value) -> bool:
     (True, True, False, False)
     """
     t = type(value)
-    return t in _NUMBERS or (t in _TEXTS and len(value) <= TINY_LEN)
+    return t in NUMBERS or (t in _TEXTS and len(value) <= TINY_LEN)
 
 
 def forget() -> None:
@@ -279,7 +280,7 @@ class Planner:
         self.max_live = max_live
         # (processes: ``MAX_INPUTS``; None where batches read a shared cache)
         self.max_inputs = max_inputs
-        self.group_of = [spec_group(s) for s in run.specs]
+        self.group_of = [id(s[1]) if s[0] == CALL else spec_group(s) for s in run.specs]
         # group -> [total seconds, count, a task of it, tiny results so far]
         self.stats: dict = {}
         # Across computations (``_recall``): each group's entry of
@@ -302,7 +303,7 @@ class Planner:
         else:
             st[0] += seconds
             st[1] += 1
-            if st[3] and value is not None and type(value) not in _NUMBERS \
+            if st[3] and value is not None and type(value) not in NUMBERS \
                     and not is_tiny(value):
                 st[3] = False  # (for good: one large result is enough)
             if self.fresh:
@@ -387,7 +388,7 @@ class Planner:
         (``_take_top``), then, task by task, what that run would take next
         (``_following``) while it fits the budget of measured work and the
         rules for recalled groups (``_fresh_fits``) and a process batch's
-        inputs (``_inputs_fit``); ``_Held`` counts what each prefix holds
+        inputs (``_inputs_fit``); ``Held`` counts what each prefix holds
         (see "What a batch holds"), and ``_cut`` ends the batch where it
         holds the fewest.
         """
@@ -404,15 +405,21 @@ class Planner:
         status, mark, stack, serial = run.status, self.mark, run.ready, self.serial
         stats, group_of, max_live, limit = self.stats, self.group_of, self.max_live, self.limit
         fresh, max_inputs = self.fresh, self.max_inputs  # (``fresh`` grows as groups are recalled)
-        held = _Held(self, i, large)
+        # A batch whose results are all tiny holds nothing: it is counted
+        # (``Held``) from its first result that may be large, if any.
+        tiny = self._tiny(i)
+        held = None
+        if not tiny or large is not None or fresh or max_inputs is not None:
+            held = Held(self, i, large, tiny=tiny)
         batch = [i]
         local: list = []  # ready inside the batch, next on top
         following = self._following(i, local, spare)
-        while len(batch) < limit and held.count <= max_live:
+        while len(batch) < limit and (held is None or held.count <= max_live):
             j = next(following)
             if j < 0:
                 break
-            st = stats.get(group_of[j])
+            g = group_of[j]
+            st = stats.get(g)
             if st is None:
                 # (A recalled mean only within a batch of large results: see
                 # "Across computations".)
@@ -422,10 +429,13 @@ class Planner:
             e = st[0] / st[1]
             if spent + e > budget:
                 break
-            if fresh and not self._fresh_fits(j, held):
-                break
-            if max_inputs is not None and not self._inputs_fit(j, held):
-                break
+            if held is None and not st[3]:  # (a result that may be large: count)
+                held = Held(self, i, large, tiny=True, tiny_after=len(batch) - 1)
+            if held is not None:
+                if fresh and not self._fresh_fits(j, held):
+                    break
+                if max_inputs is not None and not self._inputs_fit(j, held):
+                    break
             if local:
                 local.pop()
             else:
@@ -434,8 +444,9 @@ class Planner:
             mark[j] = serial
             batch.append(j)
             spent += e
-            held.add(j, st[3])
-        return self._cut(batch, held.holds)
+            if held is not None:
+                held.add(j, st[3], g)
+        return batch if held is None else self._cut(batch, held.holds)
 
     def _take_top(self) -> int:
         """Start a batch with the top of the ready stack (marked RUNNING)."""
@@ -468,13 +479,16 @@ class Planner:
                 for c in users:
                     if status[c] != WAITING:
                         continue
-                    n = inside.get(c, 0) + 1
-                    inside[c] = n
-                    if n == waiting[c]:
-                        if new is None:
-                            new = [c]
-                        else:
-                            new.append(c)
+                    w = waiting[c]
+                    if w != 1:  # (waits for more than this input)
+                        n = inside.get(c, 0) + 1
+                        inside[c] = n
+                        if n != w:
+                            continue
+                    if new is None:
+                        new = [c]
+                    else:
+                        new.append(c)
                 if new is not None:
                     if len(new) > 1:
                         new.sort(key=by_priority, reverse=True)
@@ -490,7 +504,7 @@ class Planner:
                 i = stack[-1]
             yield i
 
-    def _fresh_fits(self, j: int, held: _Held) -> bool:
+    def _fresh_fits(self, j: int, held: Held) -> bool:
         """Groups timed only in earlier computations: one task of each per
         batch until this run has timed one, except large results and the
         tasks that use them (see "Across computations": tasks that wait for
@@ -505,11 +519,11 @@ class Planner:
             held.groups.add(g)
         return True
 
-    def _inputs_fit(self, j: int, held: _Held) -> bool:
+    def _inputs_fit(self, j: int, held: Held) -> bool:
         """Whether j keeps the results the batch takes from outside it
         within ``max_inputs`` (tiny ones do not count); if so, add j's."""
-        outside, made = held.outside, held.unused
-        extra = [d for d in self.run.deps[j] if d not in made and d not in outside
+        outside, mark, serial = held.outside, self.mark, self.serial
+        extra = [d for d in self.run.deps[j] if mark[d] != serial and d not in outside
                  and not self._tiny(d)]
         if extra:
             if len(outside) + len(extra) > self.max_inputs:  # type: ignore[operator]
@@ -611,90 +625,3 @@ class Planner:
                         k = keys[d]
                         data[k] = cache[k]
         return items, data
-
-
-class _Held:
-    """What a growing batch holds (see "What a batch holds"): how many of
-    its results are still wanted after each prefix (``holds``, for
-    ``_cut``; in a batch of large results, (large ones, all) pairs); also
-    the groups it took and the inputs it takes from outside (processes)."""
-
-    __slots__ = ("deps", "dependents", "is_output", "waiting", "max_live", "group_of",
-                 "large", "parked", "unused", "count", "holds", "big", "nbig", "groups",
-                 "outside")
-
-    def __init__(self, planner: Planner, i: int, large: set | None):
-        run = planner.run
-        self.deps, self.dependents = run.deps, run.dependents
-        self.is_output, self.waiting = run.is_output, run.waiting
-        self.max_live = planner.max_live
-        self.group_of = planner.group_of
-        self.large = large
-        self.parked: set = set()  # results a sequential run holds as long
-        self.unused: dict = {}  # batch result -> its consumers not (yet) in the batch
-        if planner._tiny(i):  # (see "Tiny results")
-            self.parked.add(i)
-            self.count = 0
-        else:
-            self.count = self._counts(i)
-        if large is None:
-            self.holds: list = [self.count]
-        else:
-            self.big = {i}  # the large results among them (as far as known)
-            self.nbig = 1
-            self.holds = [(1, self.count)]
-        self.unused[i] = len(run.dependents[i])
-        self.groups = {self.group_of[i]}
-        self.outside: set = set() if planner.max_inputs is None else set(run.deps[i])
-
-    def add(self, j: int, tiny: bool) -> None:
-        """Count j, just taken: its result (unless ``tiny``), and the batch
-        results whose last user it is."""
-        unused, parked = self.unused, self.parked
-        if tiny:
-            parked.add(j)
-            count = self.count
-        else:
-            count = self.count + self._counts(j)
-        unused[j] = len(self.dependents[j])
-        is_output, large = self.is_output, self.large
-        for d in self.deps[j]:
-            u = unused.get(d)
-            if u is not None:
-                unused[d] = u - 1
-                if u == 1 and not is_output[d] and d not in parked:
-                    count -= 1
-                    if large is not None and d in self.big:
-                        self.nbig -= 1
-        self.count = count
-        if large is None:
-            self.holds.append(count)
-        else:
-            if self.group_of[j] in large:
-                self.big.add(j)
-                self.nbig += 1
-            self.holds.append((self.nbig, count))
-
-    def _counts(self, j: int) -> int:
-        """1 if j's result, made in the batch, adds to what the batch holds;
-        0 (and j goes into ``parked``) if a sequential run holds it as long
-        whatever the batch does: a result each of whose users still waits
-        for more than ``max_live`` other inputs, more than a batch may hold
-        (the ``sum`` of 5,000 tasks, a shuffle's gather: no batch could
-        bring that user within reach), or an output nothing uses that uses
-        no result of the batch (``dask.compute(*[f(x) for x in items])``;
-        the root of a reduction the batch closes still counts, so the batch
-        ends there rather than start other work)."""
-        waiting, dependents, max_live = self.waiting, self.dependents[j], self.max_live
-        for c in dependents:
-            if waiting[c] <= max_live + 1:
-                return 1
-        if not dependents:
-            if not self.is_output[j]:
-                return 1
-            unused = self.unused
-            for d in self.deps[j]:
-                if d in unused:
-                    return 1
-        self.parked.add(j)
-        return 0

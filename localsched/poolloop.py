@@ -174,6 +174,11 @@ class PoolLoop:
             self.shared_type = getattr(transport, "SharedValue", None)
             self.emit = self.inbox = transport.Inbox(self.events.put)
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
+        # Nothing watches each task (no hook, no kept records, no
+        # measurement, no shared memory): records take the lean path.
+        # (A flag, not a bound method kept here: that would be a cycle.)
+        self.plain = not (pretasks or comp.posttasks or records is not None or needs.measure
+                          or needs.sample or transport is not None)
 
     # -- the steps ----------------------------------------------------------------
 
@@ -190,7 +195,7 @@ class PoolLoop:
                 if item is None:
                     continue
                 if type(item) is list:  # records, about a millisecond's worth
-                    self.handle_records(item)
+                    self.handle(item)
                 else:  # a batch's future: the worker is free again
                     self.handle_finished_batch(item)
                 item = None  # (hold no result past its release while waiting)
@@ -299,7 +304,39 @@ class PoolLoop:
                     raise InvalidStateError(
                         f"task {machine.keys[i]!r} was dispatched but never reported")
             return
-        self.handle_records(fut.result())
+        self.handle(fut.result())
+
+    def handle(self, records: list) -> None:
+        """Complete each task of a list of records (and fire its hooks)."""
+        if self.plain:
+            self.handle_plain(records)
+        else:
+            self.handle_records(records)
+
+    def handle_plain(self, records: list) -> None:
+        """``handle_records`` when nothing watches each task (see
+        ``__init__``): complete each task and time its function."""
+        complete, planner = self.complete, self.planner
+        stats, group_of, observe = planner.stats, planner.group_of, planner.observe
+        fresh, numbers = planner.fresh, _batching.NUMBERS  # (a set changed in place)
+        for n, (i, ok, value, t0, t1, _, _) in enumerate(records):
+            if not ok:  # a failure (or a note): the full path says what happened
+                self.handle_records(records[n:])
+                return
+            complete(i, value)
+            st = stats.get(group_of[i])
+            if st is None or fresh or (st[3] and value is not None
+                                       and type(value) not in numbers):
+                observe(i, t1 - t0, value)
+            else:  # (``observe``'s common case)
+                st[0] += t1 - t0
+                st[1] += 1
+            value = None
+        if records:
+            i, _, _, _, t1, wid, _ = records[-1]
+            flight = self.flight_of.get(planner.mark[i])
+            if flight is not None:
+                flight.last_end, flight.worker_id = t1, wid
 
     def handle_records(self, records: list) -> None:
         """Complete each task of a list of records and fire its hooks (the

@@ -47,8 +47,10 @@ __all__ = ["CPU_NOTE", "run_batch", "run_batch_collect", "running_tasks", "take_
 # a millisecond when a task ends (a long task's record goes out at once).
 FLUSH_INTERVAL = 1e-3
 # ... and as soon as this many records carrying results wait, so that the
-# results in flight between worker and scheduler stay few (memory).
+# results in flight between worker and scheduler stay few (memory).  Numbers
+# do not count: they put no memory at stake (see batching's "Tiny results").
 FLUSH_RESULTS = 8
+_NUMBERS = frozenset((int, float, bool, complex))
 # When someone listens for task starts, finished records go out before the
 # next task starts if this long has passed since the last hand-off: a
 # pretask fires at most this late, and microsecond tasks do not pay one
@@ -121,6 +123,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     now = time.time
     buf: list = []
     carried = 0
+    numbers = _NUMBERS
     try:
         last = now()
         if where is not None:  # (threads) who runs the batch, from when
@@ -148,7 +151,8 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
                 del data[k]
             if send:
                 buf.append((i, True, value, t0, t1, wid, None))
-                carried += 1
+                if value.__class__ not in numbers:
+                    carried += 1
             else:
                 buf.append((i, True, None, t0, t1, wid, None))
             value = None
@@ -240,7 +244,8 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 data[key] = value
             for k in drop:
                 del data[k]
-            carried += send
+            if send and value.__class__ not in _NUMBERS:
+                carried += 1
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
                 emit(stretch.seal(buf, count, busy) if stretch else buf)

@@ -13,8 +13,9 @@ import sys
 
 import pytest
 
-from localsched import threaded
+from localsched import runtime, threaded
 from localsched.batching import MAX_LIVE, RUNNING, Planner
+from localsched.graph import CALL
 from localsched.machine import RunState
 
 
@@ -22,8 +23,9 @@ def _run(dsk, keys):
     return RunState(dsk, keys)
 
 
-def sequential_peak(dsk, keys) -> int:
-    """Most results held at once by a sequential run (the ready rule)."""
+def sequential_peak(dsk, keys, counts=None) -> int:
+    """Most results held at once by a sequential run (the ready rule);
+    ``counts(key)``: whether a result counts (default: all)."""
     run = _run(dsk, keys)
     complete = run.mover()
     peak = 0
@@ -31,21 +33,23 @@ def sequential_peak(dsk, keys) -> int:
         i = run.ready.pop()
         run.status[i] = RUNNING
         complete(i, None)
-        peak = max(peak, len(run.cache))
+        peak = max(peak, len(run.cache) if counts is None else sum(map(counts, run.cache)))
     return peak
 
 
-def pool_run(dsk, keys, workers=2, limit=256, result=None, max_inputs=None):
+def pool_run(dsk, keys, workers=2, limit=256, result=None, max_inputs=None, counts=None):
     """Plan the whole graph as ``workers`` workers would run it, each batch
     finishing whole, the oldest first: (batch sizes, most results held).
 
     ``result``: what every task returns, as the planner sees it (None: its
-    size unknown to the planner, as a result that did not travel back)."""
+    size unknown to the planner, as a result that did not travel back), or
+    a function of the key that says it.  ``counts(key)``: whether a result
+    counts towards what is held (default: all)."""
     run = _run(dsk, keys)
     complete = run.mover()
     planner = Planner(run, limit=limit, max_inputs=max_inputs)
     for i in range(len(run.keys)):
-        planner.observe(i, 1e-6, result)
+        planner.observe(i, 1e-6, result(run.keys[i]) if callable(result) else result)
     running, sizes, peak = [], [], 0
     while run.remaining:
         while len(running) < workers and planner.has_ready():
@@ -54,7 +58,7 @@ def pool_run(dsk, keys, workers=2, limit=256, result=None, max_inputs=None):
             running.append(batch)
         for i in running.pop(0):
             complete(i, result)
-        peak = max(peak, len(run.cache))
+        peak = max(peak, len(run.cache) if counts is None else sum(map(counts, run.cache)))
     return sizes, peak
 
 
@@ -230,6 +234,20 @@ def test_a_pool_holds_no_more_than_the_sequential_run(shape):
     assert peak <= sequential_peak(dsk, keys) + 1
 
 
+def test_a_batch_of_tiny_results_counts_from_its_first_that_may_be_large():
+    # A tree whose leaves make ints and whose sums make something of unknown
+    # size: a batch starts with leaves (nothing to count) and counts from its
+    # first sum on, so it still ends where its sub-tree does.
+    dsk, keys = tree()
+    is_sum = lambda key: key[0] == "sum"  # noqa: E731
+    sizes, peak = pool_run(dsk, keys, result=lambda key: 7 if key[0] == "leaf" else None,
+                           counts=is_sum)
+    # (the sums held; each of the two workers' batches, cut where it holds
+    # the fewest, at most one more than the sequential run)
+    assert peak <= sequential_peak(dsk, keys, is_sum) + 2
+    assert sum(sizes) == len(dsk) and len(sizes) < len(dsk) / 2  # (leaves share batches)
+
+
 # -- work spreads over the workers -------------------------------------------------
 
 
@@ -281,3 +299,17 @@ def test_threads_hand_independent_tasks_out_in_few_batches(monkeypatch):
     assert threaded.get(dsk, keys, num_workers=2) == total
     assert sum(sizes) == 3001
     assert len(sizes) < 100  # (3,001 batches of one task before)
+
+
+@pytest.mark.parametrize("make, handoffs",
+                         [(int, 1), (lambda i: [i], 50 // runtime.FLUSH_RESULTS + 1)])
+def test_a_worker_hands_many_number_results_over_at_once(monkeypatch, make, handoffs):
+    # Results in flight between a worker and the scheduler stay few
+    # (FLUSH_RESULTS), but numbers put no memory at stake: 50 int outputs
+    # of one batch travel in one list (each hand-off wakes the scheduler).
+    monkeypatch.setattr(runtime, "FLUSH_INTERVAL", 3600.0)  # (no hand-off by time)
+    items = [(i, f"x-{i}", (CALL, make, (i,), ()), False, (), True) for i in range(50)]
+    lists: list = []
+    runtime.run_batch(items, {}, [], emit=lists.append)
+    assert [r[2] for hand_off in lists for r in hand_off] == [make(i) for i in range(50)]
+    assert len(lists) == handoffs
