@@ -589,32 +589,31 @@ class Planner:
             return [(i, keys[i], specs[i], False, (), True)], None
         # What each task must keep for later tasks of the batch, and what it
         # was the last in-batch user of: the worker drops those, so a batch
-        # holds no more results than a task-by-task run would.
-        last_use: dict = {}
-        for p, i in enumerate(batch):
+        # holds no more results than a task-by-task run would.  (Backwards:
+        # a task's last user is the first one met.)
+        items: list = [None] * len(batch)
+        used = set()  # results a task met so far (a later one) uses
+        for p in range(len(batch) - 1, -1, -1):
+            i = batch[p]
+            drop: Any = ()  # (the scheduler keeps its own copy)
             for d in deps[i]:
-                if pack_data or mark[d] == serial:
-                    last_use[d] = p
-        drops: dict = {}  # position -> keys (the scheduler keeps its own copy)
-        for d, p in last_use.items():
-            got = drops.get(p)
-            if got is None:
-                drops[p] = [keys[d]]
-            else:
-                got.append(keys[d])
-        items = []
-        for p, i in enumerate(batch):
+                if (pack_data or mark[d] == serial) and d not in used:
+                    used.add(d)
+                    if drop:
+                        drop.append(keys[d])
+                    else:
+                        drop = [keys[d]]
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
             send = keep_all or is_output[i]
             if not send:
-                for c in dependents[i]:
+                users = dependents[i]
+                send = not users
+                for c in users:
                     if mark[c] != serial:
                         send = True
                         break
-                else:
-                    send = not dependents[i]
-            items.append((i, keys[i], specs[i], i in last_use, drops.get(p, ()), send))
+            items[p] = (i, keys[i], specs[i], i in used, drop, send)
         data = None
         if pack_data:
             cache = run.cache
