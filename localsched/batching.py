@@ -26,7 +26,11 @@ results it is sent from outside to more than ``MAX_INPUTS`` (each one a
 second copy, in the worker; a first task takes what it needs).  And it
 takes from the shared stack only while that leaves a ready task to each
 other idle worker (``spare``): a batch never takes what another worker
-could start now.
+could start now.  Conversely, a batch that continues a chain (its next
+task the only one its last made ready, nothing ready on the shared stack)
+takes nothing another worker could start, so it may grow to
+``CHAIN_FACTOR`` budgets: each hand-off on a chain is a round trip through
+the scheduler while no other work runs.
 
 What a batch holds.  A worker's batch runs beside the others' like a second
 sequential run, so each of its results still wanted by a task outside it
@@ -120,6 +124,14 @@ __all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
 # Seconds of (measured) work a batch is sized to: enough to make the
 # hand-off to a worker cheap next to the work, small enough to balance.
 BATCH_BUDGET = 2e-3
+# A batch that continues a chain -- its next task the only one its last
+# made ready, and nothing else ready that another worker could start --
+# takes no work from anyone: it may grow to this many times the budget (and
+# ``CHAIN_LIMIT`` tasks), since every hand-off on a chain is a round trip
+# through the scheduler while no other work runs (on 2 cores, 0.3-1 ms
+# each: a third of a ~10 us chain's time with 2 ms batches).
+CHAIN_FACTOR = 8
+CHAIN_LIMIT = 4096
 # A batch stops growing when this many of its results are wanted at once
 # (by later tasks of the batch or by others): a worker's batch runs beside
 # the others' like a second sequential run, so each result it keeps alive
@@ -273,6 +285,8 @@ class Planner:
         self.learn = learn
         self.limit = limit or 256
         self.budget = budget
+        # (a limit asked for, ``chunksize``, holds on chains too)
+        self.chain_limit = limit or CHAIN_LIMIT
         self.large_budget = LARGE_BUDGET if large_budget is None else large_budget
         # Groups (functions) whose results were large enough to cross
         # processes out of band (see ``large_result``).
@@ -414,7 +428,7 @@ class Planner:
         batch = [i]
         local: list = []  # ready inside the batch, next on top
         following = self._following(i, local, spare)
-        while len(batch) < limit and (held is None or held.count <= max_live):
+        while held is None or held.count <= max_live:
             j = next(following)
             if j < 0:
                 break
@@ -427,7 +441,9 @@ class Planner:
                 if st is None:
                     break  # not timed yet: it goes alone, later
             e = st[0] / st[1]
-            if spent + e > budget:
+            if (spent + e > budget or len(batch) >= limit) and (
+                    large is not None
+                    or not self._continues_chain(local, len(batch), spent + e, budget)):
                 break
             if held is None and not st[3]:  # (a result that may be large: count)
                 held = Held(self, i, large, tiny=True, tiny_after=len(batch) - 1)
@@ -447,6 +463,13 @@ class Planner:
             if held is not None:
                 held.add(j, st[3], g)
         return batch if held is None else self._cut(batch, held.holds)
+
+    def _continues_chain(self, local: list, taken: int, spent: float, budget: float) -> bool:
+        """Whether a batch over its budget or limit may still take the next
+        task: it continues a chain (see ``CHAIN_FACTOR``), within the larger
+        budget and limit."""
+        return (len(local) == 1 and spent <= CHAIN_FACTOR * budget
+                and taken < self.chain_limit and not self.has_ready())
 
     def _take_top(self) -> int:
         """Start a batch with the top of the ready stack (marked RUNNING)."""

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from localsched import runtime, threaded
-from localsched.batching import MAX_LIVE, RUNNING, Planner
+from localsched.batching import CHAIN_FACTOR, MAX_LIVE, RUNNING, Planner
 from localsched.graph import CALL
 from localsched.machine import RunState
 
@@ -313,3 +313,34 @@ def test_a_worker_hands_many_number_results_over_at_once(monkeypatch, make, hand
     runtime.run_batch(items, {}, [], emit=lists.append)
     assert [r[2] for hand_off in lists for r in hand_off] == [make(i) for i in range(50)]
     assert len(lists) == handoffs
+
+
+# -- chains: nothing for anyone else ------------------------------------------------
+
+
+def _planner(dsk, keys, seconds, **kwargs):
+    run = _run(dsk, keys)
+    planner = Planner(run, **kwargs)
+    for i in range(len(run.keys)):
+        planner.observe(i, seconds, 7)
+    return planner
+
+
+def test_a_batch_continuing_a_chain_grows_past_its_budget_while_nothing_else_is_ready():
+    # Every hand-off on a chain is a round trip through the scheduler while
+    # no other work runs: a chain batch may take CHAIN_FACTOR budgets.
+    planner = _planner(*chain(1000), 1e-4)
+    assert len(planner.next_batch(0)) in (CHAIN_FACTOR * 20 - 1, CHAIN_FACTOR * 20)
+    # Tiny tasks: past the usual limit of tasks too, up to CHAIN_LIMIT.
+    assert len(_planner(*chain(1000), 1e-6).next_batch(0)) == 1000
+    # A limit asked for (chunksize) holds.
+    assert len(_planner(*chain(1000), 1e-6, limit=50).next_batch(0)) == 50
+
+
+def test_a_chain_batch_keeps_its_budget_while_other_work_is_ready():
+    dsk, _ = chain(1000)
+    dsk.update({("d", i): (operator.neg, i) for i in range(5)})
+    planner = _planner(dsk, [("c", 999), *[("d", i) for i in range(5)]], 1e-4)
+    batch = planner.next_batch(0)  # (the chain's first task is on top)
+    assert {planner.run.keys[i][0] for i in batch} == {"c"}
+    assert len(batch) in (19, 20)  # (BATCH_BUDGET: 2 ms of 0.1 ms tasks)
