@@ -32,9 +32,16 @@ tasks per batch), from one untimed run.
 ``--cpu`` times sync and threads by the process's CPU seconds instead of
 wall seconds: on a shared machine, what other jobs take is then left out.
 
+``--same-core`` runs every thread of this process on one CPU (processes
+are left out).  Two threads on GIL-bound tasks cannot run at once anyway,
+so threads / sync then measures the scheduling work alone: on two cores a
+threads run also pays for moving its objects between the cores' caches
+(the scheduler thread and a worker touch, and refcount, the same keys,
+specs, indices and results), which sync, in one thread, never does.
+
 Run:  python benchmarks/bench_shapes.py [--repeat 3] [--kinds tiny,10us,1ms]
           [--only SHAPE] [--schedulers sync,threads,processes] [--no-dask] [--stats]
-          [--cpu] [--min-seconds 0.25]
+          [--cpu] [--same-core] [--min-seconds 0.25]
 """
 
 from __future__ import annotations
@@ -222,17 +229,23 @@ def main(argv=None) -> int:
                    help="time by this process's CPU seconds (sync and threads only)")
     p.add_argument("--min-seconds", type=float, default=0.25, metavar="S",
                    help="run a shorter graph again within its turn until S seconds passed")
+    p.add_argument("--same-core", action="store_true",
+                   help="every thread on one CPU: scheduling work without cross-core traffic "
+                        "(sync and threads only)")
     args = p.parse_args(argv)
+    if args.same_core:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # (threads started later follow)
     global MIN_SECONDS  # noqa: PLW0603 -- the timers read it
     MIN_SECONDS = args.min_seconds
     chosen = args.schedulers.split(",")
+    if args.cpu or args.same_core:
+        chosen = [s for s in chosen if s != "processes"]
     if args.cpu:
         global clock
         clock = time.process_time
-        chosen = [s for s in chosen if s != "processes"]
     scheds = {s: g for s, g in schedulers(args.dask).items() if s in chosen}
     load = os.getloadavg()
-    timing = ", CPU seconds" if args.cpu else ""
+    timing = (", CPU seconds" if args.cpu else "") + (", one CPU" if args.same_core else "")
     print(f"python {platform.python_version()}, {os.cpu_count()} CPUs, {NUM_WORKERS} workers, "
           f"best of {args.repeat}{timing}, load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}",
           flush=True)
