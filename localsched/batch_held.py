@@ -10,10 +10,11 @@ the batch past ``max_live`` and cuts it where it holds the fewest.
 Only *counted* results are followed.  A result is not counted when a
 sequential run in the same order would hold it as long anyway (it is
 *parked*: ``Held.counts``), or when it is tiny (a number, a short string:
-no memory at stake).  So a batch of tiny results holds nothing, and the
-planner does not build a ``Held`` for it until its first result that may
-be large (``Held(..., tiny_after=n)``: the batch so far, n tiny results
-after its first, counts nothing).
+no memory at stake).  So a batch of tiny results holds nothing, and on
+threads (no inputs to count, no recalled or large groups to watch) the
+planner builds no ``Held`` for it until its first result that may be
+large (``Held(..., tiny_after=n)``: the batch so far, n tiny results after
+its first, counts nothing).
 
 Whether a task's result was made in the batch is read from the planner's
 ``mark`` (the serial of the batch each task joined), not kept here.
@@ -38,6 +39,7 @@ class Held:
         """Start counting with the batch's first task i (``tiny``: its group
         has made only tiny results); ``tiny_after``: the batch already took
         that many more tasks, all of them tiny."""
+        assert large is None or not tiny_after, "a batch of large results is counted from its start"
         run = planner.run
         self.deps, self.dependents = run.deps, run.dependents
         self.is_output, self.waiting = run.is_output, run.waiting

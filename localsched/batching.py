@@ -27,10 +27,10 @@ second copy, in the worker; a first task takes what it needs).  And it
 takes from the shared stack only while that leaves a ready task to each
 other idle worker (``spare``): a batch never takes what another worker
 could start now.  Conversely, a batch that continues a chain (its next
-task the only one its last made ready, nothing ready on the shared stack)
-takes nothing another worker could start, so it may grow to
-``CHAIN_FACTOR`` budgets: each hand-off on a chain is a round trip through
-the scheduler while no other work runs.
+task the only one ready inside the batch, nothing ready on the shared
+stack) takes nothing another worker could start, so it may grow to
+``CHAIN_FACTOR`` budgets and ``CHAIN_LIMIT`` tasks: each hand-off on a
+chain is a round trip through the scheduler while no other work runs.
 
 What a batch holds.  A worker's batch runs beside the others' like a second
 sequential run, so each of its results still wanted by a task outside it
@@ -52,8 +52,8 @@ stencil batch counted net held 132 results where dask holds 71.
 
 Tiny results.  All of this counts results because a result may be large;
 a number or a short string (``is_tiny``) is not, and holding a batch's
-worth of them more (at most ``limit``, a few KB) saves no memory worth
-giving up throughput for.  So a result of a group whose every result so
+worth of them more (at most ``CHAIN_LIMIT``, some 100 KB of ints) saves no
+memory worth giving up throughput for.  So a result of a group whose every result so
 far has been tiny is parked too, and a tiny input is not counted against
 ``MAX_INPUTS``.  That is what lets a stencil batch: each of its results is
 wanted by three tasks that wait for two more inputs, so a batch of k
@@ -124,8 +124,8 @@ __all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
 # Seconds of (measured) work a batch is sized to: enough to make the
 # hand-off to a worker cheap next to the work, small enough to balance.
 BATCH_BUDGET = 2e-3
-# A batch that continues a chain -- its next task the only one its last
-# made ready, and nothing else ready that another worker could start --
+# A batch that continues a chain -- its next task the only one ready inside
+# the batch, and nothing ready that another worker could start --
 # takes no work from anyone: it may grow to this many times the budget (and
 # ``CHAIN_LIMIT`` tasks), since every hand-off on a chain is a round trip
 # through the scheduler while no other work runs (on 2 cores, 0.3-1 ms
@@ -400,9 +400,10 @@ class Planner:
         The batch is what a sequential run would do next under the ready
         rule (see ``localsched.machine``): the top of the ready stack
         (``_take_top``), then, task by task, what that run would take next
-        (``_following``) while it fits the budget of measured work and the
-        rules for recalled groups (``_fresh_fits``) and a process batch's
-        inputs (``_inputs_fit``); ``Held`` counts what each prefix holds
+        (``_following``) while it fits the budget of measured work (or
+        continues a chain: ``_continues_chain``) and the rules for recalled
+        groups (``_fresh_fits``) and a process batch's inputs
+        (``_inputs_fit``); ``Held`` counts what each prefix holds
         (see "What a batch holds"), and ``_cut`` ends the batch where it
         holds the fewest.
         """
@@ -429,6 +430,8 @@ class Planner:
         local: list = []  # ready inside the batch, next on top
         following = self._following(i, local, spare)
         while held is None or held.count <= max_live:
+            if len(batch) >= limit and (large is not None or len(batch) >= self.chain_limit):
+                break  # (before ``_recall``: a group the batch will not take stays unrecalled)
             j = next(following)
             if j < 0:
                 break
@@ -581,6 +584,7 @@ class Planner:
         the rest back.  Parked results do not count (see "What a batch
         holds"), so a batch of independent tasks is never cut.
         """
+        assert len(holds) == len(batch), "a count per prefix"
         if len(batch) < 3:
             return batch
         best = min(holds)

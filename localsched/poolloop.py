@@ -14,9 +14,10 @@ Only this thread touches the ``RunState`` and fires callbacks, so the
 callbacks of one computation never run concurrently.
 
 Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
-sequential run (about ``BATCH_BUDGET`` seconds of measured work), so memory
-stays depth-first; see ``localsched/batching.py``.  On processes one batch
-more than there are workers waits in the pool (``QUEUE_AHEAD``), so a
+sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
+a chain nobody else could help with), so memory stays depth-first; see
+``localsched/batching.py``.  On processes one batch more than there are
+workers waits in the pool (``QUEUE_AHEAD``), so a
 worker that finishes gets its next batch from the pool's listener thread
 without a round trip through this thread.
 

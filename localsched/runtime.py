@@ -8,7 +8,7 @@ reverse).
 
 - ``run_batch``: runs a batch in order and hands records over in lists
   (``emit``), at most every ``FLUSH_INTERVAL`` or ``FLUSH_RESULTS``
-  results, and with ``announce`` each batch's start and, before each next
+  results (numbers aside), and with ``announce`` each batch's start and, before each next
   task, what finished (every ``ANNOUNCE_INTERVAL``).
 - Measuring (only while a callback needs ``measure``): the thread's CPU
   clock once per hand-off, sent as one note for the tasks since the
@@ -50,6 +50,7 @@ FLUSH_INTERVAL = 1e-3
 # results in flight between worker and scheduler stay few (memory).  Numbers
 # do not count: they put no memory at stake (see batching's "Tiny results").
 FLUSH_RESULTS = 8
+# (batching.NUMBERS, which this module cannot import; a test keeps them equal)
 _NUMBERS = frozenset((int, float, bool, complex))
 # When someone listens for task starts, finished records go out before the
 # next task starts if this long has passed since the last hand-off: a
@@ -151,7 +152,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
                 del data[k]
             if send:
                 buf.append((i, True, value, t0, t1, wid, None))
-                if value.__class__ not in numbers:
+                if type(value) not in numbers:
                     carried += 1
             else:
                 buf.append((i, True, None, t0, t1, wid, None))
@@ -244,7 +245,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 data[key] = value
             for k in drop:
                 del data[k]
-            if send and value.__class__ not in _NUMBERS:
+            if send and type(value) not in _NUMBERS:
                 carried += 1
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:

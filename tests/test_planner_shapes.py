@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from localsched import runtime, threaded
-from localsched.batching import CHAIN_FACTOR, MAX_LIVE, RUNNING, Planner
+from localsched.batching import CHAIN_FACTOR, MAX_LIVE, NUMBERS, RUNNING, Planner
 from localsched.graph import CALL
 from localsched.machine import RunState
 
@@ -344,3 +344,18 @@ def test_a_chain_batch_keeps_its_budget_while_other_work_is_ready():
     batch = planner.next_batch(0)  # (the chain's first task is on top)
     assert {planner.run.keys[i][0] for i in batch} == {"c"}
     assert len(batch) in (19, 20)  # (BATCH_BUDGET: 2 ms of 0.1 ms tasks)
+
+
+def test_a_batch_that_forks_keeps_its_budget():
+    # Two tasks ready inside the batch: either could go to another worker
+    # once the batch reports, so the batch is no longer a chain.
+    dsk, _ = chain(10)
+    for branch in "xy":
+        dsk[(branch, 0)] = (operator.neg, ("c", 9))
+        dsk.update({(branch, i): (operator.neg, (branch, i - 1)) for i in range(1, 100)})
+    planner = _planner(dsk, [("x", 99), ("y", 99)], 1e-4)
+    assert len(planner.next_batch(0)) in (19, 20)
+
+
+def test_workers_and_the_planner_agree_on_what_a_number_is():
+    assert runtime._NUMBERS == NUMBERS

@@ -532,3 +532,21 @@ def test_scheduler_names_in_compute():
         assert localsched.compute(x, scheduler=name) == (2,)
     with pytest.raises(ValueError, match="unknown scheduler 'gpu'"):
         localsched.compute(x, scheduler="gpu")
+
+
+def test_a_batch_stopped_at_its_limit_recalls_no_group_it_does_not_take():
+    # (Batches that start elsewhere recall nothing: a group recalled by a
+    # batch that never took its task would no longer go alone later.)
+    from localsched.batching import Planner
+    from localsched.machine import RunState as Run
+
+    _learn(_chain(3), "inc-2", 1e-3, large=True)
+    _learn({"dec-0": (_dec, 0)}, "dec-0", 1e-3, large=False)
+    dsk = {**_chain(2), "dec-0": (_dec, "inc-1")}
+    planner = Planner(Run(dsk, "dec-0"), learn=True, limit=2)
+    assert planner.next_batch() == [0, 1]
+    assert planner.looked == {planner.group_of[0]: (1e-3, True)}
+
+
+def _dec(x):
+    return x - 1
