@@ -21,7 +21,7 @@ first, a run holds about one array per worker), and a 32 x 16 stencil of
 peak counts results, as for the others: an array result is one.
 
 The planner does not count results that put no memory at stake (numbers,
-short strings: ``batching.is_tiny``); a ``Tracked`` object is not one of
+short strings: ``metrics.is_tiny``); a ``Tracked`` object is not one of
 those (its size is unknown to the planner), so every row here judges the
 depth-first rule itself.  (A stencil of ints holds up to a batch of ints
 more than this: a few KB; see the planner tests.)

@@ -234,6 +234,8 @@ def main(argv=None) -> int:
                         "(sync and threads only)")
     args = p.parse_args(argv)
     if args.same_core:
+        if not hasattr(os, "sched_setaffinity"):
+            p.error("--same-core needs os.sched_setaffinity (Linux)")
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # (threads started later follow)
     global MIN_SECONDS  # noqa: PLW0603 -- the timers read it
     MIN_SECONDS = args.min_seconds

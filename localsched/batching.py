@@ -116,6 +116,7 @@ from typing import Any, NamedTuple
 from .batch_held import Held
 from .graph import A_TASK, CALL, NESTED, NODE
 from .machine import READY, RUNNING, WAITING
+from .metrics import NUMBERS, is_tiny
 from .utils import funcname, key_split
 
 __all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
@@ -159,24 +160,6 @@ LARGE_BUDGET = 32e-3
 MEMORY_SIZE = 1024
 _learned: dict = {}
 _learned_lock = threading.Lock()
-# Results that put no memory at stake (see "Tiny results"): numbers, and
-# strings or bytes of at most ``TINY_LEN`` items.
-NUMBERS = frozenset((int, float, bool, complex))
-_TEXTS = frozenset((str, bytes))
-TINY_LEN = 256
-
-
-def is_tiny(value) -> bool:
-    """Whether ``value`` is a result whose bytes are negligible (a number, a
-    short string); anything else may be large, and counts.
-
-    >>> is_tiny(3), is_tiny("abc"), is_tiny([3]), is_tiny(None)
-    (True, True, False, False)
-    """
-    t = type(value)
-    return t in NUMBERS or (t in _TEXTS and len(value) <= TINY_LEN)
-
-
 def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:

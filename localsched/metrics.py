@@ -197,6 +197,26 @@ def nbytes(value) -> int:
             return 0
 
 
+# Results that put no memory at stake: numbers, and strings or bytes of at
+# most ``TINY_LEN`` items.  The batch planner does not count them against what
+# a batch holds (``localsched.batching``, "Tiny results"); a worker hands
+# number results over in bulk (``localsched.runtime.FLUSH_RESULTS``).
+NUMBERS = frozenset((int, float, bool, complex))
+_TEXTS = frozenset((str, bytes))
+TINY_LEN = 256
+
+
+def is_tiny(value) -> bool:
+    """Whether ``value`` is a result whose bytes are negligible (a number, a
+    short string); anything else may be large, and counts.
+
+    >>> is_tiny(3), is_tiny("abc"), is_tiny([3]), is_tiny(None)
+    (True, True, False, False)
+    """
+    t = type(value)
+    return t in NUMBERS or (t in _TEXTS and len(value) <= TINY_LEN)
+
+
 # Builtin types without an ``nbytes``: their size is ``sys.getsizeof``, for
 # cachey as here (measured per task result, so without a call into cachey).
 _PLAIN = frozenset((int, float, bool, complex, str, bytes, bytearray, type(None), tuple,

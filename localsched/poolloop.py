@@ -53,7 +53,7 @@ from .batching import Planner
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
-from .metrics import nbytes
+from .metrics import NUMBERS, nbytes
 from .runtime import CPU_NOTE, run_batch, run_batch_collect, trim_traceback
 from .task_records import NO_WRITER, cpu_share, with_cpu_share
 from .utils import add_note, name_tasks
@@ -319,7 +319,7 @@ class PoolLoop:
         ``__init__``): complete each task and time its function."""
         complete, planner = self.complete, self.planner
         stats, group_of, observe = planner.stats, planner.group_of, planner.observe
-        fresh, numbers = planner.fresh, _batching.NUMBERS  # (a set changed in place)
+        fresh, numbers = planner.fresh, NUMBERS  # (a set changed in place)
         for n, (i, ok, value, t0, t1, _, _) in enumerate(records):
             if not ok:  # a failure (or a note): the full path says what happened
                 self.handle_records(records[n:])

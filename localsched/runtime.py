@@ -48,10 +48,8 @@ __all__ = ["CPU_NOTE", "run_batch", "run_batch_collect", "running_tasks", "take_
 FLUSH_INTERVAL = 1e-3
 # ... and as soon as this many records carrying results wait, so that the
 # results in flight between worker and scheduler stay few (memory).  Numbers
-# do not count: they put no memory at stake (see batching's "Tiny results").
+# do not count: they put no memory at stake (``metrics.NUMBERS``).
 FLUSH_RESULTS = 8
-# (batching.NUMBERS, which this module cannot import; a test keeps them equal)
-_NUMBERS = frozenset((int, float, bool, complex))
 # When someone listens for task starts, finished records go out before the
 # next task starts if this long has passed since the last hand-off: a
 # pretask fires at most this late, and microsecond tasks do not pay one
@@ -124,7 +122,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     now = time.time
     buf: list = []
     carried = 0
-    numbers = _NUMBERS
+    numbers = _metrics.NUMBERS
     try:
         last = now()
         if where is not None:  # (threads) who runs the batch, from when
@@ -245,7 +243,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 data[key] = value
             for k in drop:
                 del data[k]
-            if send and type(value) not in _NUMBERS:
+            if send and type(value) not in _metrics.NUMBERS:
                 carried += 1
             value = None
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from localsched import runtime, threaded
-from localsched.batching import CHAIN_FACTOR, MAX_LIVE, NUMBERS, RUNNING, Planner
+from localsched.batching import CHAIN_FACTOR, MAX_LIVE, RUNNING, Planner
 from localsched.graph import CALL
 from localsched.machine import RunState
 
@@ -355,7 +355,3 @@ def test_a_batch_that_forks_keeps_its_budget():
         dsk.update({(branch, i): (operator.neg, (branch, i - 1)) for i in range(1, 100)})
     planner = _planner(dsk, [("x", 99), ("y", 99)], 1e-4)
     assert len(planner.next_batch(0)) in (19, 20)
-
-
-def test_workers_and_the_planner_agree_on_what_a_number_is():
-    assert runtime._NUMBERS == NUMBERS
