@@ -64,7 +64,12 @@ budget.  A group is judged by each result that travels back (the first
 one not tiny counts it again for good); a result the planner never sees
 (it stayed in the worker) tells nothing.  Results of any other type --
 arrays, lists, objects of unknown size (the memory benchmark's) -- keep
-the depth-first rule above.
+the depth-first rule above.  A batch whose every result is tiny
+(``tiny_batch``) is also cheaper to hand over in one process: its worker
+keeps every result until the batch ends and sends each back, so
+``items`` need not work out where each is last used (on the tiny shapes
+of bench_shapes, that walk was over a third of the planner's time per
+task).
 
 Large results.  On processes, a result with large buffers crosses to the
 next worker through shared memory: written once (about 1 ms per 8 MB), then
@@ -289,6 +294,8 @@ class Planner:
         self.unconfirmed: set = set()
         self.mark = [0] * len(run.keys)  # serial of the batch a task joined
         self.serial = 0
+        # Whether the last batch counted nothing: its results all tiny so far.
+        self.tiny_batch = False
 
     def observe(self, i: int, seconds: float, value=None) -> None:
         """Learn from a finished task's measured duration, and from its
@@ -397,6 +404,7 @@ class Planner:
         # fewest results: each one left behind will cross processes.
         large = self.large if self.large and self.group_of[i] in self.large else None
         budget = self.budget if large is None else self.large_budget
+        self.tiny_batch = False
         if spent is None or spent >= budget:
             return [i]
         run = self.run
@@ -448,6 +456,7 @@ class Planner:
             spent += e
             if held is not None:
                 held.add(j, st[3], g)
+        self.tiny_batch = held is None
         return batch if held is None else self._cut(batch, held.holds)
 
     def _continues_chain(self, local: list, taken: int, spent: float, budget: float) -> bool:
@@ -597,6 +606,12 @@ class Planner:
         if len(batch) == 1 and not pack_data:
             i = batch[0]
             return [(i, keys[i], specs[i], False, (), True)], None
+        if self.tiny_batch and not pack_data:
+            # Tiny results (see "Tiny results"), in one process: the worker
+            # keeps each for the batch's later tasks until the batch ends and
+            # sends each back (a reference, no copy); working out the last
+            # in-batch use of each would cost more than they hold.
+            return [(i, keys[i], specs[i], True, (), True) for i in batch], None
         # What each task must keep for later tasks of the batch, and what it
         # was the last in-batch user of: the worker drops those, so a batch
         # holds no more results than a task-by-task run would.  (Backwards:

@@ -228,12 +228,18 @@ class PoolLoop:
         items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data)
         machine = self.machine
         if not self.pack_data:
-            if len(batch) > 1:
+            if len(batch) > 1 and not (self.plain and planner.tiny_batch):
                 # Results made inside the batch stay in the worker's overlay:
-                # only this thread writes the shared cache.
+                # only this thread writes the shared cache, so what hooks
+                # see in it is what the records have completed.
                 data = _Overlay()
                 data.shared = machine.cache
             else:
+                # One task, or tiny results nothing watches (each is sent
+                # back too: see ``Planner.items``): the worker writes the
+                # shared cache itself, the value this thread then writes.
+                # The scheduler frees a result only once all its users
+                # reported, so it never takes one a batch still reads.
                 data = machine.cache
         if self.announce:
             # The worker announces when the batch starts; each later task

@@ -16,6 +16,7 @@ import pytest
 from localsched import runtime, threaded
 from localsched.batching import CHAIN_FACTOR, MAX_LIVE, RUNNING, Planner
 from localsched.graph import CALL
+from localsched.local import get_sync
 from localsched.machine import RunState
 
 
@@ -246,6 +247,34 @@ def test_a_batch_of_tiny_results_counts_from_its_first_that_may_be_large():
     # the fewest, at most one more than the sequential run)
     assert peak <= sequential_peak(dsk, keys, is_sum) + 2
     assert sum(sizes) == len(dsk) and len(sizes) < len(dsk) / 2  # (leaves share batches)
+
+
+@pytest.mark.parametrize("result, tiny", [(7, True), ([7], False), (None, False)])
+def test_a_batch_of_tiny_results_keeps_and_sends_each_on_threads(result, tiny):
+    # Ints: the worker keeps every result of the batch until its end and
+    # sends each back (no walk for each one's last use).  Lists, or results
+    # of unknown size: each is dropped after its last use in the batch, and
+    # sent back only when something outside the batch uses it.
+    dsk, keys = tree(64)
+    planner = _timed_planner(dsk, keys, result)
+    batch = planner.next_batch(0)
+    assert len(batch) > 3 and planner.tiny_batch is tiny
+    items, data = planner.items(batch, keep_all=False, pack_data=False)
+    assert data is None and [it[0] for it in items] == batch
+    stores = [it[3] for it in items]
+    drops = [k for it in items for k in it[4]]
+    sends = [it[5] for it in items]
+    if tiny:
+        assert all(stores) and drops == [] and all(sends)
+    else:
+        assert not all(stores) and len(drops) == sum(stores) and not all(sends)
+
+
+def test_threads_results_on_every_shape_are_sequential_ones():
+    # (the worker writes a tiny batch's results into the shared cache itself)
+    for name, make in SHAPES.items():
+        dsk, keys = make()
+        assert threaded.get(dsk, keys, num_workers=2) == get_sync(dsk, keys), name
 
 
 # -- work spreads over the workers -------------------------------------------------
