@@ -420,6 +420,7 @@ class Planner:
         batch = [i]
         local: list = []  # ready inside the batch, next on top
         following = self._following(i, local, spare)
+        stack_empty = False  # known to hold no READY task
         while held is None or held.count <= max_live:
             if len(batch) >= limit and (large is not None or len(batch) >= self.chain_limit):
                 break  # (before ``_recall``: a group the batch will not take stays unrecalled)
@@ -435,10 +436,11 @@ class Planner:
                 if st is None:
                     break  # not timed yet: it goes alone, later
             e = st[0] / st[1]
-            if (spent + e > budget or len(batch) >= limit) and (
-                    large is not None
-                    or not self._continues_chain(local, len(batch), spent + e, budget)):
-                break
+            if spent + e > budget or len(batch) >= limit:
+                if large is not None or not self._continues_chain(
+                        local, len(batch), spent + e, budget, stack_empty):
+                    break
+                stack_empty = True  # (nothing is pushed while a batch is planned)
             if held is None and not st[3]:  # (a result that may be large: count)
                 held = Held(self, i, large, tiny=True, tiny_after=len(batch) - 1)
             if held is not None:
@@ -459,12 +461,14 @@ class Planner:
         self.tiny_batch = held is None
         return batch if held is None else self._cut(batch, held.holds)
 
-    def _continues_chain(self, local: list, taken: int, spent: float, budget: float) -> bool:
+    def _continues_chain(self, local: list, taken: int, spent: float, budget: float,
+                         stack_empty: bool = False) -> bool:
         """Whether a batch over its budget or limit may still take the next
         task: it continues a chain (see ``CHAIN_FACTOR``), within the larger
-        budget and limit."""
+        budget and limit.  ``stack_empty``: the shared stack is known to hold
+        no READY task (not looked at again)."""
         return (len(local) == 1 and spent <= CHAIN_FACTOR * budget
-                and taken < self.chain_limit and not self.has_ready())
+                and taken < self.chain_limit and (stack_empty or not self.has_ready()))
 
     def _take_top(self) -> int:
         """Start a batch with the top of the ready stack (marked RUNNING)."""
@@ -493,7 +497,7 @@ class Planner:
         while True:
             users = dependents[i]
             if users:
-                new = None
+                first, more = -1, None  # (no list for the common one)
                 for c in users:
                     if status[c] != WAITING:
                         continue
@@ -503,14 +507,17 @@ class Planner:
                         inside[c] = n
                         if n != w:
                             continue
-                    if new is None:
-                        new = [c]
+                    if first < 0:
+                        first = c
+                    elif more is None:
+                        more = [first, c]
                     else:
-                        new.append(c)
-                if new is not None:
-                    if len(new) > 1:
-                        new.sort(key=by_priority, reverse=True)
-                    local.extend(new)
+                        more.append(c)
+                if more is not None:
+                    more.sort(key=by_priority, reverse=True)
+                    local.extend(more)
+                elif first >= 0:
+                    local.append(first)
             if local:
                 i = local[-1]
             else:
