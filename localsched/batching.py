@@ -615,10 +615,10 @@ class Planner:
             return [(i, keys[i], specs[i], False, (), True)], None
         if self.tiny_batch and not pack_data:
             # Tiny results (see "Tiny results"), in one process: the worker
-            # keeps each for the batch's later tasks until the batch ends and
-            # sends each back (a reference, no copy); working out the last
+            # keeps each that any task uses until the batch ends and sends
+            # each back (a reference, no copy); working out the last
             # in-batch use of each would cost more than they hold.
-            return [(i, keys[i], specs[i], True, (), True) for i in batch], None
+            return [(i, keys[i], specs[i], bool(dependents[i]), (), True) for i in batch], None
         # What each task must keep for later tasks of the batch, and what it
         # was the last in-batch user of: the worker drops those, so a batch
         # holds no more results than a task-by-task run would.  (Backwards:
