@@ -14,8 +14,9 @@ stack, and every task whose inputs are then all done or in the batch goes on
 a batch-local stack that is used first.  Running a batch is then exactly
 running that piece of the sequential run; results only later tasks of the
 same batch use are dropped by the worker after their last use and never
-travel back.  (Popping many ready tasks from anywhere, e.g. 256 leaves of a
-tree whose parents are not yet timed, held 68x more results than dask.)
+travel back (except tiny ones: see "Tiny results").  (Popping many ready
+tasks from anywhere, e.g. 256 leaves of a tree whose parents are not yet
+timed, held 68x more results than dask.)
 
 Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
@@ -65,8 +66,10 @@ one not tiny counts it again for good); a result the planner never sees
 (it stayed in the worker) tells nothing.  Results of any other type --
 arrays, lists, objects of unknown size (the memory benchmark's) -- keep
 the depth-first rule above.  A batch whose every result is tiny
-(``tiny_batch``) is also cheaper to hand over in one process: its worker
-keeps every result until the batch ends and sends each back, so
+(``tiny_batch``) is also cheaper to hand over to a thread when nobody
+watches the run (``items(direct=True)``, see ``PoolLoop.direct``): its
+worker writes each result some task uses into the shared cache, where
+the scheduler frees it as for any other, and sends every result back, so
 ``items`` need not work out where each is last used (on the tiny shapes
 of bench_shapes, that walk was over a third of the planner's time per
 task).
@@ -602,10 +605,11 @@ class Planner:
         del batch[n:]
         return batch
 
-    def items(self, batch: list, *, keep_all: bool, pack_data: bool):
+    def items(self, batch: list, *, keep_all: bool, pack_data: bool, direct: bool = False):
         """The worker's view of ``batch``: BatchItem tuples, and the inputs
         to ship (``pack_data``: values of dependencies from outside the
-        batch; else None)."""
+        batch; else None).  ``direct``: a batch of tiny results
+        (``tiny_batch``) whose thread worker writes the shared cache itself."""
         run = self.run
         keys, specs, deps, dependents, is_output = (
             run.keys, run.specs, run.deps, run.dependents, run.is_output)
@@ -613,11 +617,13 @@ class Planner:
         if len(batch) == 1 and not pack_data:
             i = batch[0]
             return [(i, keys[i], specs[i], False, (), True)], None
-        if self.tiny_batch and not pack_data:
-            # Tiny results (see "Tiny results"), in one process: the worker
-            # keeps each that any task uses until the batch ends and sends
-            # each back (a reference, no copy); working out the last
-            # in-batch use of each would cost more than they hold.
+        if direct:
+            # Tiny results (see "Tiny results") written into the shared
+            # cache, where the scheduler frees each once its users reported:
+            # the worker stores each that some task uses, drops nothing and
+            # sends each back (a reference, no copy).  Working out where each
+            # is last used would cost more than they hold.
+            assert self.tiny_batch and not pack_data
             return [(i, keys[i], specs[i], bool(dependents[i]), (), True) for i in batch], None
         # What each task must keep for later tasks of the batch, and what it
         # was the last in-batch user of: the worker drops those, so a batch

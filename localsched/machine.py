@@ -97,6 +97,8 @@ class RunState:
             g.deps, g.is_data, [g.index[k] for k in flat], g.keys)
         self.ntasks = len(self.order)
         self.cache: dict = known if known is not None else {}
+        # (a cache the caller passed, dask's ``cache=``, is theirs to read)
+        self.owns_cache = known is None
         self.finished: set = set()  # keys of finished tasks
         self.released: set = set()  # keys whose results left the cache
         self._initial_state(g.is_data, [g.index[k] for k in flat])

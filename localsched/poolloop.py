@@ -35,9 +35,10 @@ once per task whatever the number of such callbacks; see
 
 Results.  When no posttask hook needs results (``Needs.results``) and no
 failed task may be re-run here, a result only later tasks of its batch use
-stays in the worker.  Results in shared memory (``transport``) arrive as
-handles: the cache keeps the handles; posttask hooks and the caller get
-the values.
+stays in the worker (unless it is tiny and the worker writes the shared
+cache itself: ``direct``, see ``batching``'s "Tiny results"). Results in
+shared memory (``transport``) arrive as handles: the cache keeps the
+handles; posttask hooks and the caller get the values.
 """
 
 from __future__ import annotations
@@ -180,6 +181,13 @@ class PoolLoop:
         # (A flag, not a bound method kept here: that would be a cycle.)
         self.plain = not (pretasks or comp.posttasks or records is not None or needs.measure
                           or needs.sample or transport is not None)
+        # ... and nobody else holds the cache (no ``cache=`` of the caller's,
+        # no hook given the state): a thread worker running a batch of tiny
+        # results may write the shared cache itself (see ``_dispatch_one``).
+        # (After a failure or Ctrl-C the worker finishes its task before it
+        # sees ``cancelled``: only a cache nobody reads may take that write.)
+        self.direct = (self.plain and not pack_data and machine.owns_cache
+                       and not comp.start_states and not comp.finishes)
 
     # -- the steps ----------------------------------------------------------------
 
@@ -225,21 +233,23 @@ class PoolLoop:
 
     def _dispatch_one(self, planner: Planner, spare: int) -> None:
         batch = planner.next_batch(spare)
-        items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data)
+        direct = self.direct and planner.tiny_batch
+        items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data,
+                                    direct=direct)
         machine = self.machine
         if not self.pack_data:
-            if len(batch) > 1 and not (self.plain and planner.tiny_batch):
+            if len(batch) > 1 and not direct:
                 # Results made inside the batch stay in the worker's overlay:
                 # only this thread writes the shared cache, so what hooks
                 # see in it is what the records have completed.
                 data = _Overlay()
                 data.shared = machine.cache
             else:
-                # One task, or tiny results nothing watches (each is sent
-                # back too: see ``Planner.items``): the worker writes the
-                # shared cache itself, the value this thread then writes.
-                # The scheduler frees a result only once all its users
-                # reported, so it never takes one a batch still reads.
+                # One task (it only reads), or tiny results nobody watches
+                # (``direct``: each is sent back too, see ``Planner.items``):
+                # the worker writes the shared cache itself, the value this
+                # thread then writes.  The scheduler frees a result only
+                # once all its users reported, so never one a batch reads.
                 data = machine.cache
         if self.announce:
             # The worker announces when the batch starts; each later task

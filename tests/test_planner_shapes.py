@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import operator
 import sys
+import threading
 
 import pytest
 
 from localsched import runtime, threaded
 from localsched.batching import CHAIN_FACTOR, MAX_LIVE, RUNNING, Planner
+from localsched.callbacks import Callback
 from localsched.graph import CALL
 from localsched.local import get_sync
 from localsched.machine import RunState
@@ -250,16 +252,18 @@ def test_a_batch_of_tiny_results_counts_from_its_first_that_may_be_large():
 
 
 @pytest.mark.parametrize("result, tiny", [(7, True), ([7], False), (None, False)])
-def test_a_batch_of_tiny_results_keeps_and_sends_each_on_threads(result, tiny):
-    # Ints: the worker keeps every result of the batch until its end and
-    # sends each back (no walk for each one's last use).  Lists, or results
-    # of unknown size: each is dropped after its last use in the batch, and
-    # sent back only when something outside the batch uses it.
+def test_a_batch_of_tiny_results_is_handed_over_without_a_last_use_walk(result, tiny):
+    # Ints, with the worker writing the shared cache (``direct``): it stores
+    # each result some task uses and sends each back; the scheduler frees
+    # them.  Lists, results of unknown size, or a worker on an overlay:
+    # each is dropped after its last use in the batch, and sent back only
+    # when something outside the batch uses it.
     dsk, keys = tree(64)
     planner = _timed_planner(dsk, keys, result)
     batch = planner.next_batch(0)
     assert len(batch) > 3 and planner.tiny_batch is tiny
-    items, data = planner.items(batch, keep_all=False, pack_data=False)
+    walked, _ = planner.items(batch, keep_all=False, pack_data=False)
+    items, data = planner.items(batch, keep_all=False, pack_data=False, direct=tiny)
     assert data is None and [it[0] for it in items] == batch
     stores = [it[3] for it in items]
     drops = [k for it in items for k in it[4]]
@@ -267,14 +271,59 @@ def test_a_batch_of_tiny_results_keeps_and_sends_each_on_threads(result, tiny):
     if tiny:  # (the root alone has no user to keep its result for)
         assert stores == [it[1] not in keys for it in items] and drops == [] and all(sends)
     else:
-        assert not all(stores) and len(drops) == sum(stores) and not all(sends)
+        assert items == walked
+    walked_drops = [k for it in walked for k in it[4]]
+    assert not all(it[3] for it in walked) and len(walked_drops) == sum(it[3] for it in walked)
+    assert not all(it[5] for it in walked)
 
 
 def test_threads_results_on_every_shape_are_sequential_ones():
-    # (the worker writes a tiny batch's results into the shared cache itself)
+    # Nobody watching (the worker writes a tiny batch's results into the
+    # shared cache itself), a posttask hook (an overlay per batch), and a
+    # cache of the caller's (an overlay too): the same results, and that
+    # cache holds the outputs alone at the end.
+    seen: list = []
+    hook = Callback(posttask=lambda key, result, dsk, state, worker: seen.append(key))
     for name, make in SHAPES.items():
         dsk, keys = make()
-        assert threaded.get(dsk, keys, num_workers=2) == get_sync(dsk, keys), name
+        expected = get_sync(dsk, keys)
+        assert threaded.get(dsk, keys, num_workers=2) == expected, name
+        with hook:
+            assert threaded.get(dsk, keys, num_workers=2) == expected, name
+        assert len(seen) == len(dsk), name
+        seen.clear()
+        cache: dict = {}
+        assert threaded.get(dsk, keys, num_workers=2, cache=cache) == expected, name
+        assert set(cache) == set(keys), name
+
+
+class _WritersSeen(dict):
+    """A ``cache=`` that notes which threads write it."""
+
+    def __init__(self):
+        super().__init__()
+        self.writers: set = set()
+
+    def __setitem__(self, key, value):
+        self.writers.add(threading.get_ident())
+        super().__setitem__(key, value)
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_only_the_scheduler_thread_writes_a_cache_the_caller_passed(fails):
+    # A worker that wrote the caller's dict itself would go on writing it
+    # after a failure, until it saw the stop: after ``get`` raised.
+    dsk, keys = chain(3000)
+    if fails:
+        dsk["boom"] = (operator.truediv, ("c", 2000), 0)
+        keys = ["boom"]
+    cache = _WritersSeen()
+    if fails:
+        with pytest.raises(ZeroDivisionError):
+            threaded.get(dsk, keys, num_workers=2, cache=cache)
+    else:
+        assert threaded.get(dsk, keys, num_workers=2, cache=cache) == get_sync(dsk, keys)
+    assert cache.writers == {threading.get_ident()}
 
 
 # -- work spreads over the workers -------------------------------------------------
