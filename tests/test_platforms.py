@@ -1,0 +1,196 @@
+"""Other platforms' constraints, simulated on Linux (issue 26): no
+``fcntl`` (Windows), and ``/dev/shm`` missing (macOS, the BSDs, AWS
+Lambda), read-only, too small, filling up, or out of inodes (sandboxes).
+
+Each scenario runs a real process computation in a subprocess of its own:
+the ``fcntl`` one with the import blocked in it and in its spawned workers
+(a ``sitecustomize`` on their path), the ``/dev/shm`` ones in a private
+mount namespace (``unshare -m``) where a tmpfs of that kind, or none at
+all, is mounted on ``/dev/shm`` (needs root and unshare: skipped with the
+reason elsewhere).  Every one must give the right result with at most one
+warning, printed by the caller (no worker's stderr line), and leave nothing
+in that ``/dev/shm``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The computation: results and inputs of 2.4 MB (shared memory when it
+# works), two workers, a ResourceProfiler around it (it reads /dev/shm).
+# Prints one JSON line: the result was right, the warnings about pipes.
+COMPUTATION = """
+import json, operator, os, sys, warnings
+import numpy as np
+import localsched.multiprocessing as lmp
+from localsched.diagnostics import ResourceProfiler
+
+n = 300_000
+dsk = {("a", i): (np.full, n, float(i)) for i in range(4)}
+dsk.update({("b", i): (operator.add, ("a", i), ("a", (i + 1) % 4)) for i in range(4)})
+dsk["total"] = (sum, [(np.sum, ("b", i)) for i in range(4)])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with ResourceProfiler(dt=0.05) as rprof:
+        bs, total = lmp.get(dsk, [[("b", i) for i in range(4)], "total"], num_workers=2)
+    bs2 = lmp.get(dsk, [("b", i) for i in range(4)], num_workers=2)  # (a second run)
+lmp.shutdown()
+right = (total == 12 * n and len(rprof.results) >= 2
+         and all(b.shape == (n,) and (b == i + (i + 1) % 4).all()
+                 for bb in (bs, bs2) for i, b in enumerate(bb)))
+notes = [str(w.message) for w in caught
+         if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
+print(json.dumps({"right": bool(right), "warnings": notes}))
+"""
+
+
+def _check(proc: subprocess.CompletedProcess, warnings_expected: int) -> dict:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stdout + proc.stderr
+    out = json.loads(lines[-1])
+    assert out["right"], out
+    assert len(out["warnings"]) == warnings_expected, out
+    # One warning, the caller's: no worker writes its own line.
+    assert "localsched:" not in proc.stderr, proc.stderr
+    return out
+
+
+# -- no fcntl (Windows) ------------------------------------------------------------
+
+NO_FCNTL = """
+import sys
+sys.modules["fcntl"] = None  # "import fcntl" raises ImportError, as on Windows
+"""
+
+
+@pytest.fixture
+def no_fcntl_env(tmp_path):
+    """An environment whose Python processes (spawned workers included)
+    cannot import fcntl."""
+    (tmp_path / "sitecustomize.py").write_text(NO_FCNTL)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+
+
+def _named_by(pid: int) -> list:
+    if not os.path.isdir("/dev/shm"):
+        return []
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"localsched-{pid}_")]
+
+
+def test_without_fcntl_import_threads_resource_profiler_and_processes(no_fcntl_env):
+    """Without fcntl, ``import localsched.multiprocessing`` works, a
+    ResourceProfiler around a threads computation samples, and a process
+    computation gives the right result through pipes with one warning."""
+    script = textwrap.dedent("""
+        import sys
+        try:
+            import fcntl
+        except ImportError:
+            pass
+        else:
+            sys.exit("fcntl is importable: the simulation does not hold")
+        import localsched.multiprocessing
+        import localsched.threaded
+        from localsched.diagnostics import ResourceProfiler
+        from operator import add
+        with ResourceProfiler(dt=0.01) as rprof:
+            assert localsched.threaded.get({"a": 1, "b": (add, "a", 1)}, "b") == 2
+        assert len(rprof.results) >= 2, rprof.results
+        print("threads ok", flush=True)
+        """) + COMPUTATION
+    proc = subprocess.Popen([sys.executable, "-c", script], env=no_fcntl_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        stdout, stderr = proc.communicate(timeout=100)
+    finally:
+        proc.kill()
+        proc.wait()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    assert "threads ok" in stdout, stdout + stderr
+    out = _check(done, warnings_expected=1)
+    assert "lock" in out["warnings"][0], out  # (says why)
+    assert _named_by(proc.pid) == []
+
+
+# -- /dev/shm missing, read-only, small, full, out of inodes -------------------------------
+
+# Shell set-ups run in the private mount namespace before the computation.
+SHM_MISSING = """
+olddev=$(mktemp -d)
+mount --bind /dev "$olddev"
+mount -t tmpfs -o size=1m tmpfs /dev
+for n in null zero urandom random full tty; do
+    touch /dev/$n && mount --bind "$olddev/$n" /dev/$n
+done
+ln -s /proc/self/fd /dev/fd
+umount "$olddev" && rmdir "$olddev"
+"""
+
+SCENARIOS = {
+    # name: (set-up, extra environment, warnings expected)
+    "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0),
+    "missing": (SHM_MISSING, {}, 1),
+    "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1),
+    "too-small": ("mount -t tmpfs -o size=1m tmpfs /dev/shm", {}, 1),
+    # Room for the lock and a value or two, then full: each value that
+    # does not fit takes the pipe (decided per failure, workers included).
+    "fills-up": ("mount -t tmpfs -o size=6m tmpfs /dev/shm",
+                 {"LOCALSCHED_SHM_RESERVE": "0"}, 1),
+    "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1),
+    # An inode for the owner's lock file and one segment at a time.
+    "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1),
+}
+
+
+def _namespace_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "mount namespaces are Linux's"
+    if os.geteuid() != 0:
+        return "needs root to mount a tmpfs in a private mount namespace"
+    if shutil.which("unshare") is None:
+        return "needs unshare (util-linux)"
+    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                            "mount -t tmpfs -o size=1m tmpfs /dev/shm"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"cannot mount in a private mount namespace here: {probe.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def namespaces():
+    problem = _namespace_problem()
+    if problem is not None:
+        pytest.skip(problem)
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_dev_shm_scenarios(namespaces, scenario):
+    """The processes scheduler with /dev/shm missing, read-only, too
+    small, filling up or out of inodes: the right result, one warning (none
+    when there is room), and nothing left in that /dev/shm once the
+    computation's process has exited."""
+    setup, env_extra, warnings_expected = SCENARIOS[scenario]
+    shell = (f"set -e\n{setup}\nset +e\n"
+             f'"$0" -c "$1"; status=$?\n'
+             f'echo "LEFT: $(ls -A /dev/shm 2>/dev/null | tr "\\n" " ")"\n'
+             f"exit $status\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, sys.executable,
+         textwrap.dedent(COMPUTATION)],
+        capture_output=True, text=True, timeout=100, env=env, stdin=subprocess.DEVNULL)
+    _check(proc, warnings_expected)
+    left = [line for line in proc.stdout.splitlines() if line.startswith("LEFT:")]
+    assert left and "localsched-" not in left[-1], proc.stdout
