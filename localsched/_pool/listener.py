@@ -238,6 +238,9 @@ class _Listener:
                 except Exception as exc:  # the job fails; it still runs to its end
                     _settle(job.future, exc=self._unreadable(w, exc))
             return True
+        if kind is Kind.NOTE:
+            segments.warn_once(bytes(body).decode(errors="replace"))
+            return True
         if kind not in LAST_OF_JOB:
             return True
         value = error = used = None

@@ -139,8 +139,6 @@ class ProcessPool(_Listener, Executor):
         self._ids = itertools.count(1)
         # Names this pool's shared-memory segments (see ``segments``).
         self._token = next(_pool_tokens)
-        if segments.settings()[0]:
-            segments.store()  # (this process owns segments from now on)
         # _lock guards _pending, _workers, _closed, _broken, _woken and every
         # worker's state and job.
         self._lock = threading.Lock()
@@ -189,8 +187,9 @@ class ProcessPool(_Listener, Executor):
         # Streaming jobs (the scheduler's batches) exchange large values
         # through shared memory when there is room; plain jobs use the pipe.
         prefix = store = lent = None
-        if emit is not None and segments.available():
-            store = segments.store()
+        if emit is not None:
+            store = segments.usable_store()  # (None: the pipes, after one warning)
+        if store is not None:
             prefix = store.job_prefix(self._token, job_id)
             lent = store.lend()
         try:  # may raise: not sendable

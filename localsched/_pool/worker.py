@@ -19,11 +19,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 
+from .. import _platform
 from . import job as _job
 from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
@@ -49,8 +49,6 @@ init = jobs.recv_bytes()
 from localsched._pool.worker import main
 main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
 """
-
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 # Memory between a worker's jobs (glibc only; see ``_keep_freed_memory``).
 # mallopt parameters, from <malloc.h>:
@@ -79,14 +77,7 @@ def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
     ``parent_pid`` is the pool's process, the worker's parent (None when a
     helper such as multiprocessing's fork server started it instead).
     """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # no prctl: the watchdog below still works
+    _platform.die_with_parent(signal.SIGKILL)  # (Linux; elsewhere the watchdog below)
     # The parent may have died before prctl took effect; the worker was then
     # adopted by another process already, and no signal will come.
     if parent_pid is not None and os.getppid() != parent_pid:
@@ -181,9 +172,7 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     try:
         if not os.confstr("CS_GNU_LIBC_VERSION"):
             return None
-        import ctypes
-
-        libc = ctypes.CDLL(None)
+        libc = _platform.libc()
         mallopt, malloc_trim = libc.mallopt, libc.malloc_trim
     except (AttributeError, OSError, ValueError):
         return None
@@ -222,7 +211,10 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
             hold_owner_lock(shm_prefix)
             writer = WorkerSegments(shm_prefix, lent)
         if streams:
-            fn(*args, emit=emit, **kwargs)
+            try:
+                fn(*args, emit=emit, **kwargs)
+            finally:
+                _send_notes(job_id, send)
             # (which lent segments it rewrote: the others go back to the free list)
             return encode(Kind.DONE, job_id, dumps(writer.used) if writer and writer.used else b"")
         result = fn(*args, **kwargs)
@@ -234,6 +226,12 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
         return encode(Kind.RESULT, job_id, dumps(result))
     except Exception as exc:
         return encode(Kind.FAILED, job_id, pack_exception(exc))
+
+
+def _send_notes(job_id: int, send: Callable[[bytes], None]) -> None:
+    """The warnings of this job the caller should give (``job.notes``)."""
+    while _job.notes:
+        _send_quietly(send, encode(Kind.NOTE, job_id, _job.notes.pop(0).encode()))
 
 
 def _send_quietly(send: Callable[[bytes], None], frame: bytes) -> bool:

@@ -26,7 +26,6 @@ tracker process hands its samples over only then.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import warnings
@@ -35,6 +34,7 @@ from timeit import default_timer
 
 import psutil
 
+from .. import _platform
 from ..callbacks import Callback
 from .collector import Collector
 from .records import ResourceData, WorkerResourceData
@@ -84,7 +84,7 @@ class _ProcessTree:
             alive.append(proc.pid)
             rss += proc_rss
             cpu += proc_cpu
-        if _HAS_PROC:
+        if _platform.PROC_DETAILS:
             try:
                 rss = _shared_once(alive)
             except (OSError, ValueError):
@@ -92,10 +92,12 @@ class _ProcessTree:
         return rss / 1e6, cpu
 
 
-# Shared memory counted once (Linux).  Summing RSS counts a shared page once
-# per process mapping it: the process scheduler's workers map the same
-# shared-memory segments (localsched/_pool/shm.py), so a sum of RSS would
-# grow with every worker that reads an input.  Instead, per process:
+# Shared memory counted once (where /proc tells shared pages apart:
+# ``_platform.PROC_DETAILS``, Linux; elsewhere psutil's RSS sum alone).
+# Summing RSS counts a shared page once per process mapping it: the process
+# scheduler's workers map the same shared-memory segments
+# (localsched/_pool/shm.py), so a sum of RSS would grow with every worker
+# that reads an input.  Instead, per process:
 #
 #     RSS - RssShmem (/proc/pid/status)  +  Pss_Shmem (/proc/pid/smaps_rollup)
 #
@@ -106,38 +108,19 @@ class _ProcessTree:
 # scheduler keeps as handles) are added by their size: no RSS holds them.
 # Measured (bench_shm.py): one 8 MB segment mapped by three processes adds
 # 8 MB, not 24.
-_HAS_PROC = os.path.exists("/proc/self/smaps_rollup")
-
-
-def _proc_field(path: str, field: bytes) -> int:
-    with open(path, "rb") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024  # kB
-    return 0
 
 
 def _shared_once(pids: list) -> int:
-    from .._pool import shm
+    from .._pool import segments
 
     total = 0
     mapped: set = set()
     for pid in pids:
-        rss_shmem = 0
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    rss = int(line.split()[1]) * 1024
-                elif line.startswith(b"RssShmem:"):
-                    rss_shmem = int(line.split()[1]) * 1024
-        total += rss - rss_shmem + _proc_field(f"/proc/{pid}/smaps_rollup", b"Pss_Shmem:")
+        rss, rss_shmem, pss_shmem = _platform.proc_memory(pid)
+        total += rss - rss_shmem + pss_shmem
         if rss_shmem:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                for line in f:
-                    at = line.find(b"/dev/shm/" + shm.PREFIX.encode())
-                    if at >= 0:
-                        mapped.add(line[at + 9:].split()[0].decode())
-    for name, size in shm.live_segments(pids).items():
+            mapped |= _platform.proc_mapped(pid, segments.PREFIX)
+    for name, size in segments.live_segments(pids).items():
         if name not in mapped:
             total += size
     return total

@@ -22,8 +22,9 @@ supported, a LocalCluster is used and scripts need the guard.)
 from __future__ import annotations
 
 import atexit
-import sys
 import threading
+
+from .. import _platform
 
 _lock = threading.Lock()
 _embedded: list = []  # [cluster, Client] once started
@@ -66,8 +67,10 @@ def default_client(client=None, address: str | None = None):
 
 
 def _start_embedded():
-    """A cluster on this machine whose processes never import ``__main__``."""
-    if sys.platform == "win32":
+    """A cluster on this machine whose processes never import ``__main__``
+    (where processes have sessions and POSIX signals, which the embedded
+    cluster's clean stop needs: elsewhere dask's LocalCluster)."""
+    if not _platform.SESSIONS_AND_SIGNALS:
         from distributed import LocalCluster
 
         return LocalCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0")

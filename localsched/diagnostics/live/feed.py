@@ -12,7 +12,6 @@ probe nothing runs at all.  Pages keep their own cursors into ``rects`` and
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter, deque
@@ -22,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import psutil
 
+from ... import _platform
 from ...utils import key_split
 from ..eta import GroupDurations
 from .bins import merge_tiny
@@ -163,23 +163,16 @@ def _heads(keys, tuples: bool):
 
 
 def _children(me: psutil.Process) -> list:
-    """The direct child processes of ``me``: on Linux from the
-    ``/proc/PID/task/TID/children`` lists (a few small reads), elsewhere
-    psutil's ``children()``, which reads every process of the machine
-    (measured: 30-90 ms of the server thread, once per CHILDREN_EVERY)."""
-    try:
-        tids = os.listdir(f"/proc/{me.pid}/task")
-        pids: set = set()
-        for tid in tids:
-            try:
-                with open(f"/proc/{me.pid}/task/{tid}/children") as f:
-                    pids.update(map(int, f.read().split()))
-            except FileNotFoundError:  # (the thread ended meanwhile)
-                continue
-    except OSError:
+    """The direct child processes of ``me``: on Linux from ``/proc``'s
+    per-thread child lists (``_platform.child_pids``: a few small reads),
+    elsewhere psutil's ``children()``, which reads every process of the
+    machine (measured: 30-90 ms of the server thread, once per
+    CHILDREN_EVERY)."""
+    pids = _platform.child_pids(me.pid)
+    if pids is None:
         return me.children()
     found = []
-    for pid in sorted(pids):
+    for pid in pids:
         try:
             found.append(psutil.Process(pid))
         except psutil.Error:
