@@ -40,8 +40,9 @@ $(PY):
 
 ## browser: Debian's headless Chromium for the tests that open reports in a browser.
 ## Without apt-get those tests skip with a reason (in CI, where CI=true, they fail instead).
+## $CHROMIUM names another Chromium-based browser to use instead (CI's runners: google-chrome).
 browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	@[ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if ! command -v apt-get >/dev/null 2>&1; then \
 	    echo "no apt-get here: Chromium not installed, the browser tests will skip"; exit 0; \
 	  fi; \
