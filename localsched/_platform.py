@@ -81,20 +81,24 @@ else:
 SHM_DIR = "/dev/shm"
 
 
+# (None where segments cannot be files: no statvfs, or no file locks)
+_statvfs = getattr(os, "statvfs", None) if _fcntl is not None else None
+_READ_ONLY = getattr(os, "ST_RDONLY", 1)
+
+
 def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
     """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, else
     ``(None, why not)``: one ``statvfs``, asked each time (a directory
     fills up, or gets room again, while a process runs)."""
-    if _fcntl is None:
-        return None, "this platform has no file locks (fcntl), which shared memory needs"
-    statvfs = getattr(os, "statvfs", None)
-    if statvfs is None:
+    if _statvfs is None:
+        if _fcntl is None:
+            return None, "this platform has no file locks (fcntl), which shared memory needs"
         return None, "this platform has no statvfs"
     try:
-        st = statvfs(SHM_DIR)
+        st = _statvfs(SHM_DIR)
     except OSError as exc:
         return None, f"{SHM_DIR} is missing ({exc.strerror})"
-    if st.f_flag & os.ST_RDONLY:
+    if st.f_flag & _READ_ONLY:
         return None, f"{SHM_DIR} is read-only"
     if st.f_files and st.f_favail < 2:  # (f_files 0: no inode limit)
         return None, f"{SHM_DIR} has no free inodes"
