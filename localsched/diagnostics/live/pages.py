@@ -199,7 +199,7 @@ class Cadence:
             self._summary_cost = seconds
 
 
-def _schedule(doc, components: list, feed: Feed) -> None:
+def _schedule(doc, components: list, feed: Feed, soon) -> None:
     """A fixed-rate timer per page, every TICK, on the server's event loop:
     it asks the Cadence, which reads only clocks and counters, and only an
     update it allows enters bokeh (a next-tick callback, under the
@@ -212,7 +212,8 @@ def _schedule(doc, components: list, feed: Feed) -> None:
     one message.  Once a full update has shown the end of the last
     computation (every task taken in), the page updates only every
     IDLE_TICK until the next one starts.  The timer stops with the page's
-    session."""
+    session.  ``soon(fn)`` runs ``fn`` on the server's thread (the timer's
+    loop), wherever bokeh builds the page (``BackgroundServer.soon``)."""
     from tornado.ioloop import PeriodicCallback
 
     tick = TICK
@@ -263,8 +264,8 @@ def _schedule(doc, components: list, feed: Feed) -> None:
             _update_one(c)
 
     timer = PeriodicCallback(step, tick * 1000)
-    timer.start()
-    doc.on_session_destroyed(lambda _context: timer.stop())
+    soon(timer.start)  # (PeriodicCallback takes the loop of the thread that starts it)
+    doc.on_session_destroyed(lambda _context: soon(timer.stop))
 
 
 def _update_one(component) -> None:
@@ -310,9 +311,14 @@ def _send_held_as_one(doc) -> bool:
     after the callback).  Anything unexpected (another listener, an event
     of another kind, a bokeh without these attributes): False, and the
     caller unholds as usual."""
+    import bokeh.server.session as bokeh_session
     from bokeh.document.callbacks import invoke_with_curdoc
     from bokeh.document.events import DocumentPatchedEvent
 
+    if hasattr(bokeh_session, "_PendingPatch"):
+        # bokeh 3.10+ queues patches, not writes, and serializes them in
+        # its executor: bokeh's own unhold, one message per event.
+        return False
     callbacks = doc.callbacks
     events = getattr(callbacks, "_held_events", None)
     session = getattr(getattr(doc, "session_context", None), "_session", None)
@@ -364,7 +370,7 @@ def _report_controls(context) -> object:
 
 def _status(feed: Feed, context, doc) -> None:
     comps = {cls: cls(feed, context) for cls in COMPONENTS}
-    _schedule(doc, list(comps.values()), feed)
+    _schedule(doc, list(comps.values()), feed, _soon(context))
     doc.add_root(column(
         row(comps[Summary].root, name="summary_row"),
         _report_controls(context),
@@ -379,9 +385,16 @@ def _status(feed: Feed, context, doc) -> None:
 
 def _individual(cls, feed: Feed, context, doc) -> None:
     component = cls(feed, context)
-    _schedule(doc, [component], feed)
+    _schedule(doc, [component], feed, _soon(context))
     doc.add_root(component.root)
     doc.title = f"localsched: {cls.title}"
+
+
+def _soon(context):
+    """How to run something on the dashboard's server thread (see
+    ``_schedule``); where there is no server, at once."""
+    server = getattr(context, "_server", None)
+    return server.soon if server is not None else (lambda fn: fn())
 
 
 def applications(feed: Feed, context) -> dict:

@@ -131,6 +131,22 @@ class BackgroundServer:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
+    def soon(self, fn: Callable) -> None:
+        """Run ``fn()`` on the server's thread, never waiting: now if this is
+        that thread, else as soon as its loop can (nothing if it stopped).
+        bokeh up to 3.9 builds a page on the server's thread, bokeh 3.10 in
+        a worker thread of its own executor, whose ``IOLoop.current()`` is
+        not the server's: a page's timer is started through here."""
+        if threading.current_thread() is self._thread:
+            fn()
+            return
+        loop = self._loop
+        try:
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # (closed meanwhile)
+            pass
+
     def call(self, fn: Callable, timeout: float = 10.0):
         """Run ``fn()`` on the server's loop and return its result."""
         future: concurrent.futures.Future = concurrent.futures.Future()
