@@ -43,13 +43,17 @@ with warnings.catch_warnings(record=True) as caught:
     with ResourceProfiler(dt=0.05) as rprof:
         bs, total = lmp.get(dsk, [[("b", i) for i in range(4)], "total"], num_workers=2)
     bs2 = lmp.get(dsk, [("b", i) for i in range(4)], num_workers=2)  # (a second run)
+try:  # (while this process still owns its pools: does it own a lock file?)
+    lock = any(n.endswith(".lock") for n in os.listdir("/dev/shm"))
+except OSError:
+    lock = False
 lmp.shutdown()
 right = (total == 12 * n and len(rprof.results) >= 2
          and all(b.shape == (n,) and (b == i + (i + 1) % 4).all()
                  for bb in (bs, bs2) for i, b in enumerate(bb)))
 notes = [str(w.message) for w in caught
          if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
-print(json.dumps({"right": bool(right), "warnings": notes}))
+print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock}))
 """
 
 
@@ -138,18 +142,20 @@ umount "$olddev" && rmdir "$olddev"
 """
 
 SCENARIOS = {
-    # name: (set-up, extra environment, warnings expected)
-    "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0),
-    "missing": (SHM_MISSING, {}, 1),
-    "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1),
-    "too-small": ("mount -t tmpfs -o size=1m tmpfs /dev/shm", {}, 1),
+    # name: (set-up, extra environment, warnings expected, shared memory used:
+    # an owner lock file exists while the pools live)
+    "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0, True),
+    "missing": (SHM_MISSING, {}, 1, False),
+    "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1, False),
+    # (no lock file either: nothing is created before the fallback is decided)
+    "too-small": ("mount -t tmpfs -o size=1m tmpfs /dev/shm", {}, 1, False),
     # Room for the lock and a value or two, then full: each value that
     # does not fit takes the pipe (decided per failure, workers included).
     "fills-up": ("mount -t tmpfs -o size=6m tmpfs /dev/shm",
-                 {"LOCALSCHED_SHM_RESERVE": "0"}, 1),
-    "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1),
+                 {"LOCALSCHED_SHM_RESERVE": "0"}, 1, True),
+    "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1, False),
     # An inode for the owner's lock file and one segment at a time.
-    "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1),
+    "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1, True),
 }
 
 
@@ -181,7 +187,7 @@ def test_dev_shm_scenarios(namespaces, scenario):
     small, filling up or out of inodes: the right result, one warning (none
     when there is room), and nothing left in that /dev/shm once the
     computation's process has exited."""
-    setup, env_extra, warnings_expected = SCENARIOS[scenario]
+    setup, env_extra, warnings_expected, shared = SCENARIOS[scenario]
     shell = (f"set -e\n{setup}\nset +e\n"
              f'"$0" -c "$1"; status=$?\n'
              f'echo "LEFT: $(ls -A /dev/shm 2>/dev/null | tr "\\n" " ")"\n'
@@ -191,6 +197,34 @@ def test_dev_shm_scenarios(namespaces, scenario):
         ["unshare", "-m", "--propagation", "private", "sh", "-c", shell, sys.executable,
          textwrap.dedent(COMPUTATION)],
         capture_output=True, text=True, timeout=100, env=env, stdin=subprocess.DEVNULL)
-    _check(proc, warnings_expected)
+    out = _check(proc, warnings_expected)
+    assert out["lock"] is shared, out
     left = [line for line in proc.stdout.splitlines() if line.startswith("LEFT:")]
     assert left and "localsched-" not in left[-1], proc.stdout
+
+
+# -- /proc without its details: psutil alone ------------------------------------------
+
+
+def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
+    """Where /proc cannot tell shared pages apart or list children (macOS,
+    Windows), the ResourceProfiler sums psutil's RSS and the live page finds
+    child processes through psutil: around a process computation both
+    still see the workers."""
+    from localsched import _platform
+    from localsched import multiprocessing as lmp
+    from localsched.diagnostics import ResourceProfiler
+    from localsched.diagnostics.live import feed
+
+    monkeypatch.setattr(_platform, "PROC_DETAILS", False)
+    monkeypatch.setattr(_platform, "child_pids", lambda pid: None)
+    try:
+        with ResourceProfiler(dt=0.05) as rprof:
+            assert lmp.get({"a": (sum, [1, 2]), "b": (abs, "a")}, "b", num_workers=2) == 3
+            import psutil
+
+            children = {p.pid for p in feed._children(psutil.Process())}
+            assert set(lmp.default_pool(2).pids) <= children
+    finally:
+        lmp.shutdown()
+    assert len(rprof.results) >= 2 and all(r.mem > 0 for r in rprof.results)
