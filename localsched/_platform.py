@@ -190,12 +190,15 @@ def libc():
     return _libc[0]
 
 
-def die_with_parent(signum: int) -> bool:
-    """Ask the kernel to send this process ``signum`` when the thread that
-    started it ends (Linux's ``PR_SET_PDEATHSIG``); False where that cannot
-    be had (callers watch a pipe instead)."""
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when the thread that started
+    it ends (Linux's ``PR_SET_PDEATHSIG``); False where that cannot be had
+    (callers watch a pipe instead)."""
+    import signal
+
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
-    return prctl is not None and prctl(_PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+    kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
+    return prctl is not None and kill is not None and prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0
 
 
 def descriptorless_mmap() -> tuple | None:

@@ -43,6 +43,14 @@ waits, each dispatch, the pool's listener after each message, an explicit
 ``release``.  A cyclic collection may run anywhere, inside ``drain``
 included: it only appends.
 
+Where it runs.  Segments are files in ``_platform.SHM_DIR`` guarded by
+``flock``; ``usable_store`` asks the platform layer whether that works now
+(one ``statvfs``: present, writable, inodes and room left) before this
+process creates its lock file or reaper, and ``None`` sends the caller to
+the pipes after one warning (``warn_once``; a worker's warning becomes a
+note its job hands to the caller).  Platforms without those files (macOS,
+Windows: see ``localsched._platform``) always take the pipes.
+
 The free list.  While a computation runs, a released segment is renamed
 ``...free-<n>`` and kept (at most ``FREE_MAX``) instead of unlinked: a new
 8 MB segment costs about 1.5 ms of page allocation and as much to free.

@@ -77,7 +77,7 @@ def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
     ``parent_pid`` is the pool's process, the worker's parent (None when a
     helper such as multiprocessing's fork server started it instead).
     """
-    _platform.die_with_parent(signal.SIGKILL)  # (Linux; elsewhere the watchdog below)
+    _platform.die_with_parent()  # (Linux; elsewhere the watchdog below)
     # The parent may have died before prctl took effect; the worker was then
     # adopted by another process already, and no signal will come.
     if parent_pid is not None and os.getppid() != parent_pid:
