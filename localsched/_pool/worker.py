@@ -7,6 +7,9 @@ A worker's life, as the pool sees it through the messages of ``protocol``::
     loop:  RUN ─► function runs ─► RECORDS … ─► DONE | RESULT | FAILED
            STOP or end of the job pipe ─► exit
 
+(A ``NOTE`` goes before the records it explains: a warning the caller
+gives, e.g. a value that took the pipe because shared memory was full.)
+
 A worker dies with its parent: on Linux the kernel kills it when the
 thread that started it ends (``PR_SET_PDEATHSIG``); everywhere, a watchdog
 thread exits the process when its *lifeline* pipe, whose write end only the
@@ -196,6 +199,8 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
         t = time.perf_counter()
         body = dump_records(records, writer)
         _job.dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        if _job.notes:  # (a value took the pipe: the caller warns before it has it)
+            _send_notes(job_id, send)
         frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
