@@ -51,7 +51,8 @@ import os
 
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
-           "die_with_parent", "libc", "descriptorless_mmap", "SESSIONS_AND_SIGNALS"]
+           "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
+           "SESSIONS_AND_SIGNALS"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -199,6 +200,28 @@ def die_with_parent() -> bool:
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
     kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
     return prctl is not None and kill is not None and prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0
+
+
+def glibc_malloc() -> tuple | None:
+    """``(mallopt, malloc_trim)`` where the allocator is glibc's, else None
+    (musl, macOS, Windows)."""
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return None
+    except (AttributeError, OSError, ValueError):  # (no confstr, or no such name)
+        return None
+    c = libc()
+    mallopt, malloc_trim = getattr(c, "mallopt", None), getattr(c, "malloc_trim", None)
+    return (mallopt, malloc_trim) if mallopt is not None and malloc_trim is not None else None
+
+
+def pidfd(pid: int) -> int | None:
+    """A descriptor readable when process ``pid`` ends, even while a
+    grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def descriptorless_mmap() -> tuple | None:

@@ -172,13 +172,10 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1").strip().lower() in ("0", "off", "no",
                                                                          "false"):
         return None
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return None
-        libc = _platform.libc()
-        mallopt, malloc_trim = libc.mallopt, libc.malloc_trim
-    except (AttributeError, OSError, ValueError):
+    glibc = _platform.glibc_malloc()
+    if glibc is None:
         return None
+    mallopt, malloc_trim = glibc
     # mallopt returns 0 for a value it refuses; then the default stays.
     mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD)
     mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_THRESHOLD)

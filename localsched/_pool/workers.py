@@ -28,6 +28,7 @@ import sys
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any
 
+from .. import _platform
 from . import worker as worker_module
 
 if TYPE_CHECKING:
@@ -107,10 +108,7 @@ class Worker:
     def _open_pidfd(self) -> None:
         # Readable when the process ends, even if a grandchild it forked
         # still holds its pipes open (Linux; elsewhere see subclasses).
-        try:
-            self.pidfd: int | None = os.pidfd_open(self.pid)
-        except (AttributeError, OSError):
-            self.pidfd = None
+        self.pidfd: int | None = _platform.pidfd(self.pid)
 
     def join(self, timeout: float | None) -> int | None:
         """Wait up to ``timeout`` seconds for the process to end; its exit
