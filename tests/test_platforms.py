@@ -3,8 +3,9 @@
 Lambda), read-only, too small, filling up, or out of inodes (sandboxes).
 
 Each scenario runs a real process computation in a subprocess of its own:
-the ``fcntl`` one with the import blocked in it and in its spawned workers
-(a ``sitecustomize`` on their path), the ``/dev/shm`` ones in a private
+the ``fcntl`` one with the import (and the other calls Windows lacks)
+taken away in it and in its spawned workers (a ``sitecustomize`` on their
+path), the ``/dev/shm`` ones in a private
 mount namespace (``unshare -m``) where a tmpfs of that kind, or none at
 all, is mounted on ``/dev/shm`` (needs root, or sudo without a password as
 on CI runners, and unshare: skipped with the reason elsewhere).  Every one
@@ -72,17 +73,30 @@ def _check(proc: subprocess.CompletedProcess, warnings_expected: int) -> dict:
 
 # -- no fcntl (Windows) ------------------------------------------------------------
 
-NO_FCNTL = """
-import sys
-sys.modules["fcntl"] = None  # "import fcntl" raises ImportError, as on Windows
+# What Windows lacks of what localsched might touch, taken away from a
+# Linux interpreter (spawned workers included).
+WINDOWS_LIKE = """
+import ctypes, os, signal, sys
+sys.modules["fcntl"] = None  # "import fcntl" raises ImportError
+for name in ("statvfs", "pidfd_open", "confstr"):
+    if hasattr(os, name):
+        delattr(os, name)
+if hasattr(signal, "SIGKILL"):
+    del signal.SIGKILL
+class _NoLibc(ctypes.CDLL):  # (ctypes.CDLL(None): no C library by that name)
+    def __init__(self, name, *args, **kwargs):
+        if name is None:
+            raise TypeError("expected str, bytes or os.PathLike object, not NoneType")
+        super().__init__(name, *args, **kwargs)
+ctypes.CDLL = _NoLibc
 """
 
 
 @pytest.fixture
 def no_fcntl_env(tmp_path):
     """An environment whose Python processes (spawned workers included)
-    cannot import fcntl."""
-    (tmp_path / "sitecustomize.py").write_text(NO_FCNTL)
+    cannot import fcntl, and lack the other calls Windows lacks."""
+    (tmp_path / "sitecustomize.py").write_text(WINDOWS_LIKE)
     return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
 
 
@@ -93,7 +107,8 @@ def _named_by(pid: int) -> list:
 
 
 def test_without_fcntl_import_threads_resource_profiler_and_processes(no_fcntl_env):
-    """Without fcntl, ``import localsched.multiprocessing`` works, a
+    """Without fcntl (nor statvfs, pidfd_open, confstr, SIGKILL or a C
+    library by the name None), ``import localsched.multiprocessing`` works, a
     ResourceProfiler around a threads computation samples, and a process
     computation gives the right result through pipes with one warning."""
     script = textwrap.dedent("""

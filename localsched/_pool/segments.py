@@ -132,7 +132,7 @@ def warn_once(message: str) -> None:
 
 
 def _pipes_instead(why: str) -> str:
-    return (f"no shared memory for process tasks ({why}): large values travel through "
+    return (f"no shared memory for process tasks: {why}; large values travel through "
             f"pipes instead (slower; LOCALSCHED_SHM=0 silences this)")
 
 
