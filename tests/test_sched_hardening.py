@@ -1,0 +1,153 @@
+"""Edges of the schedulers a user meets (issue 27, "Scheduler"): what one
+computation remembers must not slow or corrupt the next, a failure or a
+dead worker is recorded where the post-mortem looks, and Ctrl-C stops
+what it interrupted."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from localsched import multiprocessing as lmp
+from localsched import threaded
+from localsched.local import get_sync
+
+# -- a remembered task time ---------------------------------------------------------
+
+
+def _load(barrier, i):
+    """A large result (it crosses processes through shared memory); with a
+    barrier, a slow one that must meet a task of another worker first."""
+    if barrier is not None:
+        try:
+            barrier.wait()
+        except threading.BrokenBarrierError:
+            return "never met"
+        time.sleep(0.05)  # (longer than any batch budget: each goes alone once timed)
+    return np.full(1 << 15, i, dtype="f8")
+
+
+def _first(a):
+    return a if isinstance(a, str) else float(a[0])
+
+
+def _loads(barrier, n: int) -> dict:
+    """Loads, each read by a task with a small result, all of them by a
+    last one ("total-0": the output)."""
+    dsk: dict = {("load", i): (_load, barrier, i) for i in range(n)}
+    dsk.update({("first", i): (_first, ("load", i)) for i in range(n)})
+    dsk["total-0"] = (list, [("first", i) for i in range(n)])
+    return dsk
+
+
+def test_a_time_learned_in_another_computation_never_grows_a_batch():
+    # A pipeline tried on fast tasks, then run on slow ones (same functions
+    # and key names): the remembered mean must not let one worker take
+    # every ready task but one per other worker.  Here each slow task must
+    # meet a task running in the other worker: with a batch of many, the
+    # second task of the batch waits for a partner that never comes.
+    import multiprocessing
+
+    n = 16
+    lmp.get(_loads(None, n), "total-0", num_workers=2)  # fast: learned
+    manager = multiprocessing.get_context("spawn").Manager()
+    try:
+        barrier = manager.Barrier(2, timeout=30)  # (a regression breaks it, never hangs)
+        out = lmp.get(_loads(barrier, n), "total-0", num_workers=2)
+    finally:
+        manager.shutdown()
+    assert list(out) == list(range(n))
+
+
+def _plan(dsk, keys, spare: int):
+    from localsched.batching import Planner
+    from localsched.machine import RunState
+
+    planner = Planner(RunState(dsk, keys), learn=True)  # (as processes plan)
+    return planner, planner.next_batch(spare)
+
+
+def _learn_all(dsk, keys, seconds: float, large=("load", "slow-0")) -> None:
+    """A computation of ``dsk`` whose tasks took ``seconds`` each, those
+    of ``large`` (key names) with results through shared memory."""
+    from localsched.utils import key_split
+
+    planner, _ = _plan(dsk, keys, 0)
+    for i, key in enumerate(planner.run.keys):
+        planner.observe(i, seconds)
+        if key_split(key) in large:
+            planner.large_result(i)
+    planner.remember()
+
+
+@pytest.mark.parametrize("spare", [0, 3])
+def test_a_recalled_mean_takes_one_task_of_its_group_per_batch(spare):
+    dsk = _loads(None, 32)
+    _learn_all(dsk, "total-0", 1e-4)  # fast, large results: 32 fit a batch's budget
+    planner, batch = _plan(dsk, "total-0", spare)
+    names = [planner.run.keys[i][0] for i in batch]
+    assert names == ["load", "first"]  # (the large result's placement still holds)
+    # Once this run has timed the group, its own timing decides.
+    planner.observe(batch[0], 0.5)
+    assert planner.estimate(batch[0]) == pytest.approx(0.5)
+    assert len(planner.next_batch(spare)) == 1
+
+
+def test_a_recalled_mean_may_cut_a_batch():
+    # A chain of a recalled-slow group after a group this run timed as
+    # fast: the recalled time stops the batch before it.
+    from localsched.batching import Planner
+    from localsched.machine import RunState
+
+    dsk = {"slow-0": (_slow, 0)}
+    _learn_all(dsk, ["slow-0"], 1.0)
+    dsk = {"fast-0": (_fast, 0), "fast-1": (_fast, "fast-0"), "slow-0": (_slow, "fast-1")}
+    planner = Planner(RunState(dsk, ["slow-0"]), learn=True)
+    index = planner.run.keys.index
+    planner.observe(index("fast-0"), 1e-5)
+    planner.large_result(index("fast-0"))
+    assert [planner.run.keys[i] for i in planner.next_batch()] == ["fast-0", "fast-1"]
+
+
+def _fast(x):
+    return x
+
+
+def _slow(x):
+    return x
+
+
+# -- the caller's cache after a failure ---------------------------------------------
+
+
+def _step(x, fail_at):
+    if x == fail_at:
+        raise ValueError(f"step {x} fails")
+    return x + 1
+
+
+def _steps(n: int, fail_at) -> dict:
+    dsk = {"step-0": (_step, 0, fail_at)}
+    dsk.update({f"step-{i}": (_step, f"step-{i - 1}", fail_at) for i in range(1, n)})
+    return dsk
+
+
+GETS = {"sync": lambda dsk, keys, **kw: get_sync(dsk, keys, **kw),
+        "threads": lambda dsk, keys, **kw: threaded.get(dsk, keys, num_workers=2, **kw),
+        "processes": lambda dsk, keys, **kw: lmp.get(dsk, keys, num_workers=2, **kw)}
+
+
+@pytest.mark.parametrize("scheduler", list(GETS))
+def test_a_failure_leaves_only_returned_values_in_the_callers_cache(scheduler):
+    get = GETS[scheduler]
+    n = 40
+    cache: dict = {}
+    # (a chain: after its first task is timed, the rest runs as one batch,
+    # whose results only its next task uses stay in the worker)
+    with pytest.raises(ValueError, match="step 30 fails"):
+        get(_steps(n, 30), f"step-{n - 1}", cache=cache)
+    assert all(v == int(k.split("-")[1]) + 1 for k, v in cache.items()), cache
+    assert get(_steps(n, None), f"step-{n - 1}", cache=cache) == n
