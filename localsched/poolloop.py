@@ -53,7 +53,7 @@ from . import batching as _batching
 from .batching import Planner
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
-from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import NUMBERS, nbytes
 from .runtime import CPU_NOTE, run_batch, run_batch_collect, trim_traceback
 from .task_records import NO_WRITER, cpu_share, with_cpu_share
@@ -542,6 +542,8 @@ class PoolLoop:
         """The computation stops (a failure, Ctrl-C): stop in-process batches,
         say which tasks were running, release what arrived."""
         self.cancelled.append(True)
+        if not self.machine.owns_cache and not self.keep_all:
+            self._drop_placeholders()
         if self.inbox is not None:
             self.inbox.abandon(self.machine.cache, self._drain_events)
         stopped = time.time()
@@ -554,6 +556,22 @@ class PoolLoop:
                 outcome.running_since[running[0]] = running[1:]
         if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:
             self.on_interrupt(list(self.inflight))
+
+    def _drop_placeholders(self) -> None:
+        """The caller's cache (dask's ``cache=``) holds only values tasks
+        returned: a result that stayed in its worker's batch (only later
+        tasks of the batch used it: see ``Planner.items``) was completed
+        here as None, and is normally released when its last user ends;
+        after a failure some users never ran, so take it out."""
+        machine, mark = self.machine, self.planner.mark
+        cache, keys, status = machine.cache, machine.keys, machine.status
+        dependents, is_output = machine.dependents, machine.is_output
+        for i in machine.order:
+            batch = mark[i]
+            if batch and status[i] == DONE and not is_output[i]:
+                users = dependents[i]
+                if users and all(mark[c] == batch for c in users):
+                    cache.pop(keys[i], None)
 
     def _drain_events(self) -> list:
         """What is waiting in the event queue now."""
