@@ -312,8 +312,11 @@ class PoolLoop:
             lost = [machine.keys[i] for i in flight.batch if machine.status[i] == RUNNING]
             naming = getattr(exc, "for_task", None)
             if naming is not None:
-                raise naming(lost) from exc
+                named = naming(lost)
+                self._lost_batch(flight, named)
+                raise named from exc
             add_note(exc, "while computing " + name_tasks(lost))
+            self._lost_batch(flight, exc)
             raise exc
         if self.stream:
             for i in flight.batch:
@@ -322,6 +325,18 @@ class PoolLoop:
                         f"task {machine.keys[i]!r} was dispatched but never reported")
             return
         self.handle(fut.result())
+
+    def _lost_batch(self, flight: _Flight, exc: BaseException) -> None:
+        """A batch failed as a whole: its running task (its first unreported
+        one, as in ``abort``) failed with ``exc``, so a post-mortem
+        (``state.failed``, ``Profiler.failed``) names the task a dead worker
+        was running."""
+        running = flight.running_task(self.machine, time.time())
+        if running is not None:
+            key, start, wid = running
+            if wid is None:
+                wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
+            self.state.outcome.failed[key] = (exc, start, time.time(), wid)
 
     def handle(self, records: list) -> None:
         """Complete each task of a list of records (and fire its hooks)."""

@@ -151,3 +151,40 @@ def test_a_failure_leaves_only_returned_values_in_the_callers_cache(scheduler):
         get(_steps(n, 30), f"step-{n - 1}", cache=cache)
     assert all(v == int(k.split("-")[1]) + 1 for k, v in cache.items()), cache
     assert get(_steps(n, None), f"step-{n - 1}", cache=cache) == n
+
+
+# -- a task whose worker died --------------------------------------------------------
+
+
+def _die(_):
+    import os
+
+    os._exit(3)
+
+
+def _kill_myself(_):
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", [_die, _kill_myself])
+def test_a_task_whose_worker_died_is_recorded_as_failed(how):
+    from localsched.diagnostics import Profiler
+
+    dsk = {"a-0": (inc, 1), "dies-0": (how, "a-0"), "after-0": (inc, "dies-0")}
+    with Profiler() as prof, pytest.raises(lmp.WorkerDiedError, match="task 'dies-0'"):
+        lmp.get(dsk, "after-0", num_workers=2)
+    (failed,) = prof.failed
+    assert failed.key == "dies-0" and failed.exc_type == "WorkerDiedError"
+    assert "dies-0" not in [t.key for t in prof.interrupted]
+    assert [r.key for r in prof.results] == ["a-0"]
+    summary = prof.summary()
+    assert summary.failed == 1
+    # The pool replaced the worker: the next computation works.
+    assert lmp.get(dsk, "a-0", num_workers=2) == 2
+
+
+def inc(x):
+    return x + 1
