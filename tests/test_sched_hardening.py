@@ -188,3 +188,113 @@ def test_a_task_whose_worker_died_is_recorded_as_failed(how):
 
 def inc(x):
     return x + 1
+
+
+# -- Ctrl-C while the process pool starts ------------------------------------------
+
+
+def _pool_threads() -> list:
+    return [t for t in threading.enumerate() if t.name == "localsched-process-pool"]
+
+
+@pytest.mark.parametrize("started", [1, 2, 3])
+def test_ctrl_c_while_the_process_pool_starts_stops_what_it_started(monkeypatch, started):
+    # The interrupt reaches the caller's thread after ``started`` of the
+    # pool's 3 workers were started (Ctrl-C at a terminal signals the main
+    # thread; here, the listener thread signals it at that point).
+    import signal
+
+    import psutil
+
+    from localsched._pool import listener
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    spawned = []
+    real_start = listener.start_worker
+
+    def start_worker(*args):
+        w = real_start(*args)
+        spawned.append(w.pid)
+        if len(spawned) == started:
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        return w
+
+    monkeypatch.setattr(listener, "start_worker", start_worker)
+    with pytest.raises(KeyboardInterrupt):
+        lmp.get({"a-0": (inc, 1)}, "a-0", num_workers=3)
+    monkeypatch.setattr(listener, "start_worker", real_start)
+    # What the interrupted start started is stopped: its listener thread,
+    # and every worker process it spawned.
+    assert not _pool_threads()
+    assert spawned and not [pid for pid in spawned if psutil.pid_exists(pid)
+                            and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    # ... and the next computation works.
+    assert lmp.get({"a-0": (inc, 1)}, "a-0", num_workers=3) == 2
+
+
+# -- Ctrl-C in the first moments of a processes computation ------------------------
+
+# The script: a computation whose pool's workers are still starting (their
+# interpreters stay in start-up: ``sitecustomize`` below) when Ctrl-C comes.
+# Waiting for a worker to finish starting only to tell it to stop took a
+# second or more at exit under load; here it would take STOP_GRACE, made
+# longer than the test's timeout.
+_EARLY_SCRIPT = """
+import os, signal, sys, threading, time
+from localsched import multiprocessing as lmp
+from localsched._pool import listener
+listener.STOP_GRACE = 600.0
+os.environ["LOCALSCHED_TEST_SLOW_BOOT"] = "1"  # (read by the workers' sitecustomize)
+
+def pending():  # Ctrl-C once the first batches wait for the starting workers
+    while not lmp._pools:
+        time.sleep(0.01)
+    (pool,) = lmp._pools.values()
+    while not pool._pending:
+        time.sleep(0.01)
+    print("workers", *pool.pids, flush=True)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=pending, daemon=True).start()
+try:
+    lmp.get({("x", i): (abs, i) for i in range(4)}, [("x", i) for i in range(4)],
+            num_workers=2)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+"""
+
+_SLOW_BOOT = """
+import os, time
+if os.environ.get("LOCALSCHED_TEST_SLOW_BOOT"):
+    time.sleep(120)
+"""
+
+
+def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_workers(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    (tmp_path / "sitecustomize.py").write_text(_SLOW_BOOT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    try:
+        done = subprocess.run([sys.executable, "-c", _EARLY_SCRIPT], env=env, timeout=60,
+                              capture_output=True, text=True)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode()
+        for pid in out.splitlines()[0].split()[1:] if out else ():
+            os.kill(int(pid), 9)  # (still in start-up: nothing else stops them)
+        raise AssertionError(f"the process did not exit: {out!r}") from None
+    lines = done.stdout.splitlines()
+    assert lines[-1] == "interrupted" and done.returncode == 0, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr, done.stderr
+    pids = [int(p) for p in lines[0].split()[1:]]
+    assert len(pids) == 2
+    for pid in pids:  # (killed, not left behind)
+        try:
+            psutil.Process(pid).wait(timeout=10)
+        except psutil.NoSuchProcess:
+            pass
