@@ -298,3 +298,46 @@ def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_worke
             psutil.Process(pid).wait(timeout=10)
         except psutil.NoSuchProcess:
             pass
+
+
+# -- Ctrl-C during a threads get nested in a task ------------------------------------
+
+
+def test_ctrl_c_during_a_nested_threads_get_does_not_wait_for_its_tasks():
+    # The outer task runs in the caller's thread (sync), so Ctrl-C lands in
+    # the nested get's loop; its tasks cannot be stopped (threads), so it
+    # must not wait for them.
+    import signal
+
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    ended: list = []
+
+    def blocked(i):
+        started.release()
+        release.wait(30)  # (a regression waits here: the test fails, never hangs)
+        ended.append(i)
+        return i
+
+    def outer():
+        return threaded.get({("b", i): (blocked, i) for i in range(2)},
+                            [("b", i) for i in range(2)], num_workers=2)
+
+    def interrupt_once_both_run():
+        for _ in range(2):
+            started.acquire(timeout=30)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt_once_both_run)
+    helper.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            get_sync({"outer-0": (outer,)}, "outer-0")
+        assert not ended  # the nested tasks still run: get did not wait for them
+    finally:
+        release.set()
+        helper.join()
+    nested = [t for t in threading.enumerate() if t.name.startswith("localsched-nested")]
+    for t in nested:  # (they end with their tasks)
+        t.join(10)
+    assert sorted(ended) == [0, 1] and not any(t.is_alive() for t in nested)
