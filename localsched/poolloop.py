@@ -274,6 +274,10 @@ class PoolLoop:
                 fut = self.submit(run_batch_collect, items, data)
         except Exception as exc:  # e.g. a task or an input that cannot be pickled
             add_note(exc, "while sending " + name_tasks([machine.keys[i] for i in batch]))
+            # (None of them will run: each failed, for a post-mortem to name.)
+            now, failed = time.time(), self.state.outcome.failed
+            for i in batch:
+                failed[machine.keys[i]] = (exc, now, now, None)
             raise
         self.inflight[fut] = flight
         self.flight_of[planner.serial] = flight

@@ -186,6 +186,20 @@ def test_a_task_whose_worker_died_is_recorded_as_failed(how):
     assert lmp.get(dsk, "a-0", num_workers=2) == 2
 
 
+def _use(lock, x):
+    return x
+
+
+def test_a_task_that_cannot_be_sent_to_a_worker_is_recorded_as_failed():
+    from localsched.diagnostics import Profiler
+
+    dsk = {"a-0": (inc, 1), "b-0": (_use, threading.Lock(), "a-0")}
+    with Profiler() as prof, pytest.raises(TypeError, match="pickle"):
+        lmp.get(dsk, "b-0", num_workers=1)
+    (failed,) = prof.failed
+    assert failed.key == "b-0" and failed.exc_type == "TypeError"
+
+
 def inc(x):
     return x + 1
 
