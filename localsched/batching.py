@@ -123,7 +123,6 @@ pickle small); lists of them travel together.
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from collections.abc import Iterator
 from typing import Any, NamedTuple
@@ -175,19 +174,6 @@ LARGE_BUDGET = 32e-3
 MEMORY_SIZE = 1024
 _learned: dict = {}
 _learned_lock = threading.Lock()
-
-
-def _after_fork_in_child() -> None:
-    # (a fork while another thread kept what it learned copies the lock
-    # held, and the child's first processes computation would never end)
-    global _learned_lock
-    _learned_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:

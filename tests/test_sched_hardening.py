@@ -355,36 +355,3 @@ def test_ctrl_c_during_a_nested_threads_get_does_not_wait_for_its_tasks():
     for t in nested:  # (they end with their tasks)
         t.join(10)
     assert sorted(ended) == [0, 1] and not any(t.is_alive() for t in nested)
-
-
-# -- module-level state and fork ------------------------------------------------------
-
-
-def test_a_child_forked_while_a_computation_remembers_can_compute_on_processes():
-    # Another thread of the parent was keeping what its computation learned
-    # (holding the planner's memory lock) at the moment of the fork: the
-    # child's own processes computation must still end.
-    import os
-
-    from localsched import batching
-
-    with batching._learned_lock:  # (as Planner.remember holds it)
-        pid = os.fork()
-        if pid == 0:  # the child: compute, say how it went, and leave at once
-            code = 1
-            try:
-                code = 0 if lmp.get({"a-0": (inc, 1)}, "a-0", num_workers=1) == 2 else 2
-                lmp.shutdown()
-            finally:
-                os._exit(code)
-    deadline = time.monotonic() + 60
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, 9)
-            os.waitpid(pid, 0)
-            raise AssertionError("the forked child's computation never ended")
-        time.sleep(0.05)
-    assert os.waitstatus_to_exitcode(status) == 0
