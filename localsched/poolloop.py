@@ -561,7 +561,7 @@ class PoolLoop:
         """The computation stops (a failure, Ctrl-C): stop in-process batches,
         say which tasks were running, release what arrived."""
         self.cancelled.append(True)
-        if not self.machine.owns_cache and not self.keep_all:
+        if not self.keep_all and not self.direct:  # (direct: nobody else sees the cache)
             self._drop_placeholders()
         if self.inbox is not None:
             self.inbox.abandon(self.machine.cache, self._drain_events)
@@ -577,11 +577,12 @@ class PoolLoop:
             self.on_interrupt(list(self.inflight))
 
     def _drop_placeholders(self) -> None:
-        """The caller's cache (dask's ``cache=``) holds only values tasks
-        returned: a result that stayed in its worker's batch (only later
-        tasks of the batch used it: see ``Planner.items``) was completed
-        here as None, and is normally released when its last user ends;
-        after a failure some users never ran, so take it out."""
+        """The cache holds only values tasks returned, for the caller's
+        ``cache=`` (dask's) and for callbacks given the state: a result
+        that stayed in its worker's batch (only later tasks of the batch
+        used it: see ``Planner.items``) was completed here as None, and is
+        normally released when its last user ends; after a failure some
+        users never ran, so take it out."""
         machine, mark = self.machine, self.planner.mark
         cache, keys, status = machine.cache, machine.keys, machine.status
         dependents, is_output = machine.dependents, machine.is_output

@@ -355,3 +355,19 @@ def test_ctrl_c_during_a_nested_threads_get_does_not_wait_for_its_tasks():
     for t in nested:  # (they end with their tasks)
         t.join(10)
     assert sorted(ended) == [0, 1] and not any(t.is_alive() for t in nested)
+
+
+@pytest.mark.parametrize("scheduler", list(GETS))
+def test_a_failure_leaves_only_returned_values_in_the_state_callbacks_see(scheduler):
+    from localsched.callbacks import Callback
+
+    seen: dict = {}
+
+    def finish(dsk, state, errored):
+        seen.update(state["cache"])
+
+    n = 40
+    with pytest.raises(ValueError, match="step 30 fails"):
+        GETS[scheduler](_steps(n, 30), f"step-{n - 1}", callbacks=[Callback(finish=finish)])
+    # (a result that never left its worker is not there at all)
+    assert all(v == int(k.split("-")[1]) + 1 for k, v in seen.items()), seen
