@@ -111,6 +111,9 @@ class ProcessPool(_Listener, Executor):
         Run once in each worker process when it starts.  If it raises, or a
         worker exits at start-up, the pool is broken (BrokenProcessPool).
 
+    Interrupted while it starts (Ctrl-C), the pool stops what it started
+    (its listener thread, its workers) before the KeyboardInterrupt goes on.
+
     >>> with ProcessPool(1) as pool:
     ...     future = pool.submit(pow, 2, 10)
     >>> future.result()
