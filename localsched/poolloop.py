@@ -584,14 +584,17 @@ class PoolLoop:
         normally released when its last user ends; after a failure some
         users never ran, so take it out."""
         machine, mark = self.machine, self.planner.mark
-        cache, keys, status = machine.cache, machine.keys, machine.status
+        cache, index, status = machine.cache, machine.index, machine.status
         dependents, is_output = machine.dependents, machine.is_output
-        for i in machine.order:
+        for k in list(cache):  # (the live results: fewer than the tasks, after Ctrl-C too)
+            i = index.get(k, -1)
+            if i < 0:
+                continue  # (not of this graph: the caller's own entry)
             batch = mark[i]
             if batch and status[i] == DONE and not is_output[i]:
                 users = dependents[i]
                 if users and all(mark[c] == batch for c in users):
-                    cache.pop(keys[i], None)
+                    del cache[k]
 
     def _drain_events(self) -> list:
         """What is waiting in the event queue now."""
