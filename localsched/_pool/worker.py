@@ -45,10 +45,14 @@ import sys, pickle
 from multiprocessing.connection import Connection
 jobs = Connection(int(sys.argv[1]), writable=False)
 out = Connection(int(sys.argv[2]), readable=False)
-sys.path[:], authkey = pickle.loads(jobs.recv_bytes())
+try:
+    path, authkey = pickle.loads(jobs.recv_bytes())
+    init = jobs.recv_bytes()
+except EOFError:  # the pool went before this worker started: nothing to say
+    raise SystemExit(1)
+sys.path[:] = path
 import multiprocessing
 multiprocessing.current_process().authkey = authkey
-init = jobs.recv_bytes()
 from localsched._pool.worker import main
 main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
 """
