@@ -1,0 +1,54 @@
+"""Sphinx configuration of localsched's documentation (``make docs``).
+
+The pages are MyST Markdown; the API reference is autodoc from the
+docstrings; screenshots come from ``docs/_static/gallery/``, which the tests
+fill (the ``gallery`` directive of ``_ext/gallery.py`` shows a picture only
+once its file exists).  ``docs/notes/`` holds notes that helpers leave for
+the docs, folded into the guides by hand: it is not part of the site.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE / "_ext"))
+sys.path.insert(0, str(HERE.parent))
+
+import localsched  # noqa: E402
+
+project = "localsched"
+author = "the localsched developers"
+copyright = "2026, the localsched developers"
+release = localsched.__version__
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.viewcode",
+    "gallery",
+]
+
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+root_doc = "index"
+exclude_patterns = ["_build", "notes", "Thumbs.db", ".DS_Store"]
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_default_options = {"members": True, "undoc-members": False}
+
+html_theme = "pydata_sphinx_theme"
+html_title = "localsched"
+html_static_path = ["_static"]
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "footer_start": ["copyright"],
+    "footer_end": ["sphinx-version"],
+}
+html_sidebars = {"changelog": [], "benchmarks": []}
