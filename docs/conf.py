@@ -27,6 +27,7 @@ version = release
 extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
     "sphinx.ext.viewcode",
     "gallery",
 ]
@@ -37,6 +38,14 @@ exclude_patterns = ["_build", "notes", "Thumbs.db", ".DS_Store"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3
+
+napoleon_google_docstring = False
+napoleon_numpy_docstring = True
+
+# Docstrings name parameter types in prose ("key or nested list of keys"):
+# a word such as "key" that several records have as a field is ambiguous as
+# a cross-reference, and it is not meant as one.
+suppress_warnings = ["ref.python"]
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
