@@ -61,3 +61,6 @@ html_theme_options = {
     "footer_end": ["sphinx-version"],
 }
 html_sidebars = {"changelog": [], "benchmarks": []}
+# The theme's light/dark switch starts in "auto" (an unset mode makes it log
+# a console error on every page).
+html_context = {"default_mode": "auto"}
