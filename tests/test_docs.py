@@ -214,3 +214,29 @@ def test_site_pages_open_in_chromium_without_errors(site, tmp_path):
     for src, title, broken_images in frames_seen:
         assert "localsched" in title, f"{src} did not load as a page of the site ({title!r})"
         assert broken_images == [], f"{src} has images that did not load: {broken_images}"
+
+
+# --- the README ------------------------------------------------------------------
+
+README = ROOT / "README.md"
+
+
+def test_readme_fits_on_a_page():
+    size = len(README.read_bytes())
+    assert size <= 10_000, f"README.md is {size} bytes; keep it under 10 KB (guides go to docs/)"
+
+
+def test_readme_gives_the_two_commands():
+    text = README.read_text(encoding="utf-8")
+    assert "make demo" in text and "make test" in text
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+
+
+def test_readme_links_and_pictures_resolve():
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\(([^)\s]+)\)", text)
+    local = [t for t in targets if not urlsplit(t).scheme]
+    assert local, "the README links to the docs"
+    missing = [t for t in local if not (ROOT / unquote(urlsplit(t).path)).exists()]
+    assert missing == [], f"README.md links to files that do not exist: {missing}"
