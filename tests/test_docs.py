@@ -24,7 +24,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-
 from browser import open_in_chromium, require_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -76,7 +75,7 @@ def test_every_public_name_has_a_reference_entry(package):
 PAGES_WITH_CODE = [p for p in doc_pages() + [ROOT / "README.md"] if python_blocks(p)]
 
 
-def run_blocks(blocks: list[str], workdir: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_blocks(blocks: list[str], workdir: Path, timeout: float = 300):
     script = workdir / "doc_example.py"
     script.write_text("\n\n".join(blocks), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALSCHED_")}

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from browser import open_in_chromium, require_chromium
 from live_tab import LiveTab
 
