@@ -80,6 +80,7 @@ def run_blocks(blocks: list[str], workdir: Path, timeout: float = 300):
     script.write_text("\n\n".join(blocks), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOCALSCHED_")}
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env["BROWSER"] = "true"  # an example that shows a page must not start a browser
     return subprocess.run([sys.executable, str(script)], cwd=workdir, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -239,3 +240,40 @@ def test_readme_links_and_pictures_resolve():
     assert local, "the README links to the docs"
     missing = [t for t in local if not (ROOT / unquote(urlsplit(t).path)).exists()]
     assert missing == [], f"README.md links to files that do not exist: {missing}"
+
+
+# --- the command lines the docs show --------------------------------------------
+
+BASH_FENCE = re.compile(r"^```(?:bash|text)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def documented_command_lines() -> list[tuple[str, str]]:
+    """(page, line) for every ``localsched ...`` command in a bash/text block."""
+    found = []
+    for page in doc_pages() + [README]:
+        for block in BASH_FENCE.findall(page.read_text(encoding="utf-8")):
+            for line in block.splitlines():
+                line = line.split("#", 1)[0].strip()
+                line = re.sub(r"^(\.venv/bin/|python -m )", "", line)
+                if line.startswith("localsched "):
+                    found.append((page.name, line))
+    return found
+
+
+def test_documented_options_exist():
+    # Every --option a documented `localsched SUBCOMMAND ...` line uses is
+    # one that subcommand's parser knows.
+    from localsched.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if a.choices and "profile" in a.choices)
+    lines = documented_command_lines()
+    assert len(lines) >= 10
+    for page, line in lines:
+        words = line.split()
+        sub = subparsers.choices.get(words[1])
+        assert sub is not None, f"{page}: unknown subcommand in {line!r}"
+        known = {opt for action in sub._actions for opt in action.option_strings}
+        for word in words[2:]:
+            if word.startswith("--"):
+                assert word.split("=", 1)[0] in known, f"{page}: {word} unknown in {line!r}"
