@@ -91,6 +91,7 @@ def test_a_failing_example_fails(tmp_path):
     assert result.returncode != 0 and "the example broke" in result.stderr
 
 
+@pytest.mark.timeout(600)  # a fresh interpreter, dask, a cluster: slow on a loaded machine
 @pytest.mark.parametrize("page", PAGES_WITH_CODE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_code_examples_run(page, tmp_path):
     result = run_blocks(python_blocks(page), tmp_path)
@@ -183,11 +184,13 @@ def test_the_link_check_finds_a_broken_link(tmp_path):
                                       "a.html -> #here: no such anchor"]
 
 
+@pytest.mark.timeout(900)  # includes building the site (the module's fixture)
 def test_site_internal_links_resolve(site):
     assert len(site_pages(site)) >= 15
     assert broken_links(site) == []
 
 
+@pytest.mark.timeout(900)
 def test_site_pages_open_in_chromium_without_errors(site, tmp_path):
     require_chromium()
     pages = site_pages(site)

@@ -56,6 +56,7 @@ def demo_workload():
     return blocked_workload(blocks=4, block_size=200)
 
 
+@pytest.mark.timeout(600)
 def test_report_screenshot(gallery, tmp_path):
     chromium = require_chromium()
     import localsched
@@ -79,6 +80,7 @@ def test_report_screenshot(gallery, tmp_path):
     assert png_size(gallery / "report-top.png") == (width, min(height, 1150))
 
 
+@pytest.mark.timeout(600)
 def test_dashboard_screenshot(gallery):
     chromium = require_chromium()
     import localsched
