@@ -54,11 +54,19 @@ autodoc_default_options = {"members": True, "undoc-members": False}
 html_theme = "pydata_sphinx_theme"
 html_title = "localsched"
 html_static_path = ["_static"]
+html_css_files = ["custom.css"]
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version"],
+    # the pages of wide tables give the page's width to them
+    "secondary_sidebar_items": {
+        "**": ["page-toc", "sourcelink"],
+        "benchmarks": [],
+        "explanation/performance": [],
+        "changelog": [],
+    },
 }
 html_sidebars = {"changelog": [], "benchmarks": []}
 # The theme's light/dark switch starts in "auto" (an unset mode makes it log
