@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint browser venv
+.PHONY: demo test lint docs browser venv
 
 ## demo: install localsched (with numpy for the demo) and run the main job: writes report.html
 demo: venv
@@ -23,6 +23,12 @@ lint: venv
 	$(PY) -m pip install -q -e ".[lint]"
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
+
+## docs: build the documentation site into docs/_build/html (Sphinx, warnings are errors)
+docs: venv
+	$(PY) -m pip install -q -e ".[docs]"
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "the site: docs/_build/html/index.html"
 
 ## venv: the project-local virtual environment (Debian's python3 needs python3-venv for it)
 venv: $(PY)

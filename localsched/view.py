@@ -17,7 +17,7 @@ typed attributes that say what happened:
   per task).
 
 ``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
-and ``state.ntasks`` read those two (the names the README documents).
+and ``state.ntasks`` read those two (the names the docs document).
 
 The view points at the RunState; nothing points back at the view, so the
 run is freed as soon as its last user lets go.

@@ -46,6 +46,8 @@ class CacheProfiler(Collector):
         Label of the metric in plots.  Default: the metric's name, or
         ``"tasks"`` when no metric is given.
 
+    Notes
+    -----
     ``cache_time`` is the end of the task (measured by its worker) and
     ``free_time`` the end of the task whose completion released the result,
     or the end of the computation for results still cached then (outputs).
