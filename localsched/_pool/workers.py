@@ -269,6 +269,15 @@ _starting_without_main = threading.local()
 _filter_lock = threading.Lock()
 
 
+def _renew_filter_lock() -> None:
+    global _filter_lock
+    _filter_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_filter_lock)
+
+
 @contextmanager
 def _no_main_module(active: bool = True):
     """While a forkserver worker starts in this thread, multiprocessing's

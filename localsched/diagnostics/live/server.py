@@ -30,6 +30,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ...forking import renew_in_child
+
 __all__ = ["BackgroundServer", "THREAD_NAME", "parse_address"]
 
 THREAD_NAME = "localsched-dashboard"
@@ -83,6 +85,9 @@ class BackgroundServer:
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        # A forked child (a fork worker) gets copies of the listening
+        # sockets: held there, they would keep the port after ``stop()``.
+        renew_in_child(self)
         self._thread.start()
         self._ready.wait()
         if self._failure is not None:
@@ -178,6 +183,9 @@ class BackgroundServer:
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
         self._close_sockets()
+
+    def _after_fork_in_child(self) -> None:
+        self._close_sockets()  # (this process never serves: the thread is the parent's)
 
     def _close_sockets(self) -> None:
         for s in self._sockets:

@@ -1,0 +1,227 @@
+"""A forked child starts with fresh locks, none of its parent's threads or
+listening sockets, and outputs stay the parent's (``localsched.forking``).
+
+Every scenario runs in a script of its own (forking the test runner, with
+its threads, would test the runner), with a timeout: a child that hangs on
+a lock copied while held is killed by an alarm and fails the test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+
+SCRIPT_TIMEOUT = 120
+
+
+def run_script(tmp_path, source: str, *args: str, env: dict | None = None,
+               command: tuple = ()):
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(source))
+    run_env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__"))}
+    run_env.update(env or {})
+    try:
+        return subprocess.run([*(command or (sys.executable,)), str(path), *args],
+                              cwd=tmp_path, env=run_env, capture_output=True, text=True,
+                              timeout=SCRIPT_TIMEOUT)
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"the script hung ({SCRIPT_TIMEOUT}s): {exc.stdout!r} {exc.stderr!r}")
+
+
+# Holds every module-level lock of localsched (and those of the running
+# diagnostics) in a thread while the main thread forks; the child then
+# checks each module lock it finds is free and runs computations on every
+# scheduler with diagnostics on.  An alarm ends a child that hangs.
+HELD_AT_FORK = """\
+import importlib, io, json, os, pkgutil, signal, sys, threading
+from operator import add
+import localsched
+import localsched.multiprocessing as lm
+import localsched.threaded as lt
+from localsched.local import get_sync
+from localsched.callbacks import Callback
+from localsched.diagnostics import Profiler, ProgressBar, ResourceProfiler
+from localsched.diagnostics.sampler import SampleProfiler
+
+for info in pkgutil.walk_packages(localsched.__path__, "localsched."):
+    if info.name.startswith(("localsched.__main__", "localsched.demo")):
+        continue
+    try:
+        importlib.import_module(info.name)
+    except ImportError:
+        pass  # (an optional dependency)
+
+LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+def module_locks():
+    return {f"{name}.{attr}": value for name, module in list(sys.modules.items())
+            if name.startswith("localsched") and module is not None
+            for attr, value in list(vars(module).items()) if isinstance(value, LOCK_TYPES)}
+
+def free(lock):
+    taken = lock.acquire(False)
+    if taken:
+        lock.release()
+    return taken
+
+dsk = {'a': 1, 'b': (add, 'a', 1), 'c': (add, 'b', 'a'), 'd': (sum, ['a', 'b', 'c'])}
+lm.get(dsk, 'd', num_workers=1)  # (the pools, stores and learned times exist)
+
+rprof = ResourceProfiler(dt=0.001)
+rprof.__enter__()
+prof, sprof, bar = Profiler(), SampleProfiler(), ProgressBar(out=io.StringIO())
+for cb in (prof, sprof, bar):
+    cb.register()
+lt.get(dsk, 'd')
+locks = list(module_locks().values()) + [
+    rprof._sample_lock, rprof._run_lock, sprof._lock, bar._draw_lock, prof._build_lock]
+assert len(module_locks()) >= 8, sorted(module_locks())
+
+holding, release = threading.Event(), threading.Event()
+def hold():
+    for lock in locks:
+        lock.acquire()
+    holding.set()
+    release.wait()
+    for lock in reversed(locks):
+        lock.release()
+holder = threading.Thread(target=hold)
+holder.start()
+holding.wait()
+pid = os.fork()
+if pid == 0:
+    signal.alarm(60)  # a hang ends the child (SIGALRM), the parent reports it
+    out = {"held": sorted(n for n, lock in module_locks().items() if not free(lock))}
+    with Callback(pretask=lambda key, dsk, state: None):
+        out["sync"] = get_sync(dsk, 'd')
+        out["threads"] = lt.get(dsk, 'd')
+        out["spawn"] = lm.get(dsk, 'd', num_workers=1)
+        out["fork"] = lm.get(dsk, 'd', num_workers=1, context="fork")
+    rprof.__exit__(None, None, None)  # the parent's block: nothing to do here
+    with ResourceProfiler(dt=0.01) as child_rprof:
+        out["resources"] = lt.get(dsk, 'd')
+    out["samples"] = len(child_rprof.results) >= 2
+    lm.shutdown()
+    with open("child.json", "w") as f:
+        json.dump(out, f)
+    os._exit(0)
+release.set()
+holder.join()
+_, status = os.waitpid(pid, 0)
+rprof.__exit__(None, None, None)
+for cb in (prof, sprof, bar):
+    cb.unregister()
+print(json.dumps({"status": status, "parent_samples": len(rprof.results) >= 2}))
+"""
+
+
+def test_a_child_forked_while_every_lock_is_held_computes(tmp_path):
+    done = run_script(tmp_path, HELD_AT_FORK)
+    assert done.returncode == 0, done.stderr
+    parent = json.loads(done.stdout.splitlines()[-1])
+    assert parent == {"status": 0, "parent_samples": True}, \
+        f"the child failed (ended by signal 14: it hung): {done.stderr}"
+    child = json.loads((tmp_path / "child.json").read_text())
+    assert child == {"held": [], "sync": 6, "threads": 6, "spawn": 6, "fork": 6,
+                     "resources": 6, "samples": True}
+
+
+def test_fork_workers_let_go_of_a_dashboards_port(tmp_path):
+    pytest.importorskip("bokeh")
+    done = run_script(tmp_path, """\
+        import warnings
+        from operator import add
+        import localsched.multiprocessing as lm
+        from localsched.diagnostics.live import Dashboard
+
+        dash = Dashboard("127.0.0.1:0", quiet=True)
+        port = dash.port
+        # Fork workers, started while the dashboard serves: alive after close().
+        assert lm.get({'a': 1, 'b': (add, 'a', 1)}, 'b', num_workers=2, context="fork") == 2
+        dash.close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "port in use": a worker holds it
+            again = Dashboard(f"127.0.0.1:{port}", quiet=True)
+        print(again.port == port)
+        again.close()
+        lm.shutdown()
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "True\n"
+
+
+@pytest.mark.parametrize("switch", ["LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD"])
+def test_the_dashboard_switch_starts_one_dashboard_not_one_per_worker(tmp_path, switch):
+    pytest.importorskip("bokeh")
+    done = run_script(tmp_path, """\
+        import os, sys
+        import localsched
+        import localsched.multiprocessing as lm
+
+        def serving():
+            dash = sys.modules.get("localsched.diagnostics.live.dash")
+            return dash is not None and dash._shared is not None
+
+        keys = [("w", i) for i in range(8)]
+        for method in ("spawn", "fork"):
+            print(method, sorted(set(lm.get({k: (serving,) for k in keys}, keys,
+                                            num_workers=2, context=method))))
+        print("here", serving())
+        lm.shutdown()
+        sys.modules["localsched.diagnostics.live.dash"]._shared.close()
+        """, env={switch: "1"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("localsched dashboard:")] == lines[:1]
+    assert lines[1:] == ["spawn [False]", "fork [False]", "here True"]
+    assert "in use" not in done.stderr
+
+
+# -- localsched profile on a script that forks ----------------------------------
+
+FORKING_SCRIPT = """\
+import os, sys, time
+import localsched.threaded as lt
+
+def fork_and_wait():
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        print("parent saw child", os.waitstatus_to_exitcode(status), flush=True)
+    else:
+        print("child", flush=True)
+    return pid
+
+when = sys.argv[1]
+if when == "early":
+    pid = fork_and_wait()  # the resource sampler has just started
+for i in range(3):
+    lt.get({"x": (sum, [i, 1])}, "x")
+if when == "late":
+    pid = fork_and_wait()
+if not pid:
+    sys.exit(3)  # the child's own status
+"""
+
+
+@pytest.mark.parametrize("when", ["early", "late"])
+def test_profile_a_script_that_forks(tmp_path, when):
+    done = run_script(tmp_path, FORKING_SCRIPT, when,
+                      command=(sys.executable, "-m", "localsched", "profile", "--no-progress",
+                               "--dt", "0.001", "-o", str(tmp_path / "report.html"),
+                               "--json", str(tmp_path / "run.json")))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["child", "parent saw child 3"]
+    # One line about the outputs: the parent's (a child would add a second)
+    assert done.stderr.count("written:") == 1, done.stderr
+    assert json.loads((tmp_path / "run.json").read_text())["tasks"]
+    assert (tmp_path / "report.html").stat().st_size > 100_000
+
