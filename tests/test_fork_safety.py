@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,8 @@ import pytest
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
-SCRIPT_TIMEOUT = 120
+# (below pytest's timeout, so that the session is killed and the test fails)
+SCRIPT_TIMEOUT = 100
 
 
 def run_script(tmp_path, source: str, *args: str, env: dict | None = None,
@@ -28,12 +30,21 @@ def run_script(tmp_path, source: str, *args: str, env: dict | None = None,
     run_env = {k: v for k, v in os.environ.items()
                if not k.startswith(("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__"))}
     run_env.update(env or {})
-    try:
-        return subprocess.run([*(command or (sys.executable,)), str(path), *args],
-                              cwd=tmp_path, env=run_env, capture_output=True, text=True,
-                              timeout=SCRIPT_TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"the script hung ({SCRIPT_TIMEOUT}s): {exc.stdout!r} {exc.stderr!r}")
+    return _run([*(command or (sys.executable,)), str(path), *args], tmp_path, run_env)
+
+
+def _run(argv: list, cwd, env: dict) -> subprocess.CompletedProcess:
+    """Run ``argv`` in a session of its own; on timeout kill the session
+    (a forked child that hung too) and fail."""
+    with subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=SCRIPT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"the script hung ({SCRIPT_TIMEOUT}s): {out!r} {err!r}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 # Holds every module-level lock of localsched (and those of the running
@@ -225,3 +236,24 @@ def test_profile_a_script_that_forks(tmp_path, when):
     assert json.loads((tmp_path / "run.json").read_text())["tasks"]
     assert (tmp_path / "report.html").stat().st_size > 100_000
 
+
+
+def test_performance_report_is_written_by_the_process_that_started_it(tmp_path):
+    done = run_script(tmp_path, """\
+        import os
+        import localsched
+        from localsched.diagnostics.report import performance_report
+
+        with performance_report("report.html", samples=False, dt=0.001) as report:
+            localsched.get({'a': (abs, -2), 'b': (abs, 'a')}, 'b')
+            pid = os.fork()
+            if pid:
+                os.waitpid(pid, 0)  # the child leaves the block first
+        if pid == 0:
+            print("child wrote", report.data is not None or os.path.exists("report.html"),
+                  flush=True)
+            os._exit(0)
+        print("parent wrote", report.data is not None and os.path.exists("report.html"))
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["child wrote False", "parent wrote True"]

@@ -9,6 +9,7 @@ fresh interpreter with a timeout: a hang fails the test, never the suite.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -30,12 +31,16 @@ def run_script(tmp_path, source: str, *options: str, name: str = "script.py"):
     path.write_text(textwrap.dedent(source))
     env = dict(os.environ)
     env.pop("LOCALSCHED_DASHBOARD", None)
-    try:
-        return subprocess.run([sys.executable, *options, str(path)], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=SCRIPT_TIMEOUT)
-    except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{name} hung ({SCRIPT_TIMEOUT}s); output so far: {exc.stdout!r} "
-                    f"{exc.stderr!r}")
+    argv = [sys.executable, *options, str(path)]
+    with subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=SCRIPT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # (and whatever it started)
+            out, err = proc.communicate()
+            pytest.fail(f"{name} hung ({SCRIPT_TIMEOUT}s); output so far: {out!r} {err!r}")
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 # What the script does: a get on the shared pool with its default start
