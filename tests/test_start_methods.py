@@ -44,8 +44,9 @@ def run_script(tmp_path, source: str, *options: str, name: str = "script.py"):
 
 
 # What the script does: a get on the shared pool with its default start
-# method, with each method as context= and as dask's config, and a
-# ResourceProfiler around a threads computation.
+# method, with each method as context= and as dask's config (there with
+# every diagnostic on, in a performance_report), and a ResourceProfiler
+# around a threads computation.
 WORK = """\
 import multiprocessing
 multiprocessing.set_start_method({default!r})
@@ -54,13 +55,17 @@ import dask
 import localsched.multiprocessing as lm
 import localsched.threaded as lt
 from localsched.diagnostics import ResourceProfiler
+from localsched.diagnostics.report import performance_report
 
 dsk = {{'a': 1, 'b': (add, 'a', 1), 'c': (add, 'b', 'a'), 'd': (sum, ['a', 'b', 'c'])}}
 print("default", lm.get(dsk, 'd', num_workers=2))
 for method in ("fork", "spawn", "forkserver"):
     print(method, lm.get(dsk, 'd', num_workers=2, context=method))
     with dask.config.set({{"multiprocessing.context": method}}):
-        print(method, "config", lm.get(dsk, 'd', num_workers=2))
+        # (every diagnostic on: profilers, resources, cache, fine metrics, samples)
+        with performance_report(None, dt=0.01) as report:
+            print(method, "config", lm.get(dsk, 'd', num_workers=2))
+        print(method, "report", sorted(t.key for t in report.data.tasks))
 with ResourceProfiler(dt=0.01) as rprof:
     print("threads", lt.get(dsk, 'd'))
 print("resources", len(rprof.results) >= 2 and all(r.mem > 0 for r in rprof.results))
@@ -80,7 +85,8 @@ def test_every_start_method_in_a_script(tmp_path, default, guarded):
     assert done.returncode == 0, done.stderr
     expected = ["default 6"]
     for method in METHODS:
-        expected += [f"{method} 6", f"{method} config 6"]
+        expected += [f"{method} 6", f"{method} config 6",
+                     f"{method} report ['b', 'c', 'd']"]
     expected += ["threads 6", "resources True"]
     assert done.stdout.split("\n")[:-1] == expected, done.stderr
 
