@@ -175,6 +175,8 @@ _learned_lock = threading.Lock()
 def _renew_learned_lock() -> None:
     global _learned_lock
     _learned_lock = threading.Lock()
+
+
 def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any
 
+from ..forking import at_fork_in_child
 from . import worker as worker_module
 
 if TYPE_CHECKING:
@@ -269,13 +270,10 @@ _starting_without_main = threading.local()
 _filter_lock = threading.Lock()
 
 
+@at_fork_in_child
 def _renew_filter_lock() -> None:
     global _filter_lock
     _filter_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_renew_filter_lock)
 
 
 @contextmanager
