@@ -257,3 +257,33 @@ def test_performance_report_is_written_by_the_process_that_started_it(tmp_path):
         """)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["child wrote False", "parent wrote True"]
+
+
+def test_the_dask_config_switch_starts_no_dashboard_in_dasks_workers(tmp_path):
+    # dask's processes scheduler runs the main module again in each worker
+    # (multiprocessing's spawn): importing dask, then localsched, there
+    # reads the same YAML switch.
+    pytest.importorskip("bokeh")
+    pytest.importorskip("dask")
+    (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n")
+    done = run_script(tmp_path, """\
+        import sys
+        import dask
+        import localsched
+
+        def serving():
+            dash = sys.modules.get("localsched.diagnostics.live.dash")
+            return dash is not None and dash._shared is not None
+
+        if __name__ == "__main__":
+            import dask.multiprocessing
+            keys = [("w", i) for i in range(8)]
+            print("dask", sorted(set(dask.multiprocessing.get({k: (serving,) for k in keys},
+                                                               keys, num_workers=2))))
+            print("here", serving())
+            sys.modules["localsched.diagnostics.live.dash"]._shared.close()
+        """, env={"DASK_CONFIG": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line for line in lines if line.startswith("localsched dashboard:")] == lines[:1]
+    assert lines[1:] == ["dask [False]", "here True"]
