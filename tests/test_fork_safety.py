@@ -145,28 +145,37 @@ def test_a_child_forked_while_every_lock_is_held_computes(tmp_path):
                      "resources": 6, "samples": True}
 
 
-def test_fork_workers_let_go_of_a_dashboards_port(tmp_path):
+def test_fork_workers_let_go_of_a_dashboards_port_and_connections(tmp_path):
     pytest.importorskip("bokeh")
     done = run_script(tmp_path, """\
-        import warnings
+        import http.client, socket, warnings
         from operator import add
         import localsched.multiprocessing as lm
         from localsched.diagnostics.live import Dashboard
 
         dash = Dashboard("127.0.0.1:0", quiet=True)
         port = dash.port
+        # A browser's connection, kept alive (HTTP/1.1) once answered.
+        browser = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        browser.request("GET", "/json/progress.json")
+        browser.getresponse().read()
         # Fork workers, started while the dashboard serves: alive after close().
         assert lm.get({'a': 1, 'b': (add, 'a', 1)}, 'b', num_workers=2, context="fork") == 2
         dash.close()
+        try:
+            print("connection closed", browser.sock.recv(1) == b"")
+        except socket.timeout:  # a worker holds the connection open
+            print("connection closed", False)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # "port in use": a worker holds it
             again = Dashboard(f"127.0.0.1:{port}", quiet=True)
-        print(again.port == port)
+        print("same port", again.port == port)
         again.close()
+        browser.close()
         lm.shutdown()
         """)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "True\n"
+    assert done.stdout.splitlines() == ["connection closed True", "same port True"]
 
 
 @pytest.mark.parametrize("switch", ["LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD"])

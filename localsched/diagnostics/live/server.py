@@ -81,12 +81,14 @@ class BackgroundServer:
         self._applications = applications
         self._patterns = patterns
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ioloop: Any = None  # tornado's, on _loop
         self._server: Any = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
         # A forked child (a fork worker) gets copies of the listening
-        # sockets: held there, they would keep the port after ``stop()``.
+        # sockets and open connections: held there, they would keep the
+        # port, and the tabs connected, after ``stop()``.
         renew_in_child(self)
         self._thread.start()
         self._ready.wait()
@@ -122,7 +124,8 @@ class BackgroundServer:
                 redirect_root=False, use_index=False)
             http = HTTPServer(app, xheaders=True)
             http.add_sockets(self._sockets)
-            self._server = BaseServer(IOLoop.current(), app, http)
+            self._ioloop = IOLoop.current()
+            self._server = BaseServer(self._ioloop, app, http)
             self._server.start()
         except BaseException as exc:  # noqa: B036 -- handed to the constructor's thread
             self._failure = exc
@@ -185,7 +188,19 @@ class BackgroundServer:
         self._close_sockets()
 
     def _after_fork_in_child(self) -> None:
-        self._close_sockets()  # (this process never serves: the thread is the parent's)
+        """This process never serves (the thread is the parent's): close its
+        copies of what the server's loop watches, the listening sockets and
+        the browsers' connections (tornado keeps them as socket objects;
+        a bare descriptor number is left alone: closing a number twice could
+        close something else)."""
+        handlers = getattr(self._ioloop, "handlers", None) or {}
+        for fileobj, _ in list(handlers.values()):
+            if hasattr(fileobj, "close"):
+                try:
+                    fileobj.close()
+                except OSError:
+                    pass
+        self._close_sockets()
 
     def _close_sockets(self) -> None:
         for s in self._sockets:
