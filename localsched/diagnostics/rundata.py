@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from .aggregate import gapless_offsets
 from .codec import decode_run, embedded_json, encode_run
+from .outputs import write_text
 from .records import (
     ActivityData,
     CacheData,
@@ -198,8 +199,7 @@ class RunData:
 
     def save_json(self, path) -> None:
         """Write the run to ``path`` as JSON (``load_json`` reads it back)."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json())
+        write_text(path, self.to_json())
 
     @classmethod
     def load_json(cls, path) -> RunData:
@@ -223,15 +223,13 @@ class RunData:
 
         page = report_html(self, title=title or self.meta.get("title") or "localsched report",
                            mode=mode)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
+        write_text(path, page)
 
     def to_chrome_trace(self, path=None) -> dict:
         """Write (with ``path``) and return the run as a Trace Event Format object."""
         trace = chrome_trace(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(trace, f, separators=(",", ":"), allow_nan=False)
+            write_text(path, json.dumps(trace, separators=(",", ":"), allow_nan=False))
         return trace
 
     # -- merging runs recorded apart ---------------------------------------
