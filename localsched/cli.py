@@ -310,12 +310,11 @@ class _OutputsWritten:
     def __enter__(self):
         return self.report.__enter__()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         try:
             self.report.__exit__(*exc)
         except OSError as error:
             self.error = error
-        return False
 
 
 def _program_name(args) -> str:
