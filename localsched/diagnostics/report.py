@@ -23,5 +23,5 @@ from .perf_report import performance_report
 from .rundata import RunData, RunFileError, load_json, to_chrome_trace
 from .stacks import stack_tree
 
-__all__ = ["RunData", "RunFileError", "performance_report", "to_chrome_trace", "load_json", "stack_tree",
-           "FORMAT", "VERSION", "DATA_ELEMENT_ID"]
+__all__ = ["RunData", "RunFileError", "performance_report", "to_chrome_trace", "load_json",
+           "stack_tree", "FORMAT", "VERSION", "DATA_ELEMENT_ID"]

@@ -43,10 +43,11 @@ characters (``naming.shown_text``) and the trace's stack samples to a
 budget (``trace``), so a page or trace stays within a small multiple of
 the file that made it.
 
->>> check_run({"format": "localsched-run", "version": 7}, "run.json", 100)
-Traceback (most recent call last):
-...
-localsched.diagnostics.runcheck.RunFileError: run.json: version 7 is newer than this localsched reads (1); upgrade localsched
+>>> try:
+...     check_run({"format": "localsched-run", "version": 7}, "run.json", 100)
+... except RunFileError as exc:
+...     print(exc)
+run.json: version 7 is newer than this localsched reads (1); upgrade localsched
 """
 
 from __future__ import annotations

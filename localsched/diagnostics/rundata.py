@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from .aggregate import gapless_offsets
 from .codec import decode_run, embedded_json, encode_run
 from .outputs import write_text
-from .runcheck import RunFileError, check_run
 from .records import (
     ActivityData,
     CacheData,
@@ -42,6 +41,7 @@ from .records import (
     TaskData,
     TransferData,
 )
+from .runcheck import RunFileError, check_run
 from .stacks import stack_tree
 from .summary import Summary, summarize
 from .trace import chrome_trace
