@@ -23,8 +23,8 @@ or None.
 >>> write_text(path, 'caf\\u00e9 \\udcff')
 >>> open(path, 'rb').read()
 b'caf\\xc3\\xa9 \\\\udcff'
->>> check_writable(os.path.join(path, 'x.html'))  # doctest: +ELLIPSIS
-'no such directory: ...page.html'
+>>> check_writable(os.path.join(path + '.d', 'x.html'))  # doctest: +ELLIPSIS
+'no such directory: ...page.html.d'
 """
 
 from __future__ import annotations

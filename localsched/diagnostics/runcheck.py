@@ -303,7 +303,7 @@ class _Checker:
         base, q, ks = column.get("base"), column.get("q"), column.get("k")
         if not (isinstance(base, Real) and isinstance(q, Real) and isinstance(ks, list)
                 and not isinstance(base, bool) and not isinstance(q, bool)
-                and math.isfinite(base) and math.isfinite(q) and q > 0):
+                and math.isfinite(base) and math.isfinite(q) and float(q) > 0):
             raise self.fail(where, 'expected {"base": number, "q": number > 0, "k": '
                                    f"[whole numbers]}}, got {_shown(column)}")
         out = []
@@ -328,7 +328,7 @@ class _Checker:
             self.number(row[4], f"{where}[4]")
 
 
-_KIND_NAMES = {list: "a list", dict: "an object"}
+_KIND_NAMES: dict = {list: "a list", dict: "an object"}
 
 
 def _is_hex(text: str) -> bool:
