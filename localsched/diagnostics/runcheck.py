@@ -39,7 +39,7 @@ so a few bytes per record can stand for a long text or a deep stack):
 Runs localsched records stay far below both (a key is referenced by a few
 records, each also holding its own times; stacks are tens of frames).
 The renderers cut each text they repeat per record to ``TEXT_LIMIT``
-characters (``naming.shown_text``) and the trace's stack samples to a
+characters (``naming.shown_text``, ``naming.groups_of``) and the trace's stack samples to a
 budget (``trace``), so a page or trace stays within a small multiple of
 the file that made it.
 
@@ -55,6 +55,8 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+from .naming import TEXT_LIMIT
+
 __all__ = ["RunFileError", "check_run", "EXPANSION", "EXPANSION_SLACK", "TEXT_LIMIT",
            "MAX_KEY_DEPTH", "MAX_TIME"]
 
@@ -62,8 +64,8 @@ __all__ = ["RunFileError", "check_run", "EXPANSION", "EXPANSION_SLACK", "TEXT_LI
 EXPANSION = 64
 #: ... plus this many characters (frames): small files are never refused.
 EXPANSION_SLACK = 4_000_000
-#: Characters of one text counted per reference (what a page or trace repeats of it).
-TEXT_LIMIT = 200
+# TEXT_LIMIT (naming): characters of one text counted per reference, what a
+# page or trace repeats of it.
 #: Arrays (tuple keys) nested deeper than this are refused.
 MAX_KEY_DEPTH = 32
 #: Times beyond this many seconds from 0 are refused (31,700 years of epoch seconds).
