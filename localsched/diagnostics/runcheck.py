@@ -18,8 +18,9 @@ What is checked:
   number inside its table -- never negative;
 * numbers: times finite and within ``MAX_TIME`` seconds of 0 (epoch
   seconds; ticks ``{"base", "q", "k"}`` with whole ``k`` below 2**53);
-  amounts (memory, CPU, cache metric, sample seconds) >= 0 or NaN (unknown);
-  ``free_time`` and ``seconds`` may be null;
+  amounts (memory, CPU, cache metric, sample seconds) >= 0, NaN (unknown)
+  or infinite; ``free_time`` may also be NaN, infinite (never freed) or
+  null, ``seconds`` null;
 * keys: JSON scalars, arrays (tuples) nested at most ``MAX_KEY_DEPTH``
   deep, ``{"bytes": hex}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"repr": str}``.
 
@@ -281,11 +282,15 @@ class _Checker:
             if v is None:
                 if not null_ok:
                     raise self.fail(f"{where}[{i}]", "expected a number, got null")
-            elif kind in (_TIME, _TIME_OR_NULL):
-                if not abs(v) <= MAX_TIME and not (kind == _TIME_OR_NULL and v == math.inf):
+            elif kind == _TIME:
+                if not abs(v) <= MAX_TIME:
                     raise self.fail(f"{where}[{i}]", f"{v!r} is not a time (epoch seconds "
                                                      f"within {MAX_TIME:g} of 0)")
-            elif not (v >= 0 and v != math.inf) and not math.isnan(v):
+            elif kind == _TIME_OR_NULL:  # (free_time: NaN or infinite when never freed)
+                if math.isfinite(v) and not abs(v) <= MAX_TIME:
+                    raise self.fail(f"{where}[{i}]", f"{v!r} is not a time (epoch seconds "
+                                                     f"within {MAX_TIME:g} of 0)")
+            elif v < 0:
                 raise self.fail(f"{where}[{i}]", f"{v!r} is not an amount (a number >= 0)")
         return values
 
