@@ -148,12 +148,12 @@ _SAMPLE_CHARS = 16
 
 def _stack_depth(samples: list) -> tuple:
     """(frames written per sample, stack -> its frames' texts innermost first)."""
-    cache: dict = {}  # id(stack) -> texts (a run's samples share their stacks)
+    cache: dict = {}  # id(stack) -> (stack, texts, characters): samples share stacks
     frame_text: dict = {}
 
-    def texts(stack) -> list:
-        out = cache.get(id(stack))
-        if out is None:
+    def described(stack) -> tuple:
+        entry = cache.get(id(stack))
+        if entry is None:
             out = []
             for frame in reversed(stack):
                 text = frame_text.get(frame)
@@ -161,18 +161,22 @@ def _stack_depth(samples: list) -> tuple:
                     filename, line, name = frame
                     text = frame_text[frame] = shown_text(f"{name} ({filename}:{line})")
                 out.append(text)
-            cache[id(stack)] = (stack, out)  # (the stack kept: its id stays its own)
-            return out
-        return out[1]
+            entry = cache[id(stack)] = (stack, out, sum(map(len, out)))  # (stack kept alive)
+        return entry
 
-    needed = sum(sum(map(len, texts(r.stack))) for r in samples)
+    needed = frames = 0
+    for r in samples:
+        _, out, chars = described(r.stack)
+        needed += chars
+        frames += len(out)
     held = sum(map(len, frame_text.values())) + _SAMPLE_CHARS * len(samples)
     budget = STACK_BUDGET * held + STACK_SLACK
     deepest = max((len(r.stack) for r in samples), default=0)
     if needed <= budget:
-        return deepest, texts
-    mean_frame = needed / max(sum(len(r.stack) for r in samples), 1)
-    return max(1, int(budget / (mean_frame * len(samples)))), texts
+        depth = deepest
+    else:
+        depth = max(1, int(budget / (needed / frames * len(samples))))
+    return depth, lambda stack: described(stack)[1]
 
 
 def _cache_counters(run, pid: int, ns) -> list:
