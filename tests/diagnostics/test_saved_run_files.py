@@ -196,7 +196,7 @@ def zeros(n, base=T0):
     return {"base": base, "q": 1.0, "k": [0] * n}
 
 
-def shared_key(n=20_000, length=5_000) -> dict:
+def shared_key(n=5_000, length=5_000) -> dict:
     """Every task shares one long key and one long task text."""
     data = empty_run()
     data.update(keys=["k" * length], workers=[1], task_reprs=["t" * length])
@@ -282,3 +282,19 @@ def test_an_older_page_is_read_back(tmp_path):
     path = tmp_path / "r.html"
     sample_run().to_html(path, mode="cdn")
     assert RunData.load_json(path).tasks == sample_run().tasks
+
+
+def test_a_deep_shared_stack_built_in_memory_renders_within_bounds(tmp_path):
+    # (from_dict has no file size to bound it: the renderers' own limits hold)
+    data = shared_stack(n=5_000, depth=3_000)
+    size = len(json.dumps(data, separators=(",", ":")))
+    run = RunData.from_dict(data)
+    trace = run.to_chrome_trace(tmp_path / "t.json")
+    assert (tmp_path / "t.json").stat().st_size < 64 * size + 1_000_000
+    stacks = [e for e in trace["traceEvents"] if e.get("cat") == "sample"]
+    depth = trace["otherData"]["stack_frames_per_sample"]
+    assert len(stacks) == 5_000 and 1 <= depth < 3_000
+    assert all(len(e["args"]["stack"]) == depth for e in stacks)
+    assert stacks[0]["args"]["outer_frames_left_out"] == 3_000 - depth
+    run.to_html(tmp_path / "r.html", mode="cdn")
+    assert (tmp_path / "r.html").stat().st_size < 64 * size + 1_000_000
