@@ -336,7 +336,8 @@ def _start_dashboard(args):
     try:
         dash = Dashboard(address, memory=True, quiet=True)
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"localsched: --dashboard={address}: {exc}") from None
+        raise SystemExit(f"localsched: --dashboard={terminal_text(address)}: "
+                         f"{terminal_text(exc)}") from None
     print(f"localsched dashboard: {dash.link}", file=sys.stderr, flush=True)
     return dash
 
