@@ -119,3 +119,15 @@ def test_written_outputs_get_the_usual_permissions(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_an_output_that_fails_costs_none_of_the_others(tmp_path):
+    report = performance_report(str(tmp_path / "r.html"), samples=False,
+                                json=str(tmp_path / "gone" / "r.json"),
+                                trace=str(tmp_path / "t.json"))
+    with pytest.raises(FileNotFoundError):
+        with report:
+            pass
+    assert (tmp_path / "r.html").stat().st_size > 10_000
+    json.loads((tmp_path / "t.json").read_text())
+    assert report.data is not None

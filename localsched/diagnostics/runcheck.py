@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+from .codec import FORMAT, VERSION
 from .naming import TEXT_LIMIT
 
 __all__ = ["RunFileError", "check_run", "EXPANSION", "EXPANSION_SLACK", "TEXT_LIMIT",
@@ -78,8 +79,8 @@ class RunFileError(ValueError):
     field and what is wrong with it."""
 
 
-_FORMAT = "localsched-run"
-_VERSION = 1  # (codec.VERSION: kept equal by test_runcheck; no import of codec here)
+_FORMAT = FORMAT
+_VERSION = VERSION
 
 # Column kinds: a code into a table, a time, an amount, text.
 _TIME, _TIME_OR_NULL, _AMOUNT, _AMOUNT_OR_NULL, _TEXT = "time", "time?", "amount", \
