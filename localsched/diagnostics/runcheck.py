@@ -18,9 +18,9 @@ What is checked:
   number inside its table -- never negative;
 * numbers: times finite and within ``MAX_TIME`` seconds of 0 (epoch
   seconds; ticks ``{"base", "q", "k"}`` with whole ``k`` below 2**53);
-  amounts (memory, CPU, cache metric, sample seconds) >= 0, NaN (unknown)
-  or infinite; ``free_time`` may also be NaN, infinite (never freed) or
-  null, ``seconds`` null;
+  amounts >= 0: memory, CPU and sample seconds finite (``seconds`` may be
+  null), the cache metric also NaN (unknown size) or infinite;
+  ``free_time`` may be NaN, infinite (never freed) or null;
 * keys: JSON scalars, arrays (tuples) nested at most ``MAX_KEY_DEPTH``
   deep, ``{"bytes": hex}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"repr": str}``.
 
@@ -83,8 +83,8 @@ _FORMAT = FORMAT
 _VERSION = VERSION
 
 # Column kinds: a code into a table, a time, an amount, text.
-_TIME, _TIME_OR_NULL, _AMOUNT, _AMOUNT_OR_NULL, _TEXT = "time", "time?", "amount", \
-    "amount?", "text"
+_TIME, _TIME_OR_NULL, _AMOUNT, _FINITE, _FINITE_OR_NULL, _TEXT = "time", "time?", \
+    "amount", "finite", "finite?", "text"
 _SECTIONS = {
     "tasks": {"key": "keys", "task": "task_reprs", "start": _TIME, "end": _TIME,
               "worker": "workers"},
@@ -94,13 +94,13 @@ _SECTIONS = {
                     "worker": "workers"},
     "transfers": {"key": "keys", "worker": "workers", "send_start": _TIME, "start": _TIME,
                   "end": _TIME, "receive_end": _TIME},
-    "resources": {"time": _TIME, "mem": _AMOUNT, "cpu": _AMOUNT},
+    "resources": {"time": _TIME, "mem": _FINITE, "cpu": _FINITE},
     "cache": {"key": "keys", "task": "task_reprs", "metric": _AMOUNT,
               "cache_time": _TIME, "free_time": _TIME_OR_NULL},
     "activities": {"key": "keys", "activity": "activity_names", "start": _TIME,
                    "stop": _TIME, "worker": "workers"},
     "samples": {"time": _TIME, "worker": "workers", "group": "sample_groups",
-                "stack": "stacks", "seconds": _AMOUNT_OR_NULL},
+                "stack": "stacks", "seconds": _FINITE_OR_NULL},
 }
 _OPTIONAL_COLUMNS = {("samples", "seconds")}  # (files of an earlier localsched)
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -278,7 +278,7 @@ class _Checker:
             raise self.fail(where, f"expected a list of numbers, got {_shown(values)}")
         else:
             values = [self.number(v, f"{where}[{i}]") for i, v in enumerate(values)]
-        null_ok = kind in (_TIME_OR_NULL, _AMOUNT_OR_NULL)
+        null_ok = kind in (_TIME_OR_NULL, _FINITE_OR_NULL)
         for i, v in enumerate(values):
             if v is None:
                 if not null_ok:
@@ -291,8 +291,10 @@ class _Checker:
                 if math.isfinite(v) and not abs(v) <= MAX_TIME:
                     raise self.fail(f"{where}[{i}]", f"{v!r} is not a time (epoch seconds "
                                                      f"within {MAX_TIME:g} of 0)")
-            elif v < 0:
-                raise self.fail(f"{where}[{i}]", f"{v!r} is not an amount (a number >= 0)")
+            elif v < 0 or (kind != _AMOUNT and not math.isfinite(v)):
+                finite = "" if kind == _AMOUNT else "finite "
+                raise self.fail(f"{where}[{i}]", f"{v!r} is not an amount (a {finite}number "
+                                                 ">= 0)")
         return values
 
     def number(self, v, where: str):

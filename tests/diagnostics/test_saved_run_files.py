@@ -113,6 +113,8 @@ MALFORMED = {
     "ticks-float-k": (json.dumps(edit(("tasks", "start", "k", 2), 1.5)), "tasks.start.k[2]"),
     "mem-negative": (json.dumps(edit(("resources", "mem", "base"), -5.0)), "resources.mem"),
     "metric-negative": (json.dumps(edit(("cache", "metric", 0), -1)), "cache.metric[0]"),
+    "cpu-nan": (json.dumps(edit(("resources", "cpu", "base"), {"float": "nan"})),
+                "resources.cpu"),
     "seconds-negative": (json.dumps(edit(("samples", "seconds"), [-0.5] * 20)),
                          "samples.seconds[0]"),
     "free-time-huge": (json.dumps(edit(("cache", "free_time", 0), -1e200)),
