@@ -15,6 +15,7 @@ import pytest
 from localsched.diagnostics import Profiler
 from localsched.diagnostics.progress import ProgressBar
 from localsched.local import get_sync
+from localsched.multiprocessing import get as get_processes
 from localsched.termsafe import terminal_text
 from localsched.threaded import get as get_threads
 
@@ -51,7 +52,8 @@ def test_terminal_text_escapes_every_control_and_keeps_printable_text():
 
 
 @pytest.mark.parametrize("tty", [True, False])
-@pytest.mark.parametrize("get", [get_sync, get_threads], ids=["sync", "threads"])
+@pytest.mark.parametrize("get", [get_sync, get_threads, get_processes],
+                         ids=["sync", "threads", "processes"])
 def test_grouped_progress_bar_escapes_group_names(tty, get):
     out = TTY() if tty else io.StringIO()
     pb = ProgressBar(format="dask", out=out, width=4, dt=3600, group_by=lambda key: key[0])
