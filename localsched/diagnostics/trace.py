@@ -116,7 +116,17 @@ def chrome_trace(run) -> dict:
     # (samples of threads that ran no task have no track and are left out).
     samples = [r for r in run.samples if r.worker_id is not None
                and (row := rows.get(r.worker_id)) is not None and 2 * row + 1 in tracks]
+    other = {"generator": "localsched", "t0": t0,
+             "clock": "microseconds since t0 (epoch seconds)"}
+    events += _sample_events(samples, rows, pid, ns, other)
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def _sample_events(samples: list, rows: dict, pid: int, ns, other: dict) -> list:
+    """The stack samples as instants, innermost frame first, within the
+    stack budget (``other`` gets ``stack_frames_per_sample`` when it cut)."""
     depth, texts = _stack_depth(samples)
+    events = []
     for r in samples:
         where = texts(r.stack)
         args = {"group": None if r.group is None else shown_text(r.group),
@@ -127,11 +137,9 @@ def chrome_trace(run) -> dict:
                        "name": shown_text(r.stack[-1][2]) if r.stack else "(idle)",
                        "cat": "sample", "pid": pid, "tid": 2 * rows[r.worker_id] + 1,
                        "ts": ns(r.time) / 1000, "args": args})
-    other = {"generator": "localsched", "t0": t0,
-             "clock": "microseconds since t0 (epoch seconds)"}
     if samples and depth < max(len(r.stack) for r in samples):
         other["stack_frames_per_sample"] = depth
-    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+    return events
 
 
 #: The stack samples' frames written may add up to this many times the
