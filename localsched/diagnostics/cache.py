@@ -12,10 +12,16 @@ function must see each result: its ``posttask`` appends one tuple per task
 -- (key, end, metric, freed).  Entries are matched with exits when
 ``results`` is read.  Whatever is still cached when the computation ends is
 freed at the finish time.  All times are epoch seconds (time.time).
+
+A result whose size cannot be measured (``metrics.nbytes`` gives None, a
+metric function raises or returns no number) gets ``metric`` NaN: unknown,
+which the report notes and draws as 0; the computation goes on.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -107,7 +113,7 @@ class CacheProfiler(Collector):
         # collector's tracking).
         task = state.task
         freed = task.freed
-        self._events(state).append((key, task.end, self._metric(result),
+        self._events(state).append((key, task.end, _measured(self._metric, result),
                                     tuple(freed) if freed else ()))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
@@ -119,7 +125,7 @@ class CacheProfiler(Collector):
         released = state["released"]
         freed = tuple(d for d in state["dependencies"].get(key, ()) if d in released)
         if callable(metric):
-            self._events(state).append((key, end, metric(result), freed))
+            self._events(state).append((key, end, _measured(metric, result), freed))
         else:  # (the layout of a task record, as localsched's runs keep them)
             size = _nbytes(result, state) if metric == "nbytes" else None
             self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
@@ -141,7 +147,7 @@ class CacheProfiler(Collector):
         metric = self._metric
         if not callable(metric):  # task records: (key, end, metric, freed) of each
             sized = metric == "nbytes"
-            events = [(task[0], task[2], (task[8] or 0) if sized else 1, task[4])
+            events = [(task[0], task[2], _size_or_nan(task[8]) if sized else 1, task[4])
                       for task in events]
         self._built.extend(self._records(run.dsk, events, run.finished))
 
@@ -165,6 +171,20 @@ class CacheProfiler(Collector):
         return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} computations>"
 
 
+def _measured(metric, result) -> Any:
+    """``metric(result)``, or NaN (unknown) when it raises or gives no
+    number: a metric never fails the computation it measures."""
+    try:
+        value = metric(result)
+        return value if isinstance(value, numbers.Real) else math.nan
+    except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
+        return math.nan
+
+
+def _size_or_nan(size):
+    return math.nan if size is None else size
+
+
 def _nbytes(result, state) -> float:
     """``metric="nbytes"``: the size measured where the result lived
     (``state.task.nbytes``: a worker process, a cluster), else measured
@@ -172,4 +192,4 @@ def _nbytes(result, state) -> float:
     n = getattr(getattr(state, "task", None), "nbytes", None)
     if n is None:
         n = getattr(state, "nbytes", None)
-    return nbytes(result) if n is None else n
+    return _size_or_nan(nbytes(result) if n is None else n)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import ExitStack
+from functools import partial
 
 from .rundata import RunData
 
@@ -33,7 +34,9 @@ class performance_report:
     trace to ``trace`` when given.  The page is written even when the block
     raises -- by the process that entered the block only: a child forked
     inside it leaves it writing nothing (its profilers stopped at the fork,
-    ``localsched.forking``).
+    ``localsched.forking``).  Each file is written whole or not at all
+    (``outputs.write_text``); one that cannot be written raises its
+    ``OSError`` after the others are.
 
     >>> import localsched
     >>> with localsched.performance_report(None, samples=False) as report:
@@ -97,12 +100,19 @@ class performance_report:
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time())
-        if self.json_path:
-            self.data.save_json(self.json_path)
-        if self.trace_path:
-            self.data.to_chrome_trace(self.trace_path)
-        if self.filename:
-            self.data.to_html(self.filename, mode=self.mode)
+        # Each output on its own: one that cannot be written (its error is
+        # raised after) costs none of the others.
+        failures = []
+        for path, write in ((self.json_path, self.data.save_json),
+                            (self.trace_path, self.data.to_chrome_trace),
+                            (self.filename, partial(self.data.to_html, mode=self.mode))):
+            if path:
+                try:
+                    write(path)
+                except OSError as exc:
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def save_json(self, path) -> None:
         """Save the recorded run (after the block) as JSON."""

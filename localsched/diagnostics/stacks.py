@@ -88,18 +88,29 @@ def stack_tree(samples: Iterable[SampleData], group: str | None = None,
               and (start is None or s.time >= start) and (stop is None or s.time < stop)]
     root: dict[str, Any] = {"name": "all", "filename": "", "line": 0, "count": 0,
                             "seconds": 0.0, "children": {}}
+    # Samples of one stack object first added up, then each stack walked
+    # once: samples share their stacks (a saved run stores each once), so
+    # the walk costs the distinct stacks' depth, not every sample's.
+    shared: dict = {}  # id(stack) -> [stack, count, seconds]
     for s, seconds in zip(chosen, sample_seconds(chosen, interval), strict=True):
+        root["count"] += 1
+        root["seconds"] += seconds
+        entry = shared.get(id(s.stack))
+        if entry is None:
+            shared[id(s.stack)] = [s.stack, 1, seconds]
+        else:
+            entry[1] += 1
+            entry[2] += seconds
+    for stack, count, seconds in shared.values():
         node: dict[str, Any] = root
-        node["count"] += 1
-        node["seconds"] += seconds
-        for frame in (fold_import_frames(s.stack) if fold_imports else s.stack):
+        for frame in (fold_import_frames(stack) if fold_imports else stack):
             children = node["children"]
             child = children.get(frame)
             if child is None:
                 filename, line, name = frame
                 child = children[frame] = {"name": name, "filename": filename, "line": line,
                                            "count": 0, "seconds": 0.0, "children": {}}
-            child["count"] += 1
+            child["count"] += count
             child["seconds"] += seconds
             node = child
     return _listed(root)

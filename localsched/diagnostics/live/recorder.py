@@ -32,15 +32,18 @@ _run_numbers = itertools.count(1)
 
 def _nbytes(value: Any) -> int:
     """Bytes of a result: its ``nbytes``, dask's ``sizeof`` when dask is
-    loaded, else ``sys.getsizeof``."""
-    n = getattr(value, "nbytes", None)
-    if isinstance(n, int):
-        return n
-    sizeof = getattr(sys.modules.get("dask.sizeof"), "sizeof", None)
+    loaded, else ``sys.getsizeof``; -1 (not counted) when it cannot be
+    measured -- reading ``nbytes`` raises (a dead ``weakref.proxy``), a
+    ``__sizeof__`` raises: a size is a nicety, never an error."""
     try:
-        return int(sizeof(value)) if sizeof is not None else sys.getsizeof(value)
+        n = getattr(value, "nbytes", None)
+        if isinstance(n, int) and n >= 0:
+            return n
+        sizeof = getattr(sys.modules.get("dask.sizeof"), "sizeof", None)
+        n = int(sizeof(value)) if sizeof is not None else sys.getsizeof(value)
     except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
-        return 0
+        return -1
+    return n if n >= 0 else -1
 
 
 class RunLog:
