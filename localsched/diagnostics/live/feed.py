@@ -27,7 +27,7 @@ from ..eta import GroupDurations
 from .bins import merge_tiny
 from .recorder import Recorder, RunLog
 
-__all__ = ["Feed", "GroupCounts"]
+__all__ = ["Feed", "GroupCounts", "printable"]
 
 #: Rectangles one update adds at most: tiny tasks are merged into wider
 #: time bins until they fit (the browser never receives a burst of thousands,
@@ -46,6 +46,9 @@ MAX_RUNNING = 256
 #: O(tasks handed to workers), and a Python call per task read): a page
 #: redraws its running bars at most twice a second.
 RUNNING_EVERY = 0.3
+#: Key heads remembered at most (each names its group: dask's carry a token
+#: per computation); past this they are forgotten at a run's start.
+MAX_HEADS = 50_000
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39")
@@ -63,6 +66,23 @@ class GroupCounts:
         self.seconds = 0.0
 
 
+def printable(text) -> str:
+    r"""``str(text)`` that UTF-8 can encode: a lone surrogate (what a
+    non-UTF-8 file name decodes to) as its escape.  A page, ``/metrics``
+    and the report encode every string they send; one key that cannot be
+    encoded would break them for the dashboard's whole life.
+
+    >>> printable(b"read\xffcsv".decode("utf-8", "surrogateescape")), printable(("x", 1))
+    ('read\\udcffcsv', "('x', 1)")
+    """
+    text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
+
+
 def _head(key):
     """What names a key's group: the string of a tuple key, else the key."""
     return key[0] if type(key) is tuple and key else key
@@ -77,8 +97,12 @@ class _GroupIds(dict):
         self.names: list = []
         self._index: dict = {}
 
+    def forget_heads(self) -> None:
+        """Forget the heads seen (the group names and their indexes stay)."""
+        self.clear()
+
     def __missing__(self, head) -> int:
-        name = key_split(head)
+        name = printable(key_split(head))
         i = self._index.get(name)
         if i is None:
             i = self._index[name] = len(self.names)
@@ -356,8 +380,20 @@ class Feed:
                 for log in runs[-8:-1]:  # runs that came and went between updates
                     if log is not self.run:
                         self._tally(log)
+                self._forget(runs[0].number)
                 self._reset_run(latest)
             self._take_in(latest, now)
+
+    def _forget(self, oldest: int) -> None:
+        """Drop what is kept per run of the runs the recorder forgot (before
+        run number ``oldest``), and the key heads seen when they pile up
+        (dask's carry a token per computation): a dashboard left up keeps
+        bounded state whatever it has recorded."""
+        consumed = self._consumed
+        for k in [k for k in consumed if (k[1] if type(k) is tuple else k) < oldest]:
+            del consumed[k]
+        if len(self._gid) > MAX_HEADS:
+            self._gid.forget_heads()
 
     def _tally(self, log: RunLog) -> None:
         """Lifetime counters only, for a run that is not shown."""
@@ -510,7 +546,7 @@ class Feed:
             if wid not in self.lanes:
                 self.lanes[wid] = len(self.lanes)
             rects.append((self.lanes[wid], start, end, self.group(key),
-                          f"{key} failed: {error}", 1, FAILED_COLOR))
+                          printable(f"{key} failed: {error}"), 1, FAILED_COLOR))
         # The rest stopped with the computation.
         for c in self.groups.values():
             c.running = 0
@@ -528,7 +564,7 @@ class Feed:
         tiny = np.ones(len(keys), bool)
         tiny[big] = False
         names, color = self._gid.names, self.color
-        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]),
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], printable(keys[i]),
                 1, color(names[gids[i]])) for i in big]
         idx = np.flatnonzero(tiny)
         width = pixel
@@ -539,7 +575,7 @@ class Feed:
                 continue
             at, lo, hi, count = merged
             groups = [names[g] for g in gids[at].tolist()]
-            out.extend((ln, a, b, g, str(keys[i]) if n == 1 else f"{n} tasks of {g}",
+            out.extend((ln, a, b, g, printable(keys[i]) if n == 1 else f"{n} tasks of {g}",
                         n, color(g))
                        for ln, a, b, g, n, i in zip(lane[at].tolist(), lo, hi, groups, count,
                                                     at.tolist(), strict=True))

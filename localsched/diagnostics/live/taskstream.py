@@ -26,7 +26,7 @@ from bokeh.models import CategoricalColorMapper, ColumnDataSource, FixedTicker, 
 from bokeh.plotting import figure
 
 from .component import PAGE_WIDTH, Component, inline, lean, short_datetime_axis
-from .feed import FAILED_COLOR
+from .feed import FAILED_COLOR, printable
 
 __all__ = ["TaskStream", "COLUMNS"]
 
@@ -230,4 +230,4 @@ def _running_columns(running: list, nlanes: int, now: float) -> dict:
             "y": inline(nlanes - HEIGHT / 2 + step * (np.arange(n) + 0.5)),
             "height": inline(np.full(n, step)), "count": inline(np.ones(n), np.int32),
             "group": np.array(groups, dtype=str),
-            "label": np.array([f"{key} (running)" for key, _ in running], dtype=str)}
+            "label": np.array([printable(f"{key} (running)") for key, _ in running], dtype=str)}
