@@ -70,13 +70,18 @@ def inline(values, dtype=float) -> np.ndarray:
 
 
 def changed(source, data: dict) -> None:
-    """Replace ``source.data`` only if it differs (no message when unchanged)."""
+    """Send what differs of ``data`` from ``source.data``: nothing when
+    equal; only the columns that changed when the rows are the same in
+    number (a smaller message, and the browser recomputes only those);
+    else the whole data."""
     old = source.data
-    if set(old) == set(data) and all(len(old[k]) == len(data[k]) and
-                                     all(a == b for a, b in zip(old[k], data[k], strict=False))
-                                     for k in data):
+    if set(old) != set(data) or any(len(old[k]) != len(data[k]) for k in data):
+        source.data = data
         return
-    source.data = data
+    new = {k: v for k, v in data.items()
+           if not all(a == b for a, b in zip(old[k], v, strict=False))}
+    if new:
+        source.data.update(new)
 
 
 def lean(fig, *, x_axis: bool = True, y_axis: bool = True, grids: str = "xy"):

@@ -158,6 +158,12 @@ class Dashboard(Callback):
             self._finalizer.detach()
             server.stop()
 
+    @property
+    def recording(self) -> bool:
+        """Whether computations are recorded now (registered, or in a
+        ``with`` block); ``callbacks=[dash]`` records only its call."""
+        return self._callback in callbacks_module._global_active
+
     def sessions(self) -> int:
         """Browser sessions (tabs, and GETs not yet reaped) alive now."""
         return self._server.sessions() if self._server is not None else 0

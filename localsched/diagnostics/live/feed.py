@@ -620,42 +620,53 @@ class Feed:
 
     def progress(self) -> dict:
         """The numbers of ``/json/progress.json`` and of the summary strip,
-        read without taking in the finished tasks (so the strip can refresh
-        every 100 ms whatever the task rate): done and total are lengths
-        of the latest run's lists (exact: a record is counted when written
-        whole), failed its failures, running the snapshot last read (every
-        RUNNING_EVERY, refreshed here when due), the rate from these
-        counts, the ETA the last take-in estimated, counted down since."""
+        from the same snapshot as progress per group: the run taken in last
+        (``update``), its tasks done and failed as taken in then -- so the
+        strip and the groups agree whenever both are drawn from one update
+        (a run not yet taken in shows once an update takes it in; before
+        the first update, the latest run's lengths).  What ticks between
+        updates: the elapsed time, the running tasks (read every
+        RUNNING_EVERY), the ETA the last take-in estimated, counted down.
+        ``eta_note`` says why there is no ETA yet."""
         with self.lock:
             runs = self.recorder.runs
-            run = runs[-1] if runs else None
             now = self.clock()
-            if run is None:
+            if not runs:
                 return {"done": 0, "total": 0, "running": 0, "erred": 0, "elapsed": 0.0,
-                        "eta": None, "rate": 0.0, "workers": 0, "busy": 0, "status": "idle",
-                        "run": 0, "cluster_dashboard": None}
-            shown = run is self.run  # (taken in at least once: its groups, lanes, running)
+                        "eta": None, "eta_note": None, "rate": 0.0, "workers": 0, "busy": 0,
+                        "status": "idle", "run": 0, "cluster_dashboard": None}
+            shown = self.run is not None
+            run = self.run if shown else runs[-1]
             if shown:
                 self._take_running(run, now)
-            done = len(run.ends)
-            total = len(run.keys) or max(done, 1)
+                done, erred = self.done, self.erred
+            else:
+                done, erred = len(run.ends), 0
+            total = len(run.keys) or max(done + erred, 1)
             end = run.finished if run.finished is not None else now
             elapsed = max(end - run.started, 0.0)
-            running = len(self.running) if shown else 0
-            workers = len(self.lanes) if shown else 0
-            if run.finished is not None:
+            running = len(self.running) if shown and run.finished is None else 0
+            workers = run.workers() or (len(self.lanes) if shown else 0)
+            note = None
+            # (finished once the snapshot has taken in its end: never "finished"
+            # beside counts that are not yet the run's last)
+            if run.finished is not None and (self._failed_seen or not shown):
                 status = "errored" if run.errored else "finished"
                 eta: float | None = 0.0 if not run.errored else None
                 rate = done / elapsed if elapsed > 0 else 0.0
                 running = 0
             else:
                 status = "running"
-                eta = self.eta(now) if shown else None  # (no estimate of this run yet)
+                eta = self.eta(now) if shown else None
                 rate = self._rate(run, now, done)
-            return {"done": done, "total": total, "running": running,
-                    "erred": len(run.failed), "elapsed": round(elapsed, 3),
-                    "eta": None if eta is None else round(eta, 3), "rate": round(rate, 1),
-                    "workers": workers, "busy": min(running, max(workers, 1)),
+                if eta is None:
+                    note = ("after the first tasks finish" if not done
+                            else "estimating from the tasks finished")
+            busy = min(running, workers) if workers else running
+            return {"done": done, "total": total, "running": running, "erred": erred,
+                    "elapsed": round(elapsed, 3),
+                    "eta": None if eta is None else round(eta, 3), "eta_note": note,
+                    "rate": round(rate, 1), "workers": max(workers, busy), "busy": busy,
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:

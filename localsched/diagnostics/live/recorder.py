@@ -64,7 +64,7 @@ class RunLog:
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts", "state", "measured")
+                 "errored", "link", "dask_starts", "state", "measured", "_workers")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -79,6 +79,18 @@ class RunLog:
         self.errored = False
         self.link = link
         self.dask_starts: dict = {}
+        self._workers: int | None = None
+
+    def workers(self) -> int | None:
+        """The workers the computation runs on (its scheduler's
+        ``num_workers``, as localsched's schedulers say in
+        ``state.outcome.extra``), None if its scheduler does not say."""
+        if self._workers is None and self.state is not None:
+            extra = getattr(getattr(self.state, "outcome", None), "extra", None)
+            n = extra.get("workers") if isinstance(extra, dict) else None
+            if isinstance(n, int) and n > 0:
+                self._workers = n
+        return self._workers
 
     def running_now(self) -> list | None:
         """Keys of the tasks running now (from the live state), [] once
@@ -203,5 +215,6 @@ class Recorder:
         log.failed = [(k, s, e, w, f"{type(exc).__name__}: {exc}"[:300])
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
+        log.workers()  # (read while the state is there)
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)
