@@ -636,7 +636,7 @@ class Feed:
                         "eta": None, "eta_note": None, "rate": 0.0, "workers": 0, "busy": 0,
                         "status": "idle", "run": 0, "cluster_dashboard": None}
             shown = self.run is not None
-            run = self.run if shown else runs[-1]
+            run: RunLog = self.run if self.run is not None else runs[-1]
             if shown:
                 self._take_running(run, now)
                 done, erred = self.done, self.erred
