@@ -75,7 +75,8 @@ def test_strip_and_groups_agree_and_workers_are_busy_mid_run(dash):
         release.set()
         thread.join(60)
     assert out == [2]
-    summary.update()  # a summary refresh after the end, before the next take-in:
+    dash.feed.update(force=True)  # (a probe of another reader: not this page's feed)
+    summary.tick()  # a summary refresh after the end, before the next take-in:
     cells = _cells(summary.root.text)  # still the groups' snapshot
     assert cells["tasks"] == "30 / 33" and cells["run"].endswith("running")
     feed.update(force=True)  # the next full update (a page makes them 0.1 s apart at most)

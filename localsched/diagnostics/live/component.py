@@ -44,6 +44,10 @@ class Component:
     def update(self) -> None:
         raise NotImplementedError
 
+    def tick(self) -> None:
+        """A fast component's refresh between full updates (no take-in)."""
+        self.update()
+
 
 class InlineArray(np.ndarray, Serializable):
     """A numeric column that bokeh writes into its message's JSON (base64 of

@@ -260,16 +260,16 @@ def _schedule(doc, components: list, feed: Feed) -> None:
 
     def summary_update(now: float) -> None:
         for c in fast:
-            _update_one(c)
+            _update_one(c, tick=True)
 
     timer = PeriodicCallback(step, tick * 1000)
     timer.start()
     doc.on_session_destroyed(lambda _context: timer.stop())
 
 
-def _update_one(component) -> None:
+def _update_one(component, tick: bool = False) -> None:
     try:
-        component.update()
+        component.tick() if tick else component.update()
     except Exception:  # noqa: BLE001 -- one component's failure is logged,
         # never raised into bokeh (the page and the others go on)
         logger.exception("localsched dashboard: %s update failed", component.name)

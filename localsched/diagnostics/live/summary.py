@@ -79,6 +79,12 @@ def summary_html(p: dict, recording: bool = True) -> str:
 
 
 class Summary(Component):
+    """The strip.  ``update`` (a page's full update, after the take-in)
+    reads the Feed's progress; ``tick`` (the refreshes between) moves only
+    its clocks -- elapsed time and the ETA's countdown -- from what the last
+    ``update`` read, so the counts stay those progress per group was drawn
+    from, even when a probe (``/json/progress.json``) takes tasks in between."""
+
     name = "summary"
     title = "Summary"
     period = 0.1
@@ -87,13 +93,29 @@ class Summary(Component):
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
-        self.root = Div(text=self._text(), width=PAGE_WIDTH, name="summary")
+        self._read: tuple | None = None  # (when, the progress dict) of the last update
+        self.root = Div(text="", width=PAGE_WIDTH, name="summary")
+        self.update()
 
-    def _text(self) -> str:
-        recording = getattr(self.context, "recording", True)
-        return summary_html(self.feed.progress(), recording)
-
-    def update(self) -> None:
-        text = self._text()
+    def _show(self, progress: dict) -> None:
+        text = summary_html(progress, getattr(self.context, "recording", True))
         if text != self.root.text:
             self.root.text = text
+
+    def update(self) -> None:
+        progress = self.feed.progress()
+        self._read = (self.feed.clock(), progress)
+        self._show(progress)
+
+    def tick(self) -> None:
+        if self._read is None:
+            self.update()
+            return
+        when, progress = self._read
+        if progress["status"] != "running":
+            self._show(progress)  # (idle: whether it records may change)
+            return
+        gone = max(self.feed.clock() - when, 0.0)
+        eta = progress["eta"]
+        self._show({**progress, "elapsed": progress["elapsed"] + gone,
+                    "eta": None if eta is None else max(eta - gone, 0.0)})
