@@ -108,7 +108,9 @@ def metrics_html(metrics: Mapping) -> str:
     for (_span, group, activity, unit), value in metrics.items():
         if unit == "seconds":
             continue
-        k = (NO_GROUP if group is None else str(group), activity, unit)
+        # (the caller's seconds -- the scheduler's own -- are no worker's idle time)
+        outside = NO_GROUP if unit == "seconds" else "(outside tasks)"
+        k = (outside if group is None else str(group), activity, unit)
         rows[k] = rows.get(k, 0.0) + float(value)
     if not rows:
         return ""
