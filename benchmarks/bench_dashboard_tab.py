@@ -166,7 +166,7 @@ def main(argv=None) -> int:
           f"(bar <= {BAR_US:g}): {'met' if added <= BAR_US else 'NO'}; "
           f"paired differences {', '.join(f'{d:+.2f}' for d in paired)} µs/task")
     cheapest = min(costs)  # (the run of least wall time)
-    for label, i, unit in (("server thread CPU", 1, "s"), ("Chromium CPU", 2, "s")):
+    for label, i in (("server thread CPU", 1), ("Chromium CPU", 2)):
         values = sorted(c[i] for c in costs)
         print(f"  {label:<18} {values[len(values) // 2] / ntasks * 1e6:6.2f} µs/task "
               f"(median; {values[0] * 1e3:.0f}-{values[-1] * 1e3:.0f} ms a run)")

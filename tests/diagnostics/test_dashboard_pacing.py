@@ -37,24 +37,24 @@ def test_the_summary_shows_the_take_in_the_groups_show(live):
     run.ends.extend(done.ends[:third])
     clock.t += 0.1
     summary.update()  # (before any take-in: the run's lengths)
-    assert f"{third:,} / {len(done.keys):,}" in summary.root.text
+    assert f"{third:,} / {len(done.keys):,}" in summary.text
     assert feed.done == 0
     groups.update()  # a full update: take-in, then every part
     summary.update()
     shown = sum(int(label.split()[-1].split("/")[0]) for label in groups.source.data["label"])
-    assert shown == third and f"{third:,} / {len(done.keys):,}" in summary.root.text
-    before = summary.root.text
+    assert shown == third and f"{third:,} / {len(done.keys):,}" in summary.text
+    before = summary.text
     run.ends.extend(done.ends[third:])
     clock.t += 0.25
     summary.tick()  # a summary refresh: the clock moves, the counts wait
-    assert summary.root.text != before and f"{third:,} / {len(done.keys):,}" in summary.root.text
+    assert summary.text != before and f"{third:,} / {len(done.keys):,}" in summary.text
     feed.update(force=True)  # (a probe taking the tasks in between)
     summary.tick()  # (still the counts the groups show)
-    assert f"{third:,} / {len(done.keys):,}" in summary.root.text
+    assert f"{third:,} / {len(done.keys):,}" in summary.text
     clock.t += 0.1
     groups.update()
     summary.update()
-    assert f"{len(done.ends):,} / {len(done.keys):,}" in summary.root.text
+    assert f"{len(done.ends):,} / {len(done.keys):,}" in summary.text
     assert feed.progress()["done"] == len(done.ends)
 
 
@@ -152,6 +152,26 @@ def test_the_summary_keeps_its_rate_when_heavy_updates_are_not_affordable():
     assert made["full"] + made["summary"] >= 95  # about every 100 ms
     assert 3 <= made["full"] <= 30  # the heavy parts on their own, slower rate
     assert clock["cpu"] <= PER_TASK * clock["tasks"] + cadence.pacer.cap + 0.1
+
+
+def test_heavy_parts_redraw_twice_a_second_while_tasks_finish_fast():
+    """However cheap for the server, a run of 50k tasks a second gets a full
+    update (the browser redraws its task stream and groups) at most every
+    FAST_PERIOD; the strip ticks every 100 ms between.  A slow run (100
+    tasks a second) gets a full update every tick."""
+    from localsched.diagnostics.live.pages import FAST_PERIOD
+
+    for rate, fulls in ((50_000, (10 / FAST_PERIOD * 0.8, 10 / FAST_PERIOD + 1)), (100, (90, 100))):
+        clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+        wall, cpu, tasks = (clock.__getitem__ for _ in range(3))
+        pacer = Pacer(clock=lambda w=wall: w("wall"), cpu_clock=lambda c=cpu: c("cpu"),
+                      tasks=lambda t=tasks: t("tasks"), per_task=1e-3)  # (the server: no limit)
+        cadence = Cadence(pacer, clock=lambda w=wall: w("wall"),
+                          tasks=lambda t=tasks: t("tasks"))
+        made = _fast_run(cadence, clock, seconds=10, tasks_per_second=rate,
+                         per_task_cost=0.0, heavy_cost=0.0, summary_cost=0.0)
+        assert fulls[0] <= made["full"] <= fulls[1], (rate, made)
+        assert made["full"] + made["summary"] >= 95, (rate, made)
 
 
 def test_cheap_heavy_updates_run_every_tick():

@@ -45,7 +45,9 @@ PAGE_STATE = r"""
   const flame = doc.get_model_by_name('flame_labels').data_source.data;
   const fig = doc.get_model_by_name('flame_graph');
   const overrides = fine.left[0].major_label_overrides;
-  return {summary: doc.get_model_by_name('summary').text,
+  // (the strip as shown: its element, which the page writes without a model change)
+  const strip = Bokeh.index[doc.get_model_by_name('summary').id].markup_el.innerHTML;
+  return {summary: strip,
           labels: Array.from(col(groups, 'label')),
           fine_names: overrides instanceof Map ? Array.from(overrides.values())
                                                : Object.values(overrides),
@@ -58,7 +60,7 @@ PAGE_STATE = r"""
 
 
 def _cells(text: str) -> dict:
-    return dict(re.findall(r"<span style='color:#777'>([^<]+)</span> <b>([^<]*)</b>", text))
+    return dict(re.findall(r"<span style=.color:#777.>([^<]+)</span> <b>([^<]*)</b>", text))
 
 
 def _workload(stop: threading.Event, runs: list) -> None:

@@ -6,12 +6,22 @@ Its counts are those of the last take-in (``Feed.progress``), the snapshot
 progress per group is drawn from, so the two agree; it refreshes every
 100 ms on its own (one small message, only when its text changes) for the
 elapsed time and the ETA's countdown, while the take-in, the task stream
-and the groups go at the rate the page's CPU budget allows."""
+and the groups go at the rate the page's CPU budget allows.
+
+The page's Div is not what changes ten times a second: a Div's new text
+makes BokehJS re-render it and lay out its layout again (measured: ~25 ms
+of the browser's CPU per change inside /status's column, ~12 ms as a root
+of its own -- the most a tab cost a run of tiny tasks).  The text goes to
+a one-row ColumnDataSource no view draws (``text_source``), and a CustomJS
+writes it into the Div's element (the Div is a root of the document: its
+view is ``Bokeh.index[div.id]``); where that view is not found, it sets the
+Div's text as before."""
 
 from __future__ import annotations
 
 import html
 
+from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.widgets import Div
 
 from ..eta import format_clock
@@ -20,6 +30,9 @@ from .component import PAGE_WIDTH, Component
 __all__ = ["Summary", "summary_html", "format_seconds"]
 
 
+#: Pixels of the strip's height (fixed: with CSS containment, a new text
+#: makes the browser lay out and paint the strip alone).
+STRIP_HEIGHT = 40
 #: What the strip says while nothing was recorded, recording or not.
 WAITING = "waiting for a computation..."
 NOT_RECORDING = ("not recording: computations run without this Dashboard. Start it with "
@@ -78,6 +91,20 @@ def summary_html(p: dict, recording: bool = True) -> str:
     return f"<div class='ls-summary' style='font:14px sans-serif'>{body}</div>"
 
 
+#: The strip's text into its Div's element, without a model change (see the
+#: module docstring); else the Div's text.
+_WRITE_TEXT_JS = """
+const data = cb_obj.data;
+const html = (data instanceof Map ? data.get("html") : data.html)[0];
+const view = window.Bokeh && Bokeh.index ? Bokeh.index[div.id] : null;
+if (view != null && view.markup_el != null) {
+  view.markup_el.innerHTML = html;
+} else {
+  div.text = html;
+}
+"""
+
+
 class Summary(Component):
     """The strip.  ``update`` (a page's full update, after the take-in)
     reads the Feed's progress; ``tick`` (the refreshes between) moves only
@@ -94,18 +121,28 @@ class Summary(Component):
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
         self._read: tuple | None = None  # (when, the progress dict) of the last update
-        self.root = Div(text="", width=PAGE_WIDTH, name="summary")
-        self.update()
+        self.text = ""
+        self.text_source = ColumnDataSource({"html": [""]}, name="summary_text")
+        self._show(self._read_now())
+        # (the source rides in the Div's tags: part of the document with it)
+        self.root = Div(text=self.text, width=PAGE_WIDTH, height=STRIP_HEIGHT, name="summary",
+                        tags=[self.text_source], styles={"contain": "strict"})
+        self.text_source.js_on_change("data", CustomJS(args={"div": self.root},
+                                                        code=_WRITE_TEXT_JS))
 
     def _show(self, progress: dict) -> None:
         text = summary_html(progress, getattr(self.context, "recording", True))
-        if text != self.root.text:
-            self.root.text = text
+        if text != self.text:
+            self.text = text
+            self.text_source.data = {"html": [text]}
 
-    def update(self) -> None:
+    def _read_now(self) -> dict:
         progress = self.feed.progress()
         self._read = (self.feed.clock(), progress)
-        self._show(progress)
+        return progress
+
+    def update(self) -> None:
+        self._show(self._read_now())
 
     def tick(self) -> None:
         if self._read is None:
