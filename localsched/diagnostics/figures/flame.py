@@ -36,6 +36,9 @@ __all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN
            "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS", "fit_label", "clip_labels",
            "LABEL_CHAR_PX"]
 
+#: The colour of a task group's frame (the first row of the "all" tree).
+GROUP_COLOR = "#c6dbef"
+
 #: Pixels one character of a frame's label may take (8pt sans-serif: most
 #: characters are narrower), and the margin kept inside a frame.
 LABEL_CHAR_PX = 6.5
@@ -152,8 +155,10 @@ def flame_rects(tree: Mapping) -> dict:
         out["seconds"].append(node.get("seconds", 0.0))
         out["share"].append(share)
         # crc32, not hash(): the same function gets the same colour in every report
-        out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
-                                    % len(palette)] if depth else "#d9d9d9")
+        # (a task group's frame in blue: it is no function)
+        out["color"].append("#d9d9d9" if not depth else GROUP_COLOR if filename == GROUP_FILE
+                            else palette[zlib.crc32(f"{node['name']}|{where}".encode())
+                                         % len(palette)])
         # (on a ~1000 px wide plot; the browser fits them again: clip_labels)
         out["label"].append(fit_label(node["name"], share * PIXELS))
         out["label_x"].append(left)

@@ -12,7 +12,7 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.models.widgets import Button
 from bokeh.plotting import figure
 
-from ..figures.flame import clip_labels, fit_label
+from ..figures.flame import GROUP_COLOR, clip_labels, fit_label
 from ..stacks import GROUP_FILE, stack_tree
 from .component import PAGE_WIDTH, Component, changed, lean
 
@@ -22,7 +22,6 @@ __all__ = ["FlameGraph"]
 MAX_NODES = 3000
 EMPTY_HEIGHT = 90
 COLORS = ("#fdae6b", "#fd8d3c", "#f16913", "#fdd0a2", "#e6550d", "#feb24c")
-GROUP_COLOR = "#c6dbef"
 #: Pixels a character of a label takes (9px sans-serif), and the plot's width.
 CHAR_PX = 5.5
 PLOT_PX = PAGE_WIDTH - 10
