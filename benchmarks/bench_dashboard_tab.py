@@ -168,11 +168,17 @@ def main(argv=None) -> int:
     cheapest = min(costs)  # (the run of least wall time)
     for label, i in (("server thread CPU", 1), ("Chromium CPU", 2)):
         values = sorted(c[i] for c in costs)
+        # (per second of run too: a loaded machine stretches the runs, and
+        # the page's redraws go on for as long as a run lasts)
+        rate = sorted(c[i] / c[0] for c in costs)
         print(f"  {label:<18} {values[len(values) // 2] / ntasks * 1e6:6.2f} µs/task "
-              f"(median; {values[0] * 1e3:.0f}-{values[-1] * 1e3:.0f} ms a run)")
+              f"(median; {values[0] * 1e3:.0f}-{values[-1] * 1e3:.0f} ms a run; "
+              f"{rate[len(rate) // 2] * 1e3:.0f} ms per second of run)")
     messages = sorted(c[3] for c in costs)
     size = sorted(c[4] for c in costs)
-    print(f"  websocket frames   {messages[len(messages) // 2]} a run (median), "
+    per_second = sorted(c[3] / c[0] for c in costs)
+    print(f"  websocket frames   {messages[len(messages) // 2]} a run (median; "
+          f"{per_second[len(per_second) // 2]:.0f} a second of run), "
           f"{size[len(size) // 2] / 1e3:.0f} kB; fastest run {cheapest[0]:.3f} s, "
           f"{cheapest[3]} frames")
     print(f"load average {os.getloadavg()[0]:.2f} at end")

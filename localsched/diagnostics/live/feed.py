@@ -24,10 +24,11 @@ import psutil
 
 from ...utils import key_split
 from ..eta import GroupDurations
+from ..naming import printable
 from .bins import merge_tiny
 from .recorder import Recorder, RunLog
 
-__all__ = ["Feed", "GroupCounts", "printable"]
+__all__ = ["Feed", "GroupCounts"]
 
 #: Rectangles one update adds at most: tiny tasks are merged into wider
 #: time bins until they fit (the browser never receives a burst of thousands,
@@ -64,23 +65,6 @@ class GroupCounts:
         self.total = self.done = self.running = self.erred = 0
         self.held = -1
         self.seconds = 0.0
-
-
-def printable(text) -> str:
-    r"""``str(text)`` that UTF-8 can encode: a lone surrogate (what a
-    non-UTF-8 file name decodes to) as its escape.  A page, ``/metrics``
-    and the report encode every string they send; one key that cannot be
-    encoded would break them for the dashboard's whole life.
-
-    >>> printable(b"read\xffcsv".decode("utf-8", "surrogateescape")), printable(("x", 1))
-    ('read\\udcffcsv', "('x', 1)")
-    """
-    text = str(text)
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
 
 
 def _head(key):
