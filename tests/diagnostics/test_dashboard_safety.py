@@ -99,12 +99,24 @@ def test_a_forged_host_gets_403_on_every_route_and_the_websocket(dash):
 
 
 def test_allowed_hosts_admit_a_proxy_name(monkeypatch):
+    monkeypatch.delenv("LOCALSCHED_DASHBOARD_LINK", raising=False)
     monkeypatch.setenv("LOCALSCHED_DASHBOARD_ALLOWED_HOSTS", "hub.example.org")
     d = Dashboard(quiet=True, allowed_hosts=["dash.example.org"])
     try:
         for host, status in (("dash.example.org", 200), ("hub.example.org:443", 200),
                              ("evil.example", 403), (f"[::1]:{d.port}", 200)):
             assert _request(d.port, "/individual-plots.json", host)[0] == status, host
+    finally:
+        d.close()
+
+
+def test_behind_a_proxy_link_any_host_is_answered(monkeypatch):
+    """jupyter-server-proxy forwards the browser's Host (the hub's name):
+    with the link template set, the proxy is the gate."""
+    monkeypatch.setenv("LOCALSCHED_DASHBOARD_LINK", "/user/me/proxy/{port}/status")
+    d = Dashboard(quiet=True)
+    try:
+        assert _request(d.port, "/individual-plots.json", "hub.example.org")[0] == 200
     finally:
         d.close()
 

@@ -14,7 +14,11 @@ dashboard serves, as Jupyter's server does for local addresses:
   written as such (a rebinding attack needs a name, never an address);
 - the names in ``allowed_hosts`` (``Dashboard(allowed_hosts=[...])``, or
   comma-separated in ``LOCALSCHED_DASHBOARD_ALLOWED_HOSTS``): a reverse
-  proxy's public name; ``"*"`` allows any (only behind a proxy that checks).
+  proxy's public name; ``"*"`` allows any (only behind a proxy that checks);
+- any, when ``LOCALSCHED_DASHBOARD_LINK`` says the page is reached through
+  a proxy (JupyterHub's jupyter-server-proxy forwards the browser's Host
+  unchanged, and authenticates every request itself; the browser is then
+  on another machine, whose localhost a rebinding page cannot reach).
 
 The port is not compared (a proxy may forward from another one); names are
 compared without case and without a trailing dot.
@@ -30,6 +34,8 @@ from collections.abc import Iterable
 __all__ = ["HostPolicy", "ALLOWED_HOSTS_ENV_VAR", "guarded"]
 
 ALLOWED_HOSTS_ENV_VAR = "LOCALSCHED_DASHBOARD_ALLOWED_HOSTS"
+#: (``dash.LINK_ENV_VAR``: the link's template, set behind a proxy)
+PROXY_LINK_ENV_VAR = "LOCALSCHED_DASHBOARD_LINK"
 LOCAL_NAMES = ("localhost", "127.0.0.1", "::1")
 WILDCARDS = ("0.0.0.0", "::", "")
 
@@ -69,7 +75,8 @@ class HostPolicy:
 
     def __init__(self, bound: str, allowed: Iterable[str] = ()):
         extra = [*allowed, *filter(None, os.environ.get(ALLOWED_HOSTS_ENV_VAR, "").split(","))]
-        self.any = any(a.strip() == "*" for a in extra)
+        self.any = any(a.strip() == "*" for a in extra) or \
+            bool(os.environ.get(PROXY_LINK_ENV_VAR))
         self.wildcard = bound in WILDCARDS
         names = {*LOCAL_NAMES, _name(bound)}
         if self.wildcard:
