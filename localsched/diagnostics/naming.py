@@ -19,7 +19,7 @@ from collections.abc import Iterable
 
 from ..utils import funcname, key_split
 
-__all__ = ["groups_of", "worker_rows", "worker_label", "shorten", "format_seconds",
+__all__ = ["printable", "groups_of", "worker_rows", "worker_label", "shorten", "format_seconds",
            "short_repr", "REPR_LIMIT", "TEXT_LIMIT", "shown_text"]
 
 
@@ -71,6 +71,23 @@ def worker_label(worker, row: int) -> str:
     ('worker 0', 'unknown worker')
     """
     return "unknown worker" if worker is None else f"worker {row}"
+
+
+def printable(text) -> str:
+    r"""``str(text)`` that UTF-8 can encode: a lone surrogate (what a
+    non-UTF-8 file name decodes to) as its escape.  A page, ``/metrics``
+    and the report encode every string they send; one key that cannot be
+    encoded would break them for the dashboard's whole life.
+
+    >>> printable(b"read\xffcsv".decode("utf-8", "surrogateescape")), printable(("x", 1))
+    ('read\\udcffcsv', "('x', 1)")
+    """
+    text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def shorten(text: str, limit: int) -> str:

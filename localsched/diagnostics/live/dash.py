@@ -16,7 +16,7 @@ from ...callbacks import Callback, active_callbacks
 from ...forking import at_fork_in_child, renew_in_child
 from .feed import Feed
 from .pages import COMPONENTS, applications
-from .recorder import Recorder
+from .recorder import DEFAULT_HISTORY, Recorder
 from .routes import routes
 from .server import BackgroundServer, parse_address
 
@@ -70,12 +70,23 @@ class Dashboard(Callback):
         FineMetrics / SampleProfiler objects to read beside those registered.
     quiet : bool
         Do not print the link.
+    allowed_hosts : iterable of str
+        Host names the page may be reached by besides its own address (a
+        reverse proxy's public name); any other ``Host`` gets 403 on every
+        route and the websocket (DNS rebinding: see ``live/hosts.py``;
+        also ``LOCALSCHED_DASHBOARD_ALLOWED_HOSTS``, comma-separated).
+    history : int
+        Task records kept of past computations (the latest is always kept
+        whole): older computations are forgotten, oldest first, once the
+        records kept pass this bound, or past ``history // 100`` computations
+        (at least 10): a dashboard left up keeps bounded memory.
     """
 
     def __init__(self, address: str = "127.0.0.1:0", *, interval: float = 0.1,
                  task_stream_length: int = 2000, memory: bool = False,
                  report_path: str = "localsched-dashboard-report.html",
-                 diagnostics=(), quiet: bool = False):
+                 diagnostics=(), quiet: bool = False, allowed_hosts=(),
+                 history: int = DEFAULT_HISTORY):
         super().__init__()
         self._server: BackgroundServer | None = None
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or \
@@ -99,12 +110,13 @@ class Dashboard(Callback):
             # Without sizes the run's own task records are read (no hook per
             # task); with them a posttask measures each result.
             self.needs = needs(results=bool(memory), records=not memory)
-        self.recorder = Recorder(measure_memory=bool(memory))
+        self.recorder = Recorder(measure_memory=bool(memory), history=history)
         self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
         renew_in_child(self)
         self._server = BackgroundServer(
-            applications(self.feed, self), routes(self), host, port)
+            applications(self.feed, self), routes(self), host, port,
+            allowed_hosts=allowed_hosts)
         self.host, self.port = host, self._server.port
         self._finalizer = weakref.finalize(self, self._server.stop)
         if not quiet:
@@ -158,6 +170,12 @@ class Dashboard(Callback):
         if server is not None:
             self._finalizer.detach()
             server.stop()
+
+    @property
+    def recording(self) -> bool:
+        """Whether computations are recorded now (registered, or in a
+        ``with`` block); ``callbacks=[dash]`` records only its call."""
+        return self._callback in callbacks_module._global_active
 
     def sessions(self) -> int:
         """Browser sessions (tabs, and GETs not yet reaped) alive now."""

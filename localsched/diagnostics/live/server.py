@@ -7,7 +7,9 @@ first, so the websocket allowlist can name it under both ``localhost`` and
 ``127.0.0.1`` (tornado before 6.6 checks the origin against it even for a
 same-origin page).  Sessions of closed tabs, and of plain GETs, are reaped
 after half a second of having no connection (bokeh's default is 15 s, and
-every session runs its page's periodic callbacks until reaped).
+every session runs its page's periodic callbacks until reaped).  A request
+whose Host header names another address gets 403 from every route and the
+websocket (hosts.py: DNS rebinding).
 
 bokeh points ``curdoc()`` at a page's document while it runs that page's
 callbacks and change handlers (process-wide, for a few milliseconds at a
@@ -31,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...forking import renew_in_child
+from .hosts import HostPolicy, guarded
 
 __all__ = ["BackgroundServer", "THREAD_NAME", "parse_address"]
 
@@ -75,8 +78,10 @@ class BackgroundServer:
     """Serve ``applications`` (path -> bokeh Application) and ``patterns``
     (extra tornado routes) at ``host:port`` from a daemon thread."""
 
-    def __init__(self, applications: dict, patterns: list, host: str, port: int):
+    def __init__(self, applications: dict, patterns: list, host: str, port: int,
+                 allowed_hosts: tuple = ()):
         self.host = host
+        self._allowed_hosts = tuple(allowed_hosts)
         self._sockets, self.port = _bind(host, port)
         self._applications = applications
         self._patterns = patterns
@@ -122,7 +127,9 @@ class BackgroundServer:
                 keep_alive_milliseconds=REAP_MILLISECONDS * 2,
                 stats_log_frequency_milliseconds=3_600_000,
                 redirect_root=False, use_index=False)
-            http = HTTPServer(app, xheaders=True)
+            # (every request naming another host is refused: hosts.py)
+            http = HTTPServer(guarded(app, HostPolicy(self.host, self._allowed_hosts)),
+                              xheaders=True)
             http.add_sockets(self._sockets)
             self._ioloop = IOLoop.current()
             self._server = BaseServer(self._ioloop, app, http)
