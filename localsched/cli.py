@@ -15,6 +15,13 @@ again.  ``profile --dashboard`` also serves the live dashboard while the
 script runs (``--wait``: until Ctrl-C after it ends).  ``python -m
 localsched`` is the same command.  ``localsched <command> --help`` lists
 every option.
+
+Before any work, the output paths are checked (``outputs.check_writable``)
+and so are the script or ``-m`` module: a problem is one line and a
+non-zero status, and nothing runs.  Outputs are written whole or not at
+all (``outputs.write_text``); one that fails after the run is one line,
+and the status stays the script's.  What the command prints itself goes
+through ``termsafe.terminal_text`` (names are shown, never obeyed).
 """
 
 from __future__ import annotations
