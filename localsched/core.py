@@ -144,7 +144,8 @@ def get_async(
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)  # (no local for the state: an error's frames would keep it)
         measure = comp.needs.measure
-        if measure:  # (fine metrics: the worker-seconds to explain are wall x workers)
+        if measure or comp.needs.records:  # (fine metrics: the worker-seconds to
+            # explain are wall x workers; the analysis's what-if: workers recorded on)
             comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0

@@ -72,6 +72,7 @@ class RunData:
     samples: list = field(default_factory=list)
     walls: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    graphs: list = field(default_factory=list)
 
     # -- building ----------------------------------------------------------
 
@@ -103,6 +104,7 @@ class RunData:
                 run.interrupted += list(getattr(p, "interrupted", ()))
                 run.transfers += list(getattr(p, "transfers", ()))
                 run.walls += [tuple(w) for w in getattr(p, "walls", ()) or ()]
+                run.graphs += list(getattr(p, "graphs", ()) or ())
                 if getattr(p, "dashboard", None):
                     run.meta.setdefault("dashboard", p.dashboard)
             elif kind is ResourceData:
@@ -115,6 +117,8 @@ class RunData:
                 run.activities += list(getattr(p, "results", ()))
             elif kind is SampleData or kind is None and _all_samples(p):
                 run.samples += p.results
+                if getattr(p, "interval", None):
+                    run.meta.setdefault("sample_interval", float(p.interval))
             else:
                 raise TypeError(f"cannot take records from {type(p).__name__}: expected a "
                                 "Profiler, ResourceProfiler, CacheProfiler, FineMetrics, "
@@ -124,7 +128,7 @@ class RunData:
     def merge(self, other: RunData) -> RunData:
         """Add ``other``'s records to this one's (metrics are summed); returns self."""
         for name in ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-                     "activities", "samples", "walls"):
+                     "activities", "samples", "walls", "graphs"):
             getattr(self, name).extend(getattr(other, name))
         if other.cache:
             self.cache_metric = other.cache_metric
@@ -292,6 +296,8 @@ class RunData:
             samples=[r._replace(time=r.time + seconds) for r in self.samples],
             walls=[(a + seconds, b + seconds) for a, b in self.walls],
             meta=dict(self.meta),
+            graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds)
+                    for g in self.graphs],
         )
 
     # -- tables ------------------------------------------------------------
@@ -356,7 +362,7 @@ def _copied(value):
 
 
 _FIELDS = ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-           "cache_metric", "metrics", "activities", "samples", "walls", "meta")
+           "cache_metric", "metrics", "activities", "samples", "walls", "meta", "graphs")
 
 _RECORD_TYPES = {
     "tasks": TaskData, "failed": FailedTaskData, "interrupted": InterruptedTaskData,
