@@ -177,11 +177,59 @@ class RunData:
         """The samples as a call tree (see :func:`stack_tree`)."""
         return stack_tree(self.samples, group=group, start=start, stop=stop)
 
+    # -- what to change (localsched.diagnostics.analysis) ---------------------
+
+    def findings(self) -> list:
+        """What the records say to change: a list of ``Finding`` (``kind``,
+        ``title``, ``seconds``, ``groups``, ``fix``), most seconds first; see
+        ``localsched.diagnostics.analysis.findings`` for the rules."""
+        from .analysis import findings
+
+        return findings(self)
+
+    def critical_path(self):
+        """The longest chain of dependent tasks: ``CriticalPath(seconds,
+        keys)``, or None when the dependencies were not recorded."""
+        from .analysis import critical_path
+
+        return critical_path(self)
+
+    def memory_peak(self):
+        """The peak of result bytes held: ``MemoryPeak(time, bytes,
+        by_group)``, or None when sizes were not measured."""
+        from .analysis import memory_peak
+
+        return memory_peak(self)
+
+    def simulate(self, workers: int) -> float | None:
+        """The predicted wall-clock seconds of this run on ``workers``
+        workers, replaying the measured durations with localsched's policy;
+        None when the dependencies were not recorded."""
+        from .analysis import simulate
+
+        return simulate(self, workers)
+
+    def compare(self, other: RunData, rel: float = 0.10, min_seconds: float = 0.05):
+        """This run (before) against ``other`` (after), group by group: a
+        ``Comparison`` with ``groups``, ``regressions`` and ``table()``."""
+        from .analysis import compare
+
+        return compare(self, other, rel=rel, min_seconds=min_seconds)
+
+    def analysis(self) -> dict:
+        """All of the above as one JSON-able dict (what the JSON carries)."""
+        from .analysis import overview
+
+        return overview(self)
+
     # -- JSON --------------------------------------------------------------
 
     def to_dict(self) -> dict:
-        """The run as one JSON-able dict (the layout: ``localsched.diagnostics.codec``)."""
-        return encode_run(self)
+        """The run as one JSON-able dict (the layout: ``localsched.diagnostics.codec``),
+        with the analysis beside the records (``"analysis"``, never read back)."""
+        out = encode_run(self)
+        out["analysis"] = self.analysis()
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> RunData:
