@@ -143,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also export a Trace Event Format file")
     rep.add_argument("--title", default=None, help="the page's title")
     rep.add_argument("--show", action="store_true", help="also open the report in a browser")
+
+    from .cli_compare import add_compare_parser
+
+    add_compare_parser(sub)
     return parser
 
 
@@ -158,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_profiled(args, _demo_workload(args))
     if args.command == "report":
         return _render_saved(args)
+    if args.command == "compare":
+        from .cli_compare import run_compare
+
+        return run_compare(args)
     return _run_profiled(args, _script_workload(args))
 
 

@@ -18,7 +18,7 @@
 * ``graphs``: one object per computation, its dependencies (``keys`` as
   positions in ``keys``, ``deps`` as positions in its own ``keys``, ``order``
   the positions that ran in run order, or null), ``started``, ``finished``,
-  ``workers``; absent in runs saved before they were kept (read as none);
+  ``workers``, ``submitted``; absent in runs saved before they were kept (read as none);
 * ``analysis`` (written, never read back: recomputed from the records):
   what ``localsched.diagnostics.analysis.overview`` says of the run --
   findings, critical path, memory peak, what-if -- for readers without
@@ -137,7 +137,8 @@ def encode_run(run) -> dict:
     out["graphs"] = [{"keys": keys.codes(g.keys), "deps": [list(d) for d in g.deps],
                       "order": None if g.order is None else list(g.order),
                       "started": _float(g.started), "finished": _float(g.finished),
-                      "workers": g.workers} for g in getattr(run, "graphs", ())]
+                      "workers": g.workers, "submitted": _float(g.submitted)}
+                     for g in getattr(run, "graphs", ())]
     out["keys"] = keys.values
     out["workers"] = workers.values
     out["task_reprs"] = reprs.values
@@ -210,7 +211,8 @@ def _graph(g: dict, keys: list) -> GraphData:
     order = g.get("order")
     return GraphData([keys[c] for c in g["keys"]], [tuple(d) for d in g["deps"]],
                      None if order is None else list(order), _unfloat(g.get("started")),
-                     _unfloat(g.get("finished")), g.get("workers"))
+                     _unfloat(g.get("finished")), g.get("workers"),
+                     _unfloat(g.get("submitted")))
 
 
 def embedded_json(page: str, path) -> str:

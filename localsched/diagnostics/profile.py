@@ -88,6 +88,11 @@ class Profiler(Collector):
         self._graphs: list = []  # GraphData per computation (its dependencies)
         self.dashboard: str | None = None  # a cluster run's own dashboard link
 
+    def _start(self, dsk):
+        # (when the caller handed a graph over: before it is compiled and ordered;
+        # once per computation)
+        self._submitted = time.time()
+
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
         run = self._run_of(state)
@@ -112,8 +117,11 @@ class Profiler(Collector):
         lost = outcome.extra.get("lost", ()) if outcome else ()
         running += [(key, start, worker, stop) for key, start, stop, worker
                     in getattr(state, "lost", None) or lost]
-        return failed, running, _graph_of(state), outcome.extra.get("workers") \
-            if outcome else None
+        submitted = getattr(self, "_submitted", None)
+        if submitted is None or submitted > run[3]:  # (another computation's start)
+            submitted = None
+        workers = outcome.extra.get("workers") if outcome else None
+        return failed, running, _graph_of(state), workers, submitted
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -126,9 +134,10 @@ class Profiler(Collector):
                 key, t0, t1, w = task[0], task[1], task[2], task[3]
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
-        failed, running, graph, workers = run.extra or ((), (), None, None)
+        failed, running, graph, workers, submitted = run.extra or ((), (), None, None, None)
         if graph is not None:
-            self._graphs.append(GraphData(*graph, run.started, run.finished, workers))
+            self._graphs.append(GraphData(*graph, run.started, run.finished, workers,
+                                          submitted))
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))

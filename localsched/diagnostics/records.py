@@ -220,8 +220,11 @@ class GraphData(NamedTuple):
     ``order``: the positions of the tasks that ran, in localsched's run order
     (its static priority), or None when the scheduler had none (dask's
     schedulers, a cluster); ``started``/``finished``: epoch seconds of the
-    computation's start and finish; ``workers``: how many workers it had
-    (None: unknown).  The lists are the scheduler's own (never copied while
+    computation's start (``start_state``: its graph compiled and ordered)
+    and finish; ``workers``: how many workers it had (None: unknown);
+    ``submitted``: when the caller handed the graph over (the ``start``
+    hook; None: unknown), so ``started - submitted`` is the scheduler's
+    preparation.  The lists are the scheduler's own (never copied while
     recording): nothing is added per task.
 
     >>> g = GraphData(['a', 'b'], [(), (0,)], [0, 1], 1.0, 2.0, 2)
@@ -235,3 +238,4 @@ class GraphData(NamedTuple):
     started: float
     finished: float
     workers: int | None
+    submitted: float | None = None

@@ -344,8 +344,8 @@ class RunData:
             samples=[r._replace(time=r.time + seconds) for r in self.samples],
             walls=[(a + seconds, b + seconds) for a, b in self.walls],
             meta=dict(self.meta),
-            graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds)
-                    for g in self.graphs],
+            graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds,
+                               submitted=move(g.submitted)) for g in self.graphs],
         )
 
     # -- tables ------------------------------------------------------------

@@ -10,11 +10,12 @@ and the saved JSON show them.
 
 One module an idea, imports pointing down only::
 
-    findings     what to change: one Finding per cause (its rules and
-                 thresholds are documented there)
-    compare      two runs side by side: per-group differences, regressions
-    overview     everything above as one JSON-able dict (the JSON, the page)
-    simulate     the what-if: replay the measured durations on N workers
+    digest       everything below as one JSON-able dict (the JSON, the page)
+    rules        the findings: what to change, one Finding per cause (the
+                 rules and their thresholds are documented there)
+    facts        what the rules read, measured once per run
+    comparison   two runs side by side: per-group differences, regressions
+    replay       the what-if: the measured durations replayed on N workers
     critical     the longest chain of dependent tasks
     memory       the bytes held at the peak, by task group
     graphs       each computation's tasks, durations and dependencies, from
@@ -34,12 +35,12 @@ One module an idea, imports pointing down only::
 
 from __future__ import annotations
 
-from .compare import Comparison, compare
+from .comparison import Comparison, compare
 from .critical import CriticalPath, critical_path
-from .findings import Finding, findings
+from .rules import Finding, findings
 from .memory import MemoryPeak, memory_peak
-from .overview import overview
-from .simulate import simulate, what_if
+from .digest import overview
+from .replay import simulate, what_if
 
 __all__ = ["Finding", "findings", "CriticalPath", "critical_path", "MemoryPeak",
            "memory_peak", "simulate", "what_if", "Comparison", "compare", "overview"]

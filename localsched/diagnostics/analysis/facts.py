@@ -14,7 +14,7 @@ from ...utils import key_split
 from .critical import critical_path
 from .graphs import computations
 from .groups import group_stats, result_sizes
-from .simulate import ready_times
+from .replay import ready_times
 
 __all__ = ["Facts", "union_length"]
 
@@ -103,6 +103,31 @@ class Facts:
         if self.walls:
             return max(b for _, b in self.walls) - min(a for a, _ in self.walls)
         return self.wall
+
+    @cached_property
+    def caller(self) -> float:
+        """Seconds of the recording before and between computations (the
+        caller's own: building graphs, its other work), not after the last."""
+        walls = sorted(self.walls)
+        if not walls:
+            return 0.0
+        # (a computation's own preparation -- compiling and ordering its graph,
+        # before start_state -- is the scheduler's time, not the caller's)
+        walls = sorted(walls + [(g.submitted, g.started) for g in self.run.graphs
+                                if g.submitted is not None and g.submitted <= g.started])
+        started = self.run.meta.get("started")
+        first = walls[0][0]
+        before = first - started if isinstance(started, (int, float)) and started < first \
+            else 0.0
+        last = max(b for _, b in walls)
+        return max(0.0, before + (last - first) - union_length(walls))
+
+    @cached_property
+    def preparation(self) -> float:
+        """Seconds the scheduler spent preparing graphs (compiling, ordering)
+        before their computations started, while the workers waited."""
+        return sum(g.started - g.submitted for g in self.run.graphs
+                   if g.submitted is not None and g.submitted <= g.started)
 
     @cached_property
     def worker_seconds(self) -> float:

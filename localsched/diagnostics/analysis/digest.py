@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ..codec import encode_key
 from .facts import Facts
-from .findings import findings
+from .rules import findings
 from .memory import memory_peak
-from .simulate import WHAT_IF_WORKERS, what_if
+from .replay import WHAT_IF_WORKERS, what_if
 
 __all__ = ["overview", "KEYS_LIMIT"]
 

@@ -27,10 +27,14 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from bisect import bisect_right
+
 from ..naming import format_seconds, shorten
+from ..summary import summarize
 from .groups import group_stats
 
-__all__ = ["GroupChange", "Comparison", "compare", "REL_THRESHOLD", "MIN_SECONDS"]
+__all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
+           "REL_THRESHOLD", "MIN_SECONDS"]
 
 #: A group regressed when its seconds grew by more than this share ...
 REL_THRESHOLD = 0.10
@@ -125,4 +129,38 @@ def compare(before, after, rel: float = REL_THRESHOLD,
 def _wall(run) -> float | None:
     if not run.tasks and not run.walls:
         return None
-    return run.summary().wall
+    return summarize(run.tasks, run.failed, run.interrupted, walls=run.walls or None).wall
+
+
+class RunPart(NamedTuple):
+    """One of the runs a side-by-side merge holds (what ``compare`` reads)."""
+
+    name: str
+    tasks: list
+    failed: list
+    interrupted: list
+    walls: list
+
+
+def split_side_by_side(run) -> list | None:
+    """The runs merged by ``RunData.side_by_side`` (``meta["runs"]`` marks
+    where each begins), each as a :class:`RunPart`; None for a single run."""
+    marks = sorted(run.meta.get("runs") or [], key=lambda m: m["start"])
+    if len(marks) < 2:
+        return None
+    starts = [float(m["start"]) for m in marks]
+    parts = [RunPart(str(m.get("name", f"run {i + 1}")), [], [], [], [])
+             for i, m in enumerate(marks)]
+
+    def part(t: float) -> RunPart:
+        return parts[max(0, bisect_right(starts, t) - 1)]
+
+    for r in run.tasks:
+        part(r.start_time).tasks.append(r)
+    for r in run.failed:
+        part(r.start_time).failed.append(r)
+    for r in run.interrupted:
+        part(r.start_time).interrupted.append(r)
+    for w in run.walls:
+        part(w[0]).walls.append(w)
+    return parts

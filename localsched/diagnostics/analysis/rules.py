@@ -11,7 +11,8 @@ The rules and their thresholds (module constants, tested on both sides):
 
 ``overhead``
     The hand-off gaps -- a worker's wait between a task's end and the start
-    of its next task when that task was ready already -- are at least
+    of its next task when that task was ready already -- and the workers'
+    wait while the scheduler prepared (compiled, ordered) each graph are at least
     ``OVERHEAD_SHARE`` (25 %) of hand-offs plus task time, at least
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
@@ -22,8 +23,11 @@ The rules and their thresholds (module constants, tested on both sides):
     On threads with at least 2 workers: a group's stack samples stood for at
     least ``GIL_STRETCH`` (1.8) times the sampler's interval on average (the
     sampler thread needs the GIL to look: Python code holding it delays
-    every look; sleeping or NumPy tasks leave it free), from at least
-    ``GIL_MIN_SAMPLES`` (20) samples, while the group's tasks overlapped
+    every look; sleeping or NumPy tasks leave it free) and fewer than
+    ``GIL_ON_TIME`` (10 %) of its looks came on time (within 1.2 intervals:
+    a machine busy with other processes makes looks late too, but not
+    nearly all of them), from at least ``GIL_MIN_SAMPLES`` (20) samples,
+    while the group's tasks overlapped
     (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
     (10 %) of task time and, where fine metrics were taken, spent at most
     80 % of their time on CPU.  Seconds: the group's non-CPU task time
@@ -36,7 +40,9 @@ The rules and their thresholds (module constants, tested on both sides):
     waited, on average.  The fix names the groups whose tasks released them.
 ``critical-path``
     The critical path (``critical.critical_path``) is at least ``CP_SHARE``
-    (50 %) of the computations' wall time and at least ``MIN_SECONDS``.
+    (50 %) of the computations' wall time, at least ``MIN_SECONDS``, and
+    longer than one task per computation (one long task is a
+    ``straggler``'s matter).
 ``transfer``
     On processes or a cluster: the inputs' and results' travel (fine
     metrics' ``transfer``/``serialize``/``deserialize``, else the transfer
@@ -44,10 +50,11 @@ The rules and their thresholds (module constants, tested on both sides):
     ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
     ``MIN_SECONDS``.
 ``idle``
-    Two causes.  The caller: time of the recording outside every
-    computation (graph building, submission, the script's own work between
-    computations) is at least ``IDLE_CALLER_SHARE`` (20 %) of it and at
-    least ``MIN_SECONDS``.  Too few ready tasks: with 2 or more workers,
+    Two causes.  The caller: time of the recording before and between the
+    computations (graph building, submission, the script's own work; not
+    the time after the last one) is at least ``IDLE_CALLER_SHARE`` (20 %)
+    of the recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the
+    first computation's own start-up, the pool's, stays below).  Too few ready tasks: with 2 or more workers,
     the worker-seconds in which a worker had nothing it could run (fewer
     tasks ready or running than workers, from the measured ends and the
     dependencies) are at least ``IDLE_SHARE`` (25 %) of all worker-seconds
@@ -86,6 +93,8 @@ SHORT_TASK = 0.010
 TARGET_TASK = 0.100
 GIL_STRETCH = 1.8
 GIL_MIN_SAMPLES = 20
+GIL_ON_TIME = 0.10
+GIL_ON_TIME_STRETCH = 1.2
 GIL_SHARE = 0.10
 GIL_CONCURRENCY = 1.3
 GIL_CPU_SHARE = 0.8
@@ -95,6 +104,7 @@ MEMORY_SHARE = 0.6
 CP_SHARE = 0.5
 TRANSFER_SHARE = 0.20
 IDLE_CALLER_SHARE = 0.20
+IDLE_CALLER_SECONDS = 0.2
 IDLE_SHARE = 0.25
 STRAGGLER_TASKS = 8
 STRAGGLER_FACTOR = 3.0
@@ -147,7 +157,7 @@ def _mb(n: float) -> str:
 # -- the rules -------------------------------------------------------------------------
 
 def _overhead(f: Facts) -> list:
-    gaps = f.handoff_gaps
+    gaps = f.handoff_gaps + f.preparation * f.workers
     if f.kind in ("processes", "cluster"):
         gaps = max(0.0, gaps - _travel(f)[0])
     if gaps < MIN_SECONDS or gaps < OVERHEAD_SHARE * (gaps + f.busy):
@@ -203,9 +213,10 @@ def _gil(f: Facts) -> list:
         if stats is None or len(seconds) < GIL_MIN_SAMPLES or stats.total < GIL_SHARE * f.busy:
             continue
         stretch = sum(seconds) / len(seconds) / interval
+        on_time = sum(1 for x in seconds if x <= GIL_ON_TIME_STRETCH * interval) / len(seconds)
         spans = [(r.start_time, r.end_time) for r in f.run.tasks if _group(r.key) == g]
         running = stats.total / max(union_length(spans), 1e-9)
-        if stretch < GIL_STRETCH or running < GIL_CONCURRENCY:
+        if stretch < GIL_STRETCH or on_time >= GIL_ON_TIME or running < GIL_CONCURRENCY:
             continue
         if g in cpu and cpu[g] + noncpu.get(g, 0.0) > 0:
             if cpu[g] / (cpu[g] + noncpu.get(g, 0.0)) > GIL_CPU_SHARE:
@@ -272,7 +283,9 @@ def _memory(f: Facts) -> list:
 def _critical_path(f: Facts) -> list:
     cp = f.critical
     wall = f.wall
-    if cp is None or not cp.keys or cp.seconds < MIN_SECONDS or cp.seconds < CP_SHARE * wall:
+    if cp is None or len(cp.keys) < 2 or len(cp.keys) <= len(f.comps or ()) \
+            or cp.seconds < MIN_SECONDS \
+            or cp.seconds < CP_SHARE * wall:
         return []
     on_chain: dict = {}
     durations = {r.key: r.end_time - r.start_time for r in f.run.tasks}
@@ -337,8 +350,8 @@ def _transfer(f: Facts) -> list:
 
 def _idle(f: Facts, chain: bool) -> list:
     out = []
-    caller = max(0.0, f.block - f.wall)
-    if f.block > 0 and caller >= MIN_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
+    caller = f.caller
+    if caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
         n = len(f.walls)
         out.append(Finding(
             "idle",
