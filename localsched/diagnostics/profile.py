@@ -136,8 +136,9 @@ class Profiler(Collector):
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
         failed, running, graph, workers, submitted = run.extra or ((), (), None, None, None)
         if graph is not None:
-            self._graphs.append(GraphData(*graph, run.started, run.finished, workers,
-                                          submitted))
+            keys, deps, order = graph
+            self._graphs.append(GraphData(keys, deps, order, run.started, run.finished,
+                                          workers, submitted))
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))

@@ -37,10 +37,10 @@ from __future__ import annotations
 
 from .comparison import Comparison, compare
 from .critical import CriticalPath, critical_path
-from .rules import Finding, findings
-from .memory import MemoryPeak, memory_peak
 from .digest import overview
+from .memory import MemoryPeak, memory_peak
 from .replay import simulate, what_if
+from .rules import Finding, findings
 
 __all__ = ["Finding", "findings", "CriticalPath", "critical_path", "MemoryPeak",
            "memory_peak", "simulate", "what_if", "Comparison", "compare", "overview"]

@@ -25,9 +25,8 @@ the report of runs merged side by side shows the same table.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from bisect import bisect_right
+from typing import NamedTuple
 
 from ..naming import format_seconds, shorten
 from ..summary import summarize
@@ -118,7 +117,7 @@ def compare(before, after, rel: float = REL_THRESHOLD,
     rows = []
     for g in dict.fromkeys([*a, *b]):
         sa, sb = a.get(g), b.get(g)
-        rows.append(GroupChange(g, sa.count if sa else 0, sb.count if sb else 0,
+        rows.append(GroupChange(g, sa.tasks if sa else 0, sb.tasks if sb else 0,
                                 sa.total if sa else 0.0, sb.total if sb else 0.0))
     rows.sort(key=lambda r: (-r.change, r.group))
     regressions = [r for r in rows if r.change > min_seconds

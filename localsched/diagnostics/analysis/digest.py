@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ..codec import encode_key
 from .facts import Facts
-from .rules import findings
 from .memory import memory_peak
 from .replay import WHAT_IF_WORKERS, what_if
+from .rules import findings
 
 __all__ = ["overview", "KEYS_LIMIT"]
 

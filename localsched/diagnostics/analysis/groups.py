@@ -6,7 +6,7 @@ so runs of the same code compare by group whatever the keys' tokens.
 
 >>> from localsched.diagnostics.records import TaskData
 >>> stats = group_stats([TaskData(('x-1', i), None, 0.0, 0.1 * (i + 1), 1) for i in range(3)])
->>> s = stats['x']; (s.count, round(s.total, 6), round(s.median, 6), round(s.longest, 6))
+>>> s = stats['x']; (s.tasks, round(s.total, 6), round(s.median, 6), round(s.longest, 6))
 (3, 0.6, 0.2, 0.3)
 """
 
@@ -20,10 +20,10 @@ __all__ = ["GroupStats", "group_stats", "result_sizes"]
 
 
 class GroupStats(NamedTuple):
-    """One group's finished tasks: ``count``, ``total``/``median``/``longest``
-    seconds, and ``durations`` (a numpy array) with their ``keys``."""
+    """One group's finished tasks: ``tasks`` (how many), ``total``/``median``/
+    ``longest`` seconds, and ``durations`` (a numpy array) with their ``keys``."""
 
-    count: int
+    tasks: int
     total: float
     median: float
     longest: float

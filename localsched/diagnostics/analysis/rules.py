@@ -54,9 +54,9 @@ The rules and their thresholds (module constants, tested on both sides):
     computations (graph building, submission, the script's own work; not
     the time after the last one) is at least ``IDLE_CALLER_SHARE`` (20 %)
     of the recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the
-    first computation's own start-up, the pool's, stays below).  Too few ready tasks: with 2 or more workers,
-    the worker-seconds in which a worker had nothing it could run (fewer
-    tasks ready or running than workers, from the measured ends and the
+    first computation's own start-up, the pool's, stays below).  Too few
+    ready tasks: with 2 or more workers, the worker-seconds in which a
+    worker had nothing it could run (fewer tasks ready or running than workers, from the measured ends and the
     dependencies) are at least ``IDLE_SHARE`` (25 %) of all worker-seconds
     and ``MIN_SECONDS`` -- unless a ``critical-path`` finding already
     explains them.
@@ -165,10 +165,10 @@ def _overhead(f: Facts) -> list:
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
     if not short:
         return []
-    short.sort(key=lambda gs: -gs[1].count)
+    short.sort(key=lambda gs: -gs[1].tasks)
     groups = [g for g, _ in short[:3]]
     g0, s0 = short[0]
-    tasks = sum(s.count for s in f.stats.values())
+    tasks = sum(s.tasks for s in f.stats.values())
     per_task = gaps / max(1, tasks)
     factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
     size = f.sizes.get(g0)
@@ -258,7 +258,7 @@ def _memory(f: Facts) -> list:
     groups = [g for g, _ in top]
     mine = [r for r in held if _group(r.key) in groups]
     waited = sum(r.free_time - r.cache_time for r in mine) / max(1, len(mine))
-    ended = {}
+    ended: dict = {}
     for r in f.run.tasks:
         ended.setdefault(r.end_time, _group(r.key))
     users: dict = {}
@@ -367,7 +367,7 @@ def _idle(f: Facts, chain: bool) -> list:
             or starved < IDLE_SHARE * f.worker_seconds:
         return out
     groups = [g for g in by_group][:3]
-    counts = ", ".join(f"'{g}' {f.stats[g].count}" for g in groups if g in f.stats)
+    counts = ", ".join(f"'{g}' {f.stats[g].tasks}" for g in groups if g in f.stats)
     out.append(Finding(
         "idle",
         f"Workers had nothing ready to run for {format_seconds(starved)} of worker time "
@@ -385,12 +385,12 @@ def _straggler(f: Facts) -> list:
 
     out = []
     for g, s in f.stats.items():
-        if s.count < STRAGGLER_TASKS:
+        if s.tasks < STRAGGLER_TASKS:
             continue
         d = s.durations
         slow = np.flatnonzero((d > STRAGGLER_FACTOR * s.median)
                               & (d > s.median + STRAGGLER_EXCESS))
-        if not len(slow) or len(slow) > 0.1 * s.count:
+        if not len(slow) or len(slow) > 0.1 * s.tasks:
             continue
         excess = float((d[slow] - s.median).sum())
         if excess < MIN_SECONDS:
@@ -398,7 +398,7 @@ def _straggler(f: Facts) -> list:
         worst = int(slow[np.argmax(d[slow])])
         out.append(Finding(
             "straggler",
-            f"{len(slow)} of the {s.count} tasks of '{g}' took far longer than the rest: "
+            f"{len(slow)} of the {s.tasks} tasks of '{g}' took far longer than the rest: "
             f"{shorten(repr(s.keys[worst]), 60)} took {format_seconds(float(d[worst]))} "
             f"against a median {format_seconds(s.median)}.",
             excess, [g],
