@@ -56,8 +56,8 @@ The rules and their thresholds (module constants, tested on both sides):
     of the recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the
     first computation's own start-up, the pool's, stays below).  Too few
     ready tasks: with 2 or more workers, the worker-seconds in which a
-    worker had nothing it could run (fewer tasks ready or running than workers, from the measured ends and the
-    dependencies) are at least ``IDLE_SHARE`` (25 %) of all worker-seconds
+    worker had nothing it could run (fewer tasks ready or running than
+    workers, from the measured ends and the dependencies) are at least ``IDLE_SHARE`` (25 %) of all worker-seconds
     and ``MIN_SECONDS`` -- unless a ``critical-path`` finding already
     explains them.
 ``straggler``
