@@ -57,9 +57,9 @@ The rules and their thresholds (module constants, tested on both sides):
     computation's own start-up, the pool's, stays below). Too few ready
     tasks: with 2 or more workers, the worker-seconds in which a worker had
     nothing it could run (fewer tasks ready or running than workers, from
-    the measured ends and the dependencies) are at least ``IDLE_SHARE`` (25
-    %) of all worker-seconds and ``MIN_SECONDS`` -- unless a ``critical-
-    path`` finding already explains them.
+    the measured ends and the dependencies) are at least ``IDLE_SHARE``
+    (25 %) of all worker-seconds and ``MIN_SECONDS`` -- unless a
+    ``critical-path`` finding already explains them.
 ``straggler``
     In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
     them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
