@@ -224,11 +224,12 @@ class RunData:
 
     # -- JSON --------------------------------------------------------------
 
-    def to_dict(self) -> dict:
+    def to_dict(self, analysis: dict | None = None) -> dict:
         """The run as one JSON-able dict (the layout: ``localsched.diagnostics.codec``),
-        with the analysis beside the records (``"analysis"``, never read back)."""
+        with the analysis beside the records (``"analysis"``, never read back;
+        ``analysis``: ``self.analysis()`` if already computed)."""
         out = encode_run(self)
-        out["analysis"] = self.analysis()
+        out["analysis"] = self.analysis() if analysis is None else analysis
         return out
 
     @classmethod
@@ -237,10 +238,10 @@ class RunData:
         return cls(**decode_run(data))
 
 
-    def to_json(self) -> str:
+    def to_json(self, analysis: dict | None = None) -> str:
         """The run as JSON text (strict JSON: no NaN; ``<`` escaped so the
         text can sit inside an HTML ``<script>`` element)."""
-        text = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(self.to_dict(analysis), separators=(",", ":"), allow_nan=False)
         return text.replace("<", "\\u003c")
 
     @classmethod
