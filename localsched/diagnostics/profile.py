@@ -29,7 +29,7 @@ from .collector import Collector, FinishedRun
 from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
 
-__all__ = ["Profiler"]
+__all__ = ["Profiler", "graph_of"]
 
 #: Longest exception message kept in a FailedTaskData (messages can embed
 #: whole arrays).
@@ -121,7 +121,7 @@ class Profiler(Collector):
         if submitted is None or submitted > run[3]:  # (another computation's start)
             submitted = None
         workers = outcome.extra.get("workers") if outcome else None
-        return failed, running, _graph_of(state), workers, submitted
+        return failed, running, graph_of(state), workers, submitted
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -210,7 +210,7 @@ def _message(exc: BaseException) -> str:
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "\u2026"
 
 
-def _graph_of(state) -> tuple | None:
+def graph_of(state) -> tuple | None:
     """``(keys, deps, order)`` of a computation's graph, as cheaply as the
     scheduler allows: localsched's own lists as they are (no copy); a
     cluster's or dask's key -> dependencies mapping turned into the same

@@ -166,7 +166,8 @@ def _overhead(f: Facts) -> list:
     if not short:
         return []
     short.sort(key=lambda gs: -gs[1].tasks)
-    groups = [g for g, _ in short[:3]]
+    many = sum(s.tasks for _, s in short)
+    groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
     g0, s0 = short[0]
     tasks = sum(s.tasks for s in f.stats.values())
     per_task = gaps / max(1, tasks)

@@ -13,8 +13,10 @@ import html
 
 from bokeh.models.widgets import Div
 
+from ..advice_html import findings_short_html
 from ..eta import format_clock
 from .component import PAGE_WIDTH, Component
+from .findings import run_findings
 
 __all__ = ["Summary", "summary_html"]
 
@@ -54,9 +56,23 @@ class Summary(Component):
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
-        self.root = Div(text=summary_html(feed.progress()), width=PAGE_WIDTH, name="summary")
+        self._findings: tuple = (None, "")  # (run number, its findings' HTML)
+        self.root = Div(text=self._html(feed.progress()), width=PAGE_WIDTH, name="summary")
+
+    def _html(self, p: dict) -> str:
+        """The strip, and under it the findings of a finished run (computed
+        once per run, when the strip first shows it finished)."""
+        text = summary_html(p)
+        if p["status"] not in ("finished", "errored"):
+            return text
+        if self._findings[0] != p["run"]:
+            runs = self.feed.recorder.runs
+            log = runs[-1] if runs else None
+            found = run_findings(log) if log is not None and log.finished else []
+            self._findings = (p["run"], findings_short_html(found))
+        return text + self._findings[1]
 
     def update(self) -> None:
-        text = summary_html(self.feed.progress())
+        text = self._html(self.feed.progress())
         if text != self.root.text:
             self.root.text = text
