@@ -62,7 +62,7 @@ def chain_run(chain_share):
     wall = 1.0
     step = chain_share * wall / 2
     tasks = [TaskData("a", None, 0.0, step, 1), TaskData("b", None, step, 2 * step, 1)]
-    tasks.append(TaskData("c", None, 0.0, 0.2, 2))  # independent work beside it
+    tasks.append(TaskData("c", None, wall - 0.2, wall, 2))  # independent work, late
     keys = ["a", "b", "c"]
     graph = GraphData(keys, [(), (0,), ()], [0, 1, 2], 0.0, wall, 2)
     return RunData(tasks=tasks, graphs=[graph], walls=[(0.0, wall)])

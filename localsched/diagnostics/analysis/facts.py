@@ -14,7 +14,7 @@ from ...utils import key_split
 from .critical import critical_path
 from .graphs import computations
 from .groups import group_stats, result_sizes
-from .replay import ready_times
+from .replay import overhead_per_task, ready_times, unlimited_makespan
 
 __all__ = ["Facts", "union_length"]
 
@@ -144,6 +144,18 @@ class Facts:
     @cached_property
     def critical(self):
         return critical_path(self.run, self.comps)
+
+    @cached_property
+    def chain_bound(self) -> tuple:
+        """``(seconds the longest chain needs with its hand-offs, seconds from
+        the first task's start to the last one's end)``, summed over the
+        computations: what no number of workers can shorten, and what it bounds."""
+        bound = span = 0.0
+        for comp in self.comps or ():
+            if comp.keys:
+                bound += unlimited_makespan(comp, overhead_per_task(comp))
+                span += max(comp.ends) - min(comp.starts)
+        return bound, span
 
     @cached_property
     def handoff_gaps(self) -> float:

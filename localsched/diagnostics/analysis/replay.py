@@ -37,7 +37,8 @@ import heapq
 from .critical import longest_chain
 from .graphs import Computation, computations
 
-__all__ = ["simulate", "what_if", "overhead_per_task", "makespan", "WHAT_IF_WORKERS"]
+__all__ = ["simulate", "what_if", "overhead_per_task", "makespan", "unlimited_makespan",
+           "ready_times", "WHAT_IF_WORKERS"]
 
 #: The worker counts of the report's what-if table.
 WHAT_IF_WORKERS = (1, 2, 4, 8, 16)
@@ -73,7 +74,7 @@ def what_if(run, counts=WHAT_IF_WORKERS, comps: list | None = None) -> dict | No
         fixed = (max(0.0, min(comp.starts) - comp.started)
                  + max(0.0, comp.finished - max(comp.ends)))
         fixed_total += fixed
-        unlimited = _unlimited(comp, o)
+        unlimited = unlimited_makespan(comp, o)
         previous = None
         for n in counts:
             if previous is not None and previous <= unlimited * (1 + 1e-12):
@@ -127,7 +128,7 @@ def overhead_per_task(comp: Computation) -> float:
     return total / count if count else 0.0
 
 
-def _unlimited(comp: Computation, overhead: float) -> float:
+def unlimited_makespan(comp: Computation, overhead: float) -> float:
     """The makespan with a worker for every task: each task starts when its
     inputs are done (the longest chain, each link paying the overhead)."""
     finish = [0.0] * len(comp.keys)

@@ -39,8 +39,11 @@ The rules and their thresholds (module constants, tested on both sides):
     hold ``MEMORY_SHARE`` (60 %) of them.  Seconds: how long those results
     waited, on average.  The fix names the groups whose tasks released them.
 ``critical-path``
-    The critical path (``critical.critical_path``) is at least ``CP_SHARE``
-    (50 %) of the computations' wall time, at least ``MIN_SECONDS``, and
+    The longest chain with the measured hand-off after each task (what no
+    number of workers shortens, ``replay.unlimited_makespan``) is at least
+    ``CP_SHARE`` (50 %) of the time from the first task's start to the last
+    one's end (per computation, summed), its tasks' own time at least
+    ``MIN_SECONDS``, and
     longer than one task per computation (one long task is a
     ``straggler``'s matter).
 ``transfer``
@@ -283,10 +286,9 @@ def _memory(f: Facts) -> list:
 
 def _critical_path(f: Facts) -> list:
     cp = f.critical
-    wall = f.wall
+    bound, span = f.chain_bound
     if cp is None or len(cp.keys) < 2 or len(cp.keys) <= len(f.comps or ()) \
-            or cp.seconds < MIN_SECONDS \
-            or cp.seconds < CP_SHARE * wall:
+            or cp.seconds < MIN_SECONDS or bound < CP_SHARE * span:
         return []
     on_chain: dict = {}
     durations = {r.key: r.end_time - r.start_time for r in f.run.tasks}
@@ -298,9 +300,10 @@ def _critical_path(f: Facts) -> list:
     g0, s0 = ranked[0]
     return [Finding(
         "critical-path",
-        f"A chain of {len(cp.keys):,} dependent tasks takes {format_seconds(cp.seconds)} of "
-        f"the {format_seconds(wall)} run ({_pct(cp.seconds, wall)}), mostly in "
-        f"{_names(groups)}: more workers would not make it faster.",
+        f"A chain of {len(cp.keys):,} dependent tasks needs {format_seconds(bound)} (with "
+        f"its hand-offs) of the {format_seconds(span)} the tasks ran "
+        f"({_pct(bound, span)}), mostly in {_names(groups)}: more workers would not make "
+        "it faster.",
         cp.seconds, groups,
         f"shorten the chain: split the work of '{g0}' ({format_seconds(s0)} on the chain) "
         "into independent pieces that run side by side, or start independent work "
