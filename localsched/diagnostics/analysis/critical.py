@@ -50,21 +50,26 @@ def critical_path(run, comps: list | None = None) -> CriticalPath | None:
     return CriticalPath(seconds, keys)
 
 
-def longest_chain(comp: Computation) -> tuple[float, list]:
-    """``(seconds, positions)`` of one computation's longest chain."""
+def longest_chain(comp: Computation, overhead: float = 0.0) -> tuple[float, list]:
+    """``(seconds, positions)`` of one computation's longest chain, each task
+    counting its duration plus ``overhead`` (the chain's seconds then leave
+    out the last task's overhead); computed once per computation and overhead."""
+    return comp._cached(("chain", overhead), lambda: _longest_chain(comp, overhead))
+
+
+def _longest_chain(comp: Computation, overhead: float) -> tuple[float, list]:
     n = len(comp.keys)
     if not n:
         return 0.0, []
     finish = [0.0] * n
     via = [-1] * n
-    starts, ends = comp.starts, comp.ends
-    for i, ds in enumerate(comp.deps):
+    for i, (ds, d) in enumerate(zip(comp.deps, comp.durations, strict=True)):
         best, arg = 0.0, -1
-        for d in ds:
-            f = finish[d]
+        for j in ds:
+            f = finish[j]
             if f > best:
-                best, arg = f, d
-        finish[i] = best + max(0.0, ends[i] - starts[i])
+                best, arg = f, j
+        finish[i] = best + d + overhead
         via[i] = arg
     last = max(range(n), key=finish.__getitem__)
     chain = []
@@ -73,4 +78,4 @@ def longest_chain(comp: Computation) -> tuple[float, list]:
         chain.append(i)
         i = via[i]
     chain.reverse()
-    return finish[last], chain
+    return finish[last] - overhead, chain

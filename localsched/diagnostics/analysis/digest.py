@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ..codec import encode_key
 from .facts import Facts
-from .memory import memory_peak
 from .replay import WHAT_IF_WORKERS, what_if
 from .rules import findings
 
@@ -28,7 +27,7 @@ def overview(run) -> dict:
     """The analysis of ``run`` (a ``RunData``) as a JSON-able dict (module docstring)."""
     facts = Facts(run)
     cp = facts.critical
-    peak = memory_peak(run)
+    peak = facts.peak
     whatif = what_if(run, WHAT_IF_WORKERS, facts.comps)
     return {
         "findings": [f.as_dict() for f in findings(run, facts)],

@@ -14,7 +14,8 @@ from ...utils import key_split
 from .critical import critical_path
 from .graphs import computations
 from .groups import group_stats, result_sizes
-from .replay import overhead_per_task, ready_times, unlimited_makespan
+from .memory import memory_peak
+from .replay import overhead_per_task, unlimited_makespan
 
 __all__ = ["Facts", "union_length"]
 
@@ -46,9 +47,13 @@ class Facts:
     def stats(self) -> dict:
         return group_stats(self.run.tasks)
 
+    def size(self, group) -> float | None:
+        """The median result size of ``group`` in bytes, if measured."""
+        return result_sizes(self.run, group).get(group)
+
     @cached_property
-    def sizes(self) -> dict:
-        return result_sizes(self.run)
+    def peak(self):
+        return memory_peak(self.run)
 
     @cached_property
     def busy(self) -> float:
@@ -161,19 +166,7 @@ class Facts:
     def handoff_gaps(self) -> float:
         """Worker-seconds between a task's end and its worker's next task
         when that task was ready already: scheduling and hand-offs."""
-        total = 0.0
-        for comp in self.comps or ():
-            ready = ready_times(comp)
-            per_worker: dict = {}
-            for i, w in enumerate(comp.worker_ids):
-                per_worker.setdefault(w, []).append(i)
-            starts, ends = comp.starts, comp.ends
-            for mine in per_worker.values():
-                mine.sort(key=starts.__getitem__)
-                for a, b in zip(mine, mine[1:], strict=False):
-                    if ready[b] <= ends[a]:
-                        total += max(0.0, starts[b] - ends[a])
-        return total
+        return sum(comp.handoffs[0] for comp in self.comps or ())
 
     @cached_property
     def starved(self) -> tuple:
@@ -189,7 +182,7 @@ class Facts:
             n = comp.worker_count()
             if not comp.keys or n < 2:
                 continue
-            ready = np.asarray(ready_times(comp))
+            ready = np.asarray(comp.ready)
             ends = np.asarray(comp.ends)
             starts = np.asarray(comp.starts)
             times = np.concatenate([ready, ends, [comp.started, comp.finished]])

@@ -18,33 +18,89 @@ or recorded by something that keeps none -- "not measured".
 >>> from localsched.diagnostics.rundata import RunData
 >>> run = RunData(tasks=[TaskData('b', None, 1.0, 3.0, 7), TaskData('a', None, 0.0, 1.0, 7)],
 ...               graphs=[GraphData(['x', 'a', 'b'], [(), (0,), (1,)], [1, 2], 0.0, 3.0, 1)])
->>> [(c.keys, c.deps, c.durations) for c in computations(run)]
-[(['a', 'b'], [(), (0,)], [1.0, 2.0])]
+>>> [(c.keys, c.deps, c.durations, c.ready) for c in computations(run)]
+[(['a', 'b'], [(), (0,)], [1.0, 2.0], [0.0, 1.0])]
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import NamedTuple
 
 __all__ = ["Computation", "computations", "topological"]
 
 
-class Computation(NamedTuple):
-    """One computation's finished tasks, in run order (position = priority)."""
+class Computation:
+    """One computation's finished tasks, in run order (position = priority).
 
-    keys: list
-    starts: list
-    ends: list
-    worker_ids: list
-    deps: list  # per task: positions (earlier in this order) of its dependencies
-    started: float
-    finished: float
-    workers: int | None  # how many workers it had (None: unknown)
+    Lists by position: ``keys``, ``starts``, ``ends``, ``worker_ids``,
+    ``deps`` (positions, earlier in this order, of each task's
+    dependencies); ``started``/``finished`` (epoch seconds), ``workers``
+    (how many it had, None: unknown).  What several analyses need is
+    computed once, on first use: ``durations``, ``users``, ``ready``,
+    ``handoffs``."""
+
+    __slots__ = ("keys", "starts", "ends", "worker_ids", "deps", "started", "finished",
+                 "workers", "_cache")
+
+    def __init__(self, keys, starts, ends, worker_ids, deps, started, finished, workers):
+        self.keys, self.starts, self.ends, self.worker_ids = keys, starts, ends, worker_ids
+        self.deps, self.started, self.finished, self.workers = deps, started, finished, workers
+        self._cache: dict = {}
+
+    def _cached(self, name, make):
+        value = self._cache.get(name)
+        if value is None:
+            value = self._cache[name] = make()
+        return value
 
     @property
     def durations(self) -> list:
-        return [b - a for a, b in zip(self.starts, self.ends, strict=True)]
+        """Each task's measured seconds (never negative)."""
+        return self._cached("durations", lambda: [
+            b - a if b > a else 0.0 for a, b in zip(self.starts, self.ends, strict=True)])
+
+    @property
+    def users(self) -> list:
+        """Each task's dependents (positions)."""
+        def make():
+            users: list = [[] for _ in self.keys]
+            for i, ds in enumerate(self.deps):
+                for d in ds:
+                    users[d].append(i)
+            return users
+        return self._cached("users", make)
+
+    @property
+    def ready(self) -> list:
+        """When each task's last input ended (the computation's start for none)."""
+        def make():
+            ends, started = self.ends, self.started
+            return [max([ends[d] for d in ds]) if ds else started for ds in self.deps]
+        return self._cached("ready", make)
+
+    @property
+    def handoffs(self) -> tuple:
+        """``(seconds, count)`` of the gaps between a task's end and its
+        worker's next task's start where that next task was ready before
+        the first one ended: the worker had work and paid only the hand-off."""
+        def make():
+            import numpy as np
+
+            n = len(self.keys)
+            if n < 2:
+                return (0.0, 0)
+            codes: dict = {}
+            workers = np.fromiter((codes.setdefault(w, len(codes)) for w in self.worker_ids),
+                                  dtype=np.int64, count=n)
+            starts = np.asarray(self.starts, dtype=float)
+            ends = np.asarray(self.ends, dtype=float)
+            ready = np.asarray(self.ready, dtype=float)
+            order = np.lexsort((starts, workers))
+            a, b = order[:-1], order[1:]
+            same = (workers[a] == workers[b]) & (ready[b] <= ends[a])
+            gaps = np.maximum(starts[b] - ends[a], 0.0)[same]
+            return (float(gaps.sum()), int(len(gaps)))
+        return self._cached("handoffs", make)
 
     def worker_count(self) -> int:
         """Workers it had, or else how many ran a task (at least 1)."""
@@ -65,6 +121,10 @@ def computations(run) -> list | None:
             indexes[j] = {k: i for i, k in enumerate(graphs[j].keys)}
         return indexes[j]
 
+    if len(graphs) == 1:  # (the common case: one computation, no search)
+        index0 = index(0)
+        taken[0] = {r.key: r for r in run.tasks if r.key in index0}
+        return [_computation(graphs[0], index0, taken[0])]
     for record in run.tasks:
         j = max(0, bisect_right(starts, record.start_time) - 1)
         for c in (j, j - 1, j + 1):  # (a clock a little off: a neighbour)
@@ -92,10 +152,10 @@ def _computation(g, index: dict, records: dict) -> Computation:
         for r, p in enumerate(ran):
             rank[p] = r
         deps = [tuple(rank[d] for d in gdeps[p] if rank[d] >= 0) for p in ran]
-    chosen = [records[keys[p]] for p in ran]
-    return Computation([r.key for r in chosen], [r.start_time for r in chosen],
-                       [r.end_time for r in chosen], [r.worker_id for r in chosen], deps,
-                       g.started, g.finished, g.workers)
+    chosen = list(map(records.__getitem__, map(keys.__getitem__, ran)))
+    columns: list = list(zip(*chosen, strict=True)) if chosen else [()] * 5
+    return Computation(list(columns[0]), list(columns[2]), list(columns[3]),
+                       list(columns[4]), deps, g.started, g.finished, g.workers)
 
 
 def topological(deps: list) -> list | None:

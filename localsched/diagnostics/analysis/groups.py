@@ -50,14 +50,19 @@ def group_stats(tasks) -> dict:
     return dict(sorted(out.items(), key=lambda kv: (-kv[1].total, kv[0])))
 
 
-def result_sizes(run) -> dict:
-    """``{group: median result size in bytes}`` where sizes were measured."""
+def result_sizes(run, only=None) -> dict:
+    """``{group: median result size in bytes}`` where sizes were measured
+    (``only``: of that group alone)."""
     if run.cache_metric not in ("bytes", "nbytes"):
         return {}
     import numpy as np
 
+    from ...utils import key_split
+
     members: dict = {}
-    for g, r in zip(groups_of(r.key for r in run.cache), run.cache, strict=True):
+    for r in run.cache:
         if r.metric is not None:
-            members.setdefault(g, []).append(float(r.metric))
+            g = key_split(r.key)
+            if only is None or g == only:
+                members.setdefault(g, []).append(float(r.metric))
     return {g: float(np.median(v)) for g, v in members.items()}

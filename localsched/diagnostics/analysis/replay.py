@@ -105,36 +105,21 @@ def _caller_seconds(comps: list) -> float:
 
 def ready_times(comp: Computation) -> list:
     """When each task's last input ended (the computation's start for none)."""
-    ends, started = comp.ends, comp.started
-    return [max((ends[d] for d in ds), default=started) for ds in comp.deps]
+    return comp.ready
 
 
 def overhead_per_task(comp: Computation) -> float:
     """The mean gap between a task's end and its worker's next task's start,
     over the gaps where that next task was ready before the first one ended
     (so the worker had work and paid only the hand-off); 0 with no such gap."""
-    ready = ready_times(comp)
-    per_worker: dict = {}
-    for i, w in enumerate(comp.worker_ids):
-        per_worker.setdefault(w, []).append(i)
-    starts, ends = comp.starts, comp.ends
-    total, count = 0.0, 0
-    for mine in per_worker.values():
-        mine.sort(key=starts.__getitem__)
-        for a, b in zip(mine, mine[1:], strict=False):
-            if ready[b] <= ends[a]:
-                total += max(0.0, starts[b] - ends[a])
-                count += 1
+    total, count = comp.handoffs
     return total / count if count else 0.0
 
 
 def unlimited_makespan(comp: Computation, overhead: float) -> float:
     """The makespan with a worker for every task: each task starts when its
     inputs are done (the longest chain, each link paying the overhead)."""
-    finish = [0.0] * len(comp.keys)
-    for i, (ds, a, b) in enumerate(zip(comp.deps, comp.starts, comp.ends, strict=True)):
-        finish[i] = max((finish[d] for d in ds), default=0.0) + max(0.0, b - a) + overhead
-    return max(finish, default=overhead) - overhead
+    return longest_chain(comp, overhead)[0]
 
 
 def makespan(comp: Computation, workers: int, overhead: float) -> float:
@@ -143,39 +128,40 @@ def makespan(comp: Computation, workers: int, overhead: float) -> float:
     n = len(comp.keys)
     if not n:
         return 0.0
-    waiting = [len(ds) for ds in comp.deps]
-    users: list = [[] for _ in range(n)]
-    for i, ds in enumerate(comp.deps):
-        for d in ds:
-            users[d].append(i)
-    cost = [max(0.0, b - a) + overhead for a, b in zip(comp.starts, comp.ends, strict=True)]
+    waiting = list(comp._cached("inputs", lambda: list(map(len, comp.deps))))
+    users = comp.users
+    cost = [d + overhead for d in comp.durations]
+    if workers == 1:  # (one worker always has a ready task: it never idles)
+        return max(0.0, sum(cost) - overhead)
     ready = [i for i in range(n - 1, -1, -1) if not waiting[i]]  # (first in order on top)
     running: list = []
-    push, pop = heapq.heappush, heapq.heappop
+    push, pop, take = heapq.heappush, heapq.heappop, ready.pop
     free = workers
     t = 0.0
     while ready and free:
-        i = ready.pop()
+        i = take()
         push(running, (cost[i], i))
         free -= 1
     while running:
         t, i = pop(running)
         free += 1
-        new = None
-        for u in users[i]:
-            w = waiting[u] - 1
-            waiting[u] = w
+        mine = users[i]
+        if len(mine) == 1:  # (the commonest: one dependent)
+            u = mine[0]
+            w = waiting[u] = waiting[u] - 1
             if not w:
-                if new is None:
-                    new = [u]
-                else:
+                ready.append(u)
+        elif mine:
+            new = []
+            for u in mine:
+                w = waiting[u] = waiting[u] - 1
+                if not w:
                     new.append(u)
-        if new is not None:
-            if len(new) > 1:
+            if new:
                 new.sort(reverse=True)  # (the first in run order on top)
-            ready.extend(new)
+                ready.extend(new)
         while ready and free:
-            j = ready.pop()
+            j = take()
             push(running, (t + cost[j], j))
             free -= 1
     return max(0.0, t - overhead)

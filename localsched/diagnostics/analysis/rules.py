@@ -84,7 +84,6 @@ from dataclasses import asdict, dataclass, field
 
 from ..naming import format_seconds, shorten
 from .facts import Facts, union_length
-from .memory import memory_peak
 
 __all__ = ["Finding", "findings", "KINDS"]
 
@@ -175,7 +174,7 @@ def _overhead(f: Facts) -> list:
     tasks = sum(s.tasks for s in f.stats.values())
     per_task = gaps / max(1, tasks)
     factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
-    size = f.sizes.get(g0)
+    size = f.size(g0)
     if size is not None and size >= 64e3:
         how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
                f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)}")
@@ -249,7 +248,7 @@ def _group(key) -> str:
 
 
 def _memory(f: Facts) -> list:
-    peak = memory_peak(f.run)
+    peak = f.peak
     if peak is None or peak.bytes < MEMORY_BYTES:
         return []
     held = [r for r in f.run.cache if r.cache_time <= peak.time <= r.free_time and r.metric]
@@ -336,7 +335,7 @@ def _transfer(f: Facts) -> list:
         return []
     groups = [g for g, _ in sorted(by_group.items(), key=lambda kv: -kv[1])
               if g is not None][:3]
-    sizes = [f.sizes[g] for g in groups if g in f.sizes]
+    sizes = [x for x in (f.size(g) for g in groups) if x is not None]
     moved = f" (results of about {_mb(max(sizes))} each)" if sizes else ""
     where = "between processes" if f.kind == "processes" else "between workers"
     fix = ("use the threads scheduler if the work releases the GIL (NumPy, pandas, most "
