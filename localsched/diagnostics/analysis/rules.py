@@ -359,8 +359,8 @@ def _idle(f: Facts, chain: bool) -> list:
         out.append(Finding(
             "idle",
             f"Workers waited {format_seconds(caller)} ({_pct(caller, f.block)} of the "
-            f"recording) on the caller: outside the {n} computation"
-            f"{'s' if n != 1 else ''}, building graphs or doing other work.",
+            f"recording) on the caller: before and between the {n} computation"
+            f"{'s' if n != 1 else ''}, while it built graphs, imported or did other work.",
             caller, [],
             "build the whole graph first and compute it once (dask.compute(a, b, ...)), "
             "or persist inputs that several computations share, so that the workers are "
