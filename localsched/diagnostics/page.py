@@ -312,14 +312,15 @@ def _mark_runs(figures: list, runs: list, t0: float) -> None:
 
 
 def report_html(run, title: str = "localsched report", mode: str | None = None,
-                palette=None, label_size: int = LABEL_SIZE) -> str:
+                palette=None, label_size: int = LABEL_SIZE, analysis: dict | None = None) -> str:
     """The performance report of a ``RunData`` as one self-contained HTML page
     (bokeh embedded unless ``mode="cdn"``), the run's JSON in a ``<script
     type="application/json" id="localsched-data">`` element."""
     from bokeh.embed import file_html
 
     resources = Resources(mode=mode or "inline")
-    analysis = run.analysis()  # (once: the page shows it and the JSON carries it)
+    if analysis is None:  # (once: the page shows it and the JSON carries it)
+        analysis = run.analysis()
     page = file_html(report_layout(run, palette, label_size, title=title, analysis=analysis),
                      resources=resources, title=title)
     data = (f'<script type="application/json" id="{DATA_ELEMENT_ID}">'

@@ -91,12 +91,13 @@ class performance_report:
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time())
+        analysis = self.data.analysis() if self.json_path or self.filename else None
         if self.json_path:
-            self.data.save_json(self.json_path)
+            self.data.save_json(self.json_path, analysis=analysis)
         if self.trace_path:
             self.data.to_chrome_trace(self.trace_path)
         if self.filename:
-            self.data.to_html(self.filename, mode=self.mode)
+            self.data.to_html(self.filename, mode=self.mode, analysis=analysis)
 
     def save_json(self, path) -> None:
         """Save the recorded run (after the block) as JSON."""

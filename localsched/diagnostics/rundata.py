@@ -249,10 +249,11 @@ class RunData:
         """The inverse of :meth:`to_json`."""
         return cls.from_dict(json.loads(text))
 
-    def save_json(self, path) -> None:
-        """Write the run to ``path`` as JSON (``load_json`` reads it back)."""
+    def save_json(self, path, analysis: dict | None = None) -> None:
+        """Write the run to ``path`` as JSON (``load_json`` reads it back;
+        ``analysis``: ``self.analysis()`` if already computed)."""
         with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json())
+            f.write(self.to_json(analysis))
 
     @classmethod
     def load_json(cls, path) -> RunData:
@@ -268,14 +269,16 @@ class RunData:
 
     # -- outputs -----------------------------------------------------------
 
-    def to_html(self, path, title: str | None = None, mode: str | None = None) -> None:
+    def to_html(self, path, title: str | None = None, mode: str | None = None,
+                analysis: dict | None = None) -> None:
         """Write the performance report: one self-contained HTML page (bokeh
         is embedded, so it opens offline) with this run's JSON inside.
-        ``mode="cdn"`` makes it smaller but needs the internet."""
+        ``mode="cdn"`` makes it smaller but needs the internet;
+        ``analysis``: ``self.analysis()`` if already computed."""
         from .page import report_html
 
         page = report_html(self, title=title or self.meta.get("title") or "localsched report",
-                           mode=mode)
+                           mode=mode, analysis=analysis)
         with open(path, "w", encoding="utf-8") as f:
             f.write(page)
 
