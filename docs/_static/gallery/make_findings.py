@@ -69,6 +69,8 @@ def main() -> None:
     image = Image.open(shot)
     image.crop((0, 0, image.width, min(image.height, 760))).save(
         os.path.join(HERE, "findings.png"), optimize=True)
+    if os.environ.get("LOCALSCHED_WHOLE_PAGE"):  # (the whole page, to look at)
+        image.save(os.environ["LOCALSCHED_WHOLE_PAGE"])
 
 
 if __name__ == "__main__":
