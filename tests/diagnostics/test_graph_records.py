@@ -33,7 +33,7 @@ def test_each_scheduler_keeps_the_graph_of_each_computation(scheduler):
 
 
 def test_dasks_own_scheduler_keeps_the_dependencies_without_an_order():
-    dask = pytest.importorskip("dask")
+    pytest.importorskip("dask")
     import dask.local
 
     with Profiler() as prof:
@@ -43,4 +43,3 @@ def test_dasks_own_scheduler_keeps_the_dependencies_without_an_order():
     deps = {graph.keys[i]: {graph.keys[d] for d in ds} for i, ds in enumerate(graph.deps)}
     assert deps["b"] == {"a"} and deps["a"] == set()
     assert RunData.from_profilers([prof]).critical_path().keys == ["a", "b"]
-    del dask
