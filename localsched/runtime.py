@@ -427,16 +427,46 @@ def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
 
 
 def sample_every(interval: float, stop, running: dict, append: Callable, codes: dict,
-                 now: Callable) -> None:
+                 now: Callable, looks: Callable | None = None) -> None:
     """Take samples every ``interval`` until ``stop`` (an Event) is set,
     each weighted by the time since the previous look (a monotonic clock):
-    a sampler that waited for the GIL gets its real period, not ``interval``."""
+    a sampler that waited for the GIL gets its real period, not ``interval``.
+
+    ``looks(time, gil_seconds)``, if given, hears of every look that found
+    tasks running how long the sampler waited for the GIL before it (where
+    the system says so: Linux): its lateness less the time this thread
+    waited for a CPU (``/proc/thread-self/schedstat``), so a machine busy
+    with other processes does not count, Python code holding the GIL does."""
     clock = time.perf_counter
+    waited = _cpu_wait_reader() if looks is not None else None
     last = clock()
+    cpu_wait = waited() if waited is not None else 0.0
     while not stop.wait(interval):
         t = clock()
+        if waited is not None and looks is not None and running:
+            w = waited()
+            looks(now(), max(0.0, t - last - interval - (w - cpu_wait)))
+            cpu_wait = w
+        elif waited is not None:
+            cpu_wait = waited()
         take_samples(running, append, codes, now, t - last)
         last = t
+
+
+def _cpu_wait_reader() -> Callable | None:
+    """A function giving the seconds this thread has waited for a CPU so
+    far (Linux's schedstat), or None where the system does not say."""
+    path = "/proc/thread-self/schedstat"
+
+    def waited() -> float:
+        with open(path, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+
+    try:
+        waited()
+    except (OSError, ValueError, IndexError):
+        return None
+    return waited
 
 
 class WorkerSampler:

@@ -116,9 +116,15 @@ class RunData:
                 _add_metrics(run.metrics, p.metrics)
                 run.activities += list(getattr(p, "results", ()))
             elif kind is SampleData or kind is None and _all_samples(p):
-                run.samples += p.results
+                samples = p.results
+                run.samples += samples
                 if getattr(p, "interval", None):
                     run.meta.setdefault("sample_interval", float(p.interval))
+                looks = getattr(p, "gil_waits", None)
+                if looks:
+                    from .sampler import gil_waits_by_group
+
+                    run.meta.setdefault("gil_waits", gil_waits_by_group(samples, looks))
             else:
                 raise TypeError(f"cannot take records from {type(p).__name__}: expected a "
                                 "Profiler, ResourceProfiler, CacheProfiler, FineMetrics, "

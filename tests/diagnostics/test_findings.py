@@ -27,8 +27,8 @@ def py_loop(n):
 
 
 def numpy_block(seed):
-    a = np.random.default_rng(seed).random((800, 800))
-    for _ in range(3):
+    a = np.full((800, 800), seed + 1.0)  # (ufuncs on large arrays release the GIL)
+    for _ in range(4):
         a = np.sqrt(a * 1.0001 + 0.5)
     return float(a.sum())
 
@@ -73,7 +73,7 @@ def test_tiny_tasks_on_threads_are_an_overhead_finding():
 
 
 def test_python_loops_on_threads_are_a_gil_finding_and_not_on_processes():
-    dsk = {("py", i): (py_loop, 300_000) for i in range(16)}
+    dsk = {("py", i): (py_loop, 400_000) for i in range(20)}  # (enough samples to judge)
     run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
     found = kinds(run)
     assert "gil" in found, [str(f) for f in run.findings()]

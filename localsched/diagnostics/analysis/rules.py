@@ -20,13 +20,17 @@ The rules and their thresholds (module constants, tested on both sides):
     ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
     sizes were measured).
 ``gil``
-    On threads with at least 2 workers: a group's stack samples stood for at
-    least ``GIL_STRETCH`` (1.8) times the sampler's interval on average (the
-    sampler thread needs the GIL to look: Python code holding it delays
-    every look; sleeping or NumPy tasks leave it free) and fewer than
-    ``GIL_ON_TIME`` (10 %) of its looks came on time (within 1.2 intervals:
-    a machine busy with other processes makes looks late too, but not
-    nearly all of them), from at least ``GIL_MIN_SAMPLES`` (20) samples,
+    On threads with at least 2 workers, the sampler says Python code held
+    the GIL: it needs the GIL to look, so such code delays its looks, while
+    tasks asleep or in NumPy leave it free.  Where the system says how long
+    the sampler waited for a CPU (Linux: ``SampleProfiler.gil_waits``, its
+    lateness less that wait, so that a machine busy with other processes
+    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %) of the looks at
+    a group's tasks waited for the GIL (more than 1 ms).  Elsewhere (and in
+    runs saved without those waits): its samples stood for at least
+    ``GIL_STRETCH`` (1.8) sampler intervals on average and fewer than
+    ``GIL_ON_TIME`` (15 %) of its looks came on time (within 1.2
+    intervals).  Either way from at least ``GIL_MIN_SAMPLES`` (20) samples,
     while the group's tasks overlapped
     (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
     (10 %) of task time and, where fine metrics were taken, spent at most
@@ -95,8 +99,9 @@ SHORT_TASK = 0.010
 TARGET_TASK = 0.100
 GIL_STRETCH = 1.8
 GIL_MIN_SAMPLES = 20
-GIL_ON_TIME = 0.10
+GIL_ON_TIME = 0.15
 GIL_ON_TIME_STRETCH = 1.2
+GIL_CONTENDED_SHARE = 0.5
 GIL_SHARE = 0.10
 GIL_CONCURRENCY = 1.3
 GIL_CPU_SHARE = 0.8
@@ -217,6 +222,11 @@ def _gil(f: Facts) -> list:
             continue
         stretch = sum(seconds) / len(seconds) / interval
         on_time = sum(1 for x in seconds if x <= GIL_ON_TIME_STRETCH * interval) / len(seconds)
+        waits = (f.run.meta.get("gil_waits") or {}).get(g)
+        if waits and waits[0] >= GIL_MIN_SAMPLES:  # (measured: the waits for the GIL)
+            contended = waits[1] / waits[0]
+            on_time = 0.0 if contended >= GIL_CONTENDED_SHARE else 1.0
+            stretch = max(stretch, GIL_STRETCH)
         spans = [(r.start_time, r.end_time) for r in f.run.tasks if _group(r.key) == g]
         running = stats.total / max(union_length(spans), 1e-9)
         if stretch < GIL_STRETCH or on_time >= GIL_ON_TIME or running < GIL_CONCURRENCY:
