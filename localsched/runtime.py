@@ -399,14 +399,14 @@ def trim_stack(stack: list) -> tuple:
 
 
 def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
-                 seconds: float | None = None) -> None:
+                 seconds: float | None = None) -> float | None:
     """Append ``(time, thread ident, key, stack, seconds)`` for every thread
     in ``running`` (thread ident -> the key of its task); ``seconds`` is the
     time each sample stands for (since the sampler's previous look).
     ``codes`` interns frames per code object, so equal frames are one tuple
-    (and pickle once)."""
+    (and pickle once).  Returns the samples' time (None: nothing running)."""
     if not running:
-        return
+        return None
     frames = sys._current_frames()
     t = now()
     for tid, key in list(running.items()):  # (a snapshot: other threads write it)
@@ -424,6 +424,7 @@ def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
         stack.reverse()
         append((t, tid, key, trim_stack(stack), seconds))
     del frames
+    return t
 
 
 def sample_every(interval: float, stop, running: dict, append: Callable, codes: dict,
@@ -443,13 +444,11 @@ def sample_every(interval: float, stop, running: dict, append: Callable, codes: 
     cpu_wait = waited() if waited is not None else 0.0
     while not stop.wait(interval):
         t = clock()
-        if waited is not None and looks is not None and running:
-            w = waited()
-            looks(now(), max(0.0, t - last - interval - (w - cpu_wait)))
-            cpu_wait = w
-        elif waited is not None:
-            cpu_wait = waited()
-        take_samples(running, append, codes, now, t - last)
+        w = waited() if waited is not None else 0.0
+        stamped = take_samples(running, append, codes, now, t - last)
+        if looks is not None and waited is not None and stamped is not None:
+            looks(stamped, max(0.0, t - last - interval - (w - cpu_wait)))
+        cpu_wait = w
         last = t
 
 

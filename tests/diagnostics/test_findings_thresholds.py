@@ -188,3 +188,39 @@ def test_finding_fields_and_order():
     f = found[0]
     assert f.title and f.fix and f.seconds == pytest.approx(0.9) and f.groups
     assert set(f.as_dict()) == {"kind", "title", "seconds", "groups", "fix"}
+
+
+@pytest.mark.parametrize("contended, expected", [(0.4, False), (0.6, True)])
+def test_gil_measured_waits(contended, expected):
+    # the sampler's measured waits for the GIL decide, whatever its lateness
+    run = gil_run(1.0, on_time=1.0)  # (every look on time: the lateness says nothing)
+    run.meta["gil_waits"] = {"py": [100, int(contended * 100), contended * 0.5]}
+    assert ("gil" in kinds(run)) is expected
+    loaded = gil_run(3.0)  # (every look late, as on a busy machine)
+    loaded.meta["gil_waits"] = {"py": [100, int(contended * 100), contended * 0.5]}
+    assert ("gil" in kinds(loaded)) is expected
+
+
+def test_the_sampler_measures_its_waits_for_the_gil():
+    import sys
+
+    from localsched.diagnostics.sampler import SampleProfiler, gil_waits_by_group
+    from localsched.threaded import get
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the wait for a CPU is read from Linux's schedstat")
+
+    def loop(n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+
+    with SampleProfiler(interval=0.005) as sp:
+        get({("py", i): (loop, 300_000) for i in range(8)}, [("py", i) for i in range(8)],
+            num_workers=2)
+    looks = sp.gil_waits
+    assert looks and all(seconds >= 0 for _, seconds in looks)
+    by_group = gil_waits_by_group(sp.results, looks)
+    assert set(by_group) == {"py"} and by_group["py"][0] == len(
+        [s for s in sp.results if s.group == "py"])
