@@ -222,11 +222,13 @@ def _gil(f: Facts) -> list:
             continue
         stretch = sum(seconds) / len(seconds) / interval
         on_time = sum(1 for x in seconds if x <= GIL_ON_TIME_STRETCH * interval) / len(seconds)
+        evidence = f"the sampler's looks were {stretch:.1f}x late"
         waits = (f.run.meta.get("gil_waits") or {}).get(g)
         if waits and waits[0] >= GIL_MIN_SAMPLES:  # (measured: the waits for the GIL)
             contended = waits[1] / waits[0]
             on_time = 0.0 if contended >= GIL_CONTENDED_SHARE else 1.0
             stretch = max(stretch, GIL_STRETCH)
+            evidence = f"the sampler waited for the GIL at {contended:.0%} of its looks"
         spans = [(r.start_time, r.end_time) for r in f.run.tasks if _group(r.key) == g]
         running = stats.total / max(union_length(spans), 1e-9)
         if stretch < GIL_STRETCH or on_time >= GIL_ON_TIME or running < GIL_CONCURRENCY:
@@ -242,8 +244,7 @@ def _gil(f: Facts) -> list:
         out.append(Finding(
             "gil",
             f"Python code in '{g}' held the GIL: its tasks ran {running:.1f} at a time on "
-            f"threads but waited {format_seconds(stake)} (the sampler's looks were "
-            f"{stretch:.1f}x late, as when Python code holds the GIL).",
+            f"threads but waited {format_seconds(stake)} ({evidence}).",
             stake, [g],
             "use the processes scheduler (scheduler='processes') or a cluster for this "
             f"work, or move the Python loop in '{g}' into code that releases the GIL "
