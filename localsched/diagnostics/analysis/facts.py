@@ -128,6 +128,22 @@ class Facts:
         return max(0.0, before + (last - first) - union_length(walls))
 
     @cached_property
+    def overheads(self) -> list:
+        """Per computation (as ``comps``): ``(hand-off gaps, seconds its graph
+        was prepared, seconds its tasks' inputs and results travelled)``."""
+        prepared = {g.started: g.started - g.submitted for g in self.run.graphs
+                    if g.submitted is not None and g.submitted <= g.started}
+        travel: dict = {}
+        for t in self.run.transfers:  # (by the computation whose window holds it)
+            travel[t.start_time] = travel.get(t.start_time, 0.0) + max(0.0, t.send) \
+                + max(0.0, t.receive)
+        out = []
+        for comp in self.comps or ():
+            moved = sum(v for t, v in travel.items() if comp.started <= t <= comp.finished)
+            out.append((comp.handoffs[0], prepared.get(comp.started, 0.0), moved))
+        return out
+
+    @cached_property
     def preparation(self) -> float:
         """Seconds the scheduler spent preparing graphs (compiling, ordering)
         before their computations started, while the workers waited."""

@@ -10,10 +10,11 @@ silent.  Findings come most seconds first.
 The rules and their thresholds (module constants, tested on both sides):
 
 ``overhead``
-    The hand-off gaps -- a worker's wait between a task's end and the start
-    of its next task when that task was ready already -- and the workers'
-    wait while the scheduler prepared (compiled, ordered) each graph are at least
-    ``OVERHEAD_SHARE`` (25 %) of hand-offs plus task time, at least
+    In the computations where the hand-off gaps -- a worker's wait between
+    a task's end and the start of its next task when that task was ready
+    already -- and the workers' wait while the scheduler prepared (compiled,
+    ordered) the graph are at least ``OVERHEAD_SHARE`` (25 %) of hand-offs
+    plus task time, they add up to at least
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
     inputs is taken out (that is ``transfer``).  Fix: about
@@ -164,10 +165,18 @@ def _mb(n: float) -> str:
 # -- the rules -------------------------------------------------------------------------
 
 def _overhead(f: Facts) -> list:
-    gaps = f.handoff_gaps + f.preparation * f.workers
-    if f.kind in ("processes", "cluster"):
-        gaps = max(0.0, gaps - _travel(f)[0])
-    if gaps < MIN_SECONDS or gaps < OVERHEAD_SHARE * (gaps + f.busy):
+    # (judged per computation: a run of tiny tasks beside one of long ones is
+    # still one whose tiny tasks cost more to hand over than to run)
+    gaps = busy = 0.0
+    tasks = 0
+    for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
+        spent = handoffs + preparation * comp.worker_count()
+        if f.kind in ("processes", "cluster"):
+            spent = max(0.0, spent - travel)
+        worked = sum(comp.durations)
+        if spent >= OVERHEAD_SHARE * (spent + worked):
+            gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
+    if gaps < MIN_SECONDS:
         return []
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
     if not short:
@@ -176,7 +185,6 @@ def _overhead(f: Facts) -> list:
     many = sum(s.tasks for _, s in short)
     groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
     g0, s0 = short[0]
-    tasks = sum(s.tasks for s in f.stats.values())
     per_task = gaps / max(1, tasks)
     factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
     size = f.size(g0)
@@ -189,7 +197,7 @@ def _overhead(f: Facts) -> list:
     return [Finding(
         "overhead",
         f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
-        f"({_pct(gaps, gaps + f.busy)} of it): {tasks:,} tasks, a median "
+        f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
         f"{format_seconds(per_task)} of overhead per task.",
         gaps, groups,
