@@ -224,3 +224,15 @@ def test_the_sampler_measures_its_waits_for_the_gil():
     by_group = gil_waits_by_group(sp.results, looks)
     assert set(by_group) == {"py"} and by_group["py"][0] == len(
         [s for s in sp.results if s.group == "py"])
+
+
+def test_overhead_is_judged_per_computation():
+    # tiny tasks with large gaps in one computation, long busy tasks in another
+    tiny = back_to_back(200, 0.0005, 0.0005, group="inc")
+    long = [TaskData(("work", i), None, 10.0 + i, 11.0 + i, 1) for i in range(20)]
+    graphs = [GraphData([t.key for t in tiny], [()] * 200, list(range(200)), 0.0,
+                        tiny[-1].end_time, 1),
+              GraphData([t.key for t in long], [()] * 20, list(range(20)), 10.0, 30.0, 1)]
+    run = RunData(tasks=tiny + long, graphs=graphs)
+    found = [f for f in run.findings() if f.kind == "overhead"]
+    assert found and found[0].groups == ["inc"]
