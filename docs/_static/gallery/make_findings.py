@@ -53,7 +53,7 @@ def main() -> None:
         tiny = {("inc", i): (inc, i) for i in range(20_000)}
         localsched.get(tiny, list(tiny), num_workers=2)
         time.sleep(0.5)  # the script's own work between computations
-        loops = {("py-loop", i): (py_loop, 300_000) for i in range(12)}
+        loops = {("py-loop", i): (py_loop, 1_000_000) for i in range(16)}
         localsched.get(loops, list(loops), num_workers=2)
         dsk = {("make", i): (make_block, i) for i in range(12)}
         dsk["total"] = (total, *[("make", i) for i in range(12)])
