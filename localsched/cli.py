@@ -4,6 +4,7 @@
     localsched profile [--dashboard[=ADDR] [--wait]] (SCRIPT.py | -m MODULE | -c CODE) [ARGS...]
     localsched demo [-o report.html]
     localsched report run.json [-o report.html] [--trace trace.json]
+    localsched compare before.json after.json [--threshold 0.1] [--min-seconds 0.05]
 
 ``profile`` and ``demo`` run with every diagnostic on
 (``localsched.performance_report``: tasks, resources, cache in bytes, fine
@@ -11,7 +12,8 @@ metrics and stack samples when available) and a progress bar, and write the
 performance report: one self-contained HTML page.  ``--json`` also saves the
 run's records, ``--trace`` exports them for Perfetto UI / chrome://tracing.
 ``report`` renders a saved run (or the data embedded in a report page)
-again.  ``profile --dashboard`` also serves the live dashboard while the
+again; ``compare`` (``cli_compare``) compares two group by group and exits
+1 on a regression.  ``profile --dashboard`` also serves the live dashboard while the
 script runs (``--wait``: until Ctrl-C after it ends).  ``python -m
 localsched`` is the same command.  ``localsched <command> --help`` lists
 every option.
@@ -152,6 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also export a Trace Event Format file")
     rep.add_argument("--title", default=None, help="the page's title")
     rep.add_argument("--show", action="store_true", help="also open the report in a browser")
+
+    from .cli_compare import add_compare_parser
+
+    add_compare_parser(sub)
     return parser
 
 
@@ -168,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_profiled(args, _demo_workload(args))
     if args.command == "report":
         return _render_saved(args)
+    if args.command == "compare":
+        from .cli_compare import run_compare
+
+        return run_compare(args)
     return _run_profiled(args, _script_workload(args))
 
 

@@ -400,14 +400,14 @@ def trim_stack(stack: list) -> tuple:
 
 
 def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
-                 seconds: float | None = None) -> None:
+                 seconds: float | None = None) -> float | None:
     """Append ``(time, thread ident, key, stack, seconds)`` for every thread
     in ``running`` (thread ident -> the key of its task); ``seconds`` is the
     time each sample stands for (since the sampler's previous look).
     ``codes`` interns frames per code object, so equal frames are one tuple
-    (and pickle once)."""
+    (and pickle once).  Returns the samples' time (None: nothing running)."""
     if not running:
-        return
+        return None
     frames = sys._current_frames()
     t = now()
     for tid, key in list(running.items()):  # (a snapshot: other threads write it)
@@ -425,19 +425,48 @@ def take_samples(running: dict, append: Callable, codes: dict, now: Callable,
         stack.reverse()
         append((t, tid, key, trim_stack(stack), seconds))
     del frames
+    return t
 
 
 def sample_every(interval: float, stop, running: dict, append: Callable, codes: dict,
-                 now: Callable) -> None:
+                 now: Callable, looks: Callable | None = None) -> None:
     """Take samples every ``interval`` until ``stop`` (an Event) is set,
     each weighted by the time since the previous look (a monotonic clock):
-    a sampler that waited for the GIL gets its real period, not ``interval``."""
+    a sampler that waited for the GIL gets its real period, not ``interval``.
+
+    ``looks(time, gil_seconds)``, if given, hears of every look that found
+    tasks running how long the sampler waited for the GIL before it (where
+    the system says so: Linux): its lateness less the time this thread
+    waited for a CPU (``/proc/thread-self/schedstat``), so a machine busy
+    with other processes does not count, Python code holding the GIL does."""
     clock = time.perf_counter
+    waited = _cpu_wait_reader() if looks is not None else None
     last = clock()
+    cpu_wait = waited() if waited is not None else 0.0
     while not stop.wait(interval):
         t = clock()
-        take_samples(running, append, codes, now, t - last)
+        w = waited() if waited is not None else 0.0
+        stamped = take_samples(running, append, codes, now, t - last)
+        if looks is not None and waited is not None and stamped is not None:
+            looks(stamped, max(0.0, t - last - interval - (w - cpu_wait)))
+        cpu_wait = w
         last = t
+
+
+def _cpu_wait_reader() -> Callable | None:
+    """A function giving the seconds this thread has waited for a CPU so
+    far (Linux's schedstat), or None where the system does not say."""
+    path = "/proc/thread-self/schedstat"
+
+    def waited() -> float:
+        with open(path, "rb") as f:
+            return int(f.read().split()[1]) / 1e9
+
+    try:
+        waited()
+    except (OSError, ValueError, IndexError):
+        return None
+    return waited
 
 
 class WorkerSampler:

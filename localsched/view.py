@@ -167,6 +167,14 @@ class State(Mapping):
         order (a new list, built in C: a progress display's groups)."""
         return list(map(self._machine.keys.__getitem__, self._machine.order))
 
+    def task_graph(self) -> tuple:
+        """``(keys, deps, order)``: the compiled graph's keys by position,
+        each position's dependencies (a tuple of positions) and the positions
+        of the tasks this computation runs, in run order -- the scheduler's
+        own lists, not copied (read them, never change them)."""
+        machine = self._machine
+        return machine.keys, machine.deps, machine.order
+
     @property
     def failed(self) -> dict:
         return self.outcome.failed

@@ -70,6 +70,10 @@ pandas only by ``to_pandas()``.
 * One run's data: ``rundata`` (``RunData``), ``codec`` (its JSON), ``trace``
   (Chrome/Perfetto export), ``perf_report`` (``performance_report``);
   ``report`` gathers their names.
+* What to change: ``analysis/`` -- findings, the critical path, memory at
+  the peak, the what-if replay, run comparison: pure functions of a
+  ``RunData``'s records (``RunData.findings()`` ...) -- and ``advice_html``
+  (their HTML: the report's findings panel, the dashboard's list).
 * Drawing: ``figures/`` -- one module a figure (``tasks``, ``resources``,
   ``cache``, ``metrics``, ``flame``, ``durations``) on ``figures/base``
   (defaults, legends that grow their figure, colours) -- and ``page``, the

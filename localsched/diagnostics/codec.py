@@ -15,6 +15,14 @@
   boolean or None as itself, a tuple as a JSON array (a key is never a
   list), bytes as ``{"bytes": hex}``; any other key becomes ``{"repr": ...}``
   and loads back as that string;
+* ``graphs``: one object per computation, its dependencies (``keys`` as
+  positions in ``keys``, ``deps`` as positions in its own ``keys``, ``order``
+  the positions that ran in run order, or null), ``started``, ``finished``,
+  ``workers``, ``submitted``; absent in runs saved before they were kept (read as none);
+* ``analysis`` (written, never read back: recomputed from the records):
+  what ``localsched.diagnostics.analysis.overview`` says of the run --
+  findings, critical path, memory peak, what-if -- for readers without
+  localsched;
 * floats are written exactly (``repr``), non-finite ones as ``{"float":
   "nan"}`` (or ``"inf"``, ``"-inf"``).  A record's ``task`` (the task spec,
   with its functions) is stored as its short repr: a task that was None or
@@ -35,6 +43,7 @@ from .records import (
     ActivityData,
     CacheData,
     FailedTaskData,
+    GraphData,
     InterruptedTaskData,
     ResourceData,
     SampleData,
@@ -125,6 +134,11 @@ def encode_run(run) -> dict:
     out["stacks"] = stacks.values
     out["frames"] = frames.values
     out["walls"] = [_floats(w) for w in run.walls]
+    out["graphs"] = [{"keys": keys.codes(g.keys), "deps": [list(d) for d in g.deps],
+                      "order": None if g.order is None else list(g.order),
+                      "started": _float(g.started), "finished": _float(g.finished),
+                      "workers": g.workers, "submitted": _float(g.submitted)}
+                     for g in getattr(run, "graphs", ())]
     out["keys"] = keys.values
     out["workers"] = workers.values
     out["task_reprs"] = reprs.values
@@ -187,7 +201,18 @@ def decode_run(data: dict) -> dict:
                            col(data["sample_groups"], t["group"]),
                            col(stacks, t["stack"]), seconds))
     run["walls"] = [tuple(floats(w)) for w in data["walls"]]
+    run["graphs"] = [_graph(g, keys) for g in data.get("graphs") or ()]
     return run
+
+
+def _graph(g: dict, keys: list) -> GraphData:
+    """One computation's graph (absent in runs saved before graphs were kept:
+    then the analysis says "not measured")."""
+    order = g.get("order")
+    return GraphData([keys[c] for c in g["keys"]], [tuple(d) for d in g["deps"]],
+                     None if order is None else list(order), _unfloat(g.get("started")),
+                     _unfloat(g.get("finished")), g.get("workers"),
+                     _unfloat(g.get("submitted")))
 
 
 def embedded_json(page: str, path) -> str:

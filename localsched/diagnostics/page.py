@@ -23,6 +23,7 @@ from bokeh.models import Div, Label, Range1d, Span
 from bokeh.resources import Resources
 from bokeh.util.browser import view as _view_in_browser
 
+from .advice_html import comparison_html, findings_html, what_if_html
 from .aggregate import CacheTable, ResourceTable, TaskTable
 from .codec import DATA_ELEMENT_ID
 from .figures.accounting import accounting_html, plot_accounting
@@ -30,6 +31,7 @@ from .figures.base import LABEL_SIZE, group_colors
 from .figures.cache import draw_cache
 from .figures.durations import durations_note, plot_durations
 from .figures.flame import flame_trees, plot_flame
+from .figures.memory import mark_critical_path, plot_held
 from .figures.metrics import metrics_html, plot_metrics
 from .figures.resources import draw_resources
 from .figures.tasks import draw_tasks
@@ -210,11 +212,17 @@ def _heading(text: str, note: str = "") -> Div:
                f"{html.escape(text)}</h2>{note_html}", sizing_mode="stretch_width")
 
 
-def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | None = None):
+def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | None = None,
+                  analysis: dict | None = None):
     """The performance report of a ``RunData`` as one bokeh layout: title,
-    summary, task stream (with activities) / resources / cache on one time
+    what to change first (findings, the what-if table; for runs merged side
+    by side the comparison), summary, task stream (with activities and the
+    critical path outlined) / resources / cache / memory held on one time
     axis, fine metrics, flame graph, task durations.  Runs merged side by
-    side (``RunData.side_by_side``) are marked on the time axis."""
+    side (``RunData.side_by_side``) are marked on the time axis.
+    ``analysis``: ``run.analysis()`` if already computed."""
+    if analysis is None:
+        analysis = run.analysis()
     tasks = TaskTable.of(run.tasks, run.failed, run.interrupted, run.transfers, run.activities)
     resources = ResourceTable.of(run.resources)
     cache = CacheTable.of(run.cache)
@@ -230,6 +238,13 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
         draw_cache(cache, run.cache_metric, x_range, t0, colors, label_size,
                    {"title": f"Cache by task group ({run.cache_metric})"}),
     ]
+    peak = run.memory_peak()
+    held = plot_held(run, peak, x_range, t0, colors, label_size)
+    if held is not None:
+        stream.append(held)
+    cp = run.critical_path()
+    if cp is not None:
+        mark_critical_path(stream[0], run, cp.keys, t0, tasks.worker_rows())
     for fig in stream[:-1]:
         fig.xaxis.axis_label = None
     _mark_runs(stream, run.meta.get("runs") or [], t0)
@@ -237,6 +252,14 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
     parts = [
         Div(text=f"<h1 style='font:600 20px sans-serif;margin:6px 0'>"
             f"{html.escape(str(title))}</h1>", sizing_mode="stretch_width", name="title"),
+        _heading("Findings: what to change", "From what was measured, most seconds first; "
+                 "the critical path is outlined in black on the task stream."),
+        Div(text=findings_html(analysis), sizing_mode="stretch_width", name="findings"),
+        _heading("What if", "The same graph on more or fewer workers, predicted from "
+                 "this run."),
+        Div(text=what_if_html(analysis), sizing_mode="stretch_width", name="what-if"),
+        *_comparison_parts(run),
+        _heading("Summary"),
         Div(text=summary_html(run.summary()), sizing_mode="stretch_width"),
         gridplot([[f] for f in stream], merge_tools=True, toolbar_location="above",
                  sizing_mode="stretch_width"),
@@ -265,6 +288,21 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
     return column(*parts, sizing_mode="stretch_width")
 
 
+def _comparison_parts(run) -> list:
+    """For runs merged side by side: each compared with the first."""
+    from .analysis.comparison import compare, split_side_by_side
+
+    parts = split_side_by_side(run)
+    if not parts:
+        return []
+    out = [_heading("Comparison", "Task seconds per group, each run against the first.")]
+    for later in parts[1:]:
+        out.append(Div(text=comparison_html(compare(parts[0], later),
+                                            (parts[0].name, later.name)),
+                       sizing_mode="stretch_width", name="comparison"))
+    return out
+
+
 def _mark_runs(figures: list, runs: list, t0: float) -> None:
     """A dashed line and the run's name where each merged run begins."""
     if len(runs) < 2:
@@ -282,17 +320,19 @@ def _mark_runs(figures: list, runs: list, t0: float) -> None:
 
 
 def report_html(run, title: str = "localsched report", mode: str | None = None,
-                palette=None, label_size: int = LABEL_SIZE) -> str:
+                palette=None, label_size: int = LABEL_SIZE, analysis: dict | None = None) -> str:
     """The performance report of a ``RunData`` as one self-contained HTML page
     (bokeh embedded unless ``mode="cdn"``), the run's JSON in a ``<script
     type="application/json" id="localsched-data">`` element."""
     from bokeh.embed import file_html
 
     resources = Resources(mode=mode or "inline")
-    page = file_html(report_layout(run, palette, label_size, title=title),
+    if analysis is None:  # (once: the page shows it and the JSON carries it)
+        analysis = run.analysis()
+    page = file_html(report_layout(run, palette, label_size, title=title, analysis=analysis),
                      resources=resources, title=title)
     data = (f'<script type="application/json" id="{DATA_ELEMENT_ID}">'
-            f"{run.to_json()}</script>\n")
+            f"{run.to_json(analysis=analysis)}</script>\n")
     at = page.rindex("</body>")
     return page[:at] + data + page[at:]
 

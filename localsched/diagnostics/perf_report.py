@@ -101,11 +101,14 @@ class performance_report:
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time())
         # Each output on its own: one that cannot be written (its error is
-        # raised after) costs none of the others.
+        # raised after) costs none of the others.  The analysis is computed
+        # once for both the JSON and the page.
+        analysis = self.data.analysis() if self.json_path or self.filename else None
         failures = []
-        for path, write in ((self.json_path, self.data.save_json),
+        for path, write in ((self.json_path, partial(self.data.save_json, analysis=analysis)),
                             (self.trace_path, self.data.to_chrome_trace),
-                            (self.filename, partial(self.data.to_html, mode=self.mode))):
+                            (self.filename, partial(self.data.to_html, mode=self.mode,
+                                                    analysis=analysis))):
             if path:
                 try:
                     write(path)

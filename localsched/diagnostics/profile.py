@@ -26,10 +26,10 @@ import time
 from ..callbacks import Needs
 from ..view import TaskRecord
 from .collector import Collector, FinishedRun
-from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
+from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
 
-__all__ = ["Profiler"]
+__all__ = ["Profiler", "graph_of"]
 
 #: Longest exception message kept in a FailedTaskData (messages can embed
 #: whole arrays).
@@ -85,7 +85,13 @@ class Profiler(Collector):
         self._interrupted: list = []
         self._transfers: list = []
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
+        self._graphs: list = []  # GraphData per computation (its dependencies)
         self.dashboard: str | None = None  # a cluster run's own dashboard link
+
+    def _start(self, dsk):
+        # (when the caller handed a graph over: before it is compiled and ordered;
+        # once per computation)
+        self._submitted = time.time()
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
@@ -111,7 +117,11 @@ class Profiler(Collector):
         lost = outcome.extra.get("lost", ()) if outcome else ()
         running += [(key, start, worker, stop) for key, start, stop, worker
                     in getattr(state, "lost", None) or lost]
-        return failed, running
+        submitted = getattr(self, "_submitted", None)
+        if submitted is None or submitted > run[3]:  # (another computation's start)
+            submitted = None
+        workers = outcome.extra.get("workers") if outcome else None
+        return failed, running, graph_of(state), workers, submitted
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -124,7 +134,11 @@ class Profiler(Collector):
                 key, t0, t1, w = task[0], task[1], task[2], task[3]
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
-        failed, running = run.extra or ((), ())
+        failed, running, graph, workers, submitted = run.extra or ((), (), None, None, None)
+        if graph is not None:
+            keys, deps, order = graph
+            self._graphs.append(GraphData(keys, deps, order, run.started, run.finished,
+                                          workers, submitted))
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))
@@ -160,6 +174,12 @@ class Profiler(Collector):
         """``(start, finish)`` epoch seconds of every finished computation."""
         return self._read("_walls")
 
+    @property
+    def graphs(self) -> list:
+        """:class:`GraphData` of every finished computation: its dependencies
+        and run order, kept once per computation (the analysis reads them)."""
+        return self._read("_graphs")
+
     def summary(self, top: int = 10) -> Summary:
         """The numbers to read first: wall time, tasks, workers, efficiency, top groups.
 
@@ -188,3 +208,34 @@ def _message(exc: BaseException) -> str:
     except Exception:  # a broken __str__ must not break the profile
         text = "<unprintable>"
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "\u2026"
+
+
+def graph_of(state) -> tuple | None:
+    """``(keys, deps, order)`` of a computation's graph, as cheaply as the
+    scheduler allows: localsched's own lists as they are (no copy); a
+    cluster's or dask's key -> dependencies mapping turned into the same
+    layout (once per computation, at its finish; order None)."""
+    task_graph = getattr(state, "task_graph", None)
+    if task_graph is not None:
+        return task_graph()
+    deps = getattr(state, "deps", None)  # (a cluster: key -> its dependencies' keys)
+    if not isinstance(deps, dict):
+        try:  # (dask's schedulers: a plain dict state)
+            deps = state["dependencies"]
+        except (KeyError, TypeError):
+            return None
+    return _positions(deps)
+
+
+def _positions(deps: dict) -> tuple:
+    """key -> dependency keys as ``(keys, deps by position, None)``."""
+    keys = list(deps)
+    index = {k: i for i, k in enumerate(keys)}
+    for kdeps in deps.values():
+        for d in kdeps:
+            if d not in index:
+                index[d] = len(keys)
+                keys.append(d)
+    positions = [tuple(index[d] for d in kdeps) for kdeps in deps.values()]
+    positions += [()] * (len(keys) - len(positions))
+    return keys, positions, None

@@ -31,6 +31,7 @@ __all__ = [
     "MetricData",
     "ActivityData",
     "SampleData",
+    "GraphData",
 ]
 
 
@@ -207,3 +208,34 @@ class SampleData(NamedTuple):
     #: Seconds the sample stands for: since the sampler's previous look
     #: (None: unknown, e.g. older saved runs; then the profiler's interval).
     seconds: float | None = None
+
+
+class GraphData(NamedTuple):
+    """One computation's task graph, kept once per computation (not per task)
+    so that the analysis (``localsched.diagnostics.analysis``) can follow
+    dependencies: the critical path, the what-if replay.
+
+    ``keys``: every key of the compiled graph (tasks and data), by position;
+    ``deps``: for each position, the positions of its dependencies (a tuple);
+    ``order``: the positions of the tasks that ran, in localsched's run order
+    (its static priority), or None when the scheduler had none (dask's
+    schedulers, a cluster); ``started``/``finished``: epoch seconds of the
+    computation's start (``start_state``: its graph compiled and ordered)
+    and finish; ``workers``: how many workers it had (None: unknown);
+    ``submitted``: when the caller handed the graph over (the ``start``
+    hook; None: unknown), so ``started - submitted`` is the scheduler's
+    preparation.  The lists are the scheduler's own (never copied while
+    recording): nothing is added per task.
+
+    >>> g = GraphData(['a', 'b'], [(), (0,)], [0, 1], 1.0, 2.0, 2)
+    >>> [g.keys[d] for d in g.deps[1]]
+    ['a']
+    """
+
+    keys: list
+    deps: list
+    order: list | None
+    started: float
+    finished: float
+    workers: int | None
+    submitted: float | None = None

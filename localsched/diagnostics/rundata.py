@@ -75,6 +75,7 @@ class RunData:
     samples: list = field(default_factory=list)
     walls: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    graphs: list = field(default_factory=list)
 
     # -- building ----------------------------------------------------------
 
@@ -106,6 +107,7 @@ class RunData:
                 run.interrupted += list(getattr(p, "interrupted", ()))
                 run.transfers += list(getattr(p, "transfers", ()))
                 run.walls += [tuple(w) for w in getattr(p, "walls", ()) or ()]
+                run.graphs += list(getattr(p, "graphs", ()) or ())
                 if getattr(p, "dashboard", None):
                     run.meta.setdefault("dashboard", p.dashboard)
             elif kind is ResourceData:
@@ -117,7 +119,15 @@ class RunData:
                 _add_metrics(run.metrics, p.metrics)
                 run.activities += list(getattr(p, "results", ()))
             elif kind is SampleData or kind is None and _all_samples(p):
-                run.samples += p.results
+                samples = p.results
+                run.samples += samples
+                if getattr(p, "interval", None):
+                    run.meta.setdefault("sample_interval", float(p.interval))
+                looks = getattr(p, "gil_waits", None)
+                if looks:
+                    from .sampler import gil_waits_by_group
+
+                    run.meta.setdefault("gil_waits", gil_waits_by_group(samples, looks))
             else:
                 raise TypeError(f"cannot take records from {type(p).__name__}: expected a "
                                 "Profiler, ResourceProfiler, CacheProfiler, FineMetrics, "
@@ -127,7 +137,7 @@ class RunData:
     def merge(self, other: RunData) -> RunData:
         """Add ``other``'s records to this one's (metrics are summed); returns self."""
         for name in ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-                     "activities", "samples", "walls"):
+                     "activities", "samples", "walls", "graphs"):
             getattr(self, name).extend(getattr(other, name))
         if other.cache:
             self.cache_metric = other.cache_metric
@@ -176,11 +186,60 @@ class RunData:
         """The samples as a call tree (see :func:`stack_tree`)."""
         return stack_tree(self.samples, group=group, start=start, stop=stop)
 
+    # -- what to change (localsched.diagnostics.analysis) ---------------------
+
+    def findings(self) -> list:
+        """What the records say to change: a list of ``Finding`` (``kind``,
+        ``title``, ``seconds``, ``groups``, ``fix``), most seconds first; see
+        ``localsched.diagnostics.analysis.findings`` for the rules."""
+        from .analysis import findings
+
+        return findings(self)
+
+    def critical_path(self):
+        """The longest chain of dependent tasks: ``CriticalPath(seconds,
+        keys)``, or None when the dependencies were not recorded."""
+        from .analysis import critical_path
+
+        return critical_path(self)
+
+    def memory_peak(self):
+        """The peak of result bytes held: ``MemoryPeak(time, bytes,
+        by_group)``, or None when sizes were not measured."""
+        from .analysis import memory_peak
+
+        return memory_peak(self)
+
+    def simulate(self, workers: int) -> float | None:
+        """The predicted wall-clock seconds of this run on ``workers``
+        workers, replaying the measured durations with localsched's policy;
+        None when the dependencies were not recorded."""
+        from .analysis import simulate
+
+        return simulate(self, workers)
+
+    def compare(self, other: RunData, rel: float = 0.10, min_seconds: float = 0.05):
+        """This run (before) against ``other`` (after), group by group: a
+        ``Comparison`` with ``groups``, ``regressions`` and ``table()``."""
+        from .analysis import compare
+
+        return compare(self, other, rel=rel, min_seconds=min_seconds)
+
+    def analysis(self) -> dict:
+        """All of the above as one JSON-able dict (what the JSON carries)."""
+        from .analysis import overview
+
+        return overview(self)
+
     # -- JSON --------------------------------------------------------------
 
-    def to_dict(self) -> dict:
-        """The run as one JSON-able dict (the layout: ``localsched.diagnostics.codec``)."""
-        return encode_run(self)
+    def to_dict(self, analysis: dict | None = None) -> dict:
+        """The run as one JSON-able dict (the layout: ``localsched.diagnostics.codec``),
+        with the analysis beside the records (``"analysis"``, never read back;
+        ``analysis``: ``self.analysis()`` if already computed)."""
+        out = encode_run(self)
+        out["analysis"] = self.analysis() if analysis is None else analysis
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> RunData:
@@ -188,10 +247,10 @@ class RunData:
         return _decoded(cls, data, "run data", None)
 
 
-    def to_json(self) -> str:
+    def to_json(self, analysis: dict | None = None) -> str:
         """The run as JSON text (strict JSON: no NaN; ``<`` escaped so the
         text can sit inside an HTML ``<script>`` element)."""
-        text = json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
+        text = json.dumps(self.to_dict(analysis), separators=(",", ":"), allow_nan=False)
         return text.replace("<", "\\u003c")
 
     @classmethod
@@ -200,9 +259,10 @@ class RunData:
         ``RunFileError`` naming ``source``."""
         return _decoded(cls, _parsed(text, source), source, len(text))
 
-    def save_json(self, path) -> None:
-        """Write the run to ``path`` as JSON (``load_json`` reads it back)."""
-        write_text(path, self.to_json())
+    def save_json(self, path, analysis: dict | None = None) -> None:
+        """Write the run to ``path`` as JSON (``load_json`` reads it back;
+        ``analysis``: ``self.analysis()`` if already computed)."""
+        write_text(path, self.to_json(analysis))
 
     @classmethod
     def load_json(cls, path) -> RunData:
@@ -226,14 +286,16 @@ class RunData:
 
     # -- outputs -----------------------------------------------------------
 
-    def to_html(self, path, title: str | None = None, mode: str | None = None) -> None:
+    def to_html(self, path, title: str | None = None, mode: str | None = None,
+                analysis: dict | None = None) -> None:
         """Write the performance report: one self-contained HTML page (bokeh
         is embedded, so it opens offline) with this run's JSON inside.
-        ``mode="cdn"`` makes it smaller but needs the internet."""
+        ``mode="cdn"`` makes it smaller but needs the internet;
+        ``analysis``: ``self.analysis()`` if already computed."""
         from .page import report_html
 
         page = report_html(self, title=title or self.meta.get("title") or "localsched report",
-                           mode=mode)
+                           mode=mode, analysis=analysis)
         write_text(path, page)
 
     def to_chrome_trace(self, path=None) -> dict:
@@ -301,6 +363,8 @@ class RunData:
             samples=[r._replace(time=r.time + seconds) for r in self.samples],
             walls=[(a + seconds, b + seconds) for a, b in self.walls],
             meta=dict(self.meta),
+            graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds,
+                               submitted=move(g.submitted)) for g in self.graphs],
         )
 
     # -- tables ------------------------------------------------------------
@@ -388,7 +452,7 @@ def _copied(value):
 
 
 _FIELDS = ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-           "cache_metric", "metrics", "activities", "samples", "walls", "meta")
+           "cache_metric", "metrics", "activities", "samples", "walls", "meta", "graphs")
 
 _RECORD_TYPES = {
     "tasks": TaskData, "failed": FailedTaskData, "interrupted": InterruptedTaskData,

@@ -61,7 +61,10 @@ from .stacks import sample_seconds, stack_tree
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["SampleProfiler", "totals", "tree"]
+__all__ = ["SampleProfiler", "totals", "tree", "gil_waits_by_group", "GIL_CONTENDED"]
+
+#: A look that waited longer than this for the GIL counts as contended.
+GIL_CONTENDED = 0.001
 
 
 class SampleProfiler(Callback):
@@ -105,6 +108,9 @@ class SampleProfiler(Callback):
         self._live: dict = {}  # id() of the states watched now -> when each started
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        # (epoch seconds, seconds the sampler waited for the GIL) of each look
+        # that found tasks running (threads; Linux), appended by the thread
+        self._looks: list = []
         renew_in_child(self)
 
     def _after_fork_in_child(self) -> None:
@@ -114,11 +120,13 @@ class SampleProfiler(Callback):
         self._stop = threading.Event()
         self._live = {}
         self._pending = []
+        self._looks = []
 
     # -- the sampler thread ---------------------------------------------------
 
     def _sample_loop(self, stop: threading.Event) -> None:
-        sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer)
+        sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer,
+                     looks=lambda t, gil: self._looks.append((t, gil)))
 
     def _start_state(self, dsk: Mapping, state: object) -> None:
         with self._lock:
@@ -180,6 +188,15 @@ class SampleProfiler(Callback):
                 self._built.append(SampleData(t, wid, g, stack, seconds))
             return list(self._built)
 
+    @property
+    def gil_waits(self) -> list:
+        """``(time, seconds)`` of each look the sampler took while tasks ran
+        in this process: how long it waited for the GIL first (its lateness
+        less its wait for a CPU; Linux only, else empty).  Python code that
+        holds the GIL makes nearly every look wait; tasks in NumPy or asleep
+        leave it free (``analysis``'s ``gil`` finding reads them)."""
+        return list(self._looks)
+
     def to_pandas(self) -> pd.DataFrame:
         """The samples as a pandas DataFrame (``time``, ``worker_id``,
         ``group``, ``stack``: outermost frame first) plus ``function``, the
@@ -195,6 +212,7 @@ class SampleProfiler(Callback):
         with self._lock:
             self._raw = []
             self._built = []
+            self._looks = []
             if not self._live:
                 self._pending.clear()
 
@@ -288,3 +306,32 @@ def tree(samples: list, group: str | None = None, start: float | None = None,
     # One builder for Python queries and the report's flame graph, which
     # walks without recursion (deep stacks would exceed Python's recursion limit).
     return stack_tree(samples, group=group, start=start, stop=stop, interval=interval)
+
+
+def gil_waits_by_group(samples: Iterable[SampleData], looks: list) -> dict:
+    """``{group: [looks, contended looks, seconds waited for the GIL]}``:
+    each sample joined to the look that took it (the latest look at or
+    before it; ``SampleProfiler.gil_waits``), contended when the sampler
+    waited more than ``GIL_CONTENDED`` for the GIL.
+
+    >>> s = [SampleData(1.0, 7, 'py', (), 0.01), SampleData(2.0, 7, 'py', (), 0.01)]
+    >>> gil_waits_by_group(s, [(0.99, 0.004), (1.99, 0.0)])
+    {'py': [2, 1, 0.004]}
+    """
+    from bisect import bisect_right
+
+    looks = sorted(looks)
+    times = [t for t, _ in looks]
+    out: dict = {}
+    for sample in samples:
+        if sample.group is None:
+            continue
+        i = bisect_right(times, sample.time) - 1
+        if i < 0:
+            continue
+        wait = looks[i][1]
+        entry = out.setdefault(sample.group, [0, 0, 0.0])
+        entry[0] += 1
+        entry[1] += wait > GIL_CONTENDED
+        entry[2] += wait
+    return out

@@ -16,6 +16,8 @@ How it is built (one idea per module, imports point down the list)::
                   interval: counts per group, running tasks, merged task-stream
                   rectangles, resource samples, lifetime counters, the ETA
     component.py  what a component is (root, update(), period)
+    findings.py   the findings of a finished run (once per run, ``analysis``),
+                  listed under the summary strip
     summary.py, groups.py, taskstream.py, resources.py, memory.py,
     finemetrics.py, flame.py      one component each
     patch.py      one PATCH-DOC message naming only the models it changes

@@ -404,6 +404,7 @@ def _status(feed: Feed, context, doc) -> None:
     # page's column, the most a tab cost a run), alone only itself.
     doc.add_root(comps[Summary].root)
     doc.add_root(column(
+        comps[Summary].findings,
         _report_controls(context),
         comps[TaskStream].root,
         comps[GroupProgress].root,

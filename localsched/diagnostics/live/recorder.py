@@ -62,12 +62,14 @@ class RunLog:
     own record (``state.task``, a TaskRecord) when sizes are not measured,
     else ``(key, start, end, worker_id, nbytes, freed)`` (freed: the keys
     whose results its end released); at the finish,
-    ``failed`` (``(key, start, end, worker_id, error)``), ``finished`` and
-    ``errored``.  ``link``: the dask.distributed dashboard the run used.
+    ``failed`` (``(key, start, end, worker_id, error)``), ``finished``,
+    ``errored`` and ``graph`` (``(keys, deps, order)`` and the workers, for
+    the findings of the finished run; ``profile.graph_of``).  ``link``: the
+    dask.distributed dashboard the run used.
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts", "state", "measured", "_workers")
+                 "errored", "link", "dask_starts", "state", "measured", "_workers", "graph")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -83,6 +85,7 @@ class RunLog:
         self.link = link
         self.dask_starts: dict = {}
         self._workers: int | None = None
+        self.graph: tuple | None = None
 
     def workers(self) -> int | None:
         """The workers the computation runs on (its scheduler's
@@ -219,5 +222,9 @@ class Recorder:
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
         log.workers()  # (read while the state is there)
+        from ..profile import graph_of
+
+        outcome = getattr(state, "outcome", None)
+        log.graph = (graph_of(state), (getattr(outcome, "extra", None) or {}).get("workers"))
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)

@@ -24,8 +24,10 @@ import html
 from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.widgets import Div
 
+from ..advice_html import findings_short_html
 from ..eta import format_clock
 from .component import PAGE_WIDTH, Component
+from .findings import run_findings
 
 __all__ = ["Summary", "summary_html", "format_seconds"]
 
@@ -123,6 +125,10 @@ class Summary(Component):
         self._read: tuple | None = None  # (when, the progress dict) of the last update
         self.text = ""
         self.text_source = ColumnDataSource({"html": [""]}, name="summary_text")
+        # The findings of a finished run, under the strip (a Div of its own:
+        # the strip's height is fixed), computed once per run.
+        self._findings_of: int | None = None
+        self.findings = Div(text="", width=PAGE_WIDTH, name="summary_findings")
         self._show(self._read_now())
         # (the source rides in the Div's tags: part of the document with it)
         self.root = Div(text=self.text, width=PAGE_WIDTH, height=STRIP_HEIGHT, name="summary",
@@ -135,6 +141,17 @@ class Summary(Component):
         if text != self.text:
             self.text = text
             self.text_source.data = {"html": [text]}
+        if progress["status"] in ("finished", "errored"):
+            self._show_findings(progress["run"])
+
+    def _show_findings(self, run: int) -> None:
+        if self._findings_of == run:
+            return
+        self._findings_of = run
+        runs = self.feed.recorder.runs
+        log = runs[-1] if runs else None
+        found = run_findings(log) if log is not None and log.finished else []
+        self.findings.text = findings_short_html(found)
 
     def _read_now(self) -> dict:
         progress = self.feed.progress()

@@ -1,0 +1,77 @@
+"""Render the findings panel of a report for the docs: a small script whose
+workloads each have a known cause, recorded with performance_report, the
+page opened in headless Chromium and the top of it saved as findings.png.
+
+    .venv/bin/python docs/_static/gallery/make_findings.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import localsched
+from localsched.diagnostics.report import performance_report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
+
+
+def inc(x):
+    return x + 1
+
+
+def py_loop(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+def make_block(i):
+    return np.ones(1_000_000)
+
+
+def total(*blocks):
+    return sum(float(b.sum()) for b in blocks)
+
+
+def nap(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+def main() -> None:
+    from browser import open_in_chromium
+
+    page = os.path.join(tempfile.mkdtemp(), "report.html")
+    with performance_report(page, title="Findings on a script with known causes"):
+        tiny = {("inc", i): (inc, i) for i in range(20_000)}
+        localsched.get(tiny, list(tiny), num_workers=2)
+        time.sleep(0.5)  # the script's own work between computations
+        loops = {("py-loop", i): (py_loop, 1_000_000) for i in range(16)}
+        localsched.get(loops, list(loops), num_workers=2)
+        dsk = {("make", i): (make_block, i) for i in range(12)}
+        dsk["total"] = (total, *[("make", i) for i in range(12)])
+        dsk.update({("part", i): (nap, i, 0.6 if i == 5 else 0.02) for i in range(20)})
+        localsched.get(dsk, ["total", *[("part", i) for i in range(20)]], num_workers=2)
+    shot = os.path.join(tempfile.mkdtemp(), "page.png")
+    result = open_in_chromium(page, width=1100, screenshot=shot, timeout=120,
+                              wait_for="window.Bokeh && Object.keys(Bokeh.index).length > 0"
+                              " && Object.values(Bokeh.index).every((v) => v.has_finished())")
+    assert not result.errors, result.errors
+    from PIL import Image
+
+    image = Image.open(shot)
+    image.crop((0, 0, image.width, min(image.height, 760))).save(
+        os.path.join(HERE, "findings.png"), optimize=True)
+    if os.environ.get("LOCALSCHED_WHOLE_PAGE"):  # (the whole page, to look at)
+        image.save(os.environ["LOCALSCHED_WHOLE_PAGE"])
+
+
+if __name__ == "__main__":
+    main()

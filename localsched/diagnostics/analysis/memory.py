@@ -1,0 +1,125 @@
+"""Memory at the peak: the bytes of results held, and by which task groups.
+
+A result is held from its task's end until the end of the task that
+released it (the ``CacheData`` records: sizes measured where the result
+lives -- in the worker, on a cluster by the cluster -- and lifetimes from
+the keys each task's end freed).  The held total steps up at each
+``cache_time`` and down at each ``free_time``; at equal times the steps up
+come first, since a task stores its result before it releases its inputs.
+The peak is the largest total (the first, if it recurs); ``by_group`` is
+what each task group (dask's ``key_split``) held then, most first.
+
+Only runs whose cache metric is bytes (``performance_report``,
+``CacheProfiler(metric="nbytes")``) have sizes: any other run gives None,
+"not measured".
+
+>>> from localsched.diagnostics.records import CacheData
+>>> from localsched.diagnostics.rundata import RunData
+>>> run = RunData(cache=[CacheData(('x-1', 0), None, 100, 0.0, 2.0),
+...                      CacheData(('x-1', 1), None, 100, 1.0, 3.0),
+...                      CacheData('total-2', None, 8, 3.0, 4.0)], cache_metric='bytes')
+>>> memory_peak(run)
+MemoryPeak(time=1.0, bytes=200.0, by_group={'x': 200.0})
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..naming import groups_of
+
+__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "BYTE_METRICS"]
+
+#: Cache metrics that are sizes in bytes.
+BYTE_METRICS = ("bytes", "nbytes")
+
+
+class MemoryPeak(NamedTuple):
+    """``time`` (epoch seconds), ``bytes`` held then, ``by_group``: group -> bytes."""
+
+    time: float
+    bytes: float
+    by_group: dict
+
+
+def _columns(run):
+    import numpy as np
+
+    cache = [r for r in run.cache if r.metric is not None and r.free_time is not None]
+    size = np.fromiter((r.metric for r in cache), dtype=float, count=len(cache))
+    enter = np.fromiter((r.cache_time for r in cache), dtype=float, count=len(cache))
+    leave = np.fromiter((r.free_time for r in cache), dtype=float, count=len(cache))
+    return cache, np.nan_to_num(size), enter, np.maximum(leave, enter)
+
+
+def _measured(run) -> bool:
+    return run.cache_metric in BYTE_METRICS and bool(run.cache)
+
+
+def memory_peak(run) -> MemoryPeak | None:
+    """The peak of bytes held (see the module docstring), or None if not measured."""
+    if not _measured(run):
+        return None
+    import numpy as np
+
+    cache, size, enter, leave = _columns(run)
+    times = np.concatenate([enter, leave])
+    steps = np.concatenate([size, -size])
+    order = np.lexsort((-steps, times))  # by time; at one time, steps up first
+    held = np.cumsum(steps[order])
+    at = int(np.argmax(held))
+    when = float(times[order][at])
+    total = float(held[at])
+    inside = np.flatnonzero((enter <= when) & (leave >= when) & (size > 0))
+    by_group: dict = {}
+    for i, g in zip(inside.tolist(), groups_of(cache[i].key for i in inside.tolist()),
+                    strict=True):
+        by_group[g] = by_group.get(g, 0.0) + float(size[i])
+    by_group = dict(sorted(by_group.items(), key=lambda kv: (-kv[1], kv[0])))
+    return MemoryPeak(when, total, by_group)
+
+
+def held_over_time(run, points: int = 400, top: int = 8) -> tuple | None:
+    """``(times, {group: bytes held at each time})`` for a stacked area: the
+    ``top`` groups by their own peak, the rest summed as ``"other groups"``;
+    ``times`` spans the records, ``points`` of them plus the run's peak and
+    each change's moment where there are fewer changes than points.  None if
+    not measured."""
+    if not _measured(run):
+        return None
+    import numpy as np
+
+    cache, size, enter, leave = _columns(run)
+    groups = groups_of(r.key for r in cache)
+    lo, hi = float(enter.min()), float(leave.max())
+    changes = np.unique(np.concatenate([enter, leave]))
+    if len(changes) <= points:
+        times = changes
+    else:
+        times = np.linspace(lo, hi, points)
+    peak = memory_peak(run)
+    if peak is not None:
+        times = np.unique(np.append(times, peak.time))
+    names = sorted(set(groups))
+    code_of = {g: c for c, g in enumerate(names)}
+    codes = np.fromiter((code_of[g] for g in groups), dtype=np.int64, count=len(groups))
+    series: dict = {}
+    peaks: dict = {}
+    for c, g in enumerate(names):
+        mask = codes == c
+        t = np.concatenate([enter[mask], leave[mask]])
+        s = np.concatenate([size[mask], -size[mask]])
+        order = np.lexsort((-s, t))
+        t, cum = t[order], np.cumsum(s[order])
+        at = np.searchsorted(t, times, side="right") - 1  # (after every step up to then)
+        values = np.where(at >= 0, cum[np.maximum(at, 0)], 0.0)
+        if peak is not None:  # (at the peak: as memory_peak counts it, steps up first)
+            values[times == peak.time] = peak.by_group.get(g, 0.0)
+        series[g] = np.maximum(values, 0.0)
+        peaks[g] = float(series[g].max()) if len(values) else 0.0
+    ranked = sorted(series, key=lambda g: (-peaks[g], g))
+    out = {g: series[g] for g in ranked[:top]}
+    rest = ranked[top:]
+    if rest:
+        out["other groups"] = sum((series[g] for g in rest), np.zeros(len(times)))
+    return times, out

@@ -1,0 +1,430 @@
+"""Findings: what a run's records say to change, one :class:`Finding` per cause.
+
+Each finding has a ``kind``, a ``title`` (one sentence), ``seconds`` (the
+worker- or wall-seconds at stake), ``groups`` (the task groups involved,
+dask's ``key_split`` names) and ``fix`` (what to change).  Every rule reads
+measurements only (``facts.Facts``); a rule whose measurements the run does
+not have (no samples, no sizes, no dependencies: an older JSON) stays
+silent.  Findings come most seconds first.
+
+The rules and their thresholds (module constants, tested on both sides):
+
+``overhead``
+    In the computations where the hand-off gaps -- a worker's wait between
+    a task's end and the start of its next task when that task was ready
+    already -- and the workers' wait while the scheduler prepared (compiled,
+    ordered) the graph are at least ``OVERHEAD_SHARE`` (25 %) of hand-offs
+    plus task time, they add up to at least
+    ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
+    than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
+    inputs is taken out (that is ``transfer``).  Fix: about
+    ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
+    sizes were measured).
+``gil``
+    On threads with at least 2 workers, the sampler says Python code held
+    the GIL: it needs the GIL to look, so such code delays its looks, while
+    tasks asleep or in NumPy leave it free.  Where the system says how long
+    the sampler waited for a CPU (Linux: ``SampleProfiler.gil_waits``, its
+    lateness less that wait, so that a machine busy with other processes
+    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %) of the looks at
+    a group's tasks waited for the GIL (more than 1 ms).  Elsewhere (and in
+    runs saved without those waits): its samples stood for at least
+    ``GIL_STRETCH`` (1.8) sampler intervals on average and fewer than
+    ``GIL_ON_TIME`` (15 %) of its looks came on time (within 1.2
+    intervals).  Either way from at least ``GIL_MIN_SAMPLES`` (20) samples,
+    while the group's tasks overlapped
+    (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
+    (10 %) of task time and, where fine metrics were taken, spent at most
+    80 % of their time on CPU.  Seconds: the group's non-CPU task time
+    (without fine metrics, its time beyond one task at a time).
+``memory``
+    The bytes held at the peak (``memory.memory_peak``) are at least
+    ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
+    worker were held then (more than the working set), and at most 2 groups
+    hold ``MEMORY_SHARE`` (60 %) of them.  Seconds: how long those results
+    waited, on average.  The fix names the groups whose tasks released them.
+``critical-path``
+    The longest chain with the measured hand-off after each task (what no
+    number of workers shortens, ``replay.unlimited_makespan``) is at least
+    ``CP_SHARE`` (50 %) of the time from the first task's start to the last
+    one's end (per computation, summed), its tasks' own time at least
+    ``MIN_SECONDS``, and
+    longer than one task per computation (one long task is a
+    ``straggler``'s matter).
+``transfer``
+    On processes or a cluster: the inputs' and results' travel (fine
+    metrics' ``transfer``/``serialize``/``deserialize``, else the transfer
+    records, else a cluster's transfer activities) is at least
+    ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
+    ``MIN_SECONDS``.
+``idle``
+    Two causes. The caller: time of the recording before and between the
+    computations (graph building, submission, the script's own work; not the
+    time after the last one) is at least ``IDLE_CALLER_SHARE`` (20 %) of the
+    recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the first
+    computation's own start-up, the pool's, stays below). Too few ready
+    tasks: with 2 or more workers, the worker-seconds in which a worker had
+    nothing it could run (fewer tasks ready or running than workers, from
+    the measured ends and the dependencies) are at least ``IDLE_SHARE``
+    (25 %) of all worker-seconds and ``MIN_SECONDS`` -- unless a
+    ``critical-path`` finding already explains them.
+``straggler``
+    In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
+    them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
+    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; their time beyond
+    the median is at least ``MIN_SECONDS``.
+
+>>> from localsched.diagnostics.records import TaskData
+>>> from localsched.diagnostics.rundata import RunData
+>>> tasks = [TaskData(('load-1', i), None, 0.0, 0.1, 1) for i in range(19)]
+>>> tasks.append(TaskData(('load-1', 19), None, 0.0, 2.0, 1))
+>>> [(f.kind, f.groups) for f in findings(RunData(tasks=tasks))]
+[('straggler', ['load'])]
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+from ..naming import format_seconds, shorten
+from .facts import Facts, union_length
+
+__all__ = ["Finding", "findings", "KINDS"]
+
+KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler")
+
+MIN_SECONDS = 0.05
+OVERHEAD_SHARE = 0.25
+SHORT_TASK = 0.010
+TARGET_TASK = 0.100
+GIL_STRETCH = 1.8
+GIL_MIN_SAMPLES = 20
+GIL_ON_TIME = 0.15
+GIL_ON_TIME_STRETCH = 1.2
+GIL_CONTENDED_SHARE = 0.5
+GIL_SHARE = 0.10
+GIL_CONCURRENCY = 1.3
+GIL_CPU_SHARE = 0.8
+MEMORY_BYTES = 32e6
+MEMORY_RESULTS = 4
+MEMORY_SHARE = 0.6
+CP_SHARE = 0.5
+TRANSFER_SHARE = 0.20
+IDLE_CALLER_SHARE = 0.20
+IDLE_CALLER_SECONDS = 0.2
+IDLE_SHARE = 0.25
+STRAGGLER_TASKS = 8
+STRAGGLER_FACTOR = 3.0
+STRAGGLER_EXCESS = 0.05
+
+
+@dataclass
+class Finding:
+    """One cause of lost time (or memory), and what to change."""
+
+    kind: str
+    title: str
+    seconds: float
+    groups: list = field(default_factory=list)
+    fix: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return f"[{self.kind}] {self.title} Fix: {self.fix}"
+
+
+def findings(run, facts: Facts | None = None) -> list:
+    """The findings of ``run`` (a ``RunData``), most seconds first
+    (``facts``: its ``Facts`` if already at hand)."""
+    facts = Facts(run) if facts is None else facts
+    if not run.tasks:
+        return []
+    out: list = []
+    for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler):
+        out += rule(facts)
+    out += _idle(facts, chain=any(f.kind == "critical-path" for f in out))
+    out.sort(key=lambda f: -f.seconds)
+    return out
+
+
+def _names(groups) -> str:
+    return ", ".join(f"'{shorten(str(g), 40)}'" for g in groups)
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:.0%}" if whole > 0 else "-"
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:,.1f} MB"
+
+
+# -- the rules -------------------------------------------------------------------------
+
+def _overhead(f: Facts) -> list:
+    # (judged per computation: a run of tiny tasks beside one of long ones is
+    # still one whose tiny tasks cost more to hand over than to run)
+    gaps = busy = 0.0
+    tasks = 0
+    for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
+        spent = handoffs + preparation * comp.worker_count()
+        if f.kind in ("processes", "cluster"):
+            spent = max(0.0, spent - travel)
+        worked = sum(comp.durations)
+        if spent >= OVERHEAD_SHARE * (spent + worked):
+            gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
+    if gaps < MIN_SECONDS:
+        return []
+    short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
+    if not short:
+        return []
+    short.sort(key=lambda gs: -gs[1].tasks)
+    many = sum(s.tasks for _, s in short)
+    groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
+    g0, s0 = short[0]
+    per_task = gaps / max(1, tasks)
+    factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
+    size = f.size(g0)
+    if size is not None and size >= 64e3:
+        how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
+               f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)}")
+    else:
+        how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
+               "chunks or partitions; a bag's items batched; small steps fused)")
+    return [Finding(
+        "overhead",
+        f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
+        f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
+        f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
+        f"{format_seconds(per_task)} of overhead per task.",
+        gaps, groups,
+        how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
+
+
+def _sample_interval(f: Facts) -> float | None:
+    interval = f.run.meta.get("sample_interval")
+    if isinstance(interval, (int, float)) and interval > 0:
+        return float(interval)
+    seconds = sorted(s.seconds for s in f.run.samples if s.seconds)
+    return seconds[len(seconds) // 10] if len(seconds) >= GIL_MIN_SAMPLES else None
+
+
+def _gil(f: Facts) -> list:
+    if f.kind != "threads" or f.workers < 2 or not f.run.samples:
+        return []
+    interval = _sample_interval(f)
+    if not interval:
+        return []
+    per_group: dict = {}
+    for s in f.run.samples:
+        if s.group is not None:
+            per_group.setdefault(s.group, []).append(s.seconds or interval)
+    cpu, noncpu = f.metric("thread-cpu"), f.metric("thread-noncpu")
+    out = []
+    for g, seconds in per_group.items():
+        stats = f.stats.get(g)
+        if stats is None or len(seconds) < GIL_MIN_SAMPLES or stats.total < GIL_SHARE * f.busy:
+            continue
+        stretch = sum(seconds) / len(seconds) / interval
+        on_time = sum(1 for x in seconds if x <= GIL_ON_TIME_STRETCH * interval) / len(seconds)
+        evidence = f"the sampler's looks were {stretch:.1f}x late"
+        waits = (f.run.meta.get("gil_waits") or {}).get(g)
+        if waits and waits[0] >= GIL_MIN_SAMPLES:  # (measured: the waits for the GIL)
+            contended = waits[1] / waits[0]
+            on_time = 0.0 if contended >= GIL_CONTENDED_SHARE else 1.0
+            stretch = max(stretch, GIL_STRETCH)
+            evidence = f"the sampler waited for the GIL at {contended:.0%} of its looks"
+        spans = [(r.start_time, r.end_time) for r in f.run.tasks if _group(r.key) == g]
+        running = stats.total / max(union_length(spans), 1e-9)
+        if stretch < GIL_STRETCH or on_time >= GIL_ON_TIME or running < GIL_CONCURRENCY:
+            continue
+        if g in cpu and cpu[g] + noncpu.get(g, 0.0) > 0:
+            if cpu[g] / (cpu[g] + noncpu.get(g, 0.0)) > GIL_CPU_SHARE:
+                continue
+            stake = noncpu.get(g, 0.0)
+        else:
+            stake = stats.total * (1 - 1 / running)
+        if stake < MIN_SECONDS:
+            continue
+        out.append(Finding(
+            "gil",
+            f"Python code in '{g}' held the GIL: its tasks ran {running:.1f} at a time on "
+            f"threads but waited {format_seconds(stake)} ({evidence}).",
+            stake, [g],
+            "use the processes scheduler (scheduler='processes') or a cluster for this "
+            f"work, or move the Python loop in '{g}' into code that releases the GIL "
+            "(NumPy, pandas, Numba with nogil=True, Cython)."))
+    return out
+
+
+def _group(key) -> str:
+    from ...utils import key_split
+
+    return key_split(key)
+
+
+def _memory(f: Facts) -> list:
+    peak = f.peak
+    if peak is None or peak.bytes < MEMORY_BYTES:
+        return []
+    held = [r for r in f.run.cache if r.cache_time <= peak.time <= r.free_time and r.metric]
+    if len(held) < MEMORY_RESULTS * f.workers:
+        return []
+    top = list(peak.by_group.items())[:2]
+    if sum(b for _, b in top) < MEMORY_SHARE * peak.bytes:
+        return []
+    top = [(g, b) for g, b in top if b >= 0.2 * peak.bytes] or top[:1]
+    groups = [g for g, _ in top]
+    mine = [r for r in held if _group(r.key) in groups]
+    waited = sum(r.free_time - r.cache_time for r in mine) / max(1, len(mine))
+    ended: dict = {}
+    for r in f.run.tasks:
+        ended.setdefault(r.end_time, _group(r.key))
+    users: dict = {}
+    for r in mine:
+        user = ended.get(r.free_time)
+        if user is not None:
+            users[user] = users.get(user, 0) + 1
+    consumers = [u for u, _ in sorted(users.items(), key=lambda kv: -kv[1])][:2]
+    parts = ", ".join(f"'{shorten(str(g), 40)}' {_mb(b)}" for g, b in top)
+    until = f" until {_names(consumers)} used them" if consumers else ""
+    return [Finding(
+        "memory",
+        f"At the peak {_mb(peak.bytes)} of results were held, mostly by {parts}: "
+        f"{len(mine)} results waited {format_seconds(waited)} on average{until}.",
+        waited, groups,
+        (f"let {_names(consumers)} use them sooner: " if consumers else "")
+        + f"smaller chunks of {_names(groups)}, a reduction in steps "
+        "(split_every=...) instead of one wide task, or persist them on disk "
+        "and read back what each step needs.")]
+
+
+def _critical_path(f: Facts) -> list:
+    cp = f.critical
+    bound, span = f.chain_bound
+    if cp is None or len(cp.keys) < 2 or len(cp.keys) <= len(f.comps or ()) \
+            or cp.seconds < MIN_SECONDS or bound < CP_SHARE * span:
+        return []
+    on_chain: dict = {}
+    durations = {r.key: r.end_time - r.start_time for r in f.run.tasks}
+    for k in cp.keys:
+        g = _group(k)
+        on_chain[g] = on_chain.get(g, 0.0) + durations.get(k, 0.0)
+    ranked = sorted(on_chain.items(), key=lambda kv: -kv[1])
+    groups = [g for g, _ in ranked[:3]]
+    g0, s0 = ranked[0]
+    return [Finding(
+        "critical-path",
+        f"A chain of {len(cp.keys):,} dependent tasks needs {format_seconds(bound)} (with "
+        f"its hand-offs) of the {format_seconds(span)} the tasks ran "
+        f"({_pct(bound, span)}), mostly in {_names(groups)}: more workers would not make "
+        "it faster.",
+        cp.seconds, groups,
+        f"shorten the chain: split the work of '{g0}' ({format_seconds(s0)} on the chain) "
+        "into independent pieces that run side by side, or start independent work "
+        "earlier so it overlaps the chain.")]
+
+
+def _travel(f: Facts) -> tuple:
+    """(seconds, {group: seconds}) of inputs and results travelling."""
+    by_group: dict = {}
+    for activity in ("transfer", "serialize", "deserialize"):
+        for g, v in f.metric(activity).items():
+            by_group[g] = by_group.get(g, 0.0) + v
+    if not by_group and f.run.transfers:
+        for t in f.run.transfers:
+            g = _group(t.key)
+            by_group[g] = by_group.get(g, 0.0) + max(0.0, t.send) + max(0.0, t.receive)
+    if not by_group:
+        for a in f.run.activities:
+            if a.activity == "transfer":
+                g = _group(a.key)
+                by_group[g] = by_group.get(g, 0.0) + max(0.0, a.stop - a.start)
+    return sum(by_group.values()), by_group
+
+
+def _transfer(f: Facts) -> list:
+    if f.kind not in ("processes", "cluster"):
+        return []
+    travel, by_group = _travel(f)
+    if travel < MIN_SECONDS or travel < TRANSFER_SHARE * (travel + f.busy):
+        return []
+    groups = [g for g, _ in sorted(by_group.items(), key=lambda kv: -kv[1])
+              if g is not None][:3]
+    sizes = [x for x in (f.size(g) for g in groups) if x is not None]
+    moved = f" (results of about {_mb(max(sizes))} each)" if sizes else ""
+    where = "between processes" if f.kind == "processes" else "between workers"
+    fix = ("use the threads scheduler if the work releases the GIL (NumPy, pandas, most "
+           "I/O), or fuse steps so that less data crosses between processes"
+           if f.kind == "processes" else
+           "fuse steps so that dependent tasks run where their inputs are, and keep "
+           "large intermediate results out of shuffles and gathers")
+    return [Finding(
+        "transfer",
+        f"Moving inputs and results {where} took {format_seconds(travel)} "
+        f"({_pct(travel, travel + f.busy)} of travel plus task time), mostly for "
+        f"{_names(groups) or 'tasks'}{moved}.",
+        travel, groups, fix + ".")]
+
+
+def _idle(f: Facts, chain: bool) -> list:
+    out = []
+    caller = f.caller
+    if caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
+        n = len(f.walls)
+        out.append(Finding(
+            "idle",
+            f"Workers waited {format_seconds(caller)} ({_pct(caller, f.block)} of the "
+            f"recording) on the caller: before and between the {n} computation"
+            f"{'s' if n != 1 else ''}, while it built graphs, imported or did other work.",
+            caller, [],
+            "build the whole graph first and compute it once (dask.compute(a, b, ...)), "
+            "or persist inputs that several computations share, so that the workers are "
+            "not waiting for the script."))
+    starved, by_group = f.starved
+    if chain or f.workers < 2 or starved < MIN_SECONDS \
+            or starved < IDLE_SHARE * f.worker_seconds:
+        return out
+    groups = [g for g in by_group][:3]
+    counts = ", ".join(f"'{g}' {f.stats[g].tasks}" for g in groups if g in f.stats)
+    out.append(Finding(
+        "idle",
+        f"Workers had nothing ready to run for {format_seconds(starved)} of worker time "
+        f"({_pct(starved, f.worker_seconds)}): too few tasks at once while "
+        f"{_names(groups)} ran ({counts} tasks).",
+        starved, groups,
+        f"split {_names(groups[:1])} into more, smaller tasks (more chunks or "
+        f"partitions than the {f.workers} workers), or compute independent results "
+        "together so that their tasks fill the gaps."))
+    return out
+
+
+def _straggler(f: Facts) -> list:
+    import numpy as np
+
+    out = []
+    for g, s in f.stats.items():
+        if s.tasks < STRAGGLER_TASKS:
+            continue
+        d = s.durations
+        slow = np.flatnonzero((d > STRAGGLER_FACTOR * s.median)
+                              & (d > s.median + STRAGGLER_EXCESS))
+        if not len(slow) or len(slow) > 0.1 * s.tasks:
+            continue
+        excess = float((d[slow] - s.median).sum())
+        if excess < MIN_SECONDS:
+            continue
+        worst = int(slow[np.argmax(d[slow])])
+        out.append(Finding(
+            "straggler",
+            f"{len(slow)} of the {s.tasks} tasks of '{g}' took far longer than the rest: "
+            f"{shorten(repr(s.keys[worst]), 60)} took {format_seconds(float(d[worst]))} "
+            f"against a median {format_seconds(s.median)}.",
+            excess, [g],
+            "look at the slow tasks' inputs: an uneven split (rechunk or repartition "
+            "evenly), a slow file or a bigger partition; the rest of the group waits for "
+            "them."))
+    return out
