@@ -169,15 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "profile":
         _what_to_run(args, parser)
         _take_trailing_output(args, fenced="--" in argv)
+    if args.command == "compare":  # (reads two files, writes none)
+        from .cli_compare import run_compare
+
+        return run_compare(args)
     _check_outputs(args)  # (before any work: a bad path must not cost a run)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
     if args.command == "report":
         return _render_saved(args)
-    if args.command == "compare":
-        from .cli_compare import run_compare
-
-        return run_compare(args)
     return _run_profiled(args, _script_workload(args))
 
 
