@@ -273,10 +273,12 @@ class PoolLoop:
             else:
                 fut = self.submit(run_batch_collect, items, data)
         except Exception as exc:  # e.g. a task or an input that cannot be pickled
-            add_note(exc, "while sending " + name_tasks([machine.keys[i] for i in batch]))
-            # (None of them will run: each failed, for a post-mortem to name.)
+            # (The tasks that cannot be sent failed, for a post-mortem to
+            # name; the others of the batch never ran.  None found: all.)
+            culprits = [i for i in batch if not _sendable(machine.specs[i])] or batch
+            add_note(exc, "while sending " + name_tasks([machine.keys[i] for i in culprits]))
             now, failed = time.time(), self.state.outcome.failed
-            for i in batch:
+            for i in culprits:
                 failed[machine.keys[i]] = (exc, now, now, None)
             raise
         self.inflight[fut] = flight
@@ -604,6 +606,18 @@ class PoolLoop:
                 out.append(events.get_nowait())
             except Empty:
                 return out
+
+
+def _sendable(spec) -> bool:
+    """Whether a task's spec pickles for another process (asked only after
+    a batch could not be sent, to name the task at fault)."""
+    import cloudpickle
+
+    try:
+        cloudpickle.dumps(spec, protocol=5)
+    except Exception:  # noqa: BLE001 -- whatever pickling raises: not sendable
+        return False
+    return True
 
 
 def _rerun_locally(spec, cache, key, exc):

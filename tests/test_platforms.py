@@ -34,7 +34,12 @@ COMPUTATION = """
 import json, operator, os, sys, warnings
 import numpy as np
 import localsched.multiprocessing as lmp
+from localsched._pool import segments
 from localsched.diagnostics import ResourceProfiler
+
+sweeps = []  # (each a listing of /dev/shm: once per process, however many jobs)
+_sweep = segments.sweep_stale
+segments.sweep_stale = lambda: sweeps.append(1) or _sweep()
 
 n = 300_000
 dsk = {("a", i): (np.full, n, float(i)) for i in range(4)}
@@ -55,7 +60,8 @@ right = (total == 12 * n and len(rprof.results) >= 2
                  for bb in (bs, bs2) for i, b in enumerate(bb)))
 notes = [str(w.message) for w in caught
          if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
-print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock}))
+print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock,
+                  "sweeps": len(sweeps)}))
 """
 
 
@@ -68,6 +74,9 @@ def _check(proc: subprocess.CompletedProcess, warnings_expected: int) -> dict:
     assert len(out["warnings"]) == warnings_expected, out
     # One warning, the caller's: no worker writes its own line.
     assert "localsched:" not in proc.stderr, proc.stderr
+    # The store's set-up sweeps /dev/shm once per process, not once per
+    # job when it cannot be made (a listing per batch).
+    assert out["sweeps"] <= 1, out
     return out
 
 
@@ -172,7 +181,15 @@ SCENARIOS = {
     "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1, False),
     # An inode for the owner's lock file and one segment at a time.
     "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1, True),
+    # Present, writable by its owner, with room, but not by this user (a
+    # sandbox's /dev/shm): creating the owner's lock file fails (EACCES).
+    "not-writable": ("mount -t tmpfs -o mode=0755,uid=65534 tmpfs /dev/shm", {}, 1, False),
 }
+
+# How the computation runs in a scenario (default: as root): root without
+# the capabilities that bypass file permissions, as an ordinary user is.
+RUN_AS = {"not-writable": "setpriv --bounding-set=-dac_override,-dac_read_search,-fowner "
+                          "--inh-caps=-all"}
 
 
 def _as_root(env: dict) -> list:
@@ -214,8 +231,11 @@ def test_dev_shm_scenarios(namespaces, scenario):
     when there is room), and nothing left in that /dev/shm once the
     computation's process has exited."""
     setup, env_extra, warnings_expected, shared = SCENARIOS[scenario]
+    run_as = RUN_AS.get(scenario, "")
+    if run_as and shutil.which(run_as.split()[0]) is None:
+        pytest.skip(f"needs {run_as.split()[0]} (util-linux)")
     shell = (f"set -e\n{setup}\nset +e\n"
-             f'"$0" -c "$1"; status=$?\n'
+             f'{run_as} "$0" -c "$1"; status=$?\n'
              f'echo "LEFT: $(ls -A /dev/shm 2>/dev/null | tr "\\n" " ")"\n'
              f"exit $status\n")
     env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)

@@ -200,6 +200,26 @@ def test_a_task_that_cannot_be_sent_to_a_worker_is_recorded_as_failed():
     assert failed.key == "b-0" and failed.exc_type == "TypeError"
 
 
+def _chain_step(x, _extra=None):
+    return x + 1
+
+
+def test_only_the_task_that_cannot_be_sent_is_recorded_as_failed_not_its_batch():
+    # A chain runs in one batch once its first task is timed; one task of
+    # it holds something that cannot be pickled.  The post-mortem and the
+    # error name that task, not the whole batch (the others never ran).
+    from localsched.diagnostics import Profiler
+
+    dsk = {"step-0": (_chain_step, 0)}
+    dsk.update({f"step-{i}": (_chain_step, f"step-{i - 1}") for i in range(1, 10)})
+    dsk["step-5"] = (_chain_step, "step-4", threading.Lock())
+    with Profiler() as prof, pytest.raises(TypeError, match="pickle") as info:
+        lmp.get(dsk, "step-9", num_workers=2)
+    assert [f.key for f in prof.failed] == ["step-5"]
+    assert prof.summary().failed == 1
+    assert "while sending task 'step-5'" in info.value.__notes__
+
+
 def inc(x):
     return x + 1
 

@@ -372,6 +372,26 @@ def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, cap
     assert "localsched:" not in err, err
 
 
+def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monkeypatch,
+                                                                            capfd):
+    # Under ``-W error`` (or pytest's filterwarnings = error) the worker's
+    # note is an exception where the caller warns.  It fails the job whose
+    # worker sent it, as the caller's own warning would fail its get; the
+    # pool's listener thread goes on (it used to die: BrokenProcessPool,
+    # and a thread traceback on stderr).
+    import warnings
+
+    free = segments.free_bytes()
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
+    dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(RuntimeWarning, match="shared memory is full"):
+            get(dsk, "b")
+    assert get({"x": (abs, -1)}, "x") == 1  # the same pool, still serving
+    assert "Exception in thread" not in capfd.readouterr().err
+
+
 def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
     monkeypatch.setenv("LOCALSCHED_SHM", "0")
     how, b = get({"a": (make, "f8"), "b": (described, "a")}, "b")

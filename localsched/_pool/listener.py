@@ -241,7 +241,10 @@ class _Listener:
                     _settle(job.future, exc=self._unreadable(w, exc))
             return True
         if kind is Kind.NOTE:
-            segments.warn_once(bytes(body).decode(errors="replace"))
+            try:
+                segments.warn_once(bytes(body).decode(errors="replace"))
+            except Exception as exc:  # warnings made errors (-W error): the job's, not ours
+                _settle(job.future, exc=exc)
             return True
         if kind not in LAST_OF_JOB:
             return True

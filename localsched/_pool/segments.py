@@ -449,18 +449,24 @@ class SegmentStore:
 
 _store: SegmentStore | None = None
 _store_lock = threading.Lock()
+_swept_in = 0  # the pid of the process that swept (once per process)
 
 
 def store() -> SegmentStore:
     """This process's store, created (with its lock and reaper) on first
-    use; the first use also sweeps what dead owners left."""
-    global _store
+    use; the first use also sweeps what dead owners left.  OSError if the
+    lock file cannot be made (``usable_store`` then takes the pipes and
+    asks again at the next job: the sweep, a directory listing, is not
+    repeated per job)."""
+    global _store, _swept_in
     s = _store
     if s is not None and s.pid == os.getpid():
         return s
     with _store_lock:
         if _store is None or _store.pid != os.getpid():
-            sweep_stale()
+            if _swept_in != os.getpid():
+                _swept_in = os.getpid()
+                sweep_stale()
             _store = SegmentStore()
             import atexit
 
