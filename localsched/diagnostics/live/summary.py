@@ -40,7 +40,7 @@ WAITING = "waiting for a computation..."
 NOT_RECORDING = ("not recording: computations run without this Dashboard. Start it with "
                  "<code>with dash:</code>, <code>dash.register()</code> or "
                  "<code>compute(callbacks=[dash])</code>, or use "
-                 "<code>localsched.dashboard()</code> (registered at once).")
+                 "<code>localsched.diagnostics.dashboard()</code> (registered at once).")
 
 
 def format_seconds(seconds: float | None) -> str:
