@@ -70,6 +70,13 @@ def in_task() -> bool:
     return in_computation()
 
 
+def _configured_cache() -> dict | None:
+    """dask's config key ``cache``, as dask's get_async reads it, when it is
+    a results dict (dask also allows a cachey.Cache there: not one)."""
+    cache = dask_config("cache")
+    return cache if isinstance(cache, dict) else None
+
+
 def get_async(
     submit: Callable[..., Future] | None,
     num_workers: int,
@@ -137,9 +144,7 @@ def get_async(
         raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
     comp = Computation(dsk, callbacks)
     if cache is None:
-        cache = dask_config("cache")  # as dask's get_async reads it
-        if cache is not None and not isinstance(cache, dict):
-            cache = None  # (dask also allows a cachey.Cache here; not a results dict)
+        cache = _configured_cache()
     with comp:
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)  # (no local for the state: an error's frames would keep it)

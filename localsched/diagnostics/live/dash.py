@@ -179,8 +179,8 @@ class Dashboard(Callback):
         """A RunData of what was recorded so far: tasks, failures, resources,
         and the records of the FineMetrics / SampleProfiler / CacheProfiler /
         ResourceProfiler active beside the Dashboard."""
-        from .. import RunData
         from ..records import FailedTaskData, ResourceData, TaskData
+        from ..rundata import RunData
 
         data = RunData(meta={"title": "localsched dashboard"})
         for log in list(self.recorder.runs):
