@@ -119,7 +119,8 @@ class CacheProfiler(Collector):
         if callable(metric):
             self._events(state).append((key, end, metric(result), freed))
         else:  # (the layout of a task record, as localsched's runs keep them)
-            size = _nbytes(result, state) if metric == "nbytes" else None
+            # (the result lives here: dask's schedulers run no worker process)
+            size = nbytes(result) if metric == "nbytes" else None
             self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
 
     def to_pandas(self):
@@ -162,12 +163,3 @@ class CacheProfiler(Collector):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} computations>"
 
-
-def _nbytes(result, state) -> float:
-    """``metric="nbytes"``: the size measured where the result lived
-    (``state.task.nbytes``: a worker process, a cluster), else measured
-    here on the result (sync and threads, where it lives in this process)."""
-    n = getattr(getattr(state, "task", None), "nbytes", None)
-    if n is None:
-        n = getattr(state, "nbytes", None)
-    return nbytes(result) if n is None else n

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from ..callbacks import Needs
 from ..utils import key_split
-from ..view import TaskRecord
+from ..view import TaskRecord, state_view
 from .accounting import BatchStart, clip_tasks, gaps
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
@@ -135,11 +135,9 @@ class FineMetrics(Collector):
         run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
 
     def _at_finish(self, run: tuple, state):
-        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
-        if outcome is None:
-            return ((), None, [], None, 1)
-        cluster = getattr(state, "cluster_metrics", None) or outcome.extra.get("cluster_metrics")
-        return (outcome.span, outcome.overhead, list(outcome.late), cluster,
+        view = state_view(state)
+        outcome = view.outcome  # (dask's schedulers: an empty one)
+        return (outcome.span, outcome.overhead, list(outcome.late), view.cluster_metrics,
                 outcome.extra.get("workers", 1))
 
     def _build(self, run: FinishedRun) -> None:

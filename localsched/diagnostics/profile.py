@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 
 from ..callbacks import Needs
-from ..view import TaskRecord
+from ..view import TaskRecord, state_view
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
@@ -94,24 +94,22 @@ class Profiler(Collector):
 
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
-        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
-        self.dashboard = getattr(state, "dashboard_link", None) or self.dashboard
+        view = state_view(state)
+        self.dashboard = view.dashboard_link or self.dashboard
         failed = []
-        for key, (exc, start, end, worker) in dict(outcome.failed if outcome else {}).items():
+        for key, (exc, start, end, worker) in dict(view.failed).items():
             failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
-        running = outcome.running_since if outcome else None
-        if running is not None:
-            running = [(key, start, worker) for key, (start, worker) in dict(running).items()]
+        since = view.running_since
+        if since is not None:
+            running = [(key, start, worker) for key, (start, worker) in dict(since).items()]
         else:
             # dask's schedulers: handed out (pretask) but never reported back.
             running = [(key, start, None) for key, start in run[4].items()]
         # localsched.distributed: attempts whose worker died under them (the
         # task ran again); dispatch time to the loss, on the lost worker.
-        running = [(key, start, worker, None) for key, start, worker in running]
-        lost = outcome.extra.get("lost", ()) if outcome else ()
-        running += [(key, start, worker, stop) for key, start, stop, worker
-                    in getattr(state, "lost", None) or lost]
-        return failed, running
+        stopped = [(key, start, worker, None) for key, start, worker in running]
+        stopped += [(key, start, worker, stop) for key, start, stop, worker in view.lost]
+        return failed, stopped
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk

@@ -25,6 +25,9 @@ import sys
 import time
 from typing import Any
 
+from ...task_records import TaskRecords
+from ...view import state_view
+
 __all__ = ["RunLog", "Recorder"]
 
 _run_numbers = itertools.count(1)
@@ -66,7 +69,7 @@ class RunLog:
         self.keys = keys
         self.state = state
         self.measured = measured
-        self.ends: list = []
+        self.ends: list | TaskRecords = []
         self.failed: list = []
         self.finished: float | None = None
         self.errored = False
@@ -89,26 +92,6 @@ class RunLog:
         return None
 
 
-def _task_keys(state) -> list:
-    """The keys of the tasks that will run, in the graph's order."""
-    try:
-        deps = state["dependencies"]
-        cache = state["cache"]
-        return [k for k in deps if k not in cache]
-    except (KeyError, TypeError):
-        return []
-
-
-def _cluster_link(state) -> str | None:
-    client = getattr(state, "client", None)
-    if client is None:
-        outcome = getattr(state, "outcome", None)
-        client = (getattr(outcome, "extra", None) or {}).get("client")
-    try:
-        return client.dashboard_link if client is not None else None
-    except Exception:  # noqa: BLE001 -- no dashboard on that cluster
-        return None
-
 
 class Recorder:
     """The hooks' state: the runs recorded so far (``runs``, oldest first)."""
@@ -130,8 +113,9 @@ class Recorder:
     # -- hooks (scheduler thread) ------------------------------------------------
 
     def start_state(self, dsk, state) -> None:
-        log = RunLog(_task_keys(state), _cluster_link(state), state, self.measure_memory)
-        records = getattr(getattr(state, "outcome", None), "records", None)
+        view = state_view(state)
+        log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory)
+        records = view.outcome.records
         if not self.measure_memory and records is not None:
             # localsched's run keeps every task's record (``Needs.records``):
             # the page reads them; nothing of ours runs per task.
@@ -166,7 +150,7 @@ class Recorder:
             return
         if self._current[1] is log:
             self._current = (None, None)
-        failed = getattr(state, "failed", None) or {}
+        failed = state_view(state).failed
         log.failed = [(k, s, e, w, f"{type(exc).__name__}: {exc}"[:300])
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
