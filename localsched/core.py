@@ -3,8 +3,8 @@
 Design
 ======
 
-One computation is four pieces, each in its own module, used by every loop
-(imports point downwards only)::
+One local computation is four pieces, each in its own module (imports point
+downwards only)::
 
     core.get_async ─┬─► lifecycle.Computation   callbacks: which, what they need,
                     │                           start / start_state / finish
@@ -21,10 +21,15 @@ One computation is four pieces, each in its own module, used by every loop
 - ``lifecycle``: one computation's callbacks from ``start`` to ``finish``
   (on every exit path, with a state even when the graph is refused; every
   failing finish hook reported).  The cluster loop
-  (``localsched.distributed``) uses it too.
-- ``view``: what a callback receives: ``State`` (dask's mapping), one
-  ``TaskRecord`` per task (``state.task``), one ``RunOutcome`` per run
-  (``state.outcome``).
+  (``localsched.distributed``) uses it too, but not ``machine``: the
+  cluster's scheduler runs the graph, and that loop follows it in its own
+  ``ClusterState``.
+- ``view``: what a callback receives: ``State`` (dask's mapping over the
+  ``RunState``), one ``TaskRecord`` per task (``state.task``), one
+  ``RunOutcome`` per run (``state.outcome``); and ``StateView``, the
+  interface every diagnostic reads, which ``State``, the cluster loop's
+  ``ClusterState`` and (wrapped by ``state_view``) dask's own schedulers'
+  dict all offer.
 - ``task_records``: the run's records (``state.outcome.records``) for the
   callbacks that read them, kept as plain values, read as tuples.
 - ``runtime``: the worker side: running a batch, measuring, sampling.

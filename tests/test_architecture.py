@@ -205,3 +205,15 @@ def test_no_module_over_700_lines():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     ]
     assert long_modules == []
+
+
+def test_the_design_notes_on_which_loop_drives_runstate_match_the_imports():
+    # machine.py and core.py: the local loops drive RunState, the cluster
+    # loop follows the cluster's scheduler in its own ClusterState, and all
+    # three share the lifecycle.
+    graph = import_graph()
+    cluster = {m for m in graph if m.startswith("localsched.distributed")}
+    assert all("localsched.machine" not in graph[m] for m in cluster)
+    assert any("localsched.lifecycle" in graph[m] for m in cluster)
+    for local_loop in ("localsched.inline", "localsched.poolloop"):
+        assert "localsched.machine" in graph[local_loop]
