@@ -67,7 +67,7 @@ one not tiny counts it again for good); a result the planner never sees
 arrays, lists, objects of unknown size (the memory benchmark's) -- keep
 the depth-first rule above.  A batch whose every result is tiny
 (``tiny_batch``) is also cheaper to hand over to a thread when nobody
-watches the run (``items(direct=True)``, see ``PoolLoop.direct``): its
+watches the run (``items(direct=True)``, see ``PoolSettings.direct``): its
 worker writes each result some task uses into the shared cache, where
 the scheduler frees it as for any other, and sends every result back, so
 ``items`` need not work out where each is last used (on the tiny shapes
