@@ -56,7 +56,8 @@ from .lifecycle import Computation
 from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import NUMBERS, nbytes
 from .pool_settings import QUEUE_AHEAD, PoolSettings
-from .runtime import CPU_NOTE, run_batch, run_batch_collect, trim_traceback
+from .records_wire import CPU_NOTE, SAMPLES_NOTE
+from .runtime import run_batch, run_batch_collect, trim_traceback
 from .task_records import NO_WRITER, cpu_share, with_cpu_share
 from .utils import add_note, name_tasks
 from .view import TaskRecord
@@ -349,8 +350,9 @@ class PoolLoop:
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
         flight = None
+        # (records_wire.Record tuples, unpacked)
         for n, (i, ok, value, t0, t1, wid, probe) in enumerate(records):
-            if ok is None and i < 0:  # not a task: measurements (see runtime)
+            if ok is None and i < 0:  # a note, not a task (see records_wire)
                 self._note(i, value, wid)
                 continue
             flight = flight_of.get(mark[i])
@@ -389,7 +391,7 @@ class PoolLoop:
                         keep(task)
                 else:  # threads: kept as plain values, no tuple (see task_records)
                     size = (nbytes(value) if size_here  # (a pool without a record stream)
-                            else probe[5] if sizes else None)
+                            else probe[5] if sizes else None)  # (Probe.nbytes)
                     if not measured:
                         probe = None  # (a probe that only carried the size)
                     if keep_row is not None:
@@ -429,12 +431,12 @@ class PoolLoop:
             if flight is not None and flight.batch[0] == i and flight.inputs:
                 sent = max(0.0, t0 - flight.dispatched)
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
-            if probe is not None and len(probe) > 2 and probe[2] is not None \
-                    and flight is not None and flight.sent is not None:
-                (d0, d1), (received, _) = flight.sent, probe[2]
+            arrival = probe[2] if probe is not None else None  # (Probe.received)
+            if arrival is not None and flight is not None and flight.sent is not None:
+                (d0, d1), (received, _) = flight.sent, arrival
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
-        nbytes = probe[5] if probe is not None and len(probe) > 5 else None
+        nbytes = probe[5] if probe is not None else None  # (Probe.nbytes)
         return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
@@ -459,17 +461,17 @@ class PoolLoop:
         raise exc
 
     def _note(self, i: int, value, wid) -> None:
-        """A worker's measurement record (index < 0, see runtime)."""
+        """A worker's note (``records_wire``: CPU, samples or a hand-off)."""
         outcome = self.state.outcome
         if i == CPU_NOTE:  # the CPU seconds of the next tasks in this list
             self.stretch = value
             if outcome.records is not None:
                 outcome.records.cpu_note(*value)
             return
-        if i == -2:  # stack samples: (time, key, stack, seconds) each
+        if i == SAMPLES_NOTE:  # stack samples: (time, key, stack, seconds) each
             outcome.samples.extend((s[0], wid, *s[1:]) for s in value)
             return
-        sent, start, dumped, stop = value
+        sent, start, dumped, stop = value  # (HANDOFF_NOTE)
         if not self.settings.measure or not sent:
             return
         flight = self.flight_of.get(self.planner.mark[sent[0]])

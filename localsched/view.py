@@ -60,10 +60,11 @@ class TaskRecord(NamedTuple):
     ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
     its inputs' travel before ``start`` (first task of a batch) and its
     result's after ``end``; ``probe`` (only while a callback needs
-    ``measure``): ``(thread CPU seconds, user metrics or None[, received,
-    batch started, fresh worker][, size])``, the last three fields on a
-    batch's first task (on pools a worker reads its CPU clock once per
-    hand-off: a task's seconds are its share of that reading by wall time);
+    ``measure`` or sizes): a 6-tuple laid out as
+    :class:`~localsched.records_wire.Probe`, ``(thread CPU seconds, user
+    metrics, received, batch started, fresh worker, size)``, None where not
+    measured (on pools a worker reads its CPU clock once per hand-off: a
+    task's seconds are its share of that reading by wall time);
     ``activities``: None, or ``(activity, start, stop)``
     stretches outside the call (on processes the batch's inputs:
     serialize, transfer, deserialize; on a cluster its startstops);
