@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint browser venv
+.PHONY: demo test lint docs browser venv
 
 ## demo: install localsched (with numpy for the demo) and run the main job: writes report.html
 demo: venv
@@ -24,6 +24,12 @@ lint: venv
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/mypy
 
+## docs: build the documentation site into docs/_build/html (Sphinx, warnings are errors)
+docs: venv
+	$(PY) -m pip install -q -e ".[docs]"
+	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+	@echo "the site: docs/_build/html/index.html"
+
 ## venv: the project-local virtual environment (Debian's python3 needs python3-venv for it)
 venv: $(PY)
 
@@ -40,8 +46,9 @@ $(PY):
 
 ## browser: Debian's headless Chromium for the tests that open reports in a browser.
 ## Without apt-get those tests skip with a reason (in CI, where CI=true, they fail instead).
+## $CHROMIUM names another Chromium-based browser to use instead (CI's runners: google-chrome).
 browser:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
+	@[ -n "$$CHROMIUM" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || { \
 	  if ! command -v apt-get >/dev/null 2>&1; then \
 	    echo "no apt-get here: Chromium not installed, the browser tests will skip"; exit 0; \
 	  fi; \

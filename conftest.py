@@ -222,13 +222,9 @@ def _reap(processes, what: str) -> list:
 
 @pytest.fixture
 def chromium_path():
-    """Path of Debian's headless Chromium: skipped locally if missing,
-    a failure in CI (the test command installs it)."""
-    import shutil
+    """Path of the headless Chromium (``tests.browser.require_chromium``:
+    skipped locally if missing, a failure in CI, where the test command
+    installs it; skipped off Linux, where the driver cannot run)."""
+    from tests.browser import require_chromium
 
-    path = shutil.which("chromium") or shutil.which("chromium-browser")
-    if path is None:
-        if IN_CI:
-            pytest.fail("chromium is not installed in CI; the test command must install it")
-        pytest.skip("chromium not installed")
-    return path
+    return require_chromium()

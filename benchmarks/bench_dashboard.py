@@ -67,9 +67,9 @@ DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "
 
 #: Counts, in the page, the summary strip's refreshes (window.__refreshes)
 #: and notes when each came (window.__times, epoch milliseconds).
-COUNT_REFRESHES = ("(() => { const m = Bokeh.documents[0].get_model_by_name('summary');"
+COUNT_REFRESHES = ("(() => { const m = Bokeh.documents[0].get_model_by_name('summary_text');"
                    " window.__refreshes = 0; window.__times = [];"
-                   " m.properties.text.change.connect(() => { window.__refreshes += 1;"
+                   " m.properties.data.change.connect(() => { window.__refreshes += 1;"
                    " window.__times.push(Date.now()); });"
                    " return true; })()")
 

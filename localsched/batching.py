@@ -93,18 +93,24 @@ function name (``('random_sample', 'random_sample')``), for the last
 threads run neither keeps nor recalls).  A later computation whose batches
 start with a group known to make large results (the same array computed
 again, or a new graph of the same kind) starts with the placement above
-(``_recall``) instead of sending each function's first tasks alone until
-one has been timed and its result seen (bench_shm: the first 25 ms of a
-0.2 s run went that way, with 8 MB chunks crossing processes).  A recalled
-mean counts as one observation, so this run's own timings take over at
-once, and a group recalled as large whose first result in this run comes
-back small loses the larger budget (``small_result``).  Care for tasks
-that wait for each other (dask's own tests meet at a
-``threading.Barrier``): a batch runs its tasks one after the other, so
-until this run has timed a group, a batch takes at most one of its tasks
--- except for large results and the tasks that use them, which are the
-point of the placement -- and batches that start elsewhere recall
-nothing.
+(``_recall``): the larger budget, and the task that uses the large result
+in the same batch, instead of sending each function's first tasks alone
+until one has been timed and its result seen (bench_shm: the first 25 ms
+of a 0.2 s run went that way, with 8 MB chunks crossing processes).  A
+group recalled as large whose first result in this run comes back small
+loses the larger budget (``small_result``).
+
+A remembered time may cut a batch, never grow one past a single untimed
+task of its group: until this run has timed a group, a batch takes at
+most one of its tasks (``_fresh_fits``), and this run's first timing of
+the group replaces the recalled mean.  The same key names and functions
+may take far longer this time (a pipeline tried on a small sample, then
+run on the real data): trusting a recalled fast mean, one worker took
+every ready task but one per other worker (4 workers, 32 loads of 200 ms:
+``[29, 1, 1, 1]`` tasks per worker, 5.8 s against 1.7 s).  The rule also
+keeps apart tasks that wait for each other (dask's own tests meet at a
+``threading.Barrier``): a batch runs its tasks one after the other.
+Batches that start elsewhere recall nothing.
 
 Records.  A worker reports each task as a plain tuple laid out as
 ``localsched.records_wire.Record``; lists of them travel together.
@@ -118,6 +124,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .batch_held import Held
+from .forking import at_fork_in_child
 from .graph import A_TASK, CALL, NESTED, NODE
 from .machine import READY, RUNNING, WAITING
 from .metrics import NUMBERS, is_tiny
@@ -164,6 +171,14 @@ LARGE_BUDGET = 32e-3
 MEMORY_SIZE = 1024
 _learned: dict = {}
 _learned_lock = threading.Lock()
+
+
+@at_fork_in_child
+def _renew_learned_lock() -> None:
+    global _learned_lock
+    _learned_lock = threading.Lock()
+
+
 def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:
@@ -270,17 +285,20 @@ class Planner:
         """Learn from a finished task's measured duration, and from its
         result ``value`` whether its group's results are tiny (None: the
         result did not travel back; it tells nothing)."""
-        st = self.stats.get(self.group_of[i])
-        if st is None:
-            self.stats[self.group_of[i]] = [seconds, 1, i, is_tiny(value)]
+        g = self.group_of[i]
+        st = self.stats.get(g)
+        if st is None or (self.fresh and g in self.fresh):
+            # (A mean recalled from an earlier computation goes: this run's
+            # first timing of the group replaces it.)
+            self.stats[g] = [seconds, 1, i, is_tiny(value)]
+            if self.fresh:
+                self.fresh.discard(g)
         else:
             st[0] += seconds
             st[1] += 1
             if st[3] and value is not None and type(value) not in NUMBERS \
                     and not is_tiny(value):
                 st[3] = False  # (for good: one large result is enough)
-            if self.fresh:
-                self.fresh.discard(self.group_of[i])
 
     def large_result(self, i: int) -> None:
         """Learn that i's result was large (it travelled through shared
@@ -500,15 +518,11 @@ class Planner:
 
     def _fresh_fits(self, j: int, held: Held) -> bool:
         """Groups timed only in earlier computations: one task of each per
-        batch until this run has timed one, except large results and the
-        tasks that use them (see "Across computations": tasks that wait for
-        each other)."""
+        batch until this run has timed one (see "Across computations": a
+        remembered time may cut a batch, never grow it)."""
         g = self.group_of[j]
-        if g in self.fresh and g not in self.large:
-            # (A task that uses a large result of the batch is the
-            # placement's point, like the large results themselves.)
-            if g in held.groups and not (held.large is not None
-                                         and any(d in held.big for d in self.run.deps[j])):
+        if g in self.fresh:
+            if g in held.groups:
                 return False
             held.groups.add(g)
         return True

@@ -15,6 +15,13 @@ again.  ``profile --dashboard`` also serves the live dashboard while the
 script runs (``--wait``: until Ctrl-C after it ends).  ``python -m
 localsched`` is the same command.  ``localsched <command> --help`` lists
 every option.
+
+Before any work, the output paths are checked (``outputs.check_writable``)
+and so are the script or ``-m`` module: a problem is one line and a
+non-zero status, and nothing runs.  Outputs are written whole or not at
+all (``outputs.write_text``); one that fails after the run is one line,
+and the status stays the script's.  What the command prints itself goes
+through ``termsafe.terminal_text`` (names are shown, never obeyed).
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import time
 import traceback
 from collections.abc import Sequence
 from contextlib import ExitStack, contextmanager
+
+from .termsafe import terminal_text
 
 SCHEDULERS = ("threads", "processes", "sync", "distributed")
 
@@ -154,11 +163,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "profile":
         _what_to_run(args, parser)
         _take_trailing_output(args, fenced="--" in argv)
+    _check_outputs(args)  # (before any work: a bad path must not cost a run)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
     if args.command == "report":
         return _render_saved(args)
     return _run_profiled(args, _script_workload(args))
+
+
+def _check_outputs(args) -> None:
+    """Exit with one line if an output file (``-o``, ``--json``, ``--trace``)
+    could not be written."""
+    from .diagnostics.outputs import check_writable
+
+    for option, path in (("-o", args.output), ("--json", getattr(args, "json", None)),
+                         ("--trace", args.trace)):
+        problem = None if path is None else check_writable(path)
+        if problem is not None:
+            raise SystemExit(f"localsched: cannot write {option} {terminal_text(path)}: "
+                             f"{terminal_text(problem)}")
 
 
 #: profile's options that take a value (to find where SCRIPT.py starts).
@@ -244,14 +267,16 @@ def _run_profiled(args, workload) -> int:
 
     status = 0
     t0 = time.monotonic()
+    profiling = os.getpid()  # a script that forks: the outputs are this process's
     title = ("localsched demo" if args.command == "demo"
              else f"localsched profile {_program_name(args)}")
     report = performance_report(args.output, title=title, dt=args.dt,
                                 samples=not args.no_samples, json=args.json, trace=args.trace)
+    writing = _OutputsWritten(report)
     dash = _start_dashboard(args)
     with ExitStack() as stack:
         stack.enter_context(_as_default_scheduler(args))
-        stack.enter_context(report)
+        stack.enter_context(writing)
         if dash is not None:
             stack.enter_context(dash)
         if not args.no_progress:
@@ -263,18 +288,45 @@ def _run_profiled(args, workload) -> int:
             code = exc.code
             status = code if isinstance(code, int) else (0 if code is None else 1)
             if code is not None and not isinstance(code, int):
-                print(code, file=sys.stderr)
+                print(code, file=sys.stderr)  # (the script's own words, as python prints them)
         except KeyboardInterrupt:
             print("interrupted", file=sys.stderr)
             status = 130
         except BaseException:  # noqa: B036 -- the script's own failure, reported
             traceback.print_exc()
             status = 1
+        if os.getpid() != profiling:
+            stack.pop_all()  # a forked child of the script ends as the script would
+    if os.getpid() != profiling:
+        return status
     elapsed = time.monotonic() - t0
-    _written(args, _elapsed_line(report.data, elapsed))
+    if writing.error is not None:  # (checked before the run: a race, a full disk)
+        print(f"localsched: cannot write the report: {terminal_text(str(writing.error))}",
+              file=sys.stderr)
+        status = status or 1
+    else:
+        _written(args, _elapsed_line(report.data, elapsed))
     if dash is not None:
         _serve_until_interrupted(args, dash)
     return status
+
+
+class _OutputsWritten:
+    """``performance_report`` as a context whose writing failure is kept
+    (``error``), not raised: the script's status and output come first."""
+
+    def __init__(self, report):
+        self.report = report
+        self.error: OSError | None = None
+
+    def __enter__(self):
+        return self.report.__enter__()
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.report.__exit__(*exc)
+        except OSError as error:
+            self.error = error
 
 
 def _program_name(args) -> str:
@@ -296,7 +348,8 @@ def _start_dashboard(args):
     try:
         dash = Dashboard(address, memory=True, quiet=True)
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"localsched: --dashboard={address}: {exc}") from None
+        raise SystemExit(f"localsched: --dashboard={terminal_text(address)}: "
+                         f"{terminal_text(exc)}") from None
     print(f"localsched dashboard: {dash.link}", file=sys.stderr, flush=True)
     return dash
 
@@ -321,7 +374,8 @@ def _serve_until_interrupted(args, dash) -> None:
 def _written(args, what: str) -> None:
     outputs = [os.path.abspath(args.output)]
     outputs += [os.path.abspath(p) for p in (getattr(args, "json", None), args.trace) if p]
-    print(f"localsched: {what}; written: {', '.join(outputs)}", file=sys.stderr)
+    print(f"localsched: {terminal_text(what)}; written: {terminal_text(', '.join(outputs))}",
+          file=sys.stderr)
     if args.show:
         from bokeh.util.browser import view
 
@@ -336,10 +390,10 @@ def _render_saved(args) -> int:
         try:
             runs.append(RunData.load_json(path))
         except OSError as exc:
-            raise SystemExit(f"localsched: cannot read {path}: {exc.strerror or exc}") \
-                from None
-        except ValueError as exc:
-            raise SystemExit(f"localsched: {exc}") from None
+            raise SystemExit(f"localsched: cannot read {terminal_text(path)}: "
+                             f"{terminal_text(exc.strerror or exc)}") from None
+        except ValueError as exc:  # (a RunFileError: names the file and what is wrong)
+            raise SystemExit(f"localsched: {terminal_text(exc)}") from None
     # Runs recorded apart in time sit side by side, not across the hours between them.
     run = runs[0] if len(runs) == 1 else RunData.side_by_side(
         runs, names=[os.path.basename(p) for p in args.data])
@@ -386,7 +440,7 @@ def _script_workload(args):
         return _code_workload(args)
     script = args.script
     if not os.path.isfile(script):
-        raise SystemExit(f"localsched: no such script: {script}")
+        raise SystemExit(f"localsched: no such script: {terminal_text(script)}")
 
     def run():
         argv, path0 = sys.argv, sys.path[0]
@@ -403,6 +457,9 @@ def _script_workload(args):
 
 def _module_workload(args):
     module = args.module
+    problem = _unrunnable_module(module)
+    if problem is not None:
+        raise SystemExit(f"localsched: {terminal_text(problem)}")
 
     def run():
         argv, path0 = sys.argv, sys.path[0]
@@ -415,6 +472,23 @@ def _module_workload(args):
             sys.path[0] = path0
 
     return run
+
+
+def _unrunnable_module(module: str) -> str | None:
+    """Why ``python -m module`` would fail to start, or None: checked
+    before the run, as a missing script is (finding a submodule imports
+    its parent packages, as ``-m`` does)."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+        if spec is not None and spec.submodule_search_locations is not None:
+            if importlib.util.find_spec(f"{module}.__main__") is None:
+                return f"no such module: {module}.__main__ ({module} is a package " \
+                       "and cannot be run directly)"
+    except (ImportError, ValueError) as exc:  # (a parent that is missing or fails)
+        return f"no such module: {module} ({type(exc).__name__}: {exc})"
+    return None if spec is not None else f"no such module: {module}"
 
 
 def _code_workload(args):

@@ -154,8 +154,9 @@ def get_async(
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)  # (no local for the state: an error's frames would keep it)
         measure = comp.needs.measure
-        if measure:  # (fine metrics: the worker-seconds to explain are wall x workers)
-            comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
+        # (fine metrics: the worker-seconds to explain are wall x workers;
+        # the dashboard: how many workers could be busy)
+        comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
         try:

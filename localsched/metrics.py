@@ -174,27 +174,43 @@ def digest_metric(label: str, value: float, unit: str) -> None:
         sink.append((label, unit, value, None, None, None))
 
 
-def nbytes(value) -> int:
+def nbytes(value) -> int | None:
     """Bytes a result holds: ``cachey.nbytes`` (NumPy arrays, pandas
     objects, anything with ``nbytes``, else ``sys.getsizeof``), the one size
     function behind ``CacheProfiler(metric="nbytes")``.  The scheduler calls
     it where the result lives (in the worker) and sends only the number.
 
+    None when the size cannot be measured: measuring raised (a dead
+    ``weakref.proxy``, an ``nbytes`` or ``__sizeof__`` that raises) or gave
+    no whole number >= 0, and the type has no ``__sizeof__`` of its own to
+    fall back on.  A diagnostic that measures sizes must never fail the
+    computation: an unknown size is reported as unknown.
+
     >>> nbytes(bytearray(100)) >= 100
     True
     >>> nbytes(7) == sys.getsizeof(7)
+    True
+    >>> class Broken:
+    ...     nbytes = property(lambda self: 1 / 0)
+    >>> nbytes(Broken()) is None
     True
     """
     if type(value) in _PLAIN:  # (what cachey measures with sys.getsizeof too)
         return sys.getsizeof(value)
     measure = _cachey_nbytes or _find_cachey()
     try:
-        return int(measure(value))
+        size = int(measure(value))
     except Exception:  # noqa: BLE001 -- (cachey reads pandas internals that move)
-        try:
-            return sys.getsizeof(value)
-        except TypeError:
-            return 0
+        size = -1
+    if size >= 0:
+        return size
+    if getattr(type(value), "__sizeof__", None) is object.__sizeof__:
+        return None  # (the bare object's header says nothing of what it holds)
+    try:  # a size of its own (pandas' memory_usage), when cachey's way failed
+        size = int(sys.getsizeof(value))
+    except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
+        return None
+    return size if size >= 0 else None
 
 
 # Results that put no memory at stake: numbers, and strings or bytes of at

@@ -14,6 +14,9 @@ scheduler keeps a handle, and the next worker maps them without copying
 (``localsched/_pool/shm.py``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
+Where there is no such shared memory (macOS, Windows, a ``/dev/shm`` that
+is missing, read-only or full: ``localsched._platform``) everything takes
+the pipes, with one warning.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool
@@ -97,7 +100,9 @@ def shutdown() -> None:
     """Stop the shared process pools now (they are re-created when needed).
 
     Idle workers exit cleanly (their exit-time code runs), and so does a
-    worker whose job has only its last message left to send.  Work still
+    worker whose job has only its last message left to send; a worker
+    still starting is killed, not waited for (nothing has run in it yet;
+    with an ``initializer`` it finishes starting).  Work still
     running after ``ProcessPool.terminate``'s short grace belongs to
     computations that have ended (after an error or Ctrl-C): it is killed,
     not waited for.

@@ -53,7 +53,7 @@ from . import batching as _batching
 from .batching import Planner
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
-from .machine import RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import NUMBERS, nbytes
 from .pool_settings import QUEUE_AHEAD, PoolSettings
 from .records_wire import CPU_NOTE, SAMPLES_NOTE
@@ -247,6 +247,10 @@ class PoolLoop:
                 fut = self.submit(run_batch_collect, items, data)
         except Exception as exc:  # e.g. a task or an input that cannot be pickled
             add_note(exc, "while sending " + name_tasks([machine.keys[i] for i in batch]))
+            # (None of them will run: each failed, for a post-mortem to name.)
+            now, failed = time.time(), self.state.outcome.failed
+            for i in batch:
+                failed[machine.keys[i]] = (exc, now, now, None)
             raise
         self.inflight[fut] = flight
         self.flight_of[planner.serial] = flight
@@ -286,8 +290,11 @@ class PoolLoop:
             lost = [machine.keys[i] for i in flight.batch if machine.status[i] == RUNNING]
             naming = getattr(exc, "for_task", None)
             if naming is not None:
-                raise naming(lost) from exc
+                named = naming(lost)
+                self._lost_batch(flight, named)
+                raise named from exc
             add_note(exc, "while computing " + name_tasks(lost))
+            self._lost_batch(flight, exc)
             raise exc
         if self.settings.stream:
             for i in flight.batch:
@@ -296,6 +303,18 @@ class PoolLoop:
                         f"task {machine.keys[i]!r} was dispatched but never reported")
             return
         self.handle(fut.result())
+
+    def _lost_batch(self, flight: _Flight, exc: BaseException) -> None:
+        """A batch failed as a whole: its running task (its first unreported
+        one, as in ``abort``) failed with ``exc``, so a post-mortem
+        (``state.failed``, ``Profiler.failed``) names the task a dead worker
+        was running."""
+        running = flight.running_task(self.machine, time.time())
+        if running is not None:
+            key, start, wid = running
+            if wid is None:
+                wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
+            self.state.outcome.failed[key] = (exc, start, time.time(), wid)
 
     def handle(self, records: list) -> None:
         """Complete each task of a list of records (and fire its hooks)."""
@@ -517,6 +536,9 @@ class PoolLoop:
         """The computation stops (a failure, Ctrl-C): stop in-process batches,
         say which tasks were running, release what arrived."""
         self.cancelled.append(True)
+        settings = self.settings
+        if not settings.keep_all and not settings.direct:  # (direct: nobody else sees the cache)
+            self._drop_placeholders()
         if self.inbox is not None:
             self.inbox.abandon(self.machine.cache, self._drain_events)
         stopped = time.time()
@@ -529,6 +551,26 @@ class PoolLoop:
                 outcome.running_since[running[0]] = running[1:]
         if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:
             self.on_interrupt(list(self.inflight))
+
+    def _drop_placeholders(self) -> None:
+        """The cache holds only values tasks returned, for the caller's
+        ``cache=`` (dask's) and for callbacks given the state: a result
+        that stayed in its worker's batch (only later tasks of the batch
+        used it: see ``Planner.items``) was completed here as None, and is
+        normally released when its last user ends; after a failure some
+        users never ran, so take it out."""
+        machine, mark = self.machine, self.planner.mark
+        cache, index, status = machine.cache, machine.index, machine.status
+        dependents, is_output = machine.dependents, machine.is_output
+        for k in list(cache):  # (the live results: fewer than the tasks, after Ctrl-C too)
+            i = index.get(k, -1)
+            if i < 0:
+                continue  # (not of this graph: the caller's own entry)
+            batch = mark[i]
+            if batch and status[i] == DONE and not is_output[i]:
+                users = dependents[i]
+                if users and all(mark[c] == batch for c in users):
+                    del cache[k]
 
     def _drain_events(self) -> list:
         """What is waiting in the event queue now."""

@@ -17,7 +17,7 @@ typed attributes that say what happened:
   per task).
 
 ``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
-and ``state.ntasks`` read those two (the names the README documents).
+and ``state.ntasks`` read those two (the names the docs document).
 
 :class:`StateView` is the interface every diagnostic reads, whatever loop
 produced the state: ``State`` (local loops) and companion mode's

@@ -149,6 +149,11 @@ class BrowserResult:
     pid: int | None = None
 
 
+#: Why the browser tests skip off Linux: the driver's supervisor needs
+#: Linux's child subreaper (prctl) and passes the protocol pipes by number.
+NOT_HERE = "the headless-browser driver (tests/browser.py) runs on Linux only"
+
+
 def find_chromium() -> str | None:
     """The Chromium executable: ``$CHROMIUM`` if set, else the first found on PATH."""
     explicit = os.environ.get("CHROMIUM")
@@ -174,6 +179,8 @@ def require_chromium() -> str:
     """
     import pytest
 
+    if not sys.platform.startswith("linux"):
+        pytest.skip(NOT_HERE)
     executable = find_chromium()
     if executable is not None:
         return executable

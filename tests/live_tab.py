@@ -85,11 +85,18 @@ class LiveTab:
         self._renew()
         return browser._evaluate(self._cdp, self._session, expression)
 
-    def screenshot(self, path) -> None:
-        """Write a PNG of the page as it looks now."""
+    def screenshot(self, path, full_page: bool = False) -> None:
+        """Write a PNG of the page as it looks now (``full_page``: all of
+        it, not only the viewport)."""
         self._renew()
-        shot = self._cdp.call("Page.captureScreenshot", {"format": "png"},
-                              session=self._session)
+        params: dict = {"format": "png"}
+        if full_page:
+            size = self.evaluate("[document.documentElement.scrollWidth, "
+                                 "document.documentElement.scrollHeight]")
+            params.update(captureBeyondViewport=True,
+                          clip={"x": 0, "y": 0, "width": size[0], "height": size[1],
+                                "scale": 1})
+        shot = self._cdp.call("Page.captureScreenshot", params, session=self._session)
         with open(path, "wb") as f:
             f.write(base64.b64decode(shot["data"]))
 

@@ -337,6 +337,36 @@ def test_rerun_gathers_the_inputs_and_runs_only_the_failed_task_here(cluster_cli
                __import__("traceback").extract_tb(info.value.__traceback__))
 
 
+SEEN_BY_THE_RERUN: list = []
+
+
+def test_rerun_runs_the_callers_own_task_on_the_gathered_inputs(cluster_client):
+    # A function the cluster gets by value (defined in a function, as in a
+    # script's or a notebook's __main__): the re-run is of the caller's own
+    # function object, with its module's globals, not of the scheduler's
+    # unpickled copy.
+    import traceback
+
+    def fails_here(x):
+        SEEN_BY_THE_RERUN.append(x)
+        raise ValueError(f"bad {x}")
+
+    SEEN_BY_THE_RERUN.clear()
+    dsk = {"in-0": (inc, 1), "bad": (fails_here, "in-0")}
+    with pytest.raises(ValueError, match="bad 2") as info:
+        ld.get(dsk, "bad", client=cluster_client, rerun_exceptions_locally=True)
+    assert SEEN_BY_THE_RERUN == [2]  # (the workers are other processes)
+    tb = info.value.__traceback__
+    frames = []
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    (frame,) = [f for f in frames if f.f_code.co_name == "fails_here"]
+    assert frame.f_code is fails_here.__code__ and frame.f_globals is globals()
+    assert any(f.filename == __file__ and f.name == "fails_here"
+               for f in traceback.extract_tb(info.value.__traceback__))
+
+
 # -- the dashboard ---------------------------------------------------------------------
 
 

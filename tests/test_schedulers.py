@@ -158,15 +158,21 @@ def _learn(dsk, key, seconds: float, large: bool) -> None:
 
 
 def test_large_results_start_from_what_earlier_computations_learned():
-    dsk = _chain(20)
+    dsk = {"inc-0": (inc, 0), "dec-0": (_dec, "inc-0")}
     # Never timed: the first task goes alone (it might be slow).
-    assert _first_batch(dsk, "inc-19")[1] == [0]
-    _learn(dsk, "inc-19", 1e-3, large=True)
-    # Known to make large results in 1 ms: the chain runs in one worker
-    # from the start, and no result crosses processes.
-    assert _first_batch(dsk, "inc-19")[1] == list(range(20))
-    # A new graph of the same kind (key name and function) too.
-    assert _first_batch(_chain(5), "inc-4")[1] == list(range(5))
+    assert _first_batch(dsk, "dec-0")[1] == [0]
+    _learn(dsk, "dec-0", 1e-3, large=True)
+    # Known to make large results in 1 ms: the large result and the task
+    # that uses it run in one worker from the start; nothing crosses.
+    assert _first_batch(dsk, "dec-0")[1] == [0, 1]
+    # A new graph of the same kind (key names and functions) too, one task
+    # of each group until this run has timed it (a remembered time may cut
+    # a batch, never grow it: see test_sched_hardening).
+    more = {**{f"inc-{i}": (inc, i) for i in range(3)},
+            **{f"dec-{i}": (_dec, f"inc-{i}") for i in range(3)}}
+    planner, batch = _first_batch(more, [f"dec-{i}" for i in range(3)])
+    assert [planner.run.keys[i] for i in batch] == ["inc-0", "dec-0"]
+    assert _first_batch(_chain(5), "inc-4")[1] == [0]
 
 
 def test_only_the_same_key_name_and_function_are_recalled():
@@ -294,7 +300,9 @@ def test_this_computations_timings_take_over_from_a_recalled_mean():
     planner, batch = _first_batch(_chain(20), "inc-19")
     assert planner.estimate(0) == pytest.approx(1e-4)
     planner.observe(0, 1.0)  # this run's tasks of the group are slow
-    assert planner.estimate(1) == pytest.approx((1e-4 + 1.0) / 2)
+    assert planner.estimate(1) == pytest.approx(1.0)  # (the recalled mean goes)
+    planner.observe(1, 0.5)
+    assert planner.estimate(2) == pytest.approx(0.75)
 
 
 def test_the_memory_keeps_the_most_recently_used_groups(monkeypatch):
@@ -540,13 +548,18 @@ def test_a_batch_stopped_at_its_limit_recalls_no_group_it_does_not_take():
     from localsched.batching import Planner
     from localsched.machine import RunState as Run
 
-    _learn(_chain(3), "inc-2", 1e-3, large=True)
+    dsk = {"inc-0": (inc, 0), "mid-0": (_mid, "inc-0"), "dec-0": (_dec, "mid-0")}
+    _learn({k: dsk[k] for k in ("inc-0", "mid-0")}, "mid-0", 1e-3, large=True)
     _learn({"dec-0": (_dec, 0)}, "dec-0", 1e-3, large=False)
-    dsk = {**_chain(2), "dec-0": (_dec, "inc-1")}
     planner = Planner(Run(dsk, "dec-0"), learn=True, limit=2)
     assert planner.next_batch() == [0, 1]
-    assert planner.looked == {planner.group_of[0]: (1e-3, True)}
+    assert planner.looked == {planner.group_of[0]: (1e-3, True),
+                              planner.group_of[1]: (1e-3, True)}
 
 
 def _dec(x):
     return x - 1
+
+
+def _mid(x):
+    return x

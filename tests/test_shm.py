@@ -221,14 +221,16 @@ def test_large_results_and_their_consumer_run_in_one_batch(monkeypatch):
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
     # (the first producers start before any result is back)
     assert together >= n - 4, ran
-    # The next computation knows from the start (localsched.batching,
-    # "Across computations"): every pair meets its consumer.  (A budget
-    # that a pair fits in however loaded the machine: this is about recall.)
+    # The next computation does as well: a time remembered from this one
+    # never grows a batch past one task of a group not yet timed in that
+    # run (localsched.batching, "Across computations"), so its first
+    # batches go as this one's did, and the placement follows.  (A budget
+    # that a pair fits in however loaded the machine.)
     monkeypatch.setattr(batching, "LARGE_BUDGET", 0.5)
     ran.clear()
     lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2, callbacks=[Callback(posttask=where)])
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
-    assert together == n, ran
+    assert together >= n - 4, ran
 
 
 # -- lifetime ----------------------------------------------------------------------
@@ -353,18 +355,21 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
     assert not mine()
 
 
-@pytest.mark.filterwarnings("ignore:shared memory is full")
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
     # Room for the scheduler's check (threshold + reserve), not for 64 MB:
     # wide margins both ways, since other processes use /dev/shm too.
     free = segments.free_bytes()
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
-    how, b = get(dsk, "b")
+    with pytest.warns(RuntimeWarning, match="shared memory is full") as record:
+        how, b = get(dsk, "b")
     assert how != "mmap"
     np.testing.assert_array_equal(b, make("f8", 8_000_000))
+    # The worker's failure reaches the caller, who warns (once); the
+    # worker prints nothing of its own.
+    assert len([w for w in record if "shared memory" in str(w.message)]) == 1
     err = capfd.readouterr().err
-    assert err.count("localsched: shared memory is full") >= 1, err
+    assert "localsched:" not in err, err
 
 
 def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):

@@ -26,7 +26,6 @@ tasks see.
 from __future__ import annotations
 
 import ctypes
-import fcntl
 import mmap
 import os
 import pickle
@@ -35,8 +34,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from .._platform import LOCK_NB, LOCK_SH, SHM_DIR, descriptorless_mmap, flock
 from . import segments
-from .segments import SHM_DIR, SegmentStore
+from .segments import SegmentStore
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
            "Inbox", "from_wire"]
@@ -95,13 +95,8 @@ def from_wire(name: str, size: int, meta: bytes, layout: tuple) -> SharedValue:
 
 # -- mapping ---------------------------------------------------------------------
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_mmap = _libc.mmap
-_mmap.restype = ctypes.c_void_p
-_mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                  ctypes.c_long)
-_munmap = _libc.munmap
-_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+# (None where there is no C mmap: no shared memory there either, see _platform)
+_mmap, _munmap = descriptorless_mmap() or (None, None)
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
 
@@ -116,7 +111,7 @@ def _open_for_reading(name: str) -> int:
     fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY | os.O_CLOEXEC)
     try:
         # Being rewritten (an exclusive lock): this handle is stale.
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        flock(fd, LOCK_SH | LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         raise FileNotFoundError(f"shared-memory segment {name} was released") from None
@@ -196,7 +191,8 @@ class Inbox:
         self._closed = False
         self._ended = False
         self._lock = threading.Lock()
-        self._store = segments.current()
+        # (made here if shared memory can be used: the computation starts)
+        self._store = segments.usable_store()
         if self._store is not None:
             self._store.begin()
 

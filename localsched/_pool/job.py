@@ -3,7 +3,7 @@
 Set by the worker loop (``localsched._pool.worker``), read by the
 worker-side runtime (``localsched.runtime``) through ``sys.modules``: the
 pool does not import the scheduler, and the scheduler does not import the
-pool for these three numbers.
+pool for these.
 """
 
 #: This worker's pid (0 in the caller's process: not a pool worker).
@@ -11,6 +11,10 @@ worker_pid: int = 0
 
 #: ``(received, decoded)`` epoch seconds of the current job, or None.
 arrival: "tuple[float, float] | None" = None
+
+#: Warnings this worker could not give itself (shared memory that filled
+#: up): the worker loop sends them to the caller, who warns once.
+notes: "list[str]" = []
 
 #: Seconds the last hand-off of records spent pickling them.
 dump_seconds: float = 0.0

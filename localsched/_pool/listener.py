@@ -81,6 +81,8 @@ class _Listener:
     def _listen(self) -> None:
         try:
             for _ in range(self.num_workers):
+                if self._closed:  # (start-up interrupted: ``ProcessPool._abandon_start``)
+                    break
                 self._spawn()
         except BaseException as exc:  # noqa: B036 -- re-raised in __init__
             self._start_error = exc
@@ -238,6 +240,9 @@ class _Listener:
                 except Exception as exc:  # the job fails; it still runs to its end
                     _settle(job.future, exc=self._unreadable(w, exc))
             return True
+        if kind is Kind.NOTE:
+            segments.warn_once(bytes(body).decode(errors="replace"))
+            return True
         if kind not in LAST_OF_JOB:
             return True
         value = error = used = None
@@ -333,8 +338,12 @@ class _Listener:
             workers = list(self._workers)
             self._workers.clear()
             for w in workers:
-                if w.state is BUSY:  # only if the listener failed
-                    self._kill(w)
+                # (A worker still starting has run nothing of the caller's
+                # unless there is an initializer: it is not waited for,
+                # which under load takes a second or more, e.g. at exit
+                # after a Ctrl-C in a computation's first moments.)
+                if w.state is BUSY or (w.state is STARTING and self._init_payload is None):
+                    self._kill(w)  # (BUSY: only if the listener failed)
                 elif w.state in (STARTING, IDLE):
                     w.move(STOPPING)
         for w in workers:

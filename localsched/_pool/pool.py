@@ -111,6 +111,9 @@ class ProcessPool(_Listener, Executor):
         Run once in each worker process when it starts.  If it raises, or a
         worker exits at start-up, the pool is broken (BrokenProcessPool).
 
+    Interrupted while it starts (Ctrl-C), the pool stops what it started
+    (its listener thread, its workers) before the KeyboardInterrupt goes on.
+
     >>> with ProcessPool(1) as pool:
     ...     future = pool.submit(pow, 2, 10)
     >>> future.result()
@@ -139,8 +142,6 @@ class ProcessPool(_Listener, Executor):
         self._ids = itertools.count(1)
         # Names this pool's shared-memory segments (see ``segments``).
         self._token = next(_pool_tokens)
-        if segments.settings()[0]:
-            segments.store()  # (this process owns segments from now on)
         # _lock guards _pending, _workers, _closed, _broken, _woken and every
         # worker's state and job.
         self._lock = threading.Lock()
@@ -163,8 +164,14 @@ class ProcessPool(_Listener, Executor):
         self._listener = threading.Thread(target=self._listen, name="localsched-process-pool",
                                           daemon=True)
         _live_pools.add(self)  # before the first fork: fork workers let go of its pipes
-        self._listener.start()
-        self._started.wait()
+        try:
+            self._listener.start()
+            self._started.wait()
+        except BaseException:
+            # Interrupted (Ctrl-C): nobody will ever hold this pool, so
+            # nobody could stop it; stop what it started.
+            self._abandon_start()
+            raise
         if self._start_error is not None:
             self._listener.join()
             raise self._start_error
@@ -189,8 +196,9 @@ class ProcessPool(_Listener, Executor):
         # Streaming jobs (the scheduler's batches) exchange large values
         # through shared memory when there is room; plain jobs use the pipe.
         prefix = store = lent = None
-        if emit is not None and segments.available():
-            store = segments.store()
+        if emit is not None:
+            store = segments.usable_store()  # (None: the pipes, after one warning)
+        if store is not None:
             prefix = store.job_prefix(self._token, job_id)
             lent = store.lend()
         try:  # may raise: not sendable
@@ -279,6 +287,18 @@ class ProcessPool(_Listener, Executor):
             job.ended()
         if threading.current_thread() is not self._listener:
             self._listener.join()
+
+    def _abandon_start(self) -> None:
+        """Start-up was interrupted: the listener spawns no more workers,
+        stops those it spawned (a worker still starting is killed, see
+        ``_stop_workers``) and ends; wait for that."""
+        with self._lock:
+            self._closed = True
+            self._wake()
+        try:
+            self._listener.join()
+        except RuntimeError:
+            pass  # its thread had not started yet: when it does, it stops at once
 
     def _check_owner(self) -> None:
         # Checked before taking _lock: a forked child's copy of the lock may

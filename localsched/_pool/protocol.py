@@ -61,6 +61,8 @@ class Kind(enum.IntEnum):
       body: the lent segments it used, pickled (or b"" for none).
     - ``RESULT``: body: a plain job's return value: its last message.
     - ``FAILED``: body: the function's exception, packed: the job's last message.
+    - ``NOTE``: body: a warning the worker could not give (UTF-8): the
+      caller gives it, once per process (``segments.warn_once``).
     """
 
     RUN = 1
@@ -71,6 +73,7 @@ class Kind(enum.IntEnum):
     DONE = 13
     RESULT = 14
     FAILED = 15
+    NOTE = 16
 
 
 #: The kinds after which a job has nothing more to say: its worker is free.

@@ -43,6 +43,14 @@ waits, each dispatch, the pool's listener after each message, an explicit
 ``release``.  A cyclic collection may run anywhere, inside ``drain``
 included: it only appends.
 
+Where it runs.  Segments are files in ``_platform.SHM_DIR`` guarded by
+``flock``; ``usable_store`` asks the platform layer whether that works now
+(one ``statvfs``: present, writable, inodes and room left) before this
+process creates its lock file or reaper, and ``None`` sends the caller to
+the pipes after one warning (``warn_once``; a worker's warning becomes a
+note its job hands to the caller).  Platforms without those files (macOS,
+Windows: see ``localsched._platform``) always take the pipes.
+
 The free list.  While a computation runs, a released segment is renamed
 ``...free-<n>`` and kept (at most ``FREE_MAX``) instead of unlinked: a new
 8 MB segment costs about 1.5 ms of page allocation and as much to free.
@@ -58,7 +66,6 @@ the last computation ends, the free list is unlinked.
 from __future__ import annotations
 
 import collections
-import fcntl
 import itertools
 import os
 import secrets
@@ -67,13 +74,15 @@ import sys
 import threading
 import warnings
 
+from .. import _platform
+from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
 from . import job as _job
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
            "write_segment", "WorkerSegments", "sweep", "sweep_stale", "live_segments",
-           "unlink", "hold_owner_lock", "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX"]
+           "unlink", "hold_owner_lock", "usable_store", "SHM_DIR", "PREFIX", "ALIGN",
+           "FREE_MAX"]
 
-SHM_DIR = "/dev/shm"
 PREFIX = "localsched-"
 LOCK_SUFFIX = ".lock"
 DEFAULT_THRESHOLD = 64 * 1024
@@ -108,20 +117,23 @@ def settings() -> tuple[bool, int, int]:
 
 
 def warn_once(message: str) -> None:
-    """One warning per process: a RuntimeWarning in the caller, one line on
-    stderr in a worker (its stderr is the user's terminal)."""
+    """One warning per process: a RuntimeWarning in the caller; in a pool
+    worker, a note its job hands to the caller (``job.notes``), who warns
+    once for all its workers (the user sees one line, not one per worker)."""
     global _warned
     with _warn_lock:
         if _warned:
             return
         _warned = True
     if _job.worker_pid:
-        try:
-            sys.stderr.write(f"localsched: {message}\n")
-        except Exception:
-            pass
+        _job.notes.append(message)
     else:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _pipes_instead(why: str) -> str:
+    return (f"no shared memory for process tasks: {why}; large values travel through "
+            f"pipes instead (slower; LOCALSCHED_SHM=0 silences this)")
 
 
 def free_bytes() -> int:
@@ -130,22 +142,37 @@ def free_bytes() -> int:
 
 
 def available() -> bool:
-    """Whether shared memory can be used now (on, present, with room for a
-    value above the reserve); warns once per process when it cannot."""
+    """Whether shared memory can be used now: switched on, the platform has
+    it (``_platform.shm_dir_stats``: present, writable, inodes left) with
+    room for a value above the reserve.  Asked per job, so a directory
+    that fills up or empties is noticed when it does; warns once per
+    process when it cannot be used."""
     enabled, threshold, reserve = settings()
     if not enabled:
         return False
-    try:
-        free = free_bytes()
-    except OSError:
-        warn_once(f"no shared memory ({SHM_DIR} is missing); process tasks exchange "
-                  f"data through pipes")
+    st, why = _platform.shm_dir_stats()
+    if st is None:
+        warn_once(_pipes_instead(why))
         return False
+    free = st.f_bavail * st.f_frsize
     if free < reserve + threshold:
-        warn_once(f"{SHM_DIR} is too small ({free >> 20} MiB free, {reserve >> 20} MiB "
-                  f"kept in reserve); process tasks exchange data through pipes")
+        warn_once(_pipes_instead(f"{SHM_DIR} is too small: {free >> 20} MiB free, "
+                                 f"{reserve >> 20} MiB kept in reserve"))
         return False
     return True
+
+
+def usable_store() -> SegmentStore | None:
+    """This process's store if shared memory can be used now (``available``),
+    created on first use; None (after the one warning) if it cannot, the
+    store's lock file included: nothing is created before that is known."""
+    if not available():
+        return None
+    try:
+        return store()
+    except OSError as exc:
+        warn_once(_pipes_instead(f"cannot create a file in {SHM_DIR}: {exc.strerror or exc}"))
+        return None
 
 
 def unlink(name: str) -> None:
@@ -209,7 +236,7 @@ def _claim(name: str, size: int, reusable: list) -> tuple[int, str] | None:
             continue
         fd = os.open(path, os.O_RDWR)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            flock(fd, LOCK_EX | LOCK_NB)
         except OSError:  # still mapped somewhere: its pages are not ours to write
             os.close(fd)
             unlink(name)
@@ -267,7 +294,12 @@ class SegmentStore:
         self.mapped: dict = {}  # name -> live mappings of it in this process
         self._numbers = itertools.count()
         self._lock_fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
-        fcntl.flock(self._lock_fd, fcntl.LOCK_SH)
+        try:
+            flock(self._lock_fd, LOCK_SH)
+        except OSError:
+            os.close(self._lock_fd)
+            unlink(os.path.basename(self.lock_path))
+            raise
         self.reaper = self._start_reaper()
 
     def _start_reaper(self) -> int | None:
@@ -448,7 +480,8 @@ def _close_at_exit(s: SegmentStore) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _store, _store_lock, _owner_locks
+    global _store, _store_lock, _owner_locks, _warn_lock
+    _warn_lock = threading.Lock()
     if _store is not None:
         _store.forget_in_child()
     _store = None
@@ -477,7 +510,11 @@ def hold_owner_lock(prefix: str) -> None:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return  # the owner is gone: this worker is about to be
-    fcntl.flock(fd, fcntl.LOCK_SH)
+    try:
+        flock(fd, LOCK_SH)
+    except OSError:
+        os.close(fd)
+        return
     _owner_locks[path] = fd
 
 
@@ -566,7 +603,7 @@ def _take_if_dead(owner: str) -> int | None:
     except OSError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        flock(fd, LOCK_EX | LOCK_NB)
     except OSError:
         os.close(fd)
         return None

@@ -31,8 +31,12 @@ What takes the pipe: objects without large buffers, buffers below the
 threshold, object arrays (pickle sends their items in-band), plain
 ``bytes`` nested inside a result (a ``bytes`` result itself travels through
 shared memory and is copied out on arrival).  Everything takes the pipe
-when shared memory is switched off, missing, or too small, with a one-line
-warning once per process.
+when shared memory is switched off, or the platform has none that works
+(``localsched._platform``: no file locks, ``/dev/shm`` missing, read-only,
+too small or out of inodes), decided when a computation starts and at each
+job, before any file is made; a value that does not fit later takes the
+pipe alone.  One warning per process, the caller's (a worker's failure
+reaches it as a ``NOTE`` message).
 
 Knobs (environment variables, read when used; workers read theirs at
 start-up, so set them before the pool starts):

@@ -7,6 +7,9 @@ A worker's life, as the pool sees it through the messages of ``protocol``::
     loop:  RUN ─► function runs ─► RECORDS … ─► DONE | RESULT | FAILED
            STOP or end of the job pipe ─► exit
 
+(A ``NOTE`` goes before the records it explains: a warning the caller
+gives, e.g. a value that took the pipe because shared memory was full.)
+
 A worker dies with its parent: on Linux the kernel kills it when the
 thread that started it ends (``PR_SET_PDEATHSIG``); everywhere, a watchdog
 thread exits the process when its *lifeline* pipe, whose write end only the
@@ -19,11 +22,11 @@ from __future__ import annotations
 import os
 import pickle
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable
 
+from .. import _platform
 from . import job as _job
 from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
@@ -42,15 +45,17 @@ import sys, pickle
 from multiprocessing.connection import Connection
 jobs = Connection(int(sys.argv[1]), writable=False)
 out = Connection(int(sys.argv[2]), readable=False)
-sys.path[:], authkey = pickle.loads(jobs.recv_bytes())
+try:
+    path, authkey = pickle.loads(jobs.recv_bytes())
+    init = jobs.recv_bytes()
+except EOFError:  # the pool went before this worker started: nothing to say
+    raise SystemExit(1)
+sys.path[:] = path
 import multiprocessing
 multiprocessing.current_process().authkey = authkey
-init = jobs.recv_bytes()
 from localsched._pool.worker import main
 main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
 """
-
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 # Memory between a worker's jobs (glibc only; see ``_keep_freed_memory``).
 # mallopt parameters, from <malloc.h>:
@@ -79,14 +84,7 @@ def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
     ``parent_pid`` is the pool's process, the worker's parent (None when a
     helper such as multiprocessing's fork server started it instead).
     """
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # no prctl: the watchdog below still works
+    _platform.die_with_parent()  # (Linux; elsewhere the watchdog below)
     # The parent may have died before prctl took effect; the worker was then
     # adopted by another process already, and no signal will come.
     if parent_pid is not None and os.getppid() != parent_pid:
@@ -178,15 +176,10 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1").strip().lower() in ("0", "off", "no",
                                                                          "false"):
         return None
-    try:
-        if not os.confstr("CS_GNU_LIBC_VERSION"):
-            return None
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        mallopt, malloc_trim = libc.mallopt, libc.malloc_trim
-    except (AttributeError, OSError, ValueError):
+    glibc = _platform.glibc_malloc()
+    if glibc is None:
         return None
+    mallopt, malloc_trim = glibc
     # mallopt returns 0 for a value it refuses; then the default stays.
     mallopt(M_MMAP_THRESHOLD, KEEP_MMAP_THRESHOLD)
     mallopt(M_TRIM_THRESHOLD, KEEP_TRIM_THRESHOLD)
@@ -207,6 +200,8 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
         t = time.perf_counter()
         body = dump_records(records, writer)
         _job.dump_seconds = time.perf_counter() - t  # (read by fine metrics)
+        if _job.notes:  # (a value took the pipe: the caller warns before it has it)
+            _send_notes(job_id, send)
         frame = encode(Kind.RECORDS, job_id, body)
         try:
             send(frame)
@@ -222,7 +217,10 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
             hold_owner_lock(shm_prefix)
             writer = WorkerSegments(shm_prefix, lent)
         if streams:
-            fn(*args, emit=emit, **kwargs)
+            try:
+                fn(*args, emit=emit, **kwargs)
+            finally:
+                _send_notes(job_id, send)
             # (which lent segments it rewrote: the others go back to the free list)
             return encode(Kind.DONE, job_id, dumps(writer.used) if writer and writer.used else b"")
         result = fn(*args, **kwargs)
@@ -234,6 +232,12 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
         return encode(Kind.RESULT, job_id, dumps(result))
     except Exception as exc:
         return encode(Kind.FAILED, job_id, pack_exception(exc))
+
+
+def _send_notes(job_id: int, send: Callable[[bytes], None]) -> None:
+    """The warnings of this job the caller should give (``job.notes``)."""
+    while _job.notes:
+        _send_quietly(send, encode(Kind.NOTE, job_id, _job.notes.pop(0).encode()))
 
 
 def _send_quietly(send: Callable[[bytes], None], frame: bytes) -> bool:

@@ -121,13 +121,14 @@ __all__ = [
     "visualize",
     "performance_report",
     "RunData",
+    "RunFileError",
     "to_chrome_trace",
     "load_json",
     "Dashboard",
     "dashboard",
 ]
 
-_LAZY = {"performance_report", "RunData", "to_chrome_trace", "load_json"}
+_LAZY = {"performance_report", "RunData", "RunFileError", "to_chrome_trace", "load_json"}
 
 
 def __getattr__(name: str):

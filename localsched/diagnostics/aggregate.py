@@ -362,8 +362,10 @@ def cache_steps(cached: np.ndarray, freed: np.ndarray, metric: np.ndarray):
 METRIC_GROUPS = 16
 
 
-#: Label of the fine metrics that belong to no task (idle, scheduler).
-NO_GROUP = "(no task)"
+#: Label of the worker time that belongs to no task: workers idle between or
+#: outside tasks (waiting for work, handing results over, starting up) --
+#: not a task group, so it is never ranked among them.
+NO_GROUP = "(workers idle, outside tasks)"
 
 
 def metric_table(metrics: Mapping, unit: str = "seconds") -> tuple[list, list, dict]:
@@ -376,7 +378,10 @@ def metric_table(metrics: Mapping, unit: str = "seconds") -> tuple[list, list, d
         label = NO_GROUP if group is None else str(group)
         per = sums.setdefault(label, {})
         per[activity] = per.get(activity, 0.0) + float(value)
-    order = sorted(sums, key=lambda g: (-sum(sums[g].values()), g))
+    # (the time outside tasks is not ranked among the task groups: last)
+    order = sorted(sums, key=lambda g: (g == NO_GROUP, -sum(sums[g].values()), g))
+    idle = order[-1:] if NO_GROUP in sums else []
+    order = order[:len(order) - len(idle)]
     if len(order) > METRIC_GROUPS:
         rest = order[METRIC_GROUPS - 1:]
         merged: dict = {}
@@ -386,6 +391,7 @@ def metric_table(metrics: Mapping, unit: str = "seconds") -> tuple[list, list, d
         label = f"({len(rest)} other groups)"
         sums[label] = merged
         order = order[:METRIC_GROUPS - 1] + [label]
+    order += idle
     activities = activity_order({a for per in sums.values() for a in per})
     columns = {a: [sums[g].get(a, 0.0) for g in order] for a in activities}
     return order, activities, columns

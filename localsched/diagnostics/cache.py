@@ -12,10 +12,16 @@ function must see each result: its ``posttask`` appends one tuple per task
 -- (key, end, metric, freed).  Entries are matched with exits when
 ``results`` is read.  Whatever is still cached when the computation ends is
 freed at the finish time.  All times are epoch seconds (time.time).
+
+A result whose size cannot be measured (``metrics.nbytes`` gives None, a
+metric function raises or returns no number) gets ``metric`` NaN: unknown,
+which the report notes and draws as 0; the computation goes on.
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +52,8 @@ class CacheProfiler(Collector):
         Label of the metric in plots.  Default: the metric's name, or
         ``"tasks"`` when no metric is given.
 
+    Notes
+    -----
     ``cache_time`` is the end of the task (measured by its worker) and
     ``free_time`` the end of the task whose completion released the result,
     or the end of the computation for results still cached then (outputs).
@@ -105,7 +113,7 @@ class CacheProfiler(Collector):
         # collector's tracking).
         task = state.task
         freed = task.freed
-        self._events(state).append((key, task.end, self._metric(result),
+        self._events(state).append((key, task.end, _measured(self._metric, result),
                                     tuple(freed) if freed else ()))
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
@@ -117,10 +125,10 @@ class CacheProfiler(Collector):
         released = state["released"]
         freed = tuple(d for d in state["dependencies"].get(key, ()) if d in released)
         if callable(metric):
-            self._events(state).append((key, end, metric(result), freed))
+            self._events(state).append((key, end, _measured(metric, result), freed))
         else:  # (the layout of a task record, as localsched's runs keep them)
             # (the result lives here: dask's schedulers run no worker process)
-            size = nbytes(result) if metric == "nbytes" else None
+            size = _size_or_nan(nbytes(result)) if metric == "nbytes" else None
             self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
 
     def to_pandas(self):
@@ -140,7 +148,7 @@ class CacheProfiler(Collector):
         metric = self._metric
         if not callable(metric):  # task records: (key, end, metric, freed) of each
             sized = metric == "nbytes"
-            events = [(task[0], task[2], (task[8] or 0) if sized else 1, task[4])
+            events = [(task[0], task[2], _size_or_nan(task[8]) if sized else 1, task[4])
                       for task in events]
         self._built.extend(self._records(run.dsk, events, run.finished))
 
@@ -163,3 +171,16 @@ class CacheProfiler(Collector):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} metric={self.metric_name}: {len(self._raw)} computations>"
 
+
+def _measured(metric, result) -> Any:
+    """``metric(result)``, or NaN (unknown) when it raises or gives no
+    number: a metric never fails the computation it measures."""
+    try:
+        value = metric(result)
+        return value if isinstance(value, numbers.Real) else math.nan
+    except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
+        return math.nan
+
+
+def _size_or_nan(size):
+    return math.nan if size is None else size

@@ -198,7 +198,10 @@ def embedded_json(page: str, path) -> str:
         raise ValueError(f"{path}: neither a localsched run's JSON nor a report page "
                          "with one embedded")
     start += len(marker)
-    return page[start:page.index("</script>", start)]
+    end = page.find("</script>", start)
+    if end < 0:
+        raise ValueError(f"{path}: the run embedded in this report page is cut short")
+    return page[start:end]
 
 
 class _Table:

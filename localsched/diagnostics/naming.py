@@ -19,13 +19,34 @@ from collections.abc import Iterable
 
 from ..utils import funcname, key_split
 
-__all__ = ["groups_of", "worker_rows", "worker_label", "shorten", "format_seconds",
-           "short_repr", "REPR_LIMIT"]
+__all__ = ["printable", "groups_of", "worker_rows", "worker_label", "shorten", "format_seconds",
+           "short_repr", "REPR_LIMIT", "TEXT_LIMIT", "shown_text"]
 
 
 def groups_of(keys: Iterable) -> list:
-    """The task group of every key: ``localsched.utils.key_split``, dask's rule (cached)."""
-    return [key_split(key) for key in keys]
+    """The task group of every key: ``localsched.utils.key_split``, dask's rule
+    (cached), cut to ``TEXT_LIMIT`` characters (a name repeated per record)."""
+    groups = [key_split(key) for key in keys]
+    if groups and max(map(len, groups)) > TEXT_LIMIT:
+        groups = [shorten(g, TEXT_LIMIT) for g in groups]
+    return groups
+
+
+#: Characters of a text shown once per record (a key, a group, a frame) on
+#: the page and in the trace: a longer one is cut (an ellipsis marks it), so
+#: what a page or trace repeats per record stays bounded
+#: (``runcheck`` counts saved runs' shared texts up to this length too).
+TEXT_LIMIT = 200
+
+
+def shown_text(value) -> str:
+    """``str(value)`` cut to ``TEXT_LIMIT`` characters (see there).
+
+    >>> len(shown_text('k' * 5000)), shown_text(('x', 1))
+    (200, "('x', 1)")
+    """
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= TEXT_LIMIT else shorten(text, TEXT_LIMIT)
 
 
 def worker_rows(worker_ids: Iterable) -> dict:
@@ -50,6 +71,23 @@ def worker_label(worker, row: int) -> str:
     ('worker 0', 'unknown worker')
     """
     return "unknown worker" if worker is None else f"worker {row}"
+
+
+def printable(text) -> str:
+    r"""``str(text)`` that UTF-8 can encode: a lone surrogate (what a
+    non-UTF-8 file name decodes to) as its escape.  A page, ``/metrics``
+    and the report encode every string they send; one key that cannot be
+    encoded would break them for the dashboard's whole life.
+
+    >>> printable(b"read\xffcsv".decode("utf-8", "surrogateescape")), printable(("x", 1))
+    ('read\\udcffcsv', "('x', 1)")
+    """
+    text = str(text)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def shorten(text: str, limit: int) -> str:

@@ -17,7 +17,6 @@ import tempfile
 import warnings
 
 from bokeh.io import output_notebook as _output_notebook
-from bokeh.io import save as _save
 from bokeh.io import show as _show
 from bokeh.layouts import column, gridplot
 from bokeh.models import Div, Label, Range1d, Span
@@ -35,6 +34,7 @@ from .figures.metrics import metrics_html, plot_metrics
 from .figures.resources import draw_resources
 from .figures.tasks import draw_tasks
 from .naming import shorten
+from .outputs import write_text
 from .records import CacheData, ResourceData, TaskData
 from .summary import Summary, summarize
 from .tables import summary_html
@@ -153,10 +153,18 @@ def visualize(profilers, filename: str = "profile.html", show: bool = True, save
         page = column(div, plot, sizing_mode="stretch_width")
 
     if save:
-        _save(page, filename=filename, resources=resources, title="localsched profile")
+        _save(page, filename, resources)
     if show:
         _display(page, filename if save else None, resources)
     return plot
+
+
+def _save(layout, filename: str, resources) -> None:
+    """The page written whole or not at all (``outputs.write_text``; bokeh's
+    own ``save`` truncates the file first)."""
+    from bokeh.embed import file_html
+
+    write_text(filename, file_html(layout, resources=resources, title="localsched profile"))
 
 
 def _summary_of(task_tables: list) -> Summary:
@@ -192,7 +200,7 @@ def _display(layout, saved: str | None, resources) -> None:
         with tempfile.NamedTemporaryFile(prefix="localsched-profile-", suffix=".html",
                                          delete=False) as file:
             saved = file.name
-        _save(layout, filename=saved, resources=resources, title="localsched profile")
+        _save(layout, saved, resources)
     _view_in_browser(saved)
 
 

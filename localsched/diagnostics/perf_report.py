@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import ExitStack
+from functools import partial
 
 from .rundata import RunData
 
@@ -30,7 +32,11 @@ class performance_report:
     it off).  After the block, ``report.data`` is the :class:`RunData`; the
     page goes to ``filename`` (None: no page), the JSON to ``json`` and the
     trace to ``trace`` when given.  The page is written even when the block
-    raises.
+    raises -- by the process that entered the block only: a child forked
+    inside it leaves it writing nothing (its profilers stopped at the fork,
+    ``localsched.forking``).  Each file is written whole or not at all
+    (``outputs.write_text``); one that cannot be written raises its
+    ``OSError`` after the others are.
 
     >>> import localsched
     >>> with localsched.performance_report(None, samples=False) as report:
@@ -78,6 +84,7 @@ class performance_report:
     def __enter__(self) -> performance_report:
         self.profilers = self._make_profilers()
         self._started = time.time()
+        self._pid = os.getpid()
         with ExitStack() as stack:
             for p in self.profilers:
                 stack.enter_context(p)
@@ -88,16 +95,25 @@ class performance_report:
         stack, self._stack = self._stack, None
         if stack is None:
             raise RuntimeError("performance_report: __exit__ without __enter__")
+        if os.getpid() != self._pid:
+            return  # a forked child: the report is the parent's
         stack.__exit__(*exc)
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time())
-        if self.json_path:
-            self.data.save_json(self.json_path)
-        if self.trace_path:
-            self.data.to_chrome_trace(self.trace_path)
-        if self.filename:
-            self.data.to_html(self.filename, mode=self.mode)
+        # Each output on its own: one that cannot be written (its error is
+        # raised after) costs none of the others.
+        failures = []
+        for path, write in ((self.json_path, self.data.save_json),
+                            (self.trace_path, self.data.to_chrome_trace),
+                            (self.filename, partial(self.data.to_html, mode=self.mode))):
+            if path:
+                try:
+                    write(path)
+                except OSError as exc:
+                    failures.append(exc)
+        if failures:
+            raise failures[0]
 
     def save_json(self, path) -> None:
         """Save the recorded run (after the block) as JSON."""

@@ -1,7 +1,9 @@
 """The text progress bar: a :class:`Progress` as one line, redrawn in place.
 
 Group lines are redrawn with ANSI cursor movement on a terminal, and
-written once at the end elsewhere (a log holds no escape codes).
+written once at the end elsewhere (a log holds no escape codes).  Group
+names are written through ``termsafe.terminal_text``: a control character
+in a task's name is shown as an escape, never sent to the terminal.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ..termsafe import terminal_text
 from .progress_view import FORMATS, Progress, format_time, short_name, timing_text
 
 __all__ = ["TextRenderer"]
@@ -97,7 +100,8 @@ class TextRenderer:
         """One line per group: name, bar, ``done/total``."""
         if not groups:
             return []
-        names = [short_name(g.name) for g in groups]
+        # (names come from keys: escaped, so a name cannot drive the terminal)
+        names = [short_name(terminal_text(g.name)) for g in groups]
         name_w = max(map(len, names))
         count_w = len(str(max(g.total for g in groups)))
         width = self.width

@@ -4,6 +4,7 @@ trace that Perfetto UI and chrome://tracing open.
 The names of this module, each from the module that holds it:
 
 * :class:`RunData`, ``load_json``, ``to_chrome_trace`` -- ``rundata``;
+* :class:`RunFileError` (a saved run that cannot be read) -- ``runcheck``;
 * the JSON layout, ``FORMAT``, ``VERSION``, ``DATA_ELEMENT_ID`` -- ``codec``;
 * the trace export -- ``trace``;
 * ``stack_tree`` -- ``stacks``;
@@ -19,8 +20,8 @@ from __future__ import annotations
 
 from .codec import DATA_ELEMENT_ID, FORMAT, VERSION
 from .perf_report import performance_report
-from .rundata import RunData, load_json, to_chrome_trace
+from .rundata import RunData, RunFileError, load_json, to_chrome_trace
 from .stacks import stack_tree
 
-__all__ = ["RunData", "performance_report", "to_chrome_trace", "load_json", "stack_tree",
-           "FORMAT", "VERSION", "DATA_ELEMENT_ID"]
+__all__ = ["RunData", "RunFileError", "performance_report", "to_chrome_trace", "load_json",
+           "stack_tree", "FORMAT", "VERSION", "DATA_ELEMENT_ID"]

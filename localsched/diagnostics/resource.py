@@ -19,6 +19,10 @@ also between computations, and one registered with ``register()`` samples
 only while a computation runs.  However they overlap, there is at most one
 sampler thread.
 
+A process forked while sampling runs (a fork worker, a script's
+``os.fork()``) does not sample for its parent: in the child the profiler
+has stopped (``_after_fork_in_child``).
+
 Samples reach ``results`` when sampling stops: at the end of the ``with``
 block, or of each computation when registered -- as dask's profiler, whose
 tracker process hands its samples over only then.
@@ -35,7 +39,9 @@ from timeit import default_timer
 
 import psutil
 
+from .. import _platform
 from ..callbacks import Callback
+from ..forking import renew_in_child
 from ..view import state_view
 from .collector import Collector
 from .records import ResourceData, WorkerResourceData
@@ -85,7 +91,7 @@ class _ProcessTree:
             alive.append(proc.pid)
             rss += proc_rss
             cpu += proc_cpu
-        if _HAS_PROC:
+        if _platform.PROC_DETAILS:
             try:
                 rss = _shared_once(alive)
             except (OSError, ValueError):
@@ -93,10 +99,12 @@ class _ProcessTree:
         return rss / 1e6, cpu
 
 
-# Shared memory counted once (Linux).  Summing RSS counts a shared page once
-# per process mapping it: the process scheduler's workers map the same
-# shared-memory segments (localsched/_pool/shm.py), so a sum of RSS would
-# grow with every worker that reads an input.  Instead, per process:
+# Shared memory counted once (where /proc tells shared pages apart:
+# ``_platform.PROC_DETAILS``, Linux; elsewhere psutil's RSS sum alone).
+# Summing RSS counts a shared page once per process mapping it: the process
+# scheduler's workers map the same shared-memory segments
+# (localsched/_pool/shm.py), so a sum of RSS would grow with every worker
+# that reads an input.  Instead, per process:
 #
 #     RSS - RssShmem (/proc/pid/status)  +  Pss_Shmem (/proc/pid/smaps_rollup)
 #
@@ -107,38 +115,19 @@ class _ProcessTree:
 # scheduler keeps as handles) are added by their size: no RSS holds them.
 # Measured (bench_shm.py): one 8 MB segment mapped by three processes adds
 # 8 MB, not 24.
-_HAS_PROC = os.path.exists("/proc/self/smaps_rollup")
-
-
-def _proc_field(path: str, field: bytes) -> int:
-    with open(path, "rb") as f:
-        for line in f:
-            if line.startswith(field):
-                return int(line.split()[1]) * 1024  # kB
-    return 0
 
 
 def _shared_once(pids: list) -> int:
-    from .._pool import shm
+    from .._pool import segments
 
     total = 0
     mapped: set = set()
     for pid in pids:
-        rss_shmem = 0
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"VmRSS:"):
-                    rss = int(line.split()[1]) * 1024
-                elif line.startswith(b"RssShmem:"):
-                    rss_shmem = int(line.split()[1]) * 1024
-        total += rss - rss_shmem + _proc_field(f"/proc/{pid}/smaps_rollup", b"Pss_Shmem:")
+        rss, rss_shmem, pss_shmem = _platform.proc_memory(pid)
+        total += rss - rss_shmem + pss_shmem
         if rss_shmem:
-            with open(f"/proc/{pid}/maps", "rb") as f:
-                for line in f:
-                    at = line.find(b"/dev/shm/" + shm.PREFIX.encode())
-                    if at >= 0:
-                        mapped.add(line[at + 9:].split()[0].decode())
-    for name, size in shm.live_segments(pids).items():
+            mapped |= _platform.proc_mapped(pid, segments.PREFIX)
+    for name, size in segments.live_segments(pids).items():
         if name not in mapped:
             total += size
     return total
@@ -238,6 +227,21 @@ class ResourceProfiler(Callback):
         # own monitors for that span.
         self._runs_started: dict = {}
         self._per_worker: list = []
+        renew_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the sampler thread and its samples are the
+        parent's.  Fresh locks, no user: leaving a block the parent entered
+        does nothing here (``__exit__``); a computation of the child's own
+        samples afresh."""
+        self._sample_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._users = 0
+        self._thread = self._stop = None
+        self._pending = []
+        self._collecting = False
+        self._tree = None
+        self._failure = None
 
     @property
     def dt(self) -> float:
@@ -351,6 +355,7 @@ class ResourceProfiler(Callback):
     def __enter__(self):
         self.clear()
         self._acquire()
+        self._block_pid = os.getpid()
         try:
             return super().__enter__()
         except BaseException:
@@ -358,6 +363,9 @@ class ResourceProfiler(Callback):
             raise
 
     def __exit__(self, *args):
+        if getattr(self, "_block_pid", None) != os.getpid():
+            super().__exit__(*args)  # a forked child leaves its parent's block:
+            return  # its sampling stopped at the fork
         try:
             super().__exit__(*args)
         finally:

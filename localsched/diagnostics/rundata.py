@@ -23,11 +23,13 @@ True
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .aggregate import gapless_offsets
 from .codec import decode_run, embedded_json, encode_run
+from .outputs import write_text
 from .records import (
     ActivityData,
     CacheData,
@@ -39,11 +41,12 @@ from .records import (
     TaskData,
     TransferData,
 )
+from .runcheck import RunFileError, check_run
 from .stacks import stack_tree
 from .summary import Summary, summarize
 from .trace import chrome_trace
 
-__all__ = ["RunData", "load_json", "to_chrome_trace"]
+__all__ = ["RunData", "RunFileError", "load_json", "to_chrome_trace"]
 
 
 @dataclass
@@ -181,8 +184,8 @@ class RunData:
 
     @classmethod
     def from_dict(cls, data: dict) -> RunData:
-        """The inverse of :meth:`to_dict`."""
-        return cls(**decode_run(data))
+        """The inverse of :meth:`to_dict` (a malformed ``data``: ``RunFileError``)."""
+        return _decoded(cls, data, "run data", None)
 
 
     def to_json(self) -> str:
@@ -192,26 +195,34 @@ class RunData:
         return text.replace("<", "\\u003c")
 
     @classmethod
-    def from_json(cls, text: str) -> RunData:
-        """The inverse of :meth:`to_json`."""
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str, source: str = "JSON text") -> RunData:
+        """The inverse of :meth:`to_json`; a malformed text raises
+        ``RunFileError`` naming ``source``."""
+        return _decoded(cls, _parsed(text, source), source, len(text))
 
     def save_json(self, path) -> None:
         """Write the run to ``path`` as JSON (``load_json`` reads it back)."""
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(self.to_json())
+        write_text(path, self.to_json())
 
     @classmethod
     def load_json(cls, path) -> RunData:
-        """Read a run saved by ``save_json`` -- or embedded in a page ``to_html`` wrote."""
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        if text.lstrip()[:1] != "{":
-            text = embedded_json(text, path)
+        """Read a run saved by ``save_json`` -- or embedded in a page ``to_html``
+        wrote.  A file that is not a readable run raises ``RunFileError`` (a
+        ValueError) naming it and what is wrong (``runcheck``)."""
+        source = os.fsdecode(path)
+        with open(path, "rb") as f:
+            raw = f.read()
         try:
-            return cls.from_json(text)
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ValueError(f"{path}: not a readable localsched run ({exc})") from exc
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RunFileError(f"{source}: not UTF-8 text (byte {exc.start} is "
+                               f"{raw[exc.start]:#04x})") from None
+        if text.lstrip()[:1] != "{":
+            try:
+                text = embedded_json(text, source)
+            except ValueError as exc:
+                raise RunFileError(str(exc)) from None
+        return cls.from_json(text, source)
 
     # -- outputs -----------------------------------------------------------
 
@@ -223,15 +234,13 @@ class RunData:
 
         page = report_html(self, title=title or self.meta.get("title") or "localsched report",
                            mode=mode)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(page)
+        write_text(path, page)
 
     def to_chrome_trace(self, path=None) -> dict:
         """Write (with ``path``) and return the run as a Trace Event Format object."""
         trace = chrome_trace(self)
         if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(trace, f, separators=(",", ":"), allow_nan=False)
+            write_text(path, json.dumps(trace, separators=(",", ":"), allow_nan=False))
         return trace
 
     # -- merging runs recorded apart ---------------------------------------
@@ -338,6 +347,29 @@ def to_chrome_trace(path, profilers_or_data) -> dict:
     data = profilers_or_data if isinstance(profilers_or_data, RunData) \
         else RunData.from_profilers(profilers_or_data)
     return data.to_chrome_trace(path)
+
+
+def _parsed(text: str, source: str):
+    """The JSON value of ``text``; bad JSON is a ``RunFileError`` naming ``source``."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise RunFileError(f"{source}: nested too deeply to be a localsched run") from None
+    except ValueError as exc:  # (JSONDecodeError: where; also too-long integers)
+        cut = " (cut short?)" if isinstance(exc, json.JSONDecodeError) \
+            and exc.pos >= len(text.rstrip()) else ""
+        raise RunFileError(f"{source}: not valid JSON{cut}: {exc}") from None
+
+
+def _decoded(cls, data, source: str, size: int | None):
+    """``cls(**decode_run(data))`` once ``data`` passed ``check_run``."""
+    check_run(data, source, size)
+    try:
+        return cls(**decode_run(data))
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError,
+            OverflowError) as exc:  # (a gap in check_run: still one line naming the file)
+        raise RunFileError(f"{source}: not a readable localsched run "
+                           f"({type(exc).__name__}: {exc})") from None
 
 
 def _add_metrics(into: dict, metrics: dict) -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from ..termsafe import terminal_text
 from .naming import format_seconds, groups_of, short_repr
 
 __all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds", "short_repr"]
@@ -87,11 +88,12 @@ class Summary:
         ]
         if self.dashboard:
             out.append(f"cluster dashboard {self.dashboard}")
-        if self.groups:
-            width = max(len("group"), *(len(g.name) for g in self.groups))
+        if self.groups:  # (names escaped: the lines are for a terminal)
+            names = [terminal_text(g.name) for g in self.groups]
+            width = max(len("group"), *map(len, names))
             out.append(f"{'group':<{width}}  {'tasks':>9}  {'total':>9}  {'mean':>9}  share")
-            for g in self.groups:
-                out.append(f"{g.name:<{width}}  {g.count:>9,}  {format_seconds(g.total):>9}  "
+            for name, g in zip(names, self.groups, strict=True):
+                out.append(f"{name:<{width}}  {g.count:>9,}  {format_seconds(g.total):>9}  "
                            f"{format_seconds(g.mean):>9}  {g.share:>5.0%}")
             if self.other_groups:
                 out.append(f"({self.other_groups} more groups)")

@@ -13,6 +13,11 @@ instant in epoch seconds).  Slices on a track always nest properly: one
 that would overlap the end of an enclosing slice is cut at that end (its
 ``args`` keep the full duration).  Workers are numbered as in the task
 stream (``naming.worker_rows``).
+
+What a small saved run can make the trace repeat is bounded: each name,
+group, task text and frame is cut to ``naming.TEXT_LIMIT`` characters, and
+the samples' stacks to a budget (``STACK_BUDGET``): a sample keeps its
+innermost frames.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import math
 
 from ..utils import key_split
 from .codec import task_text
-from .naming import worker_label, worker_rows
+from .naming import shown_text, worker_label, worker_rows
 
 __all__ = ["chrome_trace"]
 
@@ -53,28 +58,30 @@ def chrome_trace(run) -> dict:
         tid = 2 * rows[r.worker_id] + 1
         runs[r.key] = (tid, r.start_time, r.end_time)
         slice_(tid, _name(r.key), "task", r.start_time, r.end_time,
-               {"group": key_split(r.key), "task": task_text(r.task),
+               {"group": _group(r.key), "task": _task(r.task),
                 "duration_s": r.end_time - r.start_time})
     for r in run.failed:
         tid = 2 * rows[r.worker_id] + 1
         runs[r.key] = (tid, r.start_time, r.end_time)
         slice_(tid, _name(r.key), "failed", r.start_time, r.end_time,
-               {"group": key_split(r.key), "error": r.error,
+               {"group": _group(r.key), "error": r.error,
                 "duration_s": r.end_time - r.start_time})
     for r in run.interrupted:
         tid = 2 * rows[r.worker_id] + 1
         runs[r.key] = (tid, r.start_time, r.stop_time)
         slice_(tid, _name(r.key), "interrupted", r.start_time, r.stop_time,
-               {"group": key_split(r.key), "duration_s": r.stop_time - r.start_time})
+               {"group": _group(r.key), "duration_s": r.stop_time - r.start_time})
     for r in run.activities:
         own = runs.get(r.key)
         args = {"key": _name(r.key), "duration_s": r.stop - r.start}
         if own is not None and own[1] < r.stop and r.start < own[2]:
             # inside (or overlapping) its task's run: nested in its slice
             tid, lo, hi = own
-            slice_(tid, r.activity, "activity", max(r.start, lo), min(r.stop, hi), args)
+            slice_(tid, shown_text(r.activity), "activity", max(r.start, lo), min(r.stop, hi),
+                   args)
         else:
-            slice_(2 * rows[r.worker_id] + 2, r.activity, "activity", r.start, r.stop, args)
+            slice_(2 * rows[r.worker_id] + 2, shown_text(r.activity), "activity", r.start,
+                   r.stop, args)
     for r in run.transfers:
         tid = 2 * rows[r.worker_id] + 2
         if r.start_time > r.send_start:
@@ -107,19 +114,77 @@ def chrome_trace(run) -> dict:
     events += _cache_counters(run, pid, ns)
     # Stack samples of the workers' threads: instants on the worker's track
     # (samples of threads that ran no task have no track and are left out).
-    for r in run.samples:
-        row = rows.get(r.worker_id)
-        if row is None or r.worker_id is None or 2 * row + 1 not in tracks:
-            continue
-        where = [f"{name} ({filename}:{line})" for filename, line, name in r.stack]
-        events.append({"ph": "i", "s": "t", "name": r.stack[-1][2] if r.stack else "(idle)",
-                       "cat": "sample", "pid": pid, "tid": 2 * row + 1,
-                       "ts": ns(r.time) / 1000,
-                       "args": {"group": r.group, "stack": where[::-1],
-                                "seconds": r.seconds}})
-    return {"traceEvents": events, "displayTimeUnit": "ms",
-            "otherData": {"generator": "localsched", "t0": t0,
-                          "clock": "microseconds since t0 (epoch seconds)"}}
+    samples = [r for r in run.samples if r.worker_id is not None
+               and (row := rows.get(r.worker_id)) is not None and 2 * row + 1 in tracks]
+    other = {"generator": "localsched", "t0": t0,
+             "clock": "microseconds since t0 (epoch seconds)"}
+    events += _sample_events(samples, rows, pid, ns, other)
+    return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": other}
+
+
+def _sample_events(samples: list, rows: dict, pid: int, ns, other: dict) -> list:
+    """The stack samples as instants, innermost frame first, within the
+    stack budget (``other`` gets ``stack_frames_per_sample`` when it cut)."""
+    depth, texts = _stack_depth(samples)
+    events = []
+    for r in samples:
+        where = texts(r.stack)
+        args = {"group": None if r.group is None else shown_text(r.group),
+                "stack": where[:depth], "seconds": r.seconds}
+        if len(where) > depth:
+            args["outer_frames_left_out"] = len(where) - depth
+        events.append({"ph": "i", "s": "t",
+                       "name": shown_text(r.stack[-1][2]) if r.stack else "(idle)",
+                       "cat": "sample", "pid": pid, "tid": 2 * rows[r.worker_id] + 1,
+                       "ts": ns(r.time) / 1000, "args": args})
+    if samples and depth < max(len(r.stack) for r in samples):
+        other["stack_frames_per_sample"] = depth
+    return events
+
+
+#: The stack samples' frames written may add up to this many times the
+#: characters the run holds them in (each distinct frame once, plus
+#: ``_SAMPLE_CHARS`` per sample), plus ``STACK_SLACK``; beyond, every
+#: sample keeps the same number of innermost frames (``otherData.
+#: stack_frames_per_sample``, ``args.outer_frames_left_out``).  A saved run
+#: shares each stack among the samples of it, so without this a small file
+#: could make a huge trace.
+STACK_BUDGET = 16
+STACK_SLACK = 1_000_000
+_SAMPLE_CHARS = 16
+
+
+def _stack_depth(samples: list) -> tuple:
+    """(frames written per sample, stack -> its frames' texts innermost first)."""
+    cache: dict = {}  # id(stack) -> (stack, texts, characters): samples share stacks
+    frame_text: dict = {}
+
+    def described(stack) -> tuple:
+        entry = cache.get(id(stack))
+        if entry is None:
+            out = []
+            for frame in reversed(stack):
+                text = frame_text.get(frame)
+                if text is None:
+                    filename, line, name = frame
+                    text = frame_text[frame] = shown_text(f"{name} ({filename}:{line})")
+                out.append(text)
+            entry = cache[id(stack)] = (stack, out, sum(map(len, out)))  # (stack kept alive)
+        return entry
+
+    needed = frames = 0
+    for r in samples:
+        _, out, chars = described(r.stack)
+        needed += chars
+        frames += len(out)
+    held = sum(map(len, frame_text.values())) + _SAMPLE_CHARS * len(samples)
+    budget = STACK_BUDGET * held + STACK_SLACK
+    deepest = max((len(r.stack) for r in samples), default=0)
+    if needed <= budget:
+        depth = deepest
+    else:
+        depth = max(1, int(budget / (needed / frames * len(samples))))
+    return depth, lambda stack: described(stack)[1]
 
 
 def _cache_counters(run, pid: int, ns) -> list:
@@ -169,7 +234,16 @@ def _nested(slices: list) -> list:
 
 
 def _name(key) -> str:
-    return key if isinstance(key, str) else str(key)
+    return shown_text(key)
+
+
+def _group(key) -> str:
+    return shown_text(key_split(key))
+
+
+def _task(task):
+    text = task_text(task)
+    return text if text is None else shown_text(text)
 
 
 

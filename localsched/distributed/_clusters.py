@@ -22,13 +22,24 @@ supported, a LocalCluster is used and scripts need the guard.)
 from __future__ import annotations
 
 import atexit
-import sys
 import threading
+
+from .. import _platform
+from ..forking import at_fork_in_child
 
 _lock = threading.Lock()
 _embedded: list = []  # [cluster, Client] once started
 _by_address: dict = {}  # address -> Client
 _exit_hooked: list = []
+
+
+@at_fork_in_child
+def _renew_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    # The cluster and Clients are the parent's (their IO loops run there)
+    _embedded.clear()
+    _by_address.clear()
 
 
 def default_client(client=None, address: str | None = None):
@@ -66,8 +77,10 @@ def default_client(client=None, address: str | None = None):
 
 
 def _start_embedded():
-    """A cluster on this machine whose processes never import ``__main__``."""
-    if sys.platform == "win32":
+    """A cluster on this machine whose processes never import ``__main__``
+    (where processes have sessions and POSIX signals, which the embedded
+    cluster's clean stop needs: elsewhere dask's LocalCluster)."""
+    if not _platform.SESSIONS_AND_SIGNALS:
         from distributed import LocalCluster
 
         return LocalCluster(host="127.0.0.1", dashboard_address="127.0.0.1:0")

@@ -110,7 +110,8 @@ def test_status_page_live_in_chromium(tmp_path, chromium_path):
             # the stream grows while the computation runs
             assert any(b > a > 0 for a, b in zip(lengths, lengths[1:], strict=False)), lengths
             tab.screenshot(os.path.join(shots, "dashboard-status.png"))
-            summary = tab.evaluate("Bokeh.documents[0].get_model_by_name('summary').text")
+            summary = tab.evaluate("Bokeh.index[Bokeh.documents[0].get_model_by_name('summary')"
+                                   ".id].markup_el.innerHTML")
             tab.close_tab()
             # the closed tab's session goes within a couple of seconds
             t0 = time.monotonic()

@@ -1,6 +1,7 @@
 """A page's two rates: the summary strip on its own (every 100 ms, cheap: no
-take-in of the finished tasks), the heavy parts (take-in, task stream,
-progress per group, ETA) within the CPU budget.
+take-in of the finished tasks: its clock and countdown move, its counts are
+the last take-in's), the heavy parts (take-in, task stream, progress per
+group, ETA) within the CPU budget.
 
 No browser, no sleeping, no timing: a real run's task records are replayed
 into a Feed, and the page's cadence is driven by fake clocks.
@@ -23,27 +24,43 @@ def live():
     return live_feed(300)
 
 
-def test_the_summary_shows_exact_counts_without_taking_in(live):
-    """The summary strip reads the run's record count (a length: no task is
-    looked at), so it can refresh every 100 ms however many tasks finish."""
+def test_the_summary_shows_the_take_in_the_groups_show(live):
+    """The summary strip's counts are those of the last take-in, the
+    snapshot progress per group is drawn from: a summary refresh between
+    two take-ins (every 100 ms, cheap: no task looked at) moves the clock,
+    not the counts, so the strip never disagrees with the groups."""
+    from localsched.diagnostics.live.groups import GroupProgress
+
     done, run, clock, feed = live
-    summary = Summary(feed)
+    summary, groups = Summary(feed), GroupProgress(feed)
     third = len(done.ends) // 3
     run.ends.extend(done.ends[:third])
     clock.t += 0.1
+    summary.update()  # (before any take-in: the run's lengths)
+    assert f"{third:,} / {len(done.keys):,}" in summary.text
+    assert feed.done == 0
+    groups.update()  # a full update: take-in, then every part
     summary.update()
-    assert f"{third:,} / {len(done.keys):,}" in summary.root.text
-    assert feed.done == 0  # (nothing was taken in: the heavy update does that)
+    shown = sum(int(label.split()[-1].split("/")[0]) for label in groups.source.data["label"])
+    assert shown == third and f"{third:,} / {len(done.keys):,}" in summary.text
+    before = summary.text
     run.ends.extend(done.ends[third:])
+    clock.t += 0.25
+    summary.tick()  # a summary refresh: the clock moves, the counts wait
+    assert summary.text != before and f"{third:,} / {len(done.keys):,}" in summary.text
+    feed.update(force=True)  # (a probe taking the tasks in between)
+    summary.tick()  # (still the counts the groups show)
+    assert f"{third:,} / {len(done.keys):,}" in summary.text
     clock.t += 0.1
+    groups.update()
     summary.update()
-    assert f"{len(done.ends):,} / {len(done.keys):,}" in summary.root.text
+    assert f"{len(done.ends):,} / {len(done.keys):,}" in summary.text
     assert feed.progress()["done"] == len(done.ends)
 
 
 def test_counts_are_exact_at_the_end(live):
-    """After the run: the summary's done/total, and the groups' counts once a
-    heavy update took the tasks in, are exact."""
+    """After the run, once an update took its last tasks in: the summary's
+    done/total and the groups' counts are exact, and only then "finished"."""
     done, run, clock, feed = live
     run.ends.extend(done.ends[:100])
     clock.t += 0.1
@@ -51,9 +68,11 @@ def test_counts_are_exact_at_the_end(live):
     run.ends.extend(done.ends[100:])
     run.finished = clock.t = clock.t + 0.5
     p = feed.progress()
+    assert p["done"] == 100 and p["status"] == "running"  # (the snapshot: not yet its end)
+    feed.update()
+    p = feed.progress()
     assert p["done"] == p["total"] == len(done.keys) and p["status"] == "finished"
     assert p["eta"] == 0.0
-    feed.update()
     assert {g: (c.done, c.total) for g, c in feed.groups.items()} == {
         "inc": (300, 300), "double": (300, 300), "total": (1, 1)}
     assert feed.done == len(done.keys)
@@ -71,15 +90,21 @@ def test_the_eta_counts_down_between_heavy_updates():
     recorder.runs.append(run)
     clock = Clock(1010.0)
     feed = Feed(recorder, clock=clock)
-    assert feed.progress()["eta"] is None  # (nothing taken in: no estimate yet)
+    p = feed.progress()
+    assert p["eta"] is None and p["eta_note"]  # (nothing taken in: no estimate yet)
     feed.update()
     assert feed.progress()["eta"] == pytest.approx(20.0)
     clock.t += 0.25
     assert feed.progress()["eta"] == pytest.approx(19.75)
     assert feed.progress()["done"] == 20
-    # a next run, not taken in yet, has no estimate (not this one's, counted down)
+    # a next run, not taken in yet: the strip still shows the run the groups
+    # show; once taken in, the next has no estimate (not this one's, counted down)
     recorder.runs.append(RunLog(keys))
-    assert feed.progress()["done"] == 0 and feed.progress()["eta"] is None
+    assert feed.progress()["run"] == run.number
+    feed.update(force=True)
+    p = feed.progress()
+    assert p["run"] == recorder.runs[-1].number and p["done"] == 0 and p["eta"] is None
+    assert p["eta_note"] == "after the first tasks finish"
 
 
 def _fast_run(cadence, clock, *, seconds, tasks_per_second, per_task_cost, heavy_cost,
@@ -127,6 +152,26 @@ def test_the_summary_keeps_its_rate_when_heavy_updates_are_not_affordable():
     assert made["full"] + made["summary"] >= 95  # about every 100 ms
     assert 3 <= made["full"] <= 30  # the heavy parts on their own, slower rate
     assert clock["cpu"] <= PER_TASK * clock["tasks"] + cadence.pacer.cap + 0.1
+
+
+def test_heavy_parts_redraw_twice_a_second_while_tasks_finish_fast():
+    """However cheap for the server, a run of 50k tasks a second gets a full
+    update (the browser redraws its task stream and groups) at most every
+    FAST_PERIOD; the strip ticks every 100 ms between.  A slow run (100
+    tasks a second) gets a full update every tick."""
+    from localsched.diagnostics.live.pages import FAST_PERIOD
+
+    for rate, fulls in ((50_000, (10 / FAST_PERIOD * 0.8, 10 / FAST_PERIOD + 1)), (100, (90, 100))):
+        clock = {"wall": 0.0, "cpu": 0.0, "tasks": 0}
+        wall, cpu, tasks = (clock.__getitem__ for _ in range(3))
+        pacer = Pacer(clock=lambda w=wall: w("wall"), cpu_clock=lambda c=cpu: c("cpu"),
+                      tasks=lambda t=tasks: t("tasks"), per_task=1e-3)  # (the server: no limit)
+        cadence = Cadence(pacer, clock=lambda w=wall: w("wall"),
+                          tasks=lambda t=tasks: t("tasks"))
+        made = _fast_run(cadence, clock, seconds=10, tasks_per_second=rate,
+                         per_task_cost=0.0, heavy_cost=0.0, summary_cost=0.0)
+        assert fulls[0] <= made["full"] <= fulls[1], (rate, made)
+        assert made["full"] + made["summary"] >= 95, (rate, made)
 
 
 def test_cheap_heavy_updates_run_every_tick():

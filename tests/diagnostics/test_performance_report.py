@@ -19,6 +19,7 @@ import pytest
 
 import localsched
 from localsched.diagnostics import CacheProfiler, Profiler, ResourceProfiler
+from localsched.diagnostics.aggregate import NO_GROUP
 from localsched.diagnostics.records import (
     ActivityData,
     CacheData,
@@ -350,7 +351,7 @@ def test_report_page_works_offline_in_chromium(chromium, tmp_path):
     assert value["scripts"] == 0 and value["format"] == "localsched-run"
     assert value["tasks"] == len(run.tasks)
     # the selector offers all samples, then each group's; switching redraws
-    assert value["options"] == ["all", "load", "(no task)"]
+    assert value["options"] == ["all", "load", NO_GROUP]
     assert value["before"] == 50 and value["after"] == sum(s.group is None for s in run.samples)
     for text in ("parallel efficiency", "Fine metrics", "Flame graph", "Task durations",
                  "Cache by task group (bytes)", "serialize"):
@@ -377,7 +378,7 @@ def test_report_figures_show_the_records():
                    if "group" in r.data_source.data)
     assert metrics["group"][0] == "load" and metrics["thread-cpu"][0] == 0.3
     assert list(layout.select_one({"name": "flame-group"}).options) == \
-        ["all", "load", "(no task)"]
+        ["all", "load", NO_GROUP]
 
 
 def test_many_activities_are_aggregated_keeping_their_time():

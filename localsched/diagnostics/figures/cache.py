@@ -3,7 +3,8 @@
 A group's line is the sum of the cache metric over its results in the
 cache (``aggregate.cache_steps``); lines with more steps than pixels keep
 each pixel's maximum (``aggregate.step_max``).  The legend lists the groups
-that held most, then "N other groups".
+that held most, then "N other groups".  Results of unknown size (metric
+NaN: it could not be measured) count as 0, and the title says how many.
 """
 
 from __future__ import annotations
@@ -76,6 +77,12 @@ def draw_cache(table: CacheTable, metric_name: str, x_range, t0, colors, label_s
     if extent is not None:
         end_time = float(extent[1])
         freed = np.where(np.isnan(table.freed), end_time, table.freed)
+        unknown = np.isnan(table.metric)  # (sizes that could not be measured)
+        metric = np.where(unknown, 0.0, table.metric)
+        if unknown.any():
+            n = int(unknown.sum())
+            fig.title.text = (f"{fig.title.text} -- {n} result{'s' if n > 1 else ''} of "
+                              "unknown size (counted as 0)")
         names = sorted(set(table.groups))
         codes = group_codes(table.groups, names)
         order = np.argsort(codes, kind="stable")
@@ -84,7 +91,7 @@ def draw_cache(table: CacheTable, metric_name: str, x_range, t0, colors, label_s
         for members in np.split(order, bounds):
             name = names[codes[members[0]]]
             time, value = cache_steps(table.cached[members] - t0, freed[members] - t0,
-                                     table.metric[members])
+                                     metric[members])
             if len(time) > 2 * PIXELS and px > 0:
                 time, value = step_max(time, value, px)
             line = fig.step("time", "value", source={"time": time, "value": value}, mode="after",

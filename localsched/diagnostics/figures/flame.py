@@ -8,7 +8,12 @@ is as tall as the deepest frame worth seeing (``FLAME_VISIBLE_SHARE`` of
 the width, at most ``FLAME_MAX_ROWS`` rows)
 of the tree shown: a few very deep samples no longer set the height, and
 the import machinery is folded into one ``(import)`` frame
-(``stacks.fold_import_frames``).
+(``stacks.fold_import_frames``).  The "all" tree roots every stack at its
+task group (``stack_tree(by_group=True)``): the first row names the groups,
+and time in C code a task calls directly still shows under its group.
+A frame's label is drawn only where it fits: cut to the frame's width
+(``fit_label``) when the page is built, and again in the browser whenever
+the view is zoomed, panned or resized (``clip_labels``).
 """
 
 from __future__ import annotations
@@ -24,11 +29,67 @@ from bokeh.plotting import figure
 from ..aggregate import NO_GROUP, PIXELS
 from ..naming import shorten
 from ..records import SampleData
-from ..stacks import sample_seconds, stack_tree, width_key
+from ..stacks import GROUP_FILE, sample_seconds, stack_tree, width_key
 from .base import FIGURE_DEFAULTS, figure_options, point_hover
 
 __all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN_SHARE",
-           "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS"]
+           "FLAME_GROUPS", "FLAME_VISIBLE_SHARE", "FLAME_MAX_ROWS", "fit_label", "clip_labels",
+           "LABEL_CHAR_PX"]
+
+#: The colour of a task group's frame (the first row of the "all" tree).
+GROUP_COLOR = "#c6dbef"
+
+#: Pixels one character of a frame's label may take (8pt sans-serif: most
+#: characters are narrower), and the margin kept inside a frame.
+LABEL_CHAR_PX = 6.5
+LABEL_MARGIN_PX = 6
+
+
+def fit_label(name: str, pixels: float, char_px: float = LABEL_CHAR_PX) -> str:
+    """``name`` cut to fit a frame ``pixels`` wide (an ellipsis marking the
+    cut), or '' where not even three characters fit.
+
+    >>> fit_label('reduce_sum', 200), fit_label('reduce_sum', 45), fit_label('reduce_sum', 20)
+    ('reduce_sum', 'reduc\u2026', '')
+    """
+    chars = int((pixels - LABEL_MARGIN_PX) / char_px)
+    return shorten(name, chars) if chars >= 3 else ""
+
+
+#: The browser's side of ``fit_label``: every frame's label recomputed from
+#: its width on screen (the part of it in view), drawn from the frame's
+#: visible left edge; the label column is changed in place and the glyph
+#: redrawn (``change.emit``): nothing is sent back to a server.
+_CLIP_LABELS_JS = """
+const data = source.data;
+const col = (k) => (data instanceof Map ? data.get(k) : data[k]);
+const names = col("name"), lefts = col("left"), rights = col("right");
+const labels = col("label"), xs = col("label_x");
+const start = x_range.start, end = x_range.end, span = end - start;
+const px = fig.inner_width;
+if (!names || !labels || !(span > 0) || !(px > 0)) return;
+for (let i = 0; i < names.length; i++) {
+  const lo = Math.max(lefts[i], start), hi = Math.min(rights[i], end);
+  const chars = Math.floor(((hi - lo) / span * px - margin) / char_px);
+  const name = String(names[i]);
+  labels[i] = chars >= name.length ? name
+            : (chars >= 3 ? name.slice(0, chars - 1) + "\u2026" : "");
+  if (xs) xs[i] = lo;
+}
+source.change.emit();
+"""
+
+
+def clip_labels(fig, source, char_px: float = LABEL_CHAR_PX) -> None:
+    """Recompute ``source``'s frame labels in the browser whenever the
+    figure's x range or width changes, or new data comes (see ``fit_label``)."""
+    callback = CustomJS(args={"source": source, "x_range": fig.x_range, "fig": fig,
+                              "char_px": char_px, "margin": LABEL_MARGIN_PX},
+                        code=_CLIP_LABELS_JS)
+    fig.x_range.js_on_change("start", callback)
+    fig.x_range.js_on_change("end", callback)
+    fig.js_on_change("inner_width", callback)
+    source.js_on_change("data", callback)
 
 #: Frames that are at least this share of the width set the figure's height.
 FLAME_VISIBLE_SHARE = 1 / 100
@@ -65,7 +126,7 @@ FLAME_GROUPS = 20
 
 
 _FLAME_COLUMNS = ("left", "right", "depth", "bottom", "top", "name", "where", "count",
-                  "seconds", "share", "color", "label")
+                  "seconds", "share", "color", "label", "label_x")
 
 
 def flame_rects(tree: Mapping) -> dict:
@@ -86,17 +147,21 @@ def flame_rects(tree: Mapping) -> dict:
         out["bottom"].append(depth - 0.45)
         out["top"].append(depth + 0.45)
         out["name"].append(node["name"])
-        where = f"{node['filename']}:{node['line']}" if node.get("filename") else ""
+        filename = node.get("filename")
+        where = ("task group" if filename == GROUP_FILE
+                 else f"{filename}:{node['line']}" if filename else "")
         out["where"].append(where)
         out["count"].append(node["count"])
         out["seconds"].append(node.get("seconds", 0.0))
         out["share"].append(share)
         # crc32, not hash(): the same function gets the same colour in every report
-        out["color"].append(palette[zlib.crc32(f"{node['name']}|{where}".encode())
-                                    % len(palette)] if depth else "#d9d9d9")
-        # ~7 px a character on a ~1000 px wide plot
-        chars = int(share * PIXELS / 7)
-        out["label"].append(shorten(node["name"], chars) if chars >= 3 else "")
+        # (a task group's frame in blue: it is no function)
+        out["color"].append("#d9d9d9" if not depth else GROUP_COLOR if filename == GROUP_FILE
+                            else palette[zlib.crc32(f"{node['name']}|{where}".encode())
+                                         % len(palette)])
+        # (on a ~1000 px wide plot; the browser fits them again: clip_labels)
+        out["label"].append(fit_label(node["name"], share * PIXELS))
+        out["label_x"].append(left)
         x = left
         for child in node["children"]:
             child_share = child[width] / total
@@ -143,8 +208,9 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs: Any) -> Column:
     source = ColumnDataSource(dict(choices[0].data))
     rects = fig.quad(left="left", right="right", bottom="bottom", top="top",
                      source=source, fill_color="color", line_color="white", name="flame")
-    fig.text(x="left", y="depth", text="label", source=source, x_offset=3,
+    fig.text(x="label_x", y="depth", text="label", source=source, x_offset=3,
              text_baseline="middle", text_font_size="8pt", name="flame-labels")
+    clip_labels(fig, source)
     fig.yaxis.visible = False
     fig.ygrid.grid_line_color = None
     point_hover(fig, [rects], [("function", "@name"), ("where", "@where"),
@@ -172,31 +238,34 @@ def plot_flame(trees: Mapping[str, Mapping], **figure_kwargs: Any) -> Column:
 def flame_trees(samples: Sequence[SampleData],
                 tree: Callable[..., dict] | None = None) -> dict:
     """``{"all": tree, group: tree, ...}`` for ``plot_flame``: all samples,
-    then the ``FLAME_GROUPS`` groups with most time (``sample_seconds``;
-    ``(no task)`` for samples taken between tasks), the import machinery
-    folded.
-    ``tree(group=...)`` builds a tree, by default ``stacks.stack_tree`` over
-    ``samples``.
+    each stack rooted at its task group (``by_group``), then the
+    ``FLAME_GROUPS`` task groups with most time (``sample_seconds``), then
+    the samples taken between tasks (``NO_GROUP``, last: not a task group),
+    the import machinery folded.
+    ``tree(group=..., by_group=...)`` builds a tree, by default
+    ``stacks.stack_tree`` over ``samples``.
 
     >>> from localsched.diagnostics.records import SampleData
     >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),), 0.01),
     ...      SampleData(0.1, 1, None, (), 0.09)]
-    >>> {k: v['seconds'] for k, v in flame_trees(s).items()}
-    {'all': 0.1, '(no task)': 0.09, 'x': 0.01}
+    >>> trees = flame_trees(s)
+    >>> {k: v['seconds'] for k, v in trees.items()} == {'all': 0.1, 'x': 0.01, NO_GROUP: 0.09}
+    True
+    >>> list(trees)[-1] == NO_GROUP, [c['name'] for c in trees['all']['children']]
+    (True, ['(between tasks)', 'x'])
     """
     if tree is None:
-        def tree(group: str | None = None) -> dict:
-            return stack_tree(samples, group=group, fold_imports=True)
+        def tree(group: str | None = None, by_group: bool = False) -> dict:
+            return stack_tree(samples, group=group, fold_imports=True, by_group=by_group)
     seconds: dict = {}
     counts: dict = {}
     for s, t in zip(samples, sample_seconds(samples), strict=True):
         seconds[s.group] = seconds.get(s.group, 0.0) + t
         counts[s.group] = counts.get(s.group, 0) + 1
-    out = {"all": tree()}
-    for group in sorted(seconds, key=lambda g: (-seconds[g], -counts[g], str(g)))[:FLAME_GROUPS]:
-        if group is None:
-            sub = [s for s in samples if s.group is None]
-            out[NO_GROUP] = stack_tree(sub, fold_imports=True)
-        else:
-            out[str(group)] = tree(group=group)
+    out = {"all": tree(by_group=True)}
+    groups = [g for g in seconds if g is not None]
+    for group in sorted(groups, key=lambda g: (-seconds[g], -counts[g], str(g)))[:FLAME_GROUPS]:
+        out[str(group)] = tree(group=group)
+    if None in seconds:
+        out[NO_GROUP] = stack_tree([s for s in samples if s.group is None], fold_imports=True)
     return out

@@ -52,7 +52,8 @@ def plot_metrics(metrics: Mapping, label_size: int = LABEL_SIZE, **figure_kwargs
     activities (``thread-cpu``, ``thread-noncpu``, ``serialize``,
     ``transfer``, ``idle``, user labels ...), coloured as in the task
     stream; the worker-seconds that belong to no task (``idle``,
-    ``hand-off``, ``start-up``) are the ``(no task)`` bar; the caller's
+    ``hand-off``, ``start-up``) are the ``NO_GROUP`` bar, last and not
+    ranked among the groups (workers idle between or outside tasks); the caller's
     ``caller-seconds`` are not drawn here (``accounting_html`` lists them).
     Groups are sorted by total, most first, and past
     ``METRIC_GROUPS`` summed into one bar.
@@ -61,7 +62,7 @@ def plot_metrics(metrics: Mapping, label_size: int = LABEL_SIZE, **figure_kwargs
     ...                     (('s',), 'load', 'thread-noncpu', 'seconds'): 1.0,
     ...                     ((), None, 'idle', 'seconds'): 0.5})
     >>> list(fig.y_range.factors), [r.name for r in fig.renderers]
-    (['(no task)', 'load'], ['thread-cpu', 'thread-noncpu', 'idle'])
+    (['(workers idle, outside tasks)', 'load'], ['thread-cpu', 'thread-noncpu', 'idle'])
     >>> fig.renderers[0].data_source.data['thread-cpu']
     [2.0, 0.0]
     """
@@ -107,7 +108,9 @@ def metrics_html(metrics: Mapping) -> str:
     for (_span, group, activity, unit), value in metrics.items():
         if unit == "seconds":
             continue
-        k = (NO_GROUP if group is None else str(group), activity, unit)
+        # (the caller's seconds -- the scheduler's own -- are no worker's idle time)
+        outside = NO_GROUP if unit == "seconds" else "(outside tasks)"
+        k = (outside if group is None else str(group), activity, unit)
         rows[k] = rows.get(k, 0.0) + float(value)
     if not rows:
         return ""

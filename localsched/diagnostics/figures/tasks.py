@@ -37,7 +37,7 @@ from ..aggregate import (
     origin,
     seconds_per_pixel,
 )
-from ..naming import format_seconds, groups_of, short_repr, worker_label
+from ..naming import format_seconds, groups_of, short_repr, shown_text, worker_label
 from ..records import ActivityData, FailedTaskData, InterruptedTaskData, TaskData, TransferData
 from .base import (
     LABEL_SIZE,
@@ -238,7 +238,7 @@ def _task_bars(table: TaskTable, rows: np.ndarray, t0: float, colors: dict[str, 
         "row": rows,
         "height": np.full(n, ROW_HEIGHT),
         "color": [colors[g] for g in table.groups],
-        "key": [str(key) for key in table.keys],
+        "key": [shown_text(key) for key in table.keys],
         "group": list(table.groups),
         "task": [short_repr(task) for task in table.tasks],
         "status": [f"took {format_seconds(d)}" for d in (table.end - table.start).tolist()],
@@ -253,7 +253,7 @@ def _failed_bars(failed: list, row_of: dict, t0: float) -> dict:
         "row": np.array([row_of[r.worker_id] for r in failed], dtype=np.int64),
         "height": np.full(len(failed), ROW_HEIGHT),
         "color": [FAILED_COLOR] * len(failed),
-        "key": [str(r.key) for r in failed],
+        "key": [shown_text(r.key) for r in failed],
         "group": groups_of(r.key for r in failed),
         "task": [short_repr(r.task) for r in failed],
         "status": [f"FAILED after {format_seconds(r.end_time - r.start_time)}: {r.error}"
@@ -270,7 +270,7 @@ def _interrupted_bars(interrupted: list, row_of: dict, t0: float, colors: dict) 
         "row": np.array([row_of[r.worker_id] for r in interrupted], dtype=np.int64),
         "height": np.full(len(interrupted), ROW_HEIGHT),
         "color": [colors[g] for g in groups],
-        "key": [str(r.key) for r in interrupted],
+        "key": [shown_text(r.key) for r in interrupted],
         "group": groups,
         "task": [short_repr(r.task) for r in interrupted],
         "status": [f"INTERRUPTED: running for {format_seconds(r.stop_time - r.start_time)} "
@@ -304,7 +304,7 @@ def _transfer_bars(transfers: list, row_of: dict, t0: float, px: float) -> dict:
             "left": left, "right": right, "row": row_arr,
             "height": np.full(len(left), TRANSFER_HEIGHT),
             "color": [color[k] for k in kinds],
-            "key": [str(k) for k in keys],
+            "key": [shown_text(k) for k in keys],
             "group": [what[k] for k in kinds],
             "task": [""] * len(left),
             "status": [f"{what[k]}: {format_seconds(b - a)}"
@@ -344,7 +344,7 @@ def _activity_bars(activities: list, row_of: dict, t0: float, px: float) -> dict
             "height": np.full(len(left), ACTIVITY_HEIGHT),
             "color": [colors[k] for k in kinds],
             "activity": kinds,
-            "key": [str(r.key) for r in activities],
+            "key": [shown_text(r.key) for r in activities],
             "group": groups_of(r.key for r in activities),
             "task": [""] * len(left),
             "status": [f"{r.activity}: {format_seconds(r.stop - r.start)}" for r in activities],
@@ -389,7 +389,7 @@ def _aggregated_bars(table: TaskTable, rows: np.ndarray, t0: float, px: float, c
         first, last = int(members[0]), int(members[-1])
         group.append(names[weights[0][0]])
         if len(members) == 1:
-            keys.append(str(table.keys[first]))
+            keys.append(shown_text(table.keys[first]))
             tasks.append(short_repr(table.tasks[first]))
             status.append(f"took {format_seconds(table.end[first] - table.start[first])}")
             covers.append(names[weights[0][0]])

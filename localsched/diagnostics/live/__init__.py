@@ -24,6 +24,7 @@ How it is built (one idea per module, imports point down the list)::
                   (Cadence, Pacer), one message per update
     routes.py     plain HTTP: /json/progress.json, /metrics, /individual-plots.json,
                   /report.html -- no Bokeh session
+    hosts.py      which Host a request may name (403 otherwise: DNS rebinding)
     server.py     the Bokeh server on its own thread and event loop
     dash.py       Dashboard (the Callback), dashboard() (the shared one),
                   from_environment() (LOCALSCHED_DASHBOARD)
@@ -31,10 +32,13 @@ How it is built (one idea per module, imports point down the list)::
 The scheduler never waits for the browser: readers pull from append-only
 lists with cursors (``len`` first, then a slice), and with no page open and
 no probe the server thread sleeps.  With a page open, its summary strip
-refreshes every 100 ms from lengths of those lists (no task looked at), and
-the heavy updates stay within a budget of server CPU per task finished (or a
-small share of a core), so a flood of tasks slows the task stream and the
-groups, not the computation nor the summary.  An update sends only what
+refreshes every 100 ms (its clocks; its counts are those of the last
+take-in, which progress per group shows too), and the heavy updates stay
+within a budget of server CPU per task finished (or a small share of a
+core), and at most twice a second while tasks finish fast (the browser's
+redraws run on the same cores), so a flood of tasks slows the task stream
+and the groups, not the computation nor the summary.  A long-lived
+dashboard keeps a bounded history of runs (``history``).  An update sends only what
 changed (new task-stream rows, numbers inline) in one message; taking in the
 finished tasks (about a quarter of a microsecond each, done by a full
 update) is most of what a page costs on a run of tiny tasks.  Sessions with

@@ -44,6 +44,10 @@ class Component:
     def update(self) -> None:
         raise NotImplementedError
 
+    def tick(self) -> None:
+        """A fast component's refresh between full updates (no take-in)."""
+        self.update()
+
 
 class InlineArray(np.ndarray, Serializable):
     """A numeric column that bokeh writes into its message's JSON (base64 of
@@ -70,13 +74,18 @@ def inline(values, dtype=float) -> np.ndarray:
 
 
 def changed(source, data: dict) -> None:
-    """Replace ``source.data`` only if it differs (no message when unchanged)."""
+    """Send what differs of ``data`` from ``source.data``: nothing when
+    equal; only the columns that changed when the rows are the same in
+    number (a smaller message, and the browser recomputes only those);
+    else the whole data."""
     old = source.data
-    if set(old) == set(data) and all(len(old[k]) == len(data[k]) and
-                                     all(a == b for a, b in zip(old[k], data[k], strict=False))
-                                     for k in data):
+    if set(old) != set(data) or any(len(old[k]) != len(data[k]) for k in data):
+        source.data = data
         return
-    source.data = data
+    new = {k: v for k, v in data.items()
+           if not all(a == b for a, b in zip(old[k], v, strict=False))}
+    if new:
+        source.data.update(new)
 
 
 def lean(fig, *, x_axis: bool = True, y_axis: bool = True, grids: str = "xy"):

@@ -11,10 +11,12 @@ import threading
 import weakref
 from typing import Any
 
+from ... import callbacks as callbacks_module
 from ...callbacks import Callback, Needs, active_callbacks
+from ...forking import at_fork_in_child, renew_in_child
 from .feed import Feed
 from .pages import COMPONENTS, applications
-from .recorder import Recorder
+from .recorder import DEFAULT_HISTORY, Recorder
 from .routes import routes
 from .server import BackgroundServer, parse_address
 
@@ -30,6 +32,11 @@ DASK_ENV_VAR = "DASK_LOCALSCHED__DASHBOARD"
 #: A template for the link, e.g. ``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/status``
 #: behind JupyterHub's proxy; fields: ``host``, ``port`` and the environment.
 LINK_ENV_VAR = "LOCALSCHED_DASHBOARD_LINK"
+#: Set by the process whose switch started the shared dashboard, to its pid:
+#: the processes it starts (workers of every start method, multiprocessing
+#: and dask children, subprocesses) inherit the switch with it, and never
+#: start a dashboard of their own.
+OWNER_ENV_VAR = "LOCALSCHED_DASHBOARD_OWNER"
 
 
 class Dashboard(Callback):
@@ -63,12 +70,23 @@ class Dashboard(Callback):
         FineMetrics / SampleProfiler objects to read beside those registered.
     quiet : bool
         Do not print the link.
+    allowed_hosts : iterable of str
+        Host names the page may be reached by besides its own address (a
+        reverse proxy's public name); any other ``Host`` gets 403 on every
+        route and the websocket (DNS rebinding: see ``live/hosts.py``;
+        also ``LOCALSCHED_DASHBOARD_ALLOWED_HOSTS``, comma-separated).
+    history : int
+        Task records kept of past computations (the latest is always kept
+        whole): older computations are forgotten, oldest first, once the
+        records kept pass this bound, or past ``history // 100`` computations
+        (at least 10): a dashboard left up keeps bounded memory.
     """
 
     def __init__(self, address: str = "127.0.0.1:0", *, interval: float = 0.1,
                  task_stream_length: int = 2000, memory: bool = False,
                  report_path: str = "localsched-dashboard-report.html",
-                 diagnostics=(), quiet: bool = False):
+                 diagnostics=(), quiet: bool = False, allowed_hosts=(),
+                 history: int = DEFAULT_HISTORY):
         super().__init__()
         self._server: BackgroundServer | None = None
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or \
@@ -88,11 +106,13 @@ class Dashboard(Callback):
         # task); with them a posttask measures each result (results then
         # travel back from worker processes only when their sizes are measured).
         self.needs = Needs(results=bool(memory), records=not memory)
-        self.recorder = Recorder(measure_memory=bool(memory))
+        self.recorder = Recorder(measure_memory=bool(memory), history=history)
         self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
+        renew_in_child(self)
         self._server = BackgroundServer(
-            applications(self.feed, self), routes(self), host, port)
+            applications(self.feed, self), routes(self), host, port,
+            allowed_hosts=allowed_hosts)
         self.host, self.port = host, self._server.port
         self._finalizer = weakref.finalize(self, self._server.stop)
         if not quiet:
@@ -107,6 +127,12 @@ class Dashboard(Callback):
         if r.measure_memory:
             self._posttask = r.posttask_hook
         self._finish = r.finish
+
+    def _after_fork_in_child(self) -> None:
+        # The server is the parent's (its sockets close in the child: see
+        # BackgroundServer); a computation the child runs is recorded
+        # unseen, with a lock the server's thread cannot hold.
+        self.feed.lock = threading.RLock()
 
     @property
     def _dask_callback(self) -> tuple:
@@ -140,6 +166,12 @@ class Dashboard(Callback):
         if server is not None:
             self._finalizer.detach()
             server.stop()
+
+    @property
+    def recording(self) -> bool:
+        """Whether computations are recorded now (registered, or in a
+        ``with`` block); ``callbacks=[dash]`` records only its call."""
+        return self._callback in callbacks_module._global_active
 
     def sessions(self) -> int:
         """Browser sessions (tabs, and GETs not yet reaped) alive now."""
@@ -227,6 +259,15 @@ _shared: Dashboard | None = None
 _shared_lock = threading.Lock()
 
 
+@at_fork_in_child
+def _forget_shared_in_child() -> None:
+    # (the shared dashboard serves from its parent; ``dashboard()`` here
+    # would start one of the child's own)
+    global _shared, _shared_lock
+    _shared = None
+    _shared_lock = threading.Lock()
+
+
 def dashboard(address: str = "127.0.0.1:0", **kwargs: Any) -> Dashboard:
     """The shared Dashboard, started and registered on first call (for
     notebooks: the cell that calls it shows the page)."""
@@ -253,11 +294,16 @@ def from_environment() -> Dashboard | None:
     """Start the shared dashboard if ``LOCALSCHED_DASHBOARD``, or dask's
     config key ``localsched.dashboard`` (also ``DASK_LOCALSCHED__DASHBOARD``),
     asks for it: ``1``/``true`` for the default address, or an address such
-    as ``127.0.0.1:8790``."""
+    as ``127.0.0.1:8790``.  Only in the process that set it, never in the
+    processes started from there (``OWNER_ENV_VAR``)."""
     where, value = _setting()
     text = str(value if value is not None else "").strip()
     if text.lower() in ("", "0", "false", "no", "off", "none"):
         return None
+    owner = os.environ.get(OWNER_ENV_VAR)
+    if owner and owner != str(os.getpid()):
+        return None  # a worker (or child) of the process that serves it
+    os.environ[OWNER_ENV_VAR] = str(os.getpid())
     address = "127.0.0.1:0" if text.lower() in ("1", "true", "yes", "on") else text
     try:
         return dashboard(address)

@@ -12,7 +12,6 @@ probe nothing runs at all.  Pages keep their own cursors into ``rects`` and
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import Counter, deque
@@ -22,8 +21,10 @@ from typing import NamedTuple
 import numpy as np
 import psutil
 
+from ... import _platform
 from ...utils import key_split
 from ..eta import GroupDurations
+from ..naming import printable
 from .bins import merge_tiny
 from .recorder import Recorder, RunLog
 
@@ -46,6 +47,9 @@ MAX_RUNNING = 256
 #: O(tasks handed to workers), and a Python call per task read): a page
 #: redraws its running bars at most twice a second.
 RUNNING_EVERY = 0.3
+#: Key heads remembered at most (each names its group: dask's carry a token
+#: per computation); past this they are forgotten at a run's start.
+MAX_HEADS = 50_000
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22",
            "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
            "#dbdb8d", "#9edae5", "#393b79", "#637939", "#8c6d31", "#843c39")
@@ -77,8 +81,12 @@ class _GroupIds(dict):
         self.names: list = []
         self._index: dict = {}
 
+    def forget_heads(self) -> None:
+        """Forget the heads seen (the group names and their indexes stay)."""
+        self.clear()
+
     def __missing__(self, head) -> int:
-        name = key_split(head)
+        name = printable(key_split(head))
         i = self._index.get(name)
         if i is None:
             i = self._index[name] = len(self.names)
@@ -163,23 +171,16 @@ def _heads(keys, tuples: bool):
 
 
 def _children(me: psutil.Process) -> list:
-    """The direct child processes of ``me``: on Linux from the
-    ``/proc/PID/task/TID/children`` lists (a few small reads), elsewhere
-    psutil's ``children()``, which reads every process of the machine
-    (measured: 30-90 ms of the server thread, once per CHILDREN_EVERY)."""
-    try:
-        tids = os.listdir(f"/proc/{me.pid}/task")
-        pids: set = set()
-        for tid in tids:
-            try:
-                with open(f"/proc/{me.pid}/task/{tid}/children") as f:
-                    pids.update(map(int, f.read().split()))
-            except FileNotFoundError:  # (the thread ended meanwhile)
-                continue
-    except OSError:
+    """The direct child processes of ``me``: on Linux from ``/proc``'s
+    per-thread child lists (``_platform.child_pids``: a few small reads),
+    elsewhere psutil's ``children()``, which reads every process of the
+    machine (measured: 30-90 ms of the server thread, once per
+    CHILDREN_EVERY)."""
+    pids = _platform.child_pids(me.pid)
+    if pids is None:
         return me.children()
     found = []
-    for pid in sorted(pids):
+    for pid in pids:
         try:
             found.append(psutil.Process(pid))
         except psutil.Error:
@@ -356,8 +357,20 @@ class Feed:
                 for log in runs[-8:-1]:  # runs that came and went between updates
                     if log is not self.run:
                         self._tally(log)
+                self._forget(runs[0].number)
                 self._reset_run(latest)
             self._take_in(latest, now)
+
+    def _forget(self, oldest: int) -> None:
+        """Drop what is kept per run of the runs the recorder forgot (before
+        run number ``oldest``), and the key heads seen when they pile up
+        (dask's carry a token per computation): a dashboard left up keeps
+        bounded state whatever it has recorded."""
+        consumed = self._consumed
+        for k in [k for k in consumed if (k[1] if type(k) is tuple else k) < oldest]:
+            del consumed[k]
+        if len(self._gid) > MAX_HEADS:
+            self._gid.forget_heads()
 
     def _tally(self, log: RunLog) -> None:
         """Lifetime counters only, for a run that is not shown."""
@@ -510,7 +523,7 @@ class Feed:
             if wid not in self.lanes:
                 self.lanes[wid] = len(self.lanes)
             rects.append((self.lanes[wid], start, end, self.group(key),
-                          f"{key} failed: {error}", 1, FAILED_COLOR))
+                          printable(f"{key} failed: {error}"), 1, FAILED_COLOR))
         # The rest stopped with the computation.
         for c in self.groups.values():
             c.running = 0
@@ -528,7 +541,7 @@ class Feed:
         tiny = np.ones(len(keys), bool)
         tiny[big] = False
         names, color = self._gid.names, self.color
-        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], str(keys[i]),
+        out = [(int(lane[i]), float(starts[i]), float(ends[i]), names[gids[i]], printable(keys[i]),
                 1, color(names[gids[i]])) for i in big]
         idx = np.flatnonzero(tiny)
         width = pixel
@@ -539,7 +552,7 @@ class Feed:
                 continue
             at, lo, hi, count = merged
             groups = [names[g] for g in gids[at].tolist()]
-            out.extend((ln, a, b, g, str(keys[i]) if n == 1 else f"{n} tasks of {g}",
+            out.extend((ln, a, b, g, printable(keys[i]) if n == 1 else f"{n} tasks of {g}",
                         n, color(g))
                        for ln, a, b, g, n, i in zip(lane[at].tolist(), lo, hi, groups, count,
                                                     at.tolist(), strict=True))
@@ -584,42 +597,53 @@ class Feed:
 
     def progress(self) -> dict:
         """The numbers of ``/json/progress.json`` and of the summary strip,
-        read without taking in the finished tasks (so the strip can refresh
-        every 100 ms whatever the task rate): done and total are lengths
-        of the latest run's lists (exact: a record is counted when written
-        whole), failed its failures, running the snapshot last read (every
-        RUNNING_EVERY, refreshed here when due), the rate from these
-        counts, the ETA the last take-in estimated, counted down since."""
+        from the same snapshot as progress per group: the run taken in last
+        (``update``), its tasks done and failed as taken in then -- so the
+        strip and the groups agree whenever both are drawn from one update
+        (a run not yet taken in shows once an update takes it in; before
+        the first update, the latest run's lengths).  What ticks between
+        updates: the elapsed time, the running tasks (read every
+        RUNNING_EVERY), the ETA the last take-in estimated, counted down.
+        ``eta_note`` says why there is no ETA yet."""
         with self.lock:
             runs = self.recorder.runs
-            run = runs[-1] if runs else None
             now = self.clock()
-            if run is None:
+            if not runs:
                 return {"done": 0, "total": 0, "running": 0, "erred": 0, "elapsed": 0.0,
-                        "eta": None, "rate": 0.0, "workers": 0, "busy": 0, "status": "idle",
-                        "run": 0, "cluster_dashboard": None}
-            shown = run is self.run  # (taken in at least once: its groups, lanes, running)
+                        "eta": None, "eta_note": None, "rate": 0.0, "workers": 0, "busy": 0,
+                        "status": "idle", "run": 0, "cluster_dashboard": None}
+            shown = self.run is not None
+            run: RunLog = self.run if self.run is not None else runs[-1]
             if shown:
                 self._take_running(run, now)
-            done = len(run.ends)
-            total = len(run.keys) or max(done, 1)
+                done, erred = self.done, self.erred
+            else:
+                done, erred = len(run.ends), 0
+            total = len(run.keys) or max(done + erred, 1)
             end = run.finished if run.finished is not None else now
             elapsed = max(end - run.started, 0.0)
-            running = len(self.running) if shown else 0
-            workers = len(self.lanes) if shown else 0
-            if run.finished is not None:
+            running = len(self.running) if shown and run.finished is None else 0
+            workers = run.workers() or (len(self.lanes) if shown else 0)
+            note = None
+            # (finished once the snapshot has taken in its end: never "finished"
+            # beside counts that are not yet the run's last)
+            if run.finished is not None and (self._failed_seen or not shown):
                 status = "errored" if run.errored else "finished"
                 eta: float | None = 0.0 if not run.errored else None
                 rate = done / elapsed if elapsed > 0 else 0.0
                 running = 0
             else:
                 status = "running"
-                eta = self.eta(now) if shown else None  # (no estimate of this run yet)
+                eta = self.eta(now) if shown else None
                 rate = self._rate(run, now, done)
-            return {"done": done, "total": total, "running": running,
-                    "erred": len(run.failed), "elapsed": round(elapsed, 3),
-                    "eta": None if eta is None else round(eta, 3), "rate": round(rate, 1),
-                    "workers": workers, "busy": min(running, max(workers, 1)),
+                if eta is None:
+                    note = ("after the first tasks finish" if not done
+                            else "estimating from the tasks finished")
+            busy = min(running, workers) if workers else running
+            return {"done": done, "total": total, "running": running, "erred": erred,
+                    "elapsed": round(elapsed, 3),
+                    "eta": None if eta is None else round(eta, 3), "eta_note": note,
+                    "rate": round(rate, 1), "workers": max(workers, busy), "busy": busy,
                     "status": status, "run": run.number, "cluster_dashboard": run.link}
 
     def eta(self, now: float) -> float | None:

@@ -1,12 +1,16 @@
 """Fine metrics per task group and activity (thread CPU, non-CPU, the user's
 ``metrics.meter`` labels, serialization ...), from the FineMetrics callbacks
-active beside the Dashboard (of their finished computations)."""
+active beside the Dashboard (of their finished computations): one stacked
+bar per task group, named on the y axis (shortened; the hover has it whole),
+the time outside tasks (``NO_GROUP``) last, not ranked among the groups."""
 
 from __future__ import annotations
 
-from bokeh.models import ColumnDataSource, HoverTool, Range1d
+from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
+from ..aggregate import NO_GROUP
+from ..naming import shorten
 from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FineMetricsView"]
@@ -17,6 +21,9 @@ ACTIVITY_COLORS = {"thread-cpu": "#1f77b4", "thread-noncpu": "#ff7f0e", "seriali
 OTHER_COLORS = ("#e377c2", "#bcbd22", "#17becf", "#7f7f7f", "#aec7e8", "#ffbb78")
 MAX_GROUPS = 20
 EMPTY_HEIGHT = 90
+#: Characters of a group's name on the axis.
+AXIS_CHARS = 30
+ROW_PIXELS = 22
 
 
 class FineMetricsView(Component):
@@ -38,7 +45,11 @@ class FineMetricsView(Component):
                                           ("seconds", "@seconds{0.000}")]))
         fig.legend.location = "bottom_right"
         fig.legend.label_text_font_size = "9px"
-        self.root = lean(fig, y_axis=False, grids="x")
+        self.ticker = FixedTicker(ticks=[])
+        fig.yaxis.ticker = self.ticker
+        fig.yaxis.major_label_text_font_size = "10px"
+        fig.xaxis.axis_label = "seconds"
+        self.root = lean(fig, grids="x")
         self.update()
 
     def update(self) -> None:
@@ -48,8 +59,10 @@ class FineMetricsView(Component):
                 totals[group, activity] = totals.get((group, activity), 0.0) + seconds
         by_group: dict = {}
         for (group, activity), seconds in totals.items():
-            by_group.setdefault(str(group), []).append((activity, seconds))
-        order = sorted(by_group, key=lambda g: -sum(s for _, s in by_group[g]))[:MAX_GROUPS]
+            name = NO_GROUP if group is None else str(group)
+            by_group.setdefault(name, []).append((activity, seconds))
+        order = sorted(by_group, key=lambda g: (g == NO_GROUP,
+                                                -sum(s for _, s in by_group[g])))[:MAX_GROUPS]
         cols: dict = {k: [] for k in self.source.data}
         others: dict = {}
         for i, g in enumerate(order):
@@ -62,9 +75,14 @@ class FineMetricsView(Component):
                              ("activity", activity), ("seconds", seconds)):
                     cols[k].append(v)
                 left += seconds
-        height = 260 if order else EMPTY_HEIGHT
+        height = max(160, 90 + ROW_PIXELS * len(order)) if order else EMPTY_HEIGHT
         if self.root.height != height:
             self.root.height = height
+        names = {i: shorten(g, AXIS_CHARS)
+                 for i, g in enumerate(order)}
+        if names != self.root.yaxis[0].major_label_overrides:
+            self.ticker.ticks = list(names)
+            self.root.yaxis[0].major_label_overrides = names
         if not order:
             self.root.title.text = "Fine metrics: none yet (add FineMetrics(); per finished run)"
         else:

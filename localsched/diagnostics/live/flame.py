@@ -1,14 +1,19 @@
 """A flame graph of the SampleProfiler's stack samples, on demand (a button)
 and every few seconds -- never at the page's 100 ms rate: building the tree
-walks every sample."""
+walks every sample.  Every stack is rooted at its task group (the first row
+names the groups: time in C code a task calls directly still counts), and a
+frame's label is drawn only where it fits (``figures.flame.fit_label``;
+again in the browser on zoom: ``clip_labels``)."""
 
 from __future__ import annotations
 
 from bokeh.layouts import column
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.models.widgets import Button
 from bokeh.plotting import figure
 
+from ..figures.flame import GROUP_COLOR, clip_labels, fit_label
+from ..stacks import GROUP_FILE, stack_tree
 from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FlameGraph"]
@@ -17,6 +22,11 @@ __all__ = ["FlameGraph"]
 MAX_NODES = 3000
 EMPTY_HEIGHT = 90
 COLORS = ("#fdae6b", "#fd8d3c", "#f16913", "#fdd0a2", "#e6550d", "#feb24c")
+#: Pixels a character of a label takes (9px sans-serif), and the plot's width.
+CHAR_PX = 5.5
+PLOT_PX = PAGE_WIDTH - 10
+COLUMNS = ("left", "right", "bottom", "top", "name", "where", "count", "seconds", "color",
+           "label", "label_x")
 
 
 class FlameGraph(Component):
@@ -26,19 +36,19 @@ class FlameGraph(Component):
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
-        self.source = ColumnDataSource({k: [] for k in ("left", "right", "bottom", "top",
-                                                        "name", "where", "count", "seconds",
-                                                        "color")})
+        self.source = ColumnDataSource({k: [] for k in COLUMNS})
         fig = figure(title="Flame graph (stack samples of the tasks)", width=PAGE_WIDTH,
                      height=300, tools="xpan,xwheel_zoom,reset", toolbar_location="above",
+                     x_range=Range1d(0, 1, bounds=(0, 1)), y_range=Range1d(0, 1),
                      name="flame_graph")
         fig.quad(left="left", right="right", bottom="bottom", top="top", color="color",
                  line_color="white", source=self.source)
-        fig.text(x="left", y="bottom", text="name", source=self.source, text_font_size="9px",
-                 x_offset=2, y_offset=-2)
+        fig.text(x="label_x", y="bottom", text="label", source=self.source,
+                 text_font_size="9px", x_offset=2, y_offset=-2, name="flame_labels")
         fig.add_tools(HoverTool(tooltips=[("function", "@name"), ("where", "@where"),
                                           ("samples", "@count")]))
         lean(fig, x_axis=False, y_axis=False, grids="")
+        clip_labels(fig, self.source, CHAR_PX)
         button = Button(label="Refresh flame graph", width=200, name="flame_refresh")
         button.on_click(lambda *_: self._refresh())
         self.figure = fig
@@ -61,20 +71,21 @@ class FlameGraph(Component):
             self.figure.height = EMPTY_HEIGHT
             changed(self.source, {k: [] for k in self.source.data})
             return
-        from ..sampler import tree
-
-        root = tree(samples)
-        self.figure.height = 300
+        root = stack_tree(samples, fold_imports=True, by_group=True)
         self.figure.title.text = (f"Flame graph: {root['count']:,} stack samples, "
-                                  f"{root['seconds']:.2f} s (frames as wide as their time)")
-        changed(self.source, _layout(root))
+                                  f"{root['seconds']:.2f} s, by task group (frames as wide "
+                                  f"as their time)")
+        cols = _layout(root)
+        depth = int(max(cols["top"], default=1) + 0.5)
+        self.figure.height = max(200, 60 + 18 * depth)
+        self.figure.y_range.update(start=0, end=max(depth, 1))
+        changed(self.source, cols)
 
 
 def _layout(root: dict) -> dict:
     from ..stacks import width_key  # (here: the module's imports are another helper's)
 
-    cols: dict = {k: [] for k in ("left", "right", "bottom", "top", "name", "where", "count",
-                                  "seconds", "color")}
+    cols: dict = {k: [] for k in COLUMNS}
     weight = width_key(root)  # the time the samples stand for
     total = root[weight] or 1
     todo = [(root, 0.0, 0)]
@@ -85,11 +96,15 @@ def _layout(root: dict) -> dict:
         if width < 1e-3 and depth:
             continue
         drawn += 1
+        group = node["filename"] == GROUP_FILE
+        where = "task group" if group else f"{node['filename']}:{node['line']}"
+        color = GROUP_COLOR if group else COLORS[hash(node["name"]) % 6]
         for k, v in (("left", left), ("right", left + width), ("bottom", depth),
-                     ("top", depth + 0.95), ("name", node["name"]),
-                     ("where", f"{node['filename']}:{node['line']}"),
+                     ("top", depth + 0.95), ("name", node["name"]), ("where", where),
                      ("count", node["count"]), ("seconds", node.get("seconds", 0.0)),
-                     ("color", COLORS[hash(node["name"]) % 6])):
+                     ("color", color), ("label", fit_label(node["name"], width * PLOT_PX,
+                                                           CHAR_PX)),
+                     ("label_x", left)):
             cols[k].append(v)
         x = left
         for child in node["children"]:

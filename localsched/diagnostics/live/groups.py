@@ -1,5 +1,6 @@
-"""Progress per task group: one row per group, done / running / erred of total
-(drawn twice a second; the summary strip gives the totals ten times a second)."""
+"""Progress per task group: one row per group, done / running / erred of total,
+redrawn with every take-in of the finished tasks (the snapshot the summary
+strip's counts come from, so the two agree), only the columns that changed."""
 
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ def _height(rows: int) -> int:
 class GroupProgress(Component):
     name = "progress"
     title = "Progress"
-    #: (the summary strip above it gives the totals every 0.1 s)
-    period = 0.5
+    #: (every full update: drawn from the take-in the summary strip shows)
+    period = 0.1
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)

@@ -153,6 +153,11 @@ TICK = 0.1
 #: The summary strip's own pace: every PERIOD while its updates cost at
 #: most SUMMARY_SHARE of a core, less often when dearer (a loaded machine).
 SUMMARY_SHARE = 0.03
+#: While tasks finish faster than FAST_TASKS a second, full updates (the
+#: heavy parts, redrawn in the browser) come at most every FAST_PERIOD
+#: seconds; the strip still ticks every PERIOD.
+FAST_TASKS = 1000
+FAST_PERIOD = 0.5
 
 
 class Cadence:
@@ -164,14 +169,19 @@ class Cadence:
     Pacer's budget (it reads the thread's CPU clock): the summary's cost
     leaves less for the heavy parts, whose rate is what gives; the summary
     keeps its own rate as long as it costs at most ``summary_share`` of a
-    core."""
+    core.  Given ``tasks`` (tasks finished so far), full updates also wait
+    for the browser: at most every FAST_PERIOD while tasks finish fast."""
 
     def __init__(self, pacer: Pacer, period: float = PERIOD, tick: float = TICK,
-                 summary_share: float = SUMMARY_SHARE, clock=time.monotonic):
+                 summary_share: float = SUMMARY_SHARE, clock=time.monotonic,
+                 tasks=None):
         self.pacer, self.period, self.tick = pacer, period, tick
         self.summary_share, self.clock = summary_share, clock
-        self._due = self._summary_due = -1e300
+        self._due = self._summary_due = self._full_due = -1e300
         self._summary_cost = 0.0
+        #: Tasks finished so far (a callable), for the browser's pace.
+        self.tasks = tasks
+        self._full_seen: tuple | None = None  # (when, tasks) at the last full update
 
     def next(self) -> str | None:
         now = self.clock()
@@ -179,8 +189,9 @@ class Cadence:
             return None
         # (due a period on, half a tick early: timers jitter)
         self._due = now + self.period - self.tick / 2
-        if self.pacer.ready():
+        if now >= self._full_due and self.pacer.ready():
             kind = FULL
+            self._full_due = now + self._full_gap(now) - self.tick / 2
         elif now >= self._summary_due:
             kind = SUMMARY
         else:
@@ -188,6 +199,21 @@ class Cadence:
         gap = max(self.period, self._summary_cost / self.summary_share)
         self._summary_due = now + gap - self.tick / 2
         return kind
+
+    def _full_gap(self, now: float) -> float:
+        """Seconds until the next full update may come: FAST_PERIOD while
+        tasks finish faster than FAST_TASKS a second since the last one
+        (each full update redraws the task stream and the groups in the
+        browser -- 10-30 ms of its CPU, on the cores the tasks run on -- and
+        at that rate no one reads a task at a time), else none."""
+        if self.tasks is None:
+            return 0.0
+        tasks = self.tasks()
+        last, self._full_seen = self._full_seen, (now, tasks)
+        if last is None or now <= last[0]:
+            return 0.0
+        rate = (tasks - last[1]) / (now - last[0])
+        return FAST_PERIOD if rate > FAST_TASKS else 0.0
 
     def spent(self, kind: str, seconds: float) -> None:
         """What the update ``next()`` allowed cost (its own CPU)."""
@@ -197,7 +223,7 @@ class Cadence:
             self._summary_cost = seconds
 
 
-def _schedule(doc, components: list, feed: Feed) -> None:
+def _schedule(doc, components: list, feed: Feed, soon) -> None:
     """A fixed-rate timer per page, every TICK, on the server's event loop:
     it asks the Cadence, which reads only clocks and counters, and only an
     update it allows enters bokeh (a next-tick callback, under the
@@ -210,14 +236,16 @@ def _schedule(doc, components: list, feed: Feed) -> None:
     one message.  Once a full update has shown the end of the last
     computation (every task taken in), the page updates only every
     IDLE_TICK until the next one starts.  The timer stops with the page's
-    session."""
+    session.  ``soon(fn)`` runs ``fn`` on the server's thread (the timer's
+    loop), wherever bokeh builds the page (``BackgroundServer.soon``)."""
     from tornado.ioloop import PeriodicCallback
 
     tick = TICK
     due = [0.0] * len(components)
     fast = [c for c in components if c.fast]
     cadence = Cadence(Pacer(tasks=feed.tasks_recorded),
-                      period=max(min(c.period for c in components), PERIOD), tick=tick)
+                      period=max(min(c.period for c in components), PERIOD), tick=tick,
+                      tasks=feed.tasks_recorded)
     idle_due = [0.0]
     shown = [False]  # whether a full update showed the last run's end
 
@@ -258,16 +286,16 @@ def _schedule(doc, components: list, feed: Feed) -> None:
 
     def summary_update(now: float) -> None:
         for c in fast:
-            _update_one(c)
+            _update_one(c, tick=True)
 
     timer = PeriodicCallback(step, tick * 1000)
-    timer.start()
-    doc.on_session_destroyed(lambda _context: timer.stop())
+    soon(timer.start)  # (PeriodicCallback takes the loop of the thread that starts it)
+    doc.on_session_destroyed(lambda _context: soon(timer.stop))
 
 
-def _update_one(component) -> None:
+def _update_one(component, tick: bool = False) -> None:
     try:
-        component.update()
+        component.tick() if tick else component.update()
     except Exception:  # noqa: BLE001 -- one component's failure is logged,
         # never raised into bokeh (the page and the others go on)
         logger.exception("localsched dashboard: %s update failed", component.name)
@@ -308,9 +336,14 @@ def _send_held_as_one(doc) -> bool:
     after the callback).  Anything unexpected (another listener, an event
     of another kind, a bokeh without these attributes): False, and the
     caller unholds as usual."""
+    import bokeh.server.session as bokeh_session
     from bokeh.document.callbacks import invoke_with_curdoc
     from bokeh.document.events import DocumentPatchedEvent
 
+    if hasattr(bokeh_session, "_PendingPatch"):
+        # bokeh 3.10+ queues patches, not writes, and serializes them in
+        # its executor: bokeh's own unhold, one message per event.
+        return False
     callbacks = doc.callbacks
     events = getattr(callbacks, "_held_events", None)
     session = getattr(getattr(doc, "session_context", None), "_session", None)
@@ -362,9 +395,13 @@ def _report_controls(context) -> object:
 
 def _status(feed: Feed, context, doc) -> None:
     comps = {cls: cls(feed, context) for cls in COMPONENTS}
-    _schedule(doc, list(comps.values()), feed)
+    _schedule(doc, list(comps.values()), feed, _soon(context))
+    # The strip is a root of its own: its text changes ten times a second,
+    # and a Div's new text makes BokehJS lay out the whole layout it sits
+    # in again (measured: ~25 ms of the browser's CPU per change inside the
+    # page's column, the most a tab cost a run), alone only itself.
+    doc.add_root(comps[Summary].root)
     doc.add_root(column(
-        row(comps[Summary].root, name="summary_row"),
         _report_controls(context),
         comps[TaskStream].root,
         comps[GroupProgress].root,
@@ -377,9 +414,16 @@ def _status(feed: Feed, context, doc) -> None:
 
 def _individual(cls, feed: Feed, context, doc) -> None:
     component = cls(feed, context)
-    _schedule(doc, [component], feed)
+    _schedule(doc, [component], feed, _soon(context))
     doc.add_root(component.root)
     doc.title = f"localsched: {cls.title}"
+
+
+def _soon(context):
+    """How to run something on the dashboard's server thread (see
+    ``_schedule``); where there is no server, at once."""
+    server = getattr(context, "_server", None)
+    return server.soon if server is not None else (lambda fn: fn())
 
 
 def applications(feed: Feed, context) -> dict:

@@ -28,22 +28,32 @@ from typing import Any
 from ...task_records import TaskRecords
 from ...view import state_view
 
-__all__ = ["RunLog", "Recorder"]
+__all__ = ["RunLog", "Recorder", "DEFAULT_HISTORY"]
+
+#: Task records a Recorder keeps of past computations (the latest is kept
+#: whole whatever its size): about 130 bytes each, some 25 MB.  Past it the
+#: oldest computations are forgotten, as distributed's dashboard keeps its
+#: task stream in a bounded deque.  At most ``max(history // 100, 10)``
+#: computations are kept, however small.
+DEFAULT_HISTORY = 200_000
 
 _run_numbers = itertools.count(1)
 
 
 def _nbytes(value: Any) -> int:
     """Bytes of a result: its ``nbytes``, dask's ``sizeof`` when dask is
-    loaded, else ``sys.getsizeof``."""
-    n = getattr(value, "nbytes", None)
-    if isinstance(n, int):
-        return n
-    sizeof = getattr(sys.modules.get("dask.sizeof"), "sizeof", None)
+    loaded, else ``sys.getsizeof``; -1 (not counted) when it cannot be
+    measured -- reading ``nbytes`` raises (a dead ``weakref.proxy``), a
+    ``__sizeof__`` raises: a size is a nicety, never an error."""
     try:
-        return int(sizeof(value)) if sizeof is not None else sys.getsizeof(value)
+        n = getattr(value, "nbytes", None)
+        if isinstance(n, int) and n >= 0:
+            return n
+        sizeof = getattr(sys.modules.get("dask.sizeof"), "sizeof", None)
+        n = int(sizeof(value)) if sizeof is not None else sys.getsizeof(value)
     except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
-        return 0
+        return -1
+    return n if n >= 0 else -1
 
 
 class RunLog:
@@ -60,7 +70,7 @@ class RunLog:
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts", "state", "measured")
+                 "errored", "link", "dask_starts", "state", "measured", "_workers")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -75,6 +85,17 @@ class RunLog:
         self.errored = False
         self.link = link
         self.dask_starts: dict = {}
+        self._workers: int | None = None
+
+    def workers(self) -> int | None:
+        """The workers the computation runs on (its scheduler's
+        ``num_workers``, as localsched's schedulers say in
+        ``state.outcome.extra``), None if its scheduler does not say."""
+        if self._workers is None and self.state is not None:
+            n = state_view(self.state).outcome.extra.get("workers")
+            if isinstance(n, int) and n > 0:
+                self._workers = n
+        return self._workers
 
     def running_now(self) -> list | None:
         """Keys of the tasks running now (from the live state), [] once
@@ -94,10 +115,18 @@ class RunLog:
 
 
 class Recorder:
-    """The hooks' state: the runs recorded so far (``runs``, oldest first)."""
+    """The hooks' state: the runs recorded so far (``runs``, oldest first),
+    the oldest forgotten past ``history`` task records (``DEFAULT_HISTORY``)."""
 
-    def __init__(self, measure_memory: bool = False):
+    def __init__(self, measure_memory: bool = False, history: int = DEFAULT_HISTORY):
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise ValueError(f"Dashboard history must be a positive int (task records kept), "
+                             f"got {history!r}")
         self.measure_memory = measure_memory
+        self.history = history
+        self.max_runs = max(history // 100, 10)
+        #: Runs forgotten so far (the oldest of ``runs`` is the next).
+        self.forgotten = 0
         #: The posttask hook to install (sizes measured or not).
         self.posttask_hook = self.measured_posttask if measure_memory else self.posttask
         self.runs: list = []
@@ -123,6 +152,24 @@ class Recorder:
         self._live[id(state)] = log
         self._current = (state, log)
         self.runs.append(log)  # last: a reader sees a complete RunLog
+        self._forget_old()
+
+    def _forget_old(self) -> None:
+        """Drop the oldest runs past the history bound (never the latest,
+        nor one still running).  Readers take ``runs[-1]`` or a copy of the
+        list: deleting from its head is one atomic operation for them."""
+        runs = self.runs
+        kept = sum(len(log.ends) or len(log.keys) for log in runs[:-1])
+        drop = 0
+        while drop < len(runs) - 1 and (kept > self.history or
+                                        len(runs) - drop > self.max_runs):
+            if runs[drop].finished is None:  # (a computation still running: kept)
+                break
+            kept -= len(runs[drop].ends) or len(runs[drop].keys)
+            drop += 1
+        if drop:
+            del runs[:drop]
+            self.forgotten += drop
 
     def posttask(self, key, result, dsk, state, worker_id) -> None:
         # The task's record as it is: one append, no tuple built per task.
@@ -154,5 +201,6 @@ class Recorder:
         log.failed = [(k, s, e, w, f"{type(exc).__name__}: {exc}"[:300])
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
+        log.workers()  # (read while the state is there)
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)

@@ -17,11 +17,13 @@ import tempfile
 
 from tornado.web import RedirectHandler, RequestHandler
 
+from ..naming import printable
+
 __all__ = ["routes", "prometheus_text"]
 
 
 def _label(value) -> str:
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return printable(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def prometheus_text(feed) -> str:

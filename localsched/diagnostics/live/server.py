@@ -7,7 +7,9 @@ first, so the websocket allowlist can name it under both ``localhost`` and
 ``127.0.0.1`` (tornado before 6.6 checks the origin against it even for a
 same-origin page).  Sessions of closed tabs, and of plain GETs, are reaped
 after half a second of having no connection (bokeh's default is 15 s, and
-every session runs its page's periodic callbacks until reaped).
+every session runs its page's periodic callbacks until reaped).  A request
+whose Host header names another address gets 403 from every route and the
+websocket (hosts.py: DNS rebinding).
 
 bokeh points ``curdoc()`` at a page's document while it runs that page's
 callbacks and change handlers (process-wide, for a few milliseconds at a
@@ -29,6 +31,9 @@ import threading
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+from ...forking import renew_in_child
+from .hosts import HostPolicy, guarded
 
 __all__ = ["BackgroundServer", "THREAD_NAME", "parse_address"]
 
@@ -73,16 +78,23 @@ class BackgroundServer:
     """Serve ``applications`` (path -> bokeh Application) and ``patterns``
     (extra tornado routes) at ``host:port`` from a daemon thread."""
 
-    def __init__(self, applications: dict, patterns: list, host: str, port: int):
+    def __init__(self, applications: dict, patterns: list, host: str, port: int,
+                 allowed_hosts: tuple = ()):
         self.host = host
+        self._allowed_hosts = tuple(allowed_hosts)
         self._sockets, self.port = _bind(host, port)
         self._applications = applications
         self._patterns = patterns
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ioloop: Any = None  # tornado's, on _loop
         self._server: Any = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        # A forked child (a fork worker) gets copies of the listening
+        # sockets and open connections: held there, they would keep the
+        # port, and the tabs connected, after ``stop()``.
+        renew_in_child(self)
         self._thread.start()
         self._ready.wait()
         if self._failure is not None:
@@ -115,9 +127,12 @@ class BackgroundServer:
                 keep_alive_milliseconds=REAP_MILLISECONDS * 2,
                 stats_log_frequency_milliseconds=3_600_000,
                 redirect_root=False, use_index=False)
-            http = HTTPServer(app, xheaders=True)
+            # (every request naming another host is refused: hosts.py)
+            http = HTTPServer(guarded(app, HostPolicy(self.host, self._allowed_hosts)),
+                              xheaders=True)
             http.add_sockets(self._sockets)
-            self._server = BaseServer(IOLoop.current(), app, http)
+            self._ioloop = IOLoop.current()
+            self._server = BaseServer(self._ioloop, app, http)
             self._server.start()
         except BaseException as exc:  # noqa: B036 -- handed to the constructor's thread
             self._failure = exc
@@ -130,6 +145,22 @@ class BackgroundServer:
         finally:
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
+
+    def soon(self, fn: Callable) -> None:
+        """Run ``fn()`` on the server's thread, never waiting: now if this is
+        that thread, else as soon as its loop can (nothing if it stopped).
+        bokeh up to 3.9 builds a page on the server's thread, bokeh 3.10 in
+        a worker thread of its own executor, whose ``IOLoop.current()`` is
+        not the server's: a page's timer is started through here."""
+        if threading.current_thread() is self._thread:
+            fn()
+            return
+        loop = self._loop
+        try:
+            if loop is not None and not loop.is_closed():
+                loop.call_soon_threadsafe(fn)
+        except RuntimeError:  # (closed meanwhile)
+            pass
 
     def call(self, fn: Callable, timeout: float = 10.0):
         """Run ``fn()`` on the server's loop and return its result."""
@@ -177,6 +208,21 @@ class BackgroundServer:
                 pass
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
+        self._close_sockets()
+
+    def _after_fork_in_child(self) -> None:
+        """This process never serves (the thread is the parent's): close its
+        copies of what the server's loop watches, the listening sockets and
+        the browsers' connections (tornado keeps them as socket objects;
+        a bare descriptor number is left alone: closing a number twice could
+        close something else)."""
+        handlers = getattr(self._ioloop, "handlers", None) or {}
+        for fileobj, _ in list(handlers.values()):
+            if hasattr(fileobj, "close"):
+                try:
+                    fileobj.close()
+                except OSError:
+                    pass
         self._close_sockets()
 
     def _close_sockets(self) -> None:

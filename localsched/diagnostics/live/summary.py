@@ -1,40 +1,86 @@
 """The summary strip: elapsed, done/total, tasks per second, failed, workers
-busy and the ETA of the current (or last) computation.
+busy and the ETA of the current (or last) computation; the time a finished
+one took (no ETA); or, before any, whether the Dashboard records at all.
 
-It is the page's fast part: its numbers are lengths and counters the Feed
-reads without taking in the finished tasks (``Feed.progress``), so it
-refreshes every 100 ms on its own, one small message, while the heavy
-parts (take-in, task stream, progress per group, the ETA's estimate) go at
-the rate the page's CPU budget allows."""
+Its counts are those of the last take-in (``Feed.progress``), the snapshot
+progress per group is drawn from, so the two agree; it refreshes every
+100 ms on its own (one small message, only when its text changes) for the
+elapsed time and the ETA's countdown, while the take-in, the task stream
+and the groups go at the rate the page's CPU budget allows.
+
+The page's Div is not what changes ten times a second: a Div's new text
+makes BokehJS re-render it and lay out its layout again (measured: ~25 ms
+of the browser's CPU per change inside /status's column, ~12 ms as a root
+of its own -- the most a tab cost a run of tiny tasks).  The text goes to
+a one-row ColumnDataSource no view draws (``text_source``), and a CustomJS
+writes it into the Div's element (the Div is a root of the document: its
+view is ``Bokeh.index[div.id]``); where that view is not found, it sets the
+Div's text as before."""
 
 from __future__ import annotations
 
 import html
 
+from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.widgets import Div
 
 from ..eta import format_clock
 from .component import PAGE_WIDTH, Component
 
-__all__ = ["Summary", "summary_html"]
+__all__ = ["Summary", "summary_html", "format_seconds"]
 
 
-def summary_html(p: dict) -> str:
-    """The strip's HTML for a ``Feed.progress()`` dict."""
+#: Pixels of the strip's height (fixed: with CSS containment, a new text
+#: makes the browser lay out and paint the strip alone).
+STRIP_HEIGHT = 40
+#: What the strip says while nothing was recorded, recording or not.
+WAITING = "waiting for a computation..."
+NOT_RECORDING = ("not recording: computations run without this Dashboard. Start it with "
+                 "<code>with dash:</code>, <code>dash.register()</code> or "
+                 "<code>compute(callbacks=[dash])</code>, or use "
+                 "<code>localsched.dashboard()</code> (registered at once).")
+
+
+def format_seconds(seconds: float | None) -> str:
+    """Elapsed or remaining time as the strip shows it: hundredths under a
+    second, tenths under ten, whole seconds under a minute, then a clock
+    (so a long run's strip changes once a second, not ten times).
+
+    >>> [format_seconds(s) for s in (0.0, 0.42, 3.14159, 42.4, 75.4, None)]
+    ['0.00 s', '0.42 s', '3.1 s', '42 s', '01:15', '?']
+    """
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "?"
+    if seconds < 1:
+        return f"{seconds:.2f} s"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    if seconds < 59.5:
+        return f"{seconds:.0f} s"
+    return format_clock(seconds)
+
+
+def summary_html(p: dict, recording: bool = True) -> str:
+    """The strip's HTML for a ``Feed.progress()`` dict; ``recording``:
+    whether the Dashboard is registered (an idle one that is not says so)."""
     if p["status"] == "idle":
-        return "<div class='ls-summary'>waiting for a computation...</div>"
-    eta = format_clock(p["eta"]) if p["status"] == "running" else "00:00"
-    if p["status"] == "errored":
-        eta = "-"
+        text = WAITING if recording else NOT_RECORDING
+        return f"<div class='ls-summary' style='font:14px sans-serif'>{text}</div>"
+    running = p["status"] == "running"
     cells = [
         ("run", f"#{p['run']} {p['status']}"),
-        ("elapsed", format_clock(p["elapsed"])),
+        ("elapsed" if running else "took", format_seconds(p["elapsed"])),
         ("tasks", f"{p['done']:,} / {p['total']:,}"),
         ("tasks/s", f"{p['rate']:,.1f}"),
         ("failed", f"{p['erred']:,}"),
-        ("workers busy", f"{p['busy']} / {p['workers']}"),
-        ("ETA", eta),
     ]
+    if running:
+        cells.append(("workers busy", f"{p['busy']} / {p['workers']}"))
+        eta = p["eta"]
+        cells.append(("ETA", format_seconds(eta) if eta is not None else
+                      f"? ({p.get('eta_note') or 'no estimate yet'})"))
+    else:
+        cells.append(("workers", f"{p['workers']}"))
     body = "".join(
         f"<span style='margin-right:1.6em'><span style='color:#777'>{html.escape(k)}</span> "
         f"<b>{html.escape(v)}</b></span>" for k, v in cells)
@@ -45,7 +91,27 @@ def summary_html(p: dict) -> str:
     return f"<div class='ls-summary' style='font:14px sans-serif'>{body}</div>"
 
 
+#: The strip's text into its Div's element, without a model change (see the
+#: module docstring); else the Div's text.
+_WRITE_TEXT_JS = """
+const data = cb_obj.data;
+const html = (data instanceof Map ? data.get("html") : data.html)[0];
+const view = window.Bokeh && Bokeh.index ? Bokeh.index[div.id] : null;
+if (view != null && view.markup_el != null) {
+  view.markup_el.innerHTML = html;
+} else {
+  div.text = html;
+}
+"""
+
+
 class Summary(Component):
+    """The strip.  ``update`` (a page's full update, after the take-in)
+    reads the Feed's progress; ``tick`` (the refreshes between) moves only
+    its clocks -- elapsed time and the ETA's countdown -- from what the last
+    ``update`` read, so the counts stay those progress per group was drawn
+    from, even when a probe (``/json/progress.json``) takes tasks in between."""
+
     name = "summary"
     title = "Summary"
     period = 0.1
@@ -54,9 +120,39 @@ class Summary(Component):
 
     def __init__(self, feed, context=None):
         super().__init__(feed, context)
-        self.root = Div(text=summary_html(feed.progress()), width=PAGE_WIDTH, name="summary")
+        self._read: tuple | None = None  # (when, the progress dict) of the last update
+        self.text = ""
+        self.text_source = ColumnDataSource({"html": [""]}, name="summary_text")
+        self._show(self._read_now())
+        # (the source rides in the Div's tags: part of the document with it)
+        self.root = Div(text=self.text, width=PAGE_WIDTH, height=STRIP_HEIGHT, name="summary",
+                        tags=[self.text_source], styles={"contain": "strict"})
+        self.text_source.js_on_change("data", CustomJS(args={"div": self.root},
+                                                        code=_WRITE_TEXT_JS))
+
+    def _show(self, progress: dict) -> None:
+        text = summary_html(progress, getattr(self.context, "recording", True))
+        if text != self.text:
+            self.text = text
+            self.text_source.data = {"html": [text]}
+
+    def _read_now(self) -> dict:
+        progress = self.feed.progress()
+        self._read = (self.feed.clock(), progress)
+        return progress
 
     def update(self) -> None:
-        text = summary_html(self.feed.progress())
-        if text != self.root.text:
-            self.root.text = text
+        self._show(self._read_now())
+
+    def tick(self) -> None:
+        if self._read is None:
+            self.update()
+            return
+        when, progress = self._read
+        if progress["status"] != "running":
+            self._show(progress)  # (idle: whether it records may change)
+            return
+        gone = max(self.feed.clock() - when, 0.0)
+        eta = progress["eta"]
+        self._show({**progress, "elapsed": progress["elapsed"] + gone,
+                    "eta": None if eta is None else max(eta - gone, 0.0)})

@@ -14,18 +14,20 @@ hover), numbers inline in the message (``component.inline``: no binary
 buffers, one message of three websocket frames).  The x range is the
 server's, widened by half when the stream reaches its end: an automatic
 range would have the browser send its new bounds back after every update.
+Times are seconds since the computation started (its ``RunLog.started``):
+ticks read 0, 0.5, 1 ... rather than clock times in milliseconds.
 """
 
 from __future__ import annotations
 
-import time
 from collections import deque
 
 import numpy as np
 from bokeh.models import CategoricalColorMapper, ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from .component import PAGE_WIDTH, Component, inline, lean, short_datetime_axis
+from ..naming import printable
+from .component import PAGE_WIDTH, Component, inline, lean
 from .feed import FAILED_COLOR
 
 __all__ = ["TaskStream", "COLUMNS"]
@@ -66,23 +68,25 @@ class TaskStream(Component):
         self.length = length
         self.cursor = 0
         self.run_number = None
+        #: Epoch seconds of the shown run's start: x is seconds since then.
+        self.origin = 0.0
         self._fitted: int | None = None  # the run whose x range was fitted to its end
         self.lanes_shown: tuple = (-1, -1)
         self._running_seen: dict = {}  # the feed's running tasks drawn last
         self._running_drawn = 0.0
         #: (smallest left, rows) of each stream the browser may still hold
         self._streamed: deque = deque()
-        now = time.time() * 1000
         # A transparent seed row gives the page something to draw at once.
         seed = _empty()
-        seed.update(left=inline([now - 1000]), right=inline([now]), y=inline([0.0]),
+        seed.update(left=inline([0.0]), right=inline([1.0]), y=inline([0.0]),
                     count=inline([0], np.int32),
                     group=np.array([""]), label=np.array([""]))
         self.source = ColumnDataSource(seed)
         self.running = ColumnDataSource(_empty(running=True))
-        self.x_range = Range1d(now - 1000, now)
+        self.x_range = Range1d(0.0, 2.0)
         fig = figure(title="Task stream", width=PAGE_WIDTH, height=300,
-                     x_axis_type="datetime", y_range=Range1d(-0.6, 1.6), x_range=self.x_range,
+                     x_axis_label="seconds since the computation started",
+                     y_range=Range1d(-0.6, 1.6), x_range=self.x_range,
                      tools="xpan,xwheel_zoom,reset", toolbar_location="above",
                      name="task_stream_figure")
         # Colours by group in the browser: the rows carry no colour strings.
@@ -101,17 +105,16 @@ class TaskStream(Component):
         fig.yaxis.ticker = self.ticker
         # (the y range is set here when lanes come: an automatic range would
         # have the browser send its new bounds after every update)
-        short_datetime_axis(fig)
         self.root = lean(fig, grids="x")
 
     def _reset(self, run) -> None:
         """A new computation: start from its first rectangle."""
         self.run_number = run.number
+        self.origin = run.started
         self.cursor = self.feed.run_rect_start
         self.source.data = _empty()
         self._streamed.clear()
-        start = run.started * 1000
-        self.x_range.update(start=start, end=start + 2000)
+        self.x_range.update(start=0.0, end=2.0)
 
     def update(self) -> None:
         feed = self.feed
@@ -130,7 +133,7 @@ class TaskStream(Component):
             ended = run.finished if run.number != self._fitted and feed.settled() else None
         right = -np.inf
         if rects:
-            cols = _columns(rects[-self.length:])
+            cols = _columns(rects[-self.length:], self.origin)
             self.source.stream(cols, rollover=self.length)
             self._kept(float(cols["left"].min()), len(cols["left"]))
             right = float(cols["right"].max())
@@ -144,13 +147,13 @@ class TaskStream(Component):
                                                         since >= RUNNING_REDRAW[0]):
             shown = sorted(running.items(), key=lambda kv: kv[1][0])[:MAX_RUNNING]
             if shown or self._running_seen:
-                self.running.data = _running_columns(shown, nlanes, now)
+                self.running.data = _running_columns(shown, nlanes, now, self.origin)
             self._running_seen, self._running_drawn = running, now
             if shown:
-                right = max(right, now * 1000)
+                right = max(right, now - self.origin)
         if ended is not None:  # every task of a finished run is drawn: fit it
             self._fitted = run.number
-            self._fit(run.started * 1000, max(right, ended * 1000))
+            self._fit(0.0, max(right, ended - self.origin))
         else:
             self._widen(right)
 
@@ -160,7 +163,7 @@ class TaskStream(Component):
         left of the range it opened with."""
         oldest = self._streamed[0][0] if self._streamed else start
         start = max(start, oldest) if oldest < end else start
-        pad = max((end - start) * FIT_PAD, 1.0)
+        pad = max((end - start) * FIT_PAD, 0.001)
         self.x_range.update(start=start - pad, end=end + pad)
 
     def _kept(self, left: float, rows: int) -> None:
@@ -197,7 +200,7 @@ class TaskStream(Component):
         self.root.y_range.update(start=-0.6, end=nlanes + 0.6)
 
 
-def _columns(rects: list) -> dict:
+def _columns(rects: list, origin: float) -> dict:
     """The rows of ``rects`` as columns: numbers as numpy arrays (binary
     buffers), strings as numpy string arrays (one JSON list each; a Python
     list of strings would cost bokeh a call per string).  A rectangle's
@@ -208,7 +211,7 @@ def _columns(rects: list) -> dict:
     left = np.fromiter(lefts, float, n)
     right = np.fromiter(rights, float, n)
     seconds = (right - left).tolist()
-    return {"left": inline(left * 1000), "right": inline(right * 1000),
+    return {"left": inline(left - origin), "right": inline(right - origin),
             "y": inline(np.fromiter(lanes, float, n)),
             "count": inline(np.fromiter(count, np.int32, n), np.int32),
             # (a failed task's group is no colour's: drawn in the mapper's nan_color)
@@ -218,7 +221,7 @@ def _columns(rects: list) -> dict:
                               dtype=str)}
 
 
-def _running_columns(running: list, nlanes: int, now: float) -> dict:
+def _running_columns(running: list, nlanes: int, now: float, origin: float) -> dict:
     """Running tasks stacked in the lanes above the workers' (thin bars)."""
     n = len(running)
     if not n:
@@ -226,8 +229,8 @@ def _running_columns(running: list, nlanes: int, now: float) -> dict:
     step = HEIGHT / n
     starts = np.fromiter((start for _, (start, _g) in running), float, n)
     groups = [g for _, (_s, g) in running]
-    return {"left": inline(starts * 1000), "right": inline(np.full(n, now * 1000)),
+    return {"left": inline(starts - origin), "right": inline(np.full(n, now - origin)),
             "y": inline(nlanes - HEIGHT / 2 + step * (np.arange(n) + 0.5)),
             "height": inline(np.full(n, step)), "count": inline(np.ones(n), np.int32),
             "group": np.array(groups, dtype=str),
-            "label": np.array([f"{key} (running)" for key, _ in running], dtype=str)}
+            "label": np.array([printable(f"{key} (running)") for key, _ in running], dtype=str)}

@@ -1,0 +1,241 @@
+"""What this platform offers, in one room.
+
+Every platform-specific question localsched asks is answered here: no
+other module tests ``sys.platform``, imports ``fcntl``, names ``/dev/shm``
+or reads ``/proc``.  Each answer is a capability, decided once per process
+(an import, a file's presence) or, where it can change while the process
+runs (a directory filling up), at the moment of asking, so a failure is
+noticed when it happens and not fixed at import.
+
+What each platform gets, and why:
+
+=================  ==================  ==============  ===================
+platform           shared memory       owner liveness  /proc details
+=================  ==================  ==============  ===================
+Linux              files in /dev/shm   flock + reaper  PSS, child lists
+Linux, /dev/shm    pipes, one warning  (none needed)   as above
+missing, read-only
+or out of room
+macOS, the BSDs    pipes, one warning  (none needed)   psutil alone
+Windows            pipes, one warning  (none needed)   psutil alone
+=================  ==================  ==============  ===================
+
+Shared memory is **files in a directory both sides can open by name**
+(``SHM_DIR``), written with ``pwrite``, renamed into and out of the free
+list, and guarded by ``flock`` (``localsched/_pool/segments.py``).  It
+needs three things: the directory (a tmpfs), file locks, and a directory
+listing for the reaper and the sweeps, which find a dead owner's segments
+by their name prefix.  Linux has all three.  macOS has POSIX shared memory
+(``shm_open``, what ``multiprocessing.shared_memory`` uses) but no
+directory: its objects cannot be listed (a killed owner's segments could
+be found by no reaper and would stay until reboot), renamed (no free
+list), nor written with ``pwrite``; Windows has named mappings, which the
+OS frees with their last handle (nothing to reap), but which die the
+moment the worker that wrote one lets go, before the scheduler holds it.
+Both would need a second segment store with a different protocol (the
+writer keeps its mapping until the owner has opened its own), which no
+machine here can run; until then they take the pipes, which always work,
+with one warning per process (``LOCALSCHED_SHM=0`` silences it).  Without
+shared memory there are no segments, so no owner lock and no reaper.
+
+``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
+only) and the live page lists child processes from ``/proc``; elsewhere
+both use psutil alone (shared pages then count once per process mapping
+them, as any RSS sum does).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+__all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
+           "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
+           "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
+           "SESSIONS_AND_SIGNALS"]
+
+# -- file locks --------------------------------------------------------------------
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # Windows
+    _fcntl = None  # type: ignore[assignment]
+
+#: Whether ``flock`` locks files (advisory, per open file description).
+FILE_LOCKS = _fcntl is not None
+
+if _fcntl is not None:
+    flock = _fcntl.flock
+    LOCK_SH, LOCK_EX, LOCK_NB = _fcntl.LOCK_SH, _fcntl.LOCK_EX, _fcntl.LOCK_NB
+else:
+    LOCK_SH, LOCK_EX, LOCK_NB = 1, 2, 4
+
+    def flock(fd: int, operation: int) -> None:
+        """No file locks here (callers check ``FILE_LOCKS`` first)."""
+        raise OSError(errno.ENOSYS, "this platform has no file locks (fcntl)")
+
+
+# -- shared memory as files -----------------------------------------------------------
+
+#: The directory where shared-memory segments are files (a tmpfs on Linux;
+#: absent on macOS, the BSDs and Windows, and in some sandboxes).
+SHM_DIR = "/dev/shm"
+
+
+# (None where segments cannot be files: no statvfs, or no file locks)
+_statvfs = getattr(os, "statvfs", None) if _fcntl is not None else None
+_READ_ONLY = getattr(os, "ST_RDONLY", 1)
+
+
+def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
+    """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, else
+    ``(None, why not)``: one ``statvfs``, asked each time (a directory
+    fills up, or gets room again, while a process runs)."""
+    if _statvfs is None:
+        if _fcntl is None:
+            return None, "this platform has no file locks (fcntl), which shared memory needs"
+        return None, "this platform has no statvfs"
+    try:
+        st = _statvfs(SHM_DIR)
+    except OSError as exc:
+        return None, f"{SHM_DIR} is missing ({exc.strerror})"
+    if st.f_flag & _READ_ONLY:
+        return None, f"{SHM_DIR} is read-only"
+    if st.f_files and st.f_favail < 2:  # (f_files 0: no inode limit)
+        return None, f"{SHM_DIR} has no free inodes"
+    return st, ""
+
+
+# -- /proc ---------------------------------------------------------------------------
+
+#: Whether ``/proc`` tells shared pages apart (Linux 4.14+: PSS per kind).
+PROC_DETAILS = os.path.exists("/proc/self/smaps_rollup")
+
+
+def _kb_field(path: str, field: bytes) -> int:
+    with open(path, "rb") as f:
+        for line in f:
+            if line.startswith(field):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def proc_memory(pid: int) -> tuple[int, int, int]:
+    """``(rss, rss_shmem, pss_shmem)`` bytes of process ``pid`` (only where
+    ``PROC_DETAILS``): its resident set, the shared-memory part of it, and
+    that part shared out among the processes mapping it."""
+    rss = rss_shmem = 0
+    with open(f"/proc/{pid}/status", "rb") as f:
+        for line in f:
+            if line.startswith(b"VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith(b"RssShmem:"):
+                rss_shmem = int(line.split()[1]) * 1024
+    return rss, rss_shmem, _kb_field(f"/proc/{pid}/smaps_rollup", b"Pss_Shmem:")
+
+
+def proc_mapped(pid: int, prefix: str) -> set:
+    """Names of the files in ``SHM_DIR`` starting with ``prefix`` that
+    process ``pid`` maps (only where ``PROC_DETAILS``)."""
+    needle = f"{SHM_DIR}/{prefix}".encode()
+    skip = len(SHM_DIR) + 1
+    names = set()
+    with open(f"/proc/{pid}/maps", "rb") as f:
+        for line in f:
+            at = line.find(needle)
+            if at >= 0:
+                names.add(line[at + skip:].split()[0].decode())
+    return names
+
+
+def child_pids(pid: int) -> list | None:
+    """The direct children of process ``pid`` from ``/proc``'s per-thread
+    lists (a few small reads), or None where there are none (then ask
+    psutil, which reads every process of the machine)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    pids: set = set()
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                pids.update(map(int, f.read().split()))
+        except FileNotFoundError:  # (the thread ended meanwhile)
+            continue
+        except OSError:
+            return None
+    return sorted(pids)
+
+
+# -- processes --------------------------------------------------------------------
+
+#: Whether processes have sessions and POSIX signals (SIGTERM, SIGKILL to a
+#: process group): not on Windows.
+SESSIONS_AND_SIGNALS = os.name == "posix"
+
+_PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+_libc: list = []
+
+
+def libc():
+    """The C library of this process (``ctypes.CDLL``, errno kept), or
+    None where there is none to ask by that name (Windows)."""
+    if not _libc:
+        try:
+            import ctypes
+
+            _libc.append(ctypes.CDLL(None, use_errno=True))
+        except (OSError, TypeError):
+            _libc.append(None)
+    return _libc[0]
+
+
+def die_with_parent() -> bool:
+    """Ask the kernel to SIGKILL this process when the thread that started
+    it ends (Linux's ``PR_SET_PDEATHSIG``); False where that cannot be had
+    (callers watch a pipe instead)."""
+    import signal
+
+    prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
+    kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
+    return prctl is not None and kill is not None and prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0
+
+
+def glibc_malloc() -> tuple | None:
+    """``(mallopt, malloc_trim)`` where the allocator is glibc's, else None
+    (musl, macOS, Windows)."""
+    try:
+        if not os.confstr("CS_GNU_LIBC_VERSION"):
+            return None
+    except (AttributeError, OSError, ValueError):  # (no confstr, or no such name)
+        return None
+    c = libc()
+    mallopt, malloc_trim = getattr(c, "mallopt", None), getattr(c, "malloc_trim", None)
+    return (mallopt, malloc_trim) if mallopt is not None and malloc_trim is not None else None
+
+
+def pidfd(pid: int) -> int | None:
+    """A descriptor readable when process ``pid`` ends, even while a
+    grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def descriptorless_mmap() -> tuple | None:
+    """``(mmap, munmap)`` of the C library, typed, for mappings that keep
+    no file descriptor (Python's ``mmap`` keeps a duplicate), or None where
+    there is no such C call (Windows)."""
+    c = libc()
+    if c is None or not hasattr(c, "mmap"):
+        return None
+    import ctypes
+
+    mmap, munmap = c.mmap, c.munmap
+    mmap.restype = ctypes.c_void_p
+    mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                     ctypes.c_int, ctypes.c_long)
+    munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    return mmap, munmap

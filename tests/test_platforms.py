@@ -1,0 +1,256 @@
+"""Other platforms' constraints, simulated on Linux (issue 26): no
+``fcntl`` (Windows), and ``/dev/shm`` missing (macOS, the BSDs, AWS
+Lambda), read-only, too small, filling up, or out of inodes (sandboxes).
+
+Each scenario runs a real process computation in a subprocess of its own:
+the ``fcntl`` one with the import (and the other calls Windows lacks)
+taken away in it and in its spawned workers (a ``sitecustomize`` on their
+path), the ``/dev/shm`` ones in a private
+mount namespace (``unshare -m``) where a tmpfs of that kind, or none at
+all, is mounted on ``/dev/shm`` (needs root, or sudo without a password as
+on CI runners, and unshare: skipped with the reason elsewhere).  Every one
+must give the right result with one warning (none when there is room),
+given by the caller (no worker's stderr line), and leave nothing in that
+``/dev/shm``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# The computation: results and inputs of 2.4 MB (shared memory when it
+# works), two workers, a ResourceProfiler around it (it reads /dev/shm).
+# Prints one JSON line: the result was right, the warnings about pipes.
+COMPUTATION = """
+import json, operator, os, sys, warnings
+import numpy as np
+import localsched.multiprocessing as lmp
+from localsched.diagnostics import ResourceProfiler
+
+n = 300_000
+dsk = {("a", i): (np.full, n, float(i)) for i in range(4)}
+dsk.update({("b", i): (operator.add, ("a", i), ("a", (i + 1) % 4)) for i in range(4)})
+dsk["total"] = (sum, [(np.sum, ("b", i)) for i in range(4)])
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with ResourceProfiler(dt=0.05) as rprof:
+        bs, total = lmp.get(dsk, [[("b", i) for i in range(4)], "total"], num_workers=2)
+    bs2 = lmp.get(dsk, [("b", i) for i in range(4)], num_workers=2)  # (a second run)
+try:  # (while this process still owns its pools: does it own a lock file?)
+    lock = any(n.endswith(".lock") for n in os.listdir("/dev/shm"))
+except OSError:
+    lock = False
+lmp.shutdown()
+right = (total == 12 * n and len(rprof.results) >= 2
+         and all(b.shape == (n,) and (b == i + (i + 1) % 4).all()
+                 for bb in (bs, bs2) for i, b in enumerate(bb)))
+notes = [str(w.message) for w in caught
+         if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
+print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock}))
+"""
+
+
+def _check(proc: subprocess.CompletedProcess, warnings_expected: int) -> dict:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert lines, proc.stdout + proc.stderr
+    out = json.loads(lines[-1])
+    assert out["right"], out
+    assert len(out["warnings"]) == warnings_expected, out
+    # One warning, the caller's: no worker writes its own line.
+    assert "localsched:" not in proc.stderr, proc.stderr
+    return out
+
+
+# -- no fcntl (Windows) ------------------------------------------------------------
+
+# What Windows lacks of what localsched might touch, taken away from a
+# Linux interpreter (spawned workers included).
+WINDOWS_LIKE = """
+import ctypes, os, signal, sys
+sys.modules["fcntl"] = None  # "import fcntl" raises ImportError
+for name in ("statvfs", "pidfd_open", "confstr"):
+    if hasattr(os, name):
+        delattr(os, name)
+if hasattr(signal, "SIGKILL"):
+    del signal.SIGKILL
+class _NoLibc(ctypes.CDLL):  # (ctypes.CDLL(None): no C library by that name)
+    def __init__(self, name, *args, **kwargs):
+        if name is None:
+            raise TypeError("expected str, bytes or os.PathLike object, not NoneType")
+        super().__init__(name, *args, **kwargs)
+ctypes.CDLL = _NoLibc
+"""
+
+
+@pytest.fixture
+def no_fcntl_env(tmp_path):
+    """An environment whose Python processes (spawned workers included)
+    cannot import fcntl, and lack the other calls Windows lacks."""
+    (tmp_path / "sitecustomize.py").write_text(WINDOWS_LIKE)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+
+
+def _named_by(pid: int) -> list:
+    if not os.path.isdir("/dev/shm"):
+        return []
+    return [n for n in os.listdir("/dev/shm") if n.startswith(f"localsched-{pid}_")]
+
+
+def test_without_fcntl_import_threads_resource_profiler_and_processes(no_fcntl_env):
+    """Without fcntl (nor statvfs, pidfd_open, confstr, SIGKILL or a C
+    library by the name None), ``import localsched.multiprocessing`` works, a
+    ResourceProfiler around a threads computation samples, and a process
+    computation gives the right result through pipes with one warning."""
+    script = textwrap.dedent("""
+        import sys
+        try:
+            import fcntl
+        except ImportError:
+            pass
+        else:
+            sys.exit("fcntl is importable: the simulation does not hold")
+        import localsched.multiprocessing
+        import localsched.threaded
+        from localsched.diagnostics import ResourceProfiler
+        from operator import add
+        with ResourceProfiler(dt=0.01) as rprof:
+            assert localsched.threaded.get({"a": 1, "b": (add, "a", 1)}, "b") == 2
+        assert len(rprof.results) >= 2, rprof.results
+        print("threads ok", flush=True)
+        """) + COMPUTATION
+    proc = subprocess.Popen([sys.executable, "-c", script], env=no_fcntl_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        stdout, stderr = proc.communicate(timeout=100)
+    finally:
+        proc.kill()
+        proc.wait()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    assert "threads ok" in stdout, stdout + stderr
+    out = _check(done, warnings_expected=1)
+    assert "lock" in out["warnings"][0], out  # (says why)
+    assert _named_by(proc.pid) == []
+
+
+# -- /dev/shm missing, read-only, small, full, out of inodes -------------------------------
+
+# Shell set-ups run in the private mount namespace before the computation.
+SHM_MISSING = """
+olddev=$(mktemp -d)
+mount --bind /dev "$olddev"
+mount -t tmpfs -o size=1m tmpfs /dev
+for n in null zero urandom random full tty; do
+    touch /dev/$n && mount --bind "$olddev/$n" /dev/$n
+done
+ln -s /proc/self/fd /dev/fd
+umount "$olddev" && rmdir "$olddev"
+"""
+
+SCENARIOS = {
+    # name: (set-up, extra environment, warnings expected, shared memory used:
+    # an owner lock file exists while the pools live)
+    "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0, True),
+    "missing": (SHM_MISSING, {}, 1, False),
+    "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1, False),
+    # (no lock file either: nothing is created before the fallback is decided)
+    "too-small": ("mount -t tmpfs -o size=1m tmpfs /dev/shm", {}, 1, False),
+    # Room for the lock and a value or two, then full: each value that
+    # does not fit takes the pipe (decided per failure, workers included).
+    "fills-up": ("mount -t tmpfs -o size=6m tmpfs /dev/shm",
+                 {"LOCALSCHED_SHM_RESERVE": "0"}, 1, True),
+    "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1, False),
+    # An inode for the owner's lock file and one segment at a time.
+    "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1, True),
+}
+
+
+def _as_root(env: dict) -> list:
+    """The command prefix that runs a command as root with ``env``: none
+    for root; ``sudo -n env ...`` where sudo needs no password (CI runners)."""
+    if os.geteuid() == 0:
+        return []
+    keep = ("PATH", "HOME", "PYTHONPATH", "LOCALSCHED_SHM_RESERVE")
+    return ["sudo", "-n", "env", "PYTHONDONTWRITEBYTECODE=1",
+            *[f"{k}={env[k]}" for k in keep if k in env]]
+
+
+def _namespace_problem() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "mount namespaces are Linux's"
+    if shutil.which("unshare") is None:
+        return "needs unshare (util-linux)"
+    if os.geteuid() != 0 and shutil.which("sudo") is None:
+        return "needs root (or sudo) to mount a tmpfs in a private mount namespace"
+    probe = subprocess.run([*_as_root(dict(os.environ)), "unshare", "-m", "--propagation",
+                            "private", "sh", "-c", "mount -t tmpfs -o size=1m tmpfs /dev/shm"],
+                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    if probe.returncode != 0:
+        return f"cannot mount in a private mount namespace here: {probe.stderr.strip()}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def namespaces():
+    problem = _namespace_problem()
+    if problem is not None:
+        pytest.skip(problem)
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_dev_shm_scenarios(namespaces, scenario):
+    """The processes scheduler with /dev/shm missing, read-only, too
+    small, filling up or out of inodes: the right result, one warning (none
+    when there is room), and nothing left in that /dev/shm once the
+    computation's process has exited."""
+    setup, env_extra, warnings_expected, shared = SCENARIOS[scenario]
+    shell = (f"set -e\n{setup}\nset +e\n"
+             f'"$0" -c "$1"; status=$?\n'
+             f'echo "LEFT: $(ls -A /dev/shm 2>/dev/null | tr "\\n" " ")"\n'
+             f"exit $status\n")
+    env = dict(os.environ, PYTHONPATH=ROOT, **env_extra)
+    proc = subprocess.run(
+        [*_as_root(env), "unshare", "-m", "--propagation", "private", "sh", "-c", shell,
+         sys.executable, textwrap.dedent(COMPUTATION)],
+        capture_output=True, text=True, timeout=100, env=env, stdin=subprocess.DEVNULL)
+    out = _check(proc, warnings_expected)
+    assert out["lock"] is shared, out
+    left = [line for line in proc.stdout.splitlines() if line.startswith("LEFT:")]
+    assert left and "localsched-" not in left[-1], proc.stdout
+
+
+# -- /proc without its details: psutil alone ------------------------------------------
+
+
+def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
+    """Where /proc cannot tell shared pages apart or list children (macOS,
+    Windows), the ResourceProfiler sums psutil's RSS and the live page finds
+    child processes through psutil: around a process computation both
+    still see the workers."""
+    from localsched import _platform
+    from localsched import multiprocessing as lmp
+    from localsched.diagnostics import ResourceProfiler
+    from localsched.diagnostics.live import feed
+
+    monkeypatch.setattr(_platform, "PROC_DETAILS", False)
+    monkeypatch.setattr(_platform, "child_pids", lambda pid: None)
+    try:
+        with ResourceProfiler(dt=0.05) as rprof:
+            assert lmp.get({"a": (sum, [1, 2]), "b": (abs, "a")}, "b", num_workers=2) == 3
+            import psutil
+
+            children = {p.pid for p in feed._children(psutil.Process())}
+            assert set(lmp.default_pool(2).pids) <= children
+    finally:
+        lmp.shutdown()
+    assert len(rprof.results) >= 2 and all(r.mem > 0 for r in rprof.results)
