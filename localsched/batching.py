@@ -67,7 +67,7 @@ one not tiny counts it again for good); a result the planner never sees
 arrays, lists, objects of unknown size (the memory benchmark's) -- keep
 the depth-first rule above.  A batch whose every result is tiny
 (``tiny_batch``) is also cheaper to hand over to a thread when nobody
-watches the run (``items(direct=True)``, see ``PoolLoop.direct``): its
+watches the run (``items(direct=True)``, see ``PoolSettings.direct``): its
 worker writes each result some task uses into the shared cache, where
 the scheduler frees it as for any other, and sends every result back, so
 ``items`` need not work out where each is last used (on the tiny shapes
@@ -113,11 +113,7 @@ keeps apart tasks that wait for each other (dask's own tests meet at a
 Batches that start elsewhere recall nothing.
 
 Records.  A worker reports each task as a plain tuple laid out as
-``Record`` (plain tuples: they are made once per task in the hot path, and
-pickle small); lists of them travel together.
-
->>> Record(3, True, 42, 1.0, 1.5, 7, None).value
-42
+``localsched.records_wire.Record``; lists of them travel together.
 """
 
 from __future__ import annotations
@@ -134,7 +130,7 @@ from .machine import READY, RUNNING, WAITING
 from .metrics import NUMBERS, is_tiny
 from .utils import funcname, key_split
 
-__all__ = ["Planner", "Record", "BatchItem", "BATCH_BUDGET", "forget"]
+__all__ = ["Planner", "BatchItem", "BATCH_BUDGET", "forget"]
 
 
 # Seconds of (measured) work a batch is sized to: enough to make the
@@ -187,36 +183,6 @@ def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:
         _learned.clear()
-
-
-class Record(NamedTuple):
-    """What a worker reports per task (sent as a plain tuple of this layout).
-
-    ``ok`` is True (``value`` is the result, or None when only the batch
-    needed it), False (``value`` is the exception) or None: an announcement
-    that the batch starts with task ``index`` at ``start``.
-
-    ``probe`` is None unless a callback asked for fine metrics
-    (``localsched.diagnostics.FineMetrics``) or sizes, and then only for
-    what only that task has: ``(None, user metrics or None)``, plus, for
-    the first task of a batch, ``(received, started, fresh)`` (when the
-    worker got the batch, started it, and whether the worker process was
-    new), plus with sizes the result's size as a sixth field.  Its CPU
-    seconds (``probe[0]`` None) come from the list's ``CPU_NOTE``.  A
-    record with a negative ``index`` carries no task: -1, how an earlier
-    hand-off of results travelled; -2, stack samples taken in a worker
-    process; -3 (``runtime.CPU_NOTE``), ``(CPU seconds, tasks, their wall
-    seconds)`` of the task records after it in its list (see
-    ``runtime.run_batch``).
-    """
-
-    index: int  # type: ignore[assignment]  # (the field shadows tuple.index)
-    ok: bool | None
-    value: Any
-    start: float
-    end: float
-    worker_id: Any
-    probe: Any = None
 
 
 class BatchItem(NamedTuple):

@@ -3,8 +3,8 @@
 Design
 ======
 
-One computation is four pieces, each in its own module, used by every loop
-(imports point downwards only)::
+One local computation is four pieces, each in its own module (imports point
+downwards only)::
 
     core.get_async ─┬─► lifecycle.Computation   callbacks: which, what they need,
                     │                           start / start_state / finish
@@ -21,10 +21,15 @@ One computation is four pieces, each in its own module, used by every loop
 - ``lifecycle``: one computation's callbacks from ``start`` to ``finish``
   (on every exit path, with a state even when the graph is refused; every
   failing finish hook reported).  The cluster loop
-  (``localsched.distributed``) uses it too.
-- ``view``: what a callback receives: ``State`` (dask's mapping), one
-  ``TaskRecord`` per task (``state.task``), one ``RunOutcome`` per run
-  (``state.outcome``).
+  (``localsched.distributed``) uses it too, but not ``machine``: the
+  cluster's scheduler runs the graph, and that loop follows it in its own
+  ``ClusterState``.
+- ``view``: what a callback receives: ``State`` (dask's mapping over the
+  ``RunState``), one ``TaskRecord`` per task (``state.task``), one
+  ``RunOutcome`` per run (``state.outcome``); and ``StateView``, the
+  interface every diagnostic reads, which ``State``, the cluster loop's
+  ``ClusterState`` and (wrapped by ``state_view``) dask's own schedulers'
+  dict all offer.
 - ``task_records``: the run's records (``state.outcome.records``) for the
   callbacks that read them, kept as plain values, read as tuples.
 - ``runtime``: the worker side: running a batch, measuring, sampling.
@@ -68,6 +73,13 @@ def in_task() -> bool:
     """Whether the calling code runs inside a computation (in a task, or in
     a callback of a running computation)."""
     return in_computation()
+
+
+def _configured_cache() -> dict | None:
+    """dask's config key ``cache``, as dask's get_async reads it, when it is
+    a results dict (dask also allows a cachey.Cache there: not one)."""
+    cache = dask_config("cache")
+    return cache if isinstance(cache, dict) else None
 
 
 def get_async(
@@ -137,9 +149,7 @@ def get_async(
         raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
     comp = Computation(dsk, callbacks)
     if cache is None:
-        cache = dask_config("cache")  # as dask's get_async reads it
-        if cache is not None and not isinstance(cache, dict):
-            cache = None  # (dask also allows a cachey.Cache here; not a results dict)
+        cache = _configured_cache()
     with comp:
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)  # (no local for the state: an error's frames would keep it)

@@ -139,7 +139,7 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
             if measure:
                 c = cpu() - c0
                 spent += c
-                probe = (c, sink or None)
+                probe = (c, sink or None, None, None, None, None)  # (a records_wire.Probe)
             machine.current = None
             freed = complete(i, value)
             if make_records:

@@ -4,8 +4,12 @@
 of every task.  It knows nothing of pools, pipes, callbacks or diagnostics:
 a loop tells it what happened (a task started, a task finished with this
 value) and it answers with what follows (which tasks became ready, which
-results may leave the cache).  The inline loop, the pool loop and the
-cluster loop all drive the same class, unchanged.
+results may leave the cache).  The two local loops, inline and pool, drive
+the same class, unchanged.  The cluster loop (``localsched.distributed``)
+does not: there the cluster's scheduler orders and runs the graph, and the
+caller only follows it, in a ``ClusterState`` rebuilt from the scheduler's
+events (it shares the lifecycle and the callbacks' view with the local
+loops, not this class).
 
 Tasks are integers (positions in the compiled graph).  ``status[i]`` moves
 through the states below; a move the state does not allow raises

@@ -55,16 +55,14 @@ from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import NUMBERS, nbytes
-from .runtime import CPU_NOTE, run_batch, run_batch_collect, trim_traceback
+from .pool_settings import QUEUE_AHEAD, PoolSettings
+from .records_wire import CPU_NOTE, SAMPLES_NOTE
+from .runtime import run_batch, run_batch_collect, trim_traceback
 from .task_records import NO_WRITER, cpu_share, with_cpu_share
 from .utils import add_note, name_tasks
 from .view import TaskRecord
 
 __all__ = ["PoolLoop", "QUEUE_AHEAD"]
-
-# Batches handed to a process pool beyond one per worker (see above;
-# thread pools need none: the hand-off is a queue).
-QUEUE_AHEAD = 1
 
 
 class _Overlay(dict):
@@ -123,9 +121,13 @@ class PoolLoop:
                  chunksize: int | None = None, rerun_exceptions_locally: bool = False,
                  on_interrupt: Callable | None = None, transport: Any = None):
         self.machine, self.comp, self.submit = machine, comp, submit
-        self.pack_data, self.stream = pack_data, stream
-        self.unpack_exception, self.rerun = unpack_exception, rerun_exceptions_locally
-        self.on_interrupt, self.transport = on_interrupt, transport
+        self.unpack_exception, self.on_interrupt = unpack_exception, on_interrupt
+        self.transport = transport
+        # Every choice made once for the run (which results travel back,
+        # when pretask fires, what workers measure, the lean path ...).
+        self.settings = settings = PoolSettings.for_run(
+            machine, comp, pack_data=pack_data, stream=stream,
+            rerun=rerun_exceptions_locally, transport=transport)
         self.state = comp.view
         self.complete = machine.mover()
         # (Only results that cross processes in shared memory are "large";
@@ -138,34 +140,15 @@ class PoolLoop:
         self.flights = machine.in_flight  # batch serial -> its task indices
         self.flight_of: dict = {}  # batch serial -> _Flight
         self.successor: dict = {}  # after task a of a batch finishes, b starts
-        needs = comp.needs
-        pretasks = comp.pretasks
-        # Every result travels back only when a posttask hook reads results
-        # (or a failed task may be re-run here).
-        # (a size a worker cannot measure is measured here, on the result)
-        self.results_wanted = needs.results or (needs.sizes and not stream)
-        self.keep_all = self.results_wanted or rerun_exceptions_locally
-        self.announce = bool(pretasks) and needs.exact_start and stream
-        # pretask fires as the record arrives, just before posttask
-        self.late_starts = bool(pretasks) and not self.announce
-        self.measure, self.sample = needs.measure, needs.sample
         self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
-        self.probes: dict = {}  # what a worker is asked to measure (usually nothing)
-        if needs.measure:
-            self.probes["measure"] = True
-        if needs.sample:
-            self.probes["sample"] = needs.sample
-        if needs.sizes and stream:  # (sizes measured in the worker: see runtime)
-            self.probes["sizes"] = True
-        self.size_here = needs.sizes and not stream
         # Each finished task's record is kept once for every callback that
         # reads the records (Needs.records): no hook of theirs runs per task.
         records = self.state.outcome.records
+        needs = comp.needs
         self.keep_record = ((records.append,
-                             records.writer(needs.measure, needs.sizes or self.size_here))
+                             records.writer(needs.measure, needs.sizes or settings.size_here))
                             if records is not None else (None, None))
-        self.ahead = QUEUE_AHEAD if pack_data else 0
-        self.idle = num_workers + self.ahead  # batches that may start now
+        self.idle = num_workers + settings.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
         # Results in shared memory arrive as handles, through an Inbox that
         # releases them once the run stops.
@@ -176,18 +159,6 @@ class PoolLoop:
             self.shared_type = getattr(transport, "SharedValue", None)
             self.emit = self.inbox = transport.Inbox(self.events.put)
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
-        # Nothing watches each task (no hook, no kept records, no
-        # measurement, no shared memory): records take the lean path.
-        # (A flag, not a bound method kept here: that would be a cycle.)
-        self.plain = not (pretasks or comp.posttasks or records is not None or needs.measure
-                          or needs.sample or transport is not None)
-        # ... and nobody else holds the cache (no ``cache=`` of the caller's,
-        # no hook given the state): a thread worker running a batch of tiny
-        # results may write the shared cache itself (see ``_dispatch_one``).
-        # (After a failure or Ctrl-C the worker finishes its task before it
-        # sees ``cancelled``: only a cache nobody reads may take that write.)
-        self.direct = (self.plain and not pack_data and machine.owns_cache
-                       and not comp.start_states and not comp.finishes)
 
     # -- the steps ----------------------------------------------------------------
 
@@ -208,7 +179,8 @@ class PoolLoop:
                 else:  # a batch's future: the worker is free again
                     self.handle_finished_batch(item)
                 item = None  # (hold no result past its release while waiting)
-            if (self.measure or self.sample) and self.pack_data and self.stream:
+            settings = self.settings
+            if (settings.measure or settings.sample) and settings.pack_data and settings.stream:
                 self.drain_notes()
             self.hand_over_outputs()
         except BaseException as exc:
@@ -226,18 +198,19 @@ class PoolLoop:
         while self.idle and planner.has_ready():
             # (spare: the other workers idle now, not counting the queue-ahead
             # slots of processes; the batch leaves them as many ready tasks)
-            self._dispatch_one(planner, max(0, self.idle - self.ahead - 1))
+            self._dispatch_one(planner, max(0, self.idle - self.settings.ahead - 1))
             self.idle -= 1
         if not self.inflight:  # nothing runs and nothing is ready: a bug
             raise InvalidStateError("scheduler stalled with tasks left")
 
     def _dispatch_one(self, planner: Planner, spare: int) -> None:
+        settings = self.settings
         batch = planner.next_batch(spare)
-        direct = self.direct and planner.tiny_batch
-        items, data = planner.items(batch, keep_all=self.keep_all, pack_data=self.pack_data,
-                                    direct=direct)
+        direct = settings.direct and planner.tiny_batch
+        items, data = planner.items(batch, keep_all=settings.keep_all,
+                                    pack_data=settings.pack_data, direct=direct)
         machine = self.machine
-        if not self.pack_data:
+        if not settings.pack_data:
             if len(batch) > 1 and not direct:
                 # Results made inside the batch stay in the worker's overlay:
                 # only this thread writes the shared cache, so what hooks
@@ -251,24 +224,24 @@ class PoolLoop:
                 # thread then writes.  The scheduler frees a result only
                 # once all its users reported, so never one a batch reads.
                 data = machine.cache
-        if self.announce:
+        if settings.announce:
             # The worker announces when the batch starts; each later task
             # starts as soon as its predecessor's record is sent.
             successor = self.successor
             for a, b in zip(batch[:-1], batch[1:], strict=True):
                 successor[a] = b
         flight = _Flight(batch, time.time())
-        if self.pack_data and not data:
+        if settings.pack_data and not data:
             flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
-                                  self.announce, emit=self.events.put, where=flight.where,
-                                  **self.probes)
-            elif self.stream:  # a process pool that routes ``emit`` back to this process
-                fut = self.submit(run_batch, items, data, None, self.announce, emit=self.emit,
-                                  **self.probes)
-                if self.measure:  # the inputs were pickled by submit
+                                  settings.announce, emit=self.events.put, where=flight.where,
+                                  **settings.probes)
+            elif settings.stream:  # a process pool that routes ``emit`` back to this process
+                fut = self.submit(run_batch, items, data, None, settings.announce,
+                                  emit=self.emit, **settings.probes)
+                if settings.measure:  # the inputs were pickled by submit
                     flight.sent = (flight.dispatched, time.time())
             else:
                 fut = self.submit(run_batch_collect, items, data)
@@ -293,12 +266,13 @@ class PoolLoop:
         if self.inbox is not None and events.empty():
             self.inbox.idle()  # unlink released segments while workers work
         try:
-            if self.measure and self.idle > self.ahead:  # free workers, nothing ready
+            ahead = self.settings.ahead
+            if self.settings.measure and self.idle > ahead:  # free workers, nothing ready
                 w0 = time.time()
                 try:
                     return events.get(True, 0.1)
                 finally:
-                    self.idle_seconds += (self.idle - self.ahead) * (time.time() - w0)
+                    self.idle_seconds += (self.idle - ahead) * (time.time() - w0)
             return events.get(True, 0.1)
         except Empty:
             return None
@@ -324,7 +298,7 @@ class PoolLoop:
             add_note(exc, "while computing " + name_tasks(lost))
             self._lost_batch(flight, exc)
             raise exc
-        if self.stream:
+        if self.settings.stream:
             for i in flight.batch:
                 if machine.status[i] == RUNNING:  # stopped early: lost tasks
                     raise InvalidStateError(
@@ -346,14 +320,14 @@ class PoolLoop:
 
     def handle(self, records: list) -> None:
         """Complete each task of a list of records (and fire its hooks)."""
-        if self.plain:
+        if self.settings.plain:
             self.handle_plain(records)
         else:
             self.handle_records(records)
 
     def handle_plain(self, records: list) -> None:
         """``handle_records`` when nothing watches each task (see
-        ``__init__``): complete each task and time its function."""
+        ``PoolSettings.plain``): complete each task and time its function."""
         complete, planner = self.complete, self.planner
         stats, group_of, observe = planner.stats, planner.group_of, planner.observe
         fresh, numbers = planner.fresh, NUMBERS  # (a set changed in place)
@@ -379,26 +353,27 @@ class PoolLoop:
     def handle_records(self, records: list) -> None:
         """Complete each task of a list of records and fire its hooks (the
         per-task hot path)."""
-        machine, comp, planner = self.machine, self.comp, self.planner
+        machine, comp, planner, settings = self.machine, self.comp, self.planner, self.settings
         keys, status, complete = machine.keys, machine.status, self.complete
         state, dsk = self.state, comp.dsk
         pretasks, posttasks = comp.pretasks, comp.posttasks
-        late_starts, successor, flight_of, mark = (self.late_starts, self.successor,
+        late_starts, successor, flight_of, mark = (settings.late_starts, self.successor,
                                                    self.flight_of, planner.mark)
         unconfirmed = planner.unconfirmed  # (a set the planner changes in place)
-        shared_type, pack_data = self.shared_type, self.pack_data
+        shared_type, pack_data = self.shared_type, settings.pack_data
         new, record = tuple.__new__, TaskRecord
-        results_wanted = self.results_wanted
-        sizes = "sizes" in self.probes  # (a size measured in the worker: probe[5])
+        results_wanted, size_here = settings.results_wanted, settings.size_here
+        sizes = "sizes" in settings.probes  # (a size measured in the worker: probe[5])
         keep, keep_fast = self.keep_record  # (the run's records, when a callback reads them)
         keep_row, keep_freed, keep_probe, keep_size = keep_fast or NO_WRITER
-        measured, sized = self.measure, sizes or self.size_here
+        measured, sized = settings.measure, sizes or size_here
         make_records = bool(posttasks) or keep is not None
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
         flight = None
+        # (records_wire.Record tuples, unpacked)
         for n, (i, ok, value, t0, t1, wid, probe) in enumerate(records):
-            if ok is None and i < 0:  # not a task: measurements (see runtime)
+            if ok is None and i < 0:  # a note, not a task (see records_wire)
                 self._note(i, value, wid)
                 continue
             flight = flight_of.get(mark[i])
@@ -431,13 +406,13 @@ class PoolLoop:
                 if pack_data:
                     task = self._record(i, key, t0, t1, wid, tuple(freed) if freed else (),
                                         probe, flight, arrived if n == last else None)
-                    if self.size_here:  # (a pool without a record stream: the result is here)
+                    if size_here:  # (a pool without a record stream: the result is here)
                         task = task[:8] + (nbytes(value),)
                     if keep is not None:
                         keep(task)
                 else:  # threads: kept as plain values, no tuple (see task_records)
-                    size = (nbytes(value) if self.size_here  # (a pool without a record stream)
-                            else probe[5] if sizes else None)
+                    size = (nbytes(value) if size_here  # (a pool without a record stream)
+                            else probe[5] if sizes else None)  # (Probe.nbytes)
                     if not measured:
                         probe = None  # (a probe that only carried the size)
                     if keep_row is not None:
@@ -465,24 +440,24 @@ class PoolLoop:
                     for f in pretasks:
                         f(k2, dsk, state)
             value = None
-        if self.measure and flight is not None:
+        if measured and flight is not None:
             flight.arrived = arrived  # (when this hand-off's results arrived)
 
     def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
         """A process task's record (a TaskRecord's fields): its travel, and
         measured, its activities."""
         transfer = activities = None
-        if self.pack_data:
+        if self.settings.pack_data:
             sent = 0.0
             if flight is not None and flight.batch[0] == i and flight.inputs:
                 sent = max(0.0, t0 - flight.dispatched)
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
-            if probe is not None and len(probe) > 2 and probe[2] is not None \
-                    and flight is not None and flight.sent is not None:
-                (d0, d1), (received, _) = flight.sent, probe[2]
+            arrival = probe[2] if probe is not None else None  # (Probe.received)
+            if arrival is not None and flight is not None and flight.sent is not None:
+                (d0, d1), (received, _) = flight.sent, arrival
                 activities = (("serialize", d0, d1), ("transfer", d1, received),
                               ("deserialize", received, t0))
-        nbytes = probe[5] if probe is not None and len(probe) > 5 else None
+        nbytes = probe[5] if probe is not None else None  # (Probe.nbytes)
         return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
@@ -492,7 +467,7 @@ class PoolLoop:
         if self.unpack_exception is not None:
             exc = self.unpack_exception(exc)
         self.state.outcome.failed[key] = (exc, t0, t1, wid)
-        if self.rerun:
+        if self.settings.rerun:
             inputs = machine.cache
             if self.load is not None:  # the values, not their handles
                 inputs = {machine.keys[d]: self.load(machine.cache[machine.keys[d]])
@@ -507,18 +482,18 @@ class PoolLoop:
         raise exc
 
     def _note(self, i: int, value, wid) -> None:
-        """A worker's measurement record (index < 0, see runtime)."""
+        """A worker's note (``records_wire``: CPU, samples or a hand-off)."""
         outcome = self.state.outcome
         if i == CPU_NOTE:  # the CPU seconds of the next tasks in this list
             self.stretch = value
             if outcome.records is not None:
                 outcome.records.cpu_note(*value)
             return
-        if i == -2:  # stack samples: (time, key, stack, seconds) each
+        if i == SAMPLES_NOTE:  # stack samples: (time, key, stack, seconds) each
             outcome.samples.extend((s[0], wid, *s[1:]) for s in value)
             return
-        sent, start, dumped, stop = value
-        if not self.measure or not sent:
+        sent, start, dumped, stop = value  # (HANDOFF_NOTE)
+        if not self.settings.measure or not sent:
             return
         flight = self.flight_of.get(self.planner.mark[sent[0]])
         if flight is not None:
@@ -563,7 +538,8 @@ class PoolLoop:
         """The computation stops (a failure, Ctrl-C): stop in-process batches,
         say which tasks were running, release what arrived."""
         self.cancelled.append(True)
-        if not self.keep_all and not self.direct:  # (direct: nobody else sees the cache)
+        settings = self.settings
+        if not settings.keep_all and not settings.direct:  # (direct: nobody else sees the cache)
             self._drop_placeholders()
         if self.inbox is not None:
             self.inbox.abandon(self.machine.cache, self._drain_events)

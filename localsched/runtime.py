@@ -39,8 +39,9 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .forking import at_fork_in_child
 from .graph import execute
+from .records_wire import NO_MARKS, announcement, cpu_note, handoff_note, samples_note
 
-__all__ = ["CPU_NOTE", "run_batch", "run_batch_collect", "running_tasks", "take_samples",
+__all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",
            "sample_every", "worker_sampler", "trim_traceback", "trim_stack"]
 
 # A worker hands finished records over at least this often (seconds): many
@@ -59,13 +60,6 @@ ANNOUNCE_INTERVAL = 1e-4
 
 thread_time = time.thread_time
 
-# A measured probe's first five fields, where a task has none of its own.
-_NO_MARKS = (None, None, None, None, None)
-
-# Records that are not tasks carry a negative index: -1 a worker process's
-# hand-off cost, -2 its stack samples, and CPU_NOTE ``(CPU seconds, tasks,
-# their wall seconds)`` of the tasks after it in its list (measuring).
-CPU_NOTE = -3
 
 # thread ident -> key of the task it runs, while a sampler listens (read by
 # the sampler thread: plain dict operations are atomic).
@@ -93,23 +87,23 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
     send)`` (see ``localsched.batching``); dependency results are read from
     ``data`` (the shared cache, an overlay of it, or the inputs shipped to a
-    process).  A record is a ``Record`` tuple ``(i, ok, value, start, end,
-    worker_id, probe)``; the batch stops at the first failure.  With
-    ``announce``, a first record ``(i, None, None, start, 0.0, worker_id,
-    None)`` says at once that the batch has started.  ``where`` (a list
+    process).  A record is a plain tuple laid out as
+    ``records_wire.Record``: ``(i, ok, value, start, end, worker_id,
+    probe)``; the batch stops at the first failure.  With ``announce``, a
+    first record (``records_wire.announcement``) says at once that the
+    batch has started.  ``where`` (a list
     shared with the scheduler, threads only) receives ``(worker_id,
     start)`` once, so a batch stopped before it reports can be placed.
 
     ``measure``: each list opens with a ``CPU_NOTE``, the thread CPU time
-    of the tasks after it, and a task's ``probe`` holds what only it has
-    (what it metered; the first task the batch's start); in a worker
-    process each hand-off's cost is reported in the next one as a record
-    with index -1.  ``sample``: the
-    thread's running task is published in ``running_tasks``; in a worker
-    process the worker's sampler runs and its samples travel back as
-    records with index -2.  ``sizes``: each record's probe holds six
-    fields, the last the result's size (``localsched.metrics.nbytes``),
-    the others None where nothing was measured.
+    of the tasks after it, and a task's ``probe`` (``records_wire.Probe``)
+    holds what only it has (what it metered; the first task the batch's
+    start); in a worker process each hand-off's cost is reported in the
+    next one as a ``HANDOFF_NOTE``.  ``sample``: the thread's running task
+    is published in ``running_tasks``; in a worker process the worker's
+    sampler runs and its samples travel back as a ``SAMPLES_NOTE``.
+    ``sizes``: each record's probe holds the result's size
+    (``localsched.metrics.nbytes``).
     """
     if measure or sample or sizes:
         return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
@@ -129,7 +123,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
         if where is not None:  # (threads) who runs the batch, from when
             where.append((wid, last))
         if announce:
-            emit([(batch[0][0], None, None, last, 0.0, wid, None)])
+            emit([announcement(batch[0][0], last, wid)])
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
@@ -207,7 +201,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
         if where is not None:
             where.append((wid, last))
         if announce:
-            emit([(batch[0][0], None, None, last, 0.0, wid, None)])
+            emit([announcement(batch[0][0], last, wid)])
         for i, key, spec, store, drop, send in batch:
             if cancelled:
                 break
@@ -233,12 +227,12 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 count += 1
                 busy += t1 - t0
                 if sink or marks is not None:  # (CPU None: the note's share)
-                    probe = (None, sink[:] or None) if marks is None else (None, sink[:] or None,
-                                                                          *marks)
+                    probe = (None, sink[:] or None, *(marks or NO_MARKS), None)  # (a Probe)
                     sink.clear()
                     marks = None
             if sizes:  # the result's size, measured here: only the number travels
-                probe = (*(probe or ()), *_NO_MARKS[len(probe or ()):], nbytes(value))
+                probe = ((*probe[:5], nbytes(value)) if probe is not None
+                         else (None, None, None, None, None, nbytes(value)))
             buf.append((i, True, value if send else None, t0, t1, wid, probe))
             if store:
                 data[key] = value
@@ -305,7 +299,7 @@ class _Stretch:
         c = thread_time()
         spent = c - self.cpu_before if c > self.cpu_before else 0.0
         self.cpu_before = c
-        buf[0] = (CPU_NOTE, None, (spent, count, busy), 0.0, 0.0, self.wid, None)
+        buf[0] = cpu_note(spent, count, busy, self.wid)
         return buf
 
 
@@ -334,15 +328,14 @@ class MeasuredEmit:
         # (indices of the tasks whose results went, hand-off start, pickling
         # seconds, hand-off end)
         sent = tuple(r[0] for r in records if r[1] and r[2] is not None)
-        self.pending = [(-1, None, (sent, start, job.dump_seconds, stop), 0.0, 0.0, self.wid,
-                         None)]
+        self.pending = [handoff_note(sent, start, job.dump_seconds, stop, self.wid)]
         self._add_samples()
 
     def _add_samples(self) -> None:
         if self.sampler is not None:
             samples = self.sampler.drain()
             if samples:
-                self.pending.append((-2, None, samples, 0.0, 0.0, self.wid, None))
+                self.pending.append(samples_note(samples, self.wid))
 
     def close(self) -> None:
         if self.sampler is not None:

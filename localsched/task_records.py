@@ -278,7 +278,7 @@ def with_cpu_share(probe: Any, share: float) -> Any:
     """A task's probe with its CPU seconds, ``share``, where the worker left
     them to its CPU note (``probe[0]`` None, or no probe)."""
     if probe is None:
-        return (share, None)
+        return (share, None, None, None, None, None)  # (a records_wire.Probe)
     if probe[0] is None:
         return (share, *probe[1:])
     return probe

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
@@ -259,15 +259,8 @@ def get(
         else:
             pool = default_pool(num_workers)
             shared = True
-    if _is_mp_thread_pool(pool):
-        submit = _submit_to_mp_thread_pool(pool)
-    elif isinstance(pool, Executor):
-        submit = pool.submit
-    else:
-        raise TypeError(
-            f"pool= must be a concurrent.futures.Executor or a multiprocessing.pool."
-            f"ThreadPool, got {type(pool).__name__}"
-        )
+    submit = _submit_for(pool)
+
     def on_interrupt(futures: list) -> None:
         # Ctrl-C: abandon the running tasks (threads cannot be killed) and
         # drop what has not started.
@@ -298,6 +291,18 @@ def get(
             # cannot be stopped, and end on their daemon threads, as the
             # shared pools' do.)
             temporary.shutdown(wait=not interrupted, cancel_futures=interrupted)
+
+
+def _submit_for(pool) -> Callable:
+    """``submit(fn, *args, **kwargs) -> Future`` on a thread pool of either kind."""
+    if _is_mp_thread_pool(pool):
+        return _submit_to_mp_thread_pool(pool)
+    if isinstance(pool, Executor):
+        return pool.submit
+    raise TypeError(
+        f"pool= must be a concurrent.futures.Executor or a multiprocessing.pool."
+        f"ThreadPool, got {type(pool).__name__}"
+    )
 
 
 def _is_mp_thread_pool(pool) -> bool:

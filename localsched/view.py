@@ -19,6 +19,13 @@ typed attributes that say what happened:
 ``state.timing``, ``state.freed``, ``state.failed``, ``state.running_since``
 and ``state.ntasks`` read those two (the names the docs document).
 
+:class:`StateView` is the interface every diagnostic reads, whatever loop
+produced the state: ``State`` (local loops) and companion mode's
+``ClusterState`` are StateViews; dask's own schedulers hand their
+callbacks a plain dict, which ``state_view(state)`` wraps (``DaskState``)
+so that the diagnostics ask the same questions of all three, never
+``getattr``.
+
 The view points at the RunState; nothing points back at the view, so the
 run is freed as soon as its last user lets go.
 
@@ -40,7 +47,7 @@ from typing import Any, NamedTuple
 from .machine import DONE, WAITING, RunState
 from .task_records import TaskRecords
 
-__all__ = ["State", "TaskRecord", "RunOutcome"]
+__all__ = ["State", "TaskRecord", "RunOutcome", "StateView", "DaskState", "state_view"]
 
 
 class TaskRecord(NamedTuple):
@@ -53,10 +60,11 @@ class TaskRecord(NamedTuple):
     ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
     its inputs' travel before ``start`` (first task of a batch) and its
     result's after ``end``; ``probe`` (only while a callback needs
-    ``measure``): ``(thread CPU seconds, user metrics or None[, received,
-    batch started, fresh worker][, size])``, the last three fields on a
-    batch's first task (on pools a worker reads its CPU clock once per
-    hand-off: a task's seconds are its share of that reading by wall time);
+    ``measure`` or sizes): a 6-tuple laid out as
+    :class:`~localsched.records_wire.Probe`, ``(thread CPU seconds, user
+    metrics, received, batch started, fresh worker, size)``, None where not
+    measured (on pools a worker reads its CPU clock once per hand-off: a
+    task's seconds are its share of that reading by wall time);
     ``activities``: None, or ``(activity, start, stop)``
     stretches outside the call (on processes the batch's inputs:
     serialize, transfer, deserialize; on a cluster its startstops);
@@ -111,7 +119,146 @@ class RunOutcome:
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])
 
 
-class State(Mapping):
+class StateView(Mapping):
+    """What a diagnostic reads of a computation, whatever loop runs it.
+
+    dask's mapping fields (``state["cache"]``, ``state["finished"]`` ...),
+    and: ``task`` (the :class:`TaskRecord` whose posttask fires), ``outcome``
+    (the :class:`RunOutcome`), ``ntasks``, ``task_keys()`` (the keys of the
+    tasks that run), ``failed``, ``running_since`` (None when the loop does
+    not say: dask's schedulers), ``timing`` and ``freed`` (of ``task``);
+    what only a cluster has: ``lost`` (attempts whose worker died),
+    ``dashboard_link`` (its own dashboard), ``cluster_metrics`` (its
+    workers' fine metrics) and ``worker_monitors(since, until)`` (its
+    workers' resource samples, None elsewhere).
+    """
+
+    __slots__ = ()
+
+    task: TaskRecord
+    outcome: RunOutcome
+    #: (key, dispatched, lost, worker_id) of attempts whose worker died
+    lost: Sequence[tuple] = ()
+    dashboard_link: str | None = None
+    cluster_metrics: dict | None = None
+
+    @property
+    def ntasks(self) -> int:
+        return self.outcome.ntasks
+
+    def task_keys(self) -> list:
+        """The keys of the ``ntasks`` tasks this computation runs."""
+        raise NotImplementedError
+
+    @property
+    def failed(self) -> dict:
+        return self.outcome.failed
+
+    @property
+    def running_since(self) -> dict | None:
+        return self.outcome.running_since
+
+    def task_graph(self) -> tuple | None:
+        """``(keys, deps, order)``: the graph's keys by position, each
+        position's dependencies (a tuple of positions) and the positions of
+        the tasks in run order (None where the loop does not say); None when
+        the loop knows no dependencies."""
+        return None
+
+    @property
+    def timing(self) -> tuple:
+        """``(start, end)`` of the task whose posttask fires."""
+        task = self.task
+        return (task.start, task.end)
+
+    @property
+    def freed(self) -> Sequence[Any]:
+        """The keys whose results the end of that task released."""
+        return self.task.freed
+
+    def worker_monitors(self, since: float, until: float) -> tuple | None:
+        """A cluster's workers' own resource samples (see ClusterState);
+        None: the loop has none."""
+        return None
+
+
+class DaskState(StateView):
+    """dask's own schedulers' plain dict state, read as a StateView: no task
+    record, an empty outcome (dask's schedulers say nothing but the hooks),
+    ``running_since`` None.
+
+    >>> view = DaskState({'cache': {'a': 1}, 'dependencies': {'a': set(), 'b': {'a'}},
+    ...                   'ready': ['b'], 'waiting': {}, 'running': set(), 'finished': set()})
+    >>> view.ntasks, view.task_keys(), view['cache'], view.running_since
+    (1, ['b'], {'a': 1}, None)
+    """
+
+    __slots__ = ("_state", "outcome")
+
+    task = _NO_TASK
+
+    def __init__(self, state: Mapping):
+        self._state = state
+        self.outcome = RunOutcome()
+
+    @property
+    def ntasks(self) -> int:
+        state = self._state
+        return sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+
+    def task_keys(self) -> list:
+        # the graph's keys but data (in the cache, with nothing computed yet)
+        cache = self._state["cache"]
+        return [k for k in self._state["dependencies"] if k not in cache]
+
+    @property
+    def running_since(self) -> None:
+        return None
+
+    def task_graph(self) -> tuple | None:
+        deps = self._state.get("dependencies")
+        return dependency_positions(deps) if isinstance(deps, Mapping) else None
+
+    def __getitem__(self, name: str):
+        return self._state[name]
+
+    def __iter__(self):
+        return iter(self._state)
+
+    def __len__(self) -> int:
+        return len(self._state)
+
+    def __repr__(self) -> str:
+        return f"<DaskState: {len(self._state['finished'])}/{self.ntasks} tasks finished>"
+
+
+def dependency_positions(deps: Mapping) -> tuple:
+    """key -> dependency keys as ``(keys, deps by position, None)``, the
+    layout of :meth:`StateView.task_graph` (keys named only as dependencies
+    are appended, with none of their own).
+
+    >>> dependency_positions({'b': ['a'], 'c': ['a', 'b']})
+    (['b', 'c', 'a'], [(2,), (2, 0), ()], None)
+    """
+    keys = list(deps)
+    index = {k: i for i, k in enumerate(keys)}
+    for kdeps in deps.values():
+        for d in kdeps:
+            if d not in index:
+                index[d] = len(keys)
+                keys.append(d)
+    positions = [tuple(index[d] for d in kdeps) for kdeps in deps.values()]
+    positions += [()] * (len(keys) - len(positions))
+    return keys, positions, None
+
+
+def state_view(state: Mapping) -> StateView:
+    """The StateView of a hook's ``state``: itself, or dask's dict wrapped
+    (a new wrapper per call: read it, key runs by the state itself)."""
+    return state if isinstance(state, StateView) else DaskState(state)
+
+
+class State(StateView):
     """The scheduler state handed to callbacks: a read-only Mapping with
     dask's documented fields.
 
@@ -126,7 +273,7 @@ class State(Mapping):
       (``len(state["waiting"])`` included).
 
     And ``task`` (:class:`TaskRecord`) and ``outcome`` (:class:`RunOutcome`):
-    see the module docstring.
+    see the module docstring; the rest of :class:`StateView`.
     """
 
     FIELDS = ("dependencies", "dependents", "waiting", "waiting_data", "cache", "ready",
@@ -145,22 +292,7 @@ class State(Mapping):
         self.outcome = outcome if outcome is not None else RunOutcome(machine.ntasks)
         self._static: dict = {}
 
-    # -- the documented shortcuts ------------------------------------------------
-
-    @property
-    def timing(self) -> tuple:
-        """``(start, end)`` of the task whose posttask fires."""
-        task = self.task
-        return (task.start, task.end)
-
-    @property
-    def freed(self) -> Sequence[Any]:
-        """The keys whose results the end of that task released."""
-        return self.task.freed
-
-    @property
-    def ntasks(self) -> int:
-        return self.outcome.ntasks
+    # -- StateView (timing, freed, ntasks, failed, running_since: from the base) -------
 
     def task_keys(self) -> list:
         """The keys of the ``ntasks`` tasks this computation runs, in run
@@ -174,14 +306,6 @@ class State(Mapping):
         own lists, not copied (read them, never change them)."""
         machine = self._machine
         return machine.keys, machine.deps, machine.order
-
-    @property
-    def failed(self) -> dict:
-        return self.outcome.failed
-
-    @property
-    def running_since(self) -> dict:
-        return self.outcome.running_since
 
     # -- the Mapping --------------------------------------------------------------
 

@@ -14,6 +14,7 @@ import operator
 import pytest
 
 from localsched.callbacks import Callback, Needs
+from localsched.records_wire import Probe
 from localsched.task_records import TaskRecords
 from localsched.view import TaskRecord
 
@@ -177,23 +178,25 @@ def test_a_cpu_note_is_split_among_its_records_by_wall_time():
     records = TaskRecords()
     keep = records.writer(measured=True)
     records.cpu_note(0.6, 2, 3.0)  # 0.6 s of CPU for the next two tasks, 3 s of wall
-    keep.probe((None, [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)], 0.0, 1.0, True))
+    metered = [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)]
+    keep.probe(Probe(None, metered, (0.0, 0.0), 1.0, True))
     keep.row(("a", 1.0, 2.0, 7, 0))  # 1 s of the 3: 0.2 s of CPU
     keep.probe(None)
     keep.row(("b", 2.0, 4.0, 7, 0))  # 2 s: 0.4 s
-    keep.probe((0.05, None))  # a task with its own CPU reading (sync) and no note
+    keep.probe(Probe(0.05))  # a task with its own CPU reading (sync) and no note
     keep.row(("c", 4.0, 5.0, 7, 0))
     records.cpu_note(0.3, 1, 0.0)  # a note over a task of no measurable wall time
     keep.probe(None)
     keep.row(("d", 5.0, 5.0, 8, 0))
     first = records[0]  # (read one by one, then all at once: the same)
-    assert first[6][0] == pytest.approx(0.2) and first[6][1:] == (
-        [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)], 0.0, 1.0, True)
+    assert first[6][0] == pytest.approx(0.2)
+    assert first[6][1:] == (metered, (0.0, 0.0), 1.0, True, None)
     probes = [r[6] for r in records]
     assert probes[0] == first[6]
     assert probes[1][0] == pytest.approx(0.4) and probes[1][1] is None
-    assert probes[2] == (0.05, None)
-    assert probes[3] == (0.3, None)
+    # (every probe is laid out as records_wire.Probe: six fields)
+    assert probes[2] == (0.05, None, None, None, None, None)
+    assert probes[3] == (0.3, None, None, None, None, None)
     assert sum(p[0] for p in probes) == pytest.approx(0.6 + 0.05 + 0.3)
     assert [r[6] for r in records[1:3]] == probes[1:3]
 
@@ -211,8 +214,8 @@ def test_a_cpu_note_read_before_its_records_all_arrived():
     keep.row(("b", 1.5, 2.0, 7, 0))
     keep.probe(None)
     keep.row(("c", 2.0, 3.0, 7, 0))  # (no note covers it: unmeasured)
-    assert [r[6] for r in records] == [pytest.approx((0.75, None)), pytest.approx((0.25, None)),
-                                       None]
+    assert [r[6] for r in records] == [pytest.approx((0.75, None, None, None, None, None)),
+                                       pytest.approx((0.25, None, None, None, None, None)), None]
 
 
 @pytest.mark.parametrize("name", ["threads", "processes"])
@@ -264,3 +267,33 @@ def test_reading_measured_records_shares_their_notes_in_one_pass():
     assert lock.taken <= 2 * (len(records) // 4096 + 1), lock.taken
     assert sum(p[0] for p in probes) == pytest.approx(200 * 0.01)
     assert probes[0][0] == pytest.approx(0.01 / 50)
+
+
+class ProbeHook(Callback):
+    """Every probe a measuring, sizing callback is handed."""
+
+    needs = Needs(results=False, measure=True, sizes=True)
+
+    def __init__(self):
+        super().__init__()
+        self.probes: list = []
+
+    def _posttask(self, key, result, dsk, state, worker_id):
+        self.probes.append(state.task.probe)
+
+
+@pytest.mark.parametrize("scheduler", list(GETS))
+def test_every_probe_has_the_probe_layout_on_every_scheduler(scheduler):
+    """``state.task.probe`` is laid out as records_wire.Probe, six fields
+    whatever the loop and whatever was measured (no reading by length)."""
+    dsk, out = tree(16)
+    hook = ProbeHook()
+    with hook:
+        _get(scheduler)(dsk, out)
+    assert len(hook.probes) == len(dsk)
+    assert {len(p) for p in hook.probes} == {6}
+    named = [Probe._make(p) for p in hook.probes]
+    assert all(p.cpu is not None and p.cpu >= 0.0 for p in named)
+    assert all(isinstance(p.nbytes, int) for p in named) or scheduler == "sync"
+    if scheduler != "sync":  # a pool's batches say when they started
+        assert any(p.started is not None for p in named)

@@ -11,14 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProcessPool
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..utils import name_tasks
 from . import segments
 from .handles import SharedValue
-
-if TYPE_CHECKING:
-    from .workers import Worker
 
 __all__ = ["WorkerDiedError", "BrokenProcessPool"]
 
@@ -81,7 +78,9 @@ class _Job:
         self.future = future
         self.frame: bytes | None = frame
         self.emit = emit
-        self.worker: Worker | None = None
+        # the workers.Worker running it, None while pending (typed Any:
+        # workers imports this module, and no import goes back up)
+        self.worker: Any = None
         self.shm_prefix = shm_prefix
         self.inputs = inputs
         self.store = store

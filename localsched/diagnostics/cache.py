@@ -127,7 +127,8 @@ class CacheProfiler(Collector):
         if callable(metric):
             self._events(state).append((key, end, _measured(metric, result), freed))
         else:  # (the layout of a task record, as localsched's runs keep them)
-            size = _nbytes(result, state) if metric == "nbytes" else None
+            # (the result lives here: dask's schedulers run no worker process)
+            size = _size_or_nan(nbytes(result)) if metric == "nbytes" else None
             self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
 
     def to_pandas(self):
@@ -183,13 +184,3 @@ def _measured(metric, result) -> Any:
 
 def _size_or_nan(size):
     return math.nan if size is None else size
-
-
-def _nbytes(result, state) -> float:
-    """``metric="nbytes"``: the size measured where the result lived
-    (``state.task.nbytes``: a worker process, a cluster), else measured
-    here on the result (sync and threads, where it lives in this process)."""
-    n = getattr(getattr(state, "task", None), "nbytes", None)
-    if n is None:
-        n = getattr(state, "nbytes", None)
-    return _size_or_nan(nbytes(result) if n is None else n)

@@ -28,6 +28,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from ..callbacks import Callback
 from ..forking import renew_in_child
+from ..view import state_view
 
 __all__ = ["Collector", "FinishedRun"]
 
@@ -121,8 +122,8 @@ class Collector(Callback):
 
     def _start_state(self, dsk, state):
         events = None
-        if self.needs.records:  # (dask's plain dict state has no outcome)
-            events = getattr(getattr(state, "outcome", None), "records", None)
+        if self.needs.records:  # (None from dask's schedulers: the hooks record)
+            events = state_view(state).outcome.records
         run = (state, [] if events is None else events, dsk, time.time(), {})
         self._live[id(state)] = run
         self._current = run

@@ -64,7 +64,7 @@ from __future__ import annotations
 
 from ..callbacks import Needs
 from ..utils import key_split
-from ..view import TaskRecord
+from ..view import TaskRecord, state_view
 from .accounting import BatchStart, clip_tasks, gaps
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
@@ -87,10 +87,12 @@ def _task_rows(run: FinishedRun) -> list:
 def _batch_start(probe, acts) -> tuple:
     """(BatchStart or None, seconds the caller spent pickling the batch's
     inputs or None) of a task's probe: only a batch's first task says when
-    the batch started (``probe[3]``, see ``localsched.runtime``)."""
-    if probe is None or len(probe) < 5 or probe[3] is None:
+    the batch started (``localsched.records_wire.Probe``)."""
+    if probe is None:
         return None, None
-    started, fresh = probe[3], probe[4]
+    _cpu, _metrics, _received, started, fresh, _nbytes = probe
+    if started is None:
+        return None, None
     marks = {name: (a, b) for name, a, b in acts} if acts else {}
     if "transfer" in marks:  # processes: pickled in the caller, received in the worker
         (d0, d1), received = marks["serialize"], marks["transfer"][1]
@@ -135,11 +137,9 @@ class FineMetrics(Collector):
         run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
 
     def _at_finish(self, run: tuple, state):
-        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
-        if outcome is None:
-            return ((), None, [], None, 1)
-        cluster = getattr(state, "cluster_metrics", None) or outcome.extra.get("cluster_metrics")
-        return (outcome.span, outcome.overhead, list(outcome.late), cluster,
+        view = state_view(state)
+        outcome = view.outcome  # (dask's schedulers: an empty one)
+        return (outcome.span, outcome.overhead, list(outcome.late), view.cluster_metrics,
                 outcome.extra.get("workers", 1))
 
     def _build(self, run: FinishedRun) -> None:
@@ -197,7 +197,7 @@ class FineMetrics(Collector):
     def _own(self, add, key, wall: float, probe, wid) -> None:
         """A task's own life: its metered blocks, then its CPU and the rest."""
         g = key_split(key)
-        cpu, user = probe[0], probe[1]
+        cpu, user = probe[0], probe[1]  # (records_wire.Probe: cpu, metrics)
         metered_wall = metered_cpu = 0.0
         if user:
             for label, unit, value, ucpu, start, stop in user:

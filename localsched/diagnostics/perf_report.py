@@ -64,20 +64,21 @@ class performance_report:
         self._stack: ExitStack | None = None
 
     def _make_profilers(self) -> list:
-        from .. import diagnostics
-        from . import CacheProfiler, Profiler, ResourceProfiler
+        from .cache import CacheProfiler
+        from .metrics import FineMetrics
+        from .profile import Profiler
+        from .resource import ResourceProfiler
+        from .sampler import SampleProfiler
 
         # (metric="nbytes": cachey.nbytes measured in the workers, and on a cluster, where
         # callbacks get no results, the sizes the cluster measured)
         profilers = [ResourceProfiler(dt=self._dt), Profiler(),
                      CacheProfiler(metric="nbytes",  # type: ignore[arg-type]
                                    metric_name="bytes")]
-        fine = getattr(diagnostics, "FineMetrics", None) if self._metrics else None
-        if fine is not None:
-            profilers.append(fine())
-        sampler = getattr(diagnostics, "SampleProfiler", None) if self._samples else None
-        if sampler is not None:
-            profilers.append(sampler(interval=self._interval))
+        if self._metrics:
+            profilers.append(FineMetrics())
+        if self._samples:
+            profilers.append(SampleProfiler(interval=self._interval))
         return profilers
 
     def __enter__(self) -> performance_report:

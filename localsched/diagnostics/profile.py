@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 
 from ..callbacks import Needs
-from ..view import TaskRecord
+from ..view import TaskRecord, state_view
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
@@ -86,6 +86,7 @@ class Profiler(Collector):
         self._transfers: list = []
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
         self._graphs: list = []  # GraphData per computation (its dependencies)
+        self._submitted: float | None = None  # when the last graph was handed over
         self.dashboard: str | None = None  # a cluster run's own dashboard link
 
     def _start(self, dsk):
@@ -100,28 +101,26 @@ class Profiler(Collector):
 
     def _at_finish(self, run: tuple, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
-        outcome = getattr(state, "outcome", None)  # (None: dask's schedulers' plain dict)
-        self.dashboard = getattr(state, "dashboard_link", None) or self.dashboard
+        view = state_view(state)
+        self.dashboard = view.dashboard_link or self.dashboard
         failed = []
-        for key, (exc, start, end, worker) in dict(outcome.failed if outcome else {}).items():
+        for key, (exc, start, end, worker) in dict(view.failed).items():
             failed.append((key, start, end, worker, type(exc).__name__, _message(exc)))
-        running = outcome.running_since if outcome else None
-        if running is not None:
-            running = [(key, start, worker) for key, (start, worker) in dict(running).items()]
+        since = view.running_since
+        if since is not None:
+            running = [(key, start, worker) for key, (start, worker) in dict(since).items()]
         else:
             # dask's schedulers: handed out (pretask) but never reported back.
             running = [(key, start, None) for key, start in run[4].items()]
         # localsched.distributed: attempts whose worker died under them (the
         # task ran again); dispatch time to the loss, on the lost worker.
-        running = [(key, start, worker, None) for key, start, worker in running]
-        lost = outcome.extra.get("lost", ()) if outcome else ()
-        running += [(key, start, worker, stop) for key, start, stop, worker
-                    in getattr(state, "lost", None) or lost]
-        submitted = getattr(self, "_submitted", None)
+        stopped = [(key, start, worker, None) for key, start, worker in running]
+        stopped += [(key, start, worker, stop) for key, start, stop, worker in view.lost]
+        submitted = self._submitted
         if submitted is None or submitted > run[3]:  # (another computation's start)
             submitted = None
-        workers = outcome.extra.get("workers") if outcome else None
-        return failed, running, graph_of(state), workers, submitted
+        workers = view.outcome.extra.get("workers")
+        return failed, stopped, graph_of(state), workers, submitted
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -215,27 +214,4 @@ def graph_of(state) -> tuple | None:
     scheduler allows: localsched's own lists as they are (no copy); a
     cluster's or dask's key -> dependencies mapping turned into the same
     layout (once per computation, at its finish; order None)."""
-    task_graph = getattr(state, "task_graph", None)
-    if task_graph is not None:
-        return task_graph()
-    deps = getattr(state, "deps", None)  # (a cluster: key -> its dependencies' keys)
-    if not isinstance(deps, dict):
-        try:  # (dask's schedulers: a plain dict state)
-            deps = state["dependencies"]
-        except (KeyError, TypeError):
-            return None
-    return _positions(deps)
-
-
-def _positions(deps: dict) -> tuple:
-    """key -> dependency keys as ``(keys, deps by position, None)``."""
-    keys = list(deps)
-    index = {k: i for i, k in enumerate(keys)}
-    for kdeps in deps.values():
-        for d in kdeps:
-            if d not in index:
-                index[d] = len(keys)
-                keys.append(d)
-    positions = [tuple(index[d] for d in kdeps) for kdeps in deps.values()]
-    positions += [()] * (len(keys) - len(positions))
-    return keys, positions, None
+    return state_view(state).task_graph()

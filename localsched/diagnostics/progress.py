@@ -50,13 +50,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from itertools import filterfalse, repeat
+from itertools import repeat
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
 from ..forking import renew_in_child
 from ..task_records import TaskRecords
 from ..utils import key_split
+from ..view import StateView, state_view
 from .eta import remaining_time
 from .progress_text import TextRenderer
 from .progress_view import (
@@ -284,16 +285,13 @@ class ProgressBar(Callback):
     def _start_state(self, dsk, state):
         if not self._owns(dsk):
             return
-        # localsched's State counts its tasks; dask's plain dict state does not.
-        total = getattr(state, "ntasks", None)
-        if total is None:
-            total = sum(len(state[k]) for k in ("ready", "waiting", "running", "finished"))
+        view = state_view(state)
+        total = view.ntasks
         self._total = total
         self._finished = state["finished"]
         if self._group_by is not None and total:
-            self._count_groups(state)
-            outcome = getattr(state, "outcome", None)  # (dask's plain dict state: none)
-            self._records = getattr(outcome, "records", None)
+            self._count_groups(view)
+            self._records = view.outcome.records
         self.renderer = self._choose_renderer()
         # Set last: a computation with _state set can always be drawn.
         self._state = state
@@ -413,17 +411,12 @@ class ProgressBar(Callback):
             remaining = elapsed / done * (total - done)
         return remaining, rate
 
-    def _count_groups(self, state) -> None:
+    def _count_groups(self, view: StateView) -> None:
         """Group totals, and each task's group index, once per computation
         (loops in C but for the grouping function, cached per name)."""
         group_by = self._group_by
         assert group_by is not None
-        task_keys = getattr(state, "task_keys", None)  # (localsched's State)
-        if task_keys is not None:
-            keys = task_keys()
-        else:  # the graph's keys but data (in the cache, with nothing computed yet)
-            keys = list(filterfalse(state["cache"].__contains__, state["dependencies"]))
-        # (in order of first appearance: run order)
+        keys = view.task_keys()  # (in order of first appearance: run order)
         self._by_head = group_by is key_split
         if self._by_head:
             # dask's groups: by name, so key_split runs once per name, not per key

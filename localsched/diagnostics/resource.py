@@ -42,6 +42,7 @@ import psutil
 from .. import _platform
 from ..callbacks import Callback
 from ..forking import renew_in_child
+from ..view import state_view
 from .collector import Collector
 from .records import ResourceData, WorkerResourceData
 
@@ -221,8 +222,10 @@ class ResourceProfiler(Callback):
         self._failure: BaseException | None = None
         # Whether close() ended the current sampling period early.
         self._closed = False
-        # Cluster runs in progress: id(state) -> their start (epoch seconds).
-        self._cluster_runs: dict = {}
+        # Runs in progress: id(state) -> their start (epoch seconds); at its
+        # finish, a cluster run (localsched.distributed) offers its workers'
+        # own monitors for that span.
+        self._runs_started: dict = {}
         self._per_worker: list = []
         renew_in_child(self)
 
@@ -374,13 +377,10 @@ class ResourceProfiler(Callback):
         self._acquire()
 
     def _start_state(self, dsk, state):
-        # A cluster run (localsched.distributed) offers its workers' own
-        # monitors; the diagnostics know nothing else of the cluster.
-        if callable(getattr(state, "worker_monitors", None)):
-            self._cluster_runs[id(state)] = time.time()
+        self._runs_started[id(state)] = time.time()
 
     def _finish(self, dsk, state, errored):
-        started = self._cluster_runs.pop(id(state), None)
+        started = self._runs_started.pop(id(state), None)
         if started is not None:
             self._fetch_worker_samples(state, started)
         failure = self._release()
@@ -400,12 +400,13 @@ class ResourceProfiler(Callback):
         outside this process tree); best effort: a cluster that cannot
         answer leaves a warning, not an error."""
         try:
-            rows, remote = state.worker_monitors(started - 0.5, time.time() + 0.5)
+            monitors = state_view(state).worker_monitors(started - 0.5, time.time() + 0.5)
         except Exception as exc:  # noqa: BLE001 -- diagnostics must not fail the run
             warnings.warn(f"ResourceProfiler could not read the cluster's workers: {exc!r}",
                           RuntimeWarning, stacklevel=3)
             return
-        self.add_worker_samples(rows, remote)
+        if monitors is not None:  # (None: not a cluster, its workers are sampled here)
+            self.add_worker_samples(*monitors)
 
     def add_worker_samples(self, rows, remote: bool) -> None:
         """Keep cluster workers' samples ``(time, worker, mem MB, cpu %)`` in

@@ -55,6 +55,7 @@ from ..callbacks import Callback, Needs
 from ..forking import renew_in_child
 from ..runtime import running_tasks, sample_every
 from ..utils import key_split
+from ..view import state_view
 from .records import SampleData
 from .stacks import sample_seconds, stack_tree
 
@@ -128,7 +129,7 @@ class SampleProfiler(Callback):
         sample_every(self.interval, stop, running_tasks, self._pending.append, {}, self._timer,
                      looks=lambda t, gil: self._looks.append((t, gil)))
 
-    def _start_state(self, dsk: Mapping, state: object) -> None:
+    def _start_state(self, dsk: Mapping, state: Mapping) -> None:
         with self._lock:
             self._live[id(state)] = self._timer()
             if self._thread is None:
@@ -137,9 +138,8 @@ class SampleProfiler(Callback):
                                                 name="localsched-sampler", daemon=True)
                 self._thread.start()
 
-    def _finish(self, dsk: Mapping, state: object, errored: bool) -> None:
-        outcome = getattr(state, "outcome", None)
-        remote = getattr(state, "samples", None) or (outcome.samples if outcome else None)
+    def _finish(self, dsk: Mapping, state: Mapping, errored: bool) -> None:
+        remote = state_view(state).outcome.samples
         with self._lock:
             # (a computation that failed before its state was built never
             # started: it is not ours to stop)

@@ -52,7 +52,7 @@ The hooks:
 ``posttask(key, result, dsk, state, worker_id)``
     when the task ended; ``result`` is **None** (results stay on the
     workers); ``state.timing`` the worker's compute start and end;
-    ``worker_id`` ``"<worker address>#<thread number>"``; ``state.nbytes``
+    ``worker_id`` ``"<worker address>#<thread number>"``; ``state.task.nbytes``
     the result's size as the cluster measured it;
 ``finish(dsk, state, errored)``
     once, after the last posttask, on every exit path.

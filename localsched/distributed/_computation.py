@@ -285,7 +285,7 @@ class ClusterComputation:
         for key, (t, worker) in dispatched.items():
             if key in executing:
                 start, wid = executing[key]
-                state.running_since[key] = (t if start is None else start, wid)
+                state.outcome.running_since[key] = (t if start is None else start, wid)
             else:
                 state.queued_since[key] = (t, self.stream.worker_id(worker, None))
 

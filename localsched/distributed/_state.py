@@ -2,34 +2,35 @@
 cluster, built from the scheduler's own view of the graph (the ``graph``
 event) and kept up to date from the event stream.
 
-It has :class:`localsched.core.State`'s interface: dask's mapping fields
-(``dependencies``, ``dependents``, ``waiting``, ``waiting_data``, ``cache``,
-``ready``, ``running``, ``finished``, ``released``) and localsched's
-attributes (``timing``, ``freed``, ``ntasks``, ``failed``,
-``running_since``, ...).  Keys the cluster already held when the graph
-arrived (persisted collections, futures given as inputs, an earlier run's
-results) are in ``cache`` from the start and never run: they fire no hooks.
+It is a :class:`localsched.view.StateView`, the interface every diagnostic
+reads: dask's mapping fields (``dependencies``, ``dependents``,
+``waiting``, ``waiting_data``, ``cache``, ``ready``, ``running``,
+``finished``, ``released``) and localsched's attributes (``task``,
+``outcome``, ``timing``, ``freed``, ``ntasks``, ``failed``,
+``running_since``, ...), with what only a cluster has: ``lost``,
+``dashboard_link``, ``cluster_metrics``, ``worker_monitors``.  Keys the
+cluster already held when the graph arrived (persisted collections, futures
+given as inputs, an earlier run's results) are in ``cache`` from the start
+and never run: they fire no hooks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from ..view import RunOutcome, TaskRecord
+from ..view import RunOutcome, StateView, TaskRecord, dependency_positions
 
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])
 
 WAITING, QUEUED, DONE = 0, 1, 2
 
 
-class ClusterState(Mapping):
+class ClusterState(StateView):
     """The state of one computation on a cluster (see the module docstring).
 
-    Per task, for the posttask firing: ``timing`` (the worker's compute
-    start and end, on the caller's clock), ``freed``, ``worker`` (address),
-    ``nbytes`` (the result's size as the cluster measured it),
-    ``activities`` (``(activity, start, stop)`` of its other startstops:
-    transfer, disk-read, disk-write; or None).  At ``finish``: ``failed``
+    Per task, for the posttask firing: ``task`` (its ``start`` and ``end``:
+    the worker's compute start and end, on the caller's clock; ``freed``;
+    ``nbytes``, the result's size as the cluster measured it;
+    ``activities``, ``(activity, start, stop)`` of its other startstops:
+    transfer, disk-read, disk-write; or None), ``worker`` (address).  At ``finish``: ``failed``
     (key -> ``(exception, start, end, worker_id)``), ``running_since``
     (key -> ``(start, worker_id)`` of tasks a worker was *executing* when
     the computation stopped), ``queued_since`` (key -> ``(dispatched,
@@ -88,14 +89,16 @@ class ClusterState(Mapping):
                     cache.setdefault(d, None)  # held by the cluster already
         self.outcome.ntasks = len(deps)
 
-    # -- the fields of localsched.view.State, read from the record and outcome --------
+    # -- StateView (ntasks, failed, running_since, timing, freed: from the base) ------
 
-    ntasks = property(lambda self: self.outcome.ntasks)
-    failed = property(lambda self: self.outcome.failed)
-    running_since = property(lambda self: self.outcome.running_since)
+    def task_graph(self) -> tuple:
+        return dependency_positions(self.deps)
+
+    def task_keys(self) -> list:
+        """The keys of the tasks the cluster runs for this computation."""
+        return list(self.deps)
+
     late = property(lambda self: self.outcome.late)
-    timing = property(lambda self: (self.task.start, self.task.end))
-    freed = property(lambda self: self.task.freed)
 
     @property
     def samples(self) -> list:

@@ -12,7 +12,7 @@ import weakref
 from typing import Any
 
 from ... import callbacks as callbacks_module
-from ...callbacks import Callback, active_callbacks
+from ...callbacks import Callback, Needs, active_callbacks
 from ...forking import at_fork_in_child, renew_in_child
 from .feed import Feed
 from .pages import COMPONENTS, applications
@@ -102,14 +102,10 @@ class Dashboard(Callback):
         self.task_stream_length = task_stream_length
         self.report_path = report_path
         self._extra = list(diagnostics)
-        # Results are read (and so travel back from worker processes) only
-        # when their sizes are measured.
-        self._localsched_result = bool(memory)
-        needs = getattr(callbacks_module, "Needs", None)  # (the core's newer spelling)
-        if needs is not None:
-            # Without sizes the run's own task records are read (no hook per
-            # task); with them a posttask measures each result.
-            self.needs = needs(results=bool(memory), records=not memory)
+        # Without sizes the run's own task records are read (no hook per
+        # task); with them a posttask measures each result (results then
+        # travel back from worker processes only when their sizes are measured).
+        self.needs = Needs(results=bool(memory), records=not memory)
         self.recorder = Recorder(measure_memory=bool(memory), history=history)
         self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
@@ -210,8 +206,8 @@ class Dashboard(Callback):
         """A RunData of what was recorded so far: tasks, failures, resources,
         and the records of the FineMetrics / SampleProfiler / CacheProfiler /
         ResourceProfiler active beside the Dashboard."""
-        from .. import RunData
         from ..records import FailedTaskData, ResourceData, TaskData
+        from ..rundata import RunData
 
         data = RunData(meta={"title": "localsched dashboard"})
         for log in list(self.recorder.runs):

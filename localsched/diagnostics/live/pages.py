@@ -100,7 +100,6 @@ class Pacer:
         self.measured: float | None = None
         self._last: tuple | None = None
         self._allowed_cpu: float | None = None
-        self.skipped = 0
 
     def ready(self) -> bool:
         now, cpu, tasks = self.clock(), self.cpu_clock(), self.tasks()
@@ -128,7 +127,6 @@ class Pacer:
         need = min(self.cost, max(self.cap, 5 * for_tasks))
         if self.credit < need * (1 - 1e-9):  # (not waiting on rounding)
             if now - self._allowed < self.max_gap:
-                self.skipped += 1
                 return False
             # (the floor: the debt is forgiven, not carried on)
             self.credit = self._by_tasks = self._by_time = 0.0

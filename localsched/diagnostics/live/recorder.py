@@ -25,6 +25,9 @@ import sys
 import time
 from typing import Any
 
+from ...task_records import TaskRecords
+from ...view import state_view
+
 __all__ = ["RunLog", "Recorder", "DEFAULT_HISTORY"]
 
 #: Task records a Recorder keeps of past computations (the latest is kept
@@ -78,7 +81,7 @@ class RunLog:
         self.keys = keys
         self.state = state
         self.measured = measured
-        self.ends: list = []
+        self.ends: list | TaskRecords = []
         self.failed: list = []
         self.finished: float | None = None
         self.errored = False
@@ -92,8 +95,7 @@ class RunLog:
         ``num_workers``, as localsched's schedulers say in
         ``state.outcome.extra``), None if its scheduler does not say."""
         if self._workers is None and self.state is not None:
-            extra = getattr(getattr(self.state, "outcome", None), "extra", None)
-            n = extra.get("workers") if isinstance(extra, dict) else None
+            n = state_view(self.state).outcome.extra.get("workers")
             if isinstance(n, int) and n > 0:
                 self._workers = n
         return self._workers
@@ -113,26 +115,6 @@ class RunLog:
                 continue
         return None
 
-
-def _task_keys(state) -> list:
-    """The keys of the tasks that will run, in the graph's order."""
-    try:
-        deps = state["dependencies"]
-        cache = state["cache"]
-        return [k for k in deps if k not in cache]
-    except (KeyError, TypeError):
-        return []
-
-
-def _cluster_link(state) -> str | None:
-    client = getattr(state, "client", None)
-    if client is None:
-        outcome = getattr(state, "outcome", None)
-        client = (getattr(outcome, "extra", None) or {}).get("client")
-    try:
-        return client.dashboard_link if client is not None else None
-    except Exception:  # noqa: BLE001 -- no dashboard on that cluster
-        return None
 
 
 class Recorder:
@@ -163,8 +145,9 @@ class Recorder:
     # -- hooks (scheduler thread) ------------------------------------------------
 
     def start_state(self, dsk, state) -> None:
-        log = RunLog(_task_keys(state), _cluster_link(state), state, self.measure_memory)
-        records = getattr(getattr(state, "outcome", None), "records", None)
+        view = state_view(state)
+        log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory)
+        records = view.outcome.records
         if not self.measure_memory and records is not None:
             # localsched's run keeps every task's record (``Needs.records``):
             # the page reads them; nothing of ours runs per task.
@@ -217,14 +200,12 @@ class Recorder:
             return
         if self._current[1] is log:
             self._current = (None, None)
-        failed = getattr(state, "failed", None) or {}
+        failed = state_view(state).failed
         log.failed = [(k, s, e, w, f"{type(exc).__name__}: {exc}"[:300])
                       for k, (exc, s, e, w) in dict(failed).items()]
         log.errored = bool(errored)
         log.workers()  # (read while the state is there)
-        from ..profile import graph_of
-
-        outcome = getattr(state, "outcome", None)
-        log.graph = (graph_of(state), (getattr(outcome, "extra", None) or {}).get("workers"))
+        view = state_view(state)
+        log.graph = (view.task_graph(), view.outcome.extra.get("workers"))
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)

@@ -1,0 +1,219 @@
+"""The house's structural rules, checked on the source itself.
+
+- No import circle between localsched's modules, function-level imports
+  and ``if TYPE_CHECKING:`` imports included: an import inside a function
+  only defers the circle to run time, and one for annotations still ties
+  the two modules' designs together.
+- No function over 100 lines, no module over 700 lines.
+
+Each rule lists its offenders by name, so a failure says what to fix.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import localsched
+
+PACKAGE_DIR = Path(localsched.__file__).parent
+MAX_FUNCTION_LINES = 100
+MAX_MODULE_LINES = 700
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _sources() -> dict[str, tuple[Path, ast.Module]]:
+    sources = {}
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        sources[_module_name(path)] = (path, tree)
+    return sources
+
+
+def _import_nodes(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _imported_modules(
+    name: str, path: Path, tree: ast.Module, modules: set[str]
+) -> set[str]:
+    """The localsched modules ``name`` imports (the most specific module of
+    each dotted name: ``from a import b`` names module ``a.b`` when it is
+    one, else ``a``)."""
+    is_package = path.name == "__init__.py"
+    package = name if is_package else name.rpartition(".")[0]
+    targets: set[str] = set()
+    for node in _import_nodes(tree):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        else:
+            if node.level:
+                base_parts = package.split(".")
+                if node.level > 1:
+                    base_parts = base_parts[: -(node.level - 1)]
+                base = ".".join(base_parts)
+                source = f"{base}.{node.module}" if node.module else base
+            else:
+                source = node.module or ""
+            candidates = [
+                f"{source}.{alias.name}"
+                if f"{source}.{alias.name}" in modules
+                else source
+                for alias in node.names
+            ]
+        for candidate in candidates:
+            while candidate and candidate not in modules:
+                candidate = candidate.rpartition(".")[0]
+            if candidate and candidate != name:
+                targets.add(candidate)
+    return targets
+
+
+def import_graph() -> dict[str, set[str]]:
+    sources = _sources()
+    modules = set(sources)
+    return {
+        name: _imported_modules(name, path, tree, modules)
+        for name, (path, tree) in sources.items()
+    }
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan),
+    each given as one concrete circle through its members."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+
+    def visit(root: str) -> None:
+        nonlocal counter
+        # iterative Tarjan: (node, iterator over its successors)
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for succ in successors:
+                if succ not in index:
+                    index[succ] = low[succ] = counter
+                    counter += 1
+                    stack.append(succ)
+                    on_stack.add(succ)
+                    work.append((succ, iter(sorted(graph[succ]))))
+                    advanced = True
+                    break
+                if succ in on_stack:
+                    low[node] = min(low[node], index[succ])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            visit(name)
+    return [_circle_through(graph, set(c)) for c in components]
+
+
+def _circle_through(graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """A shortest circle from the component's first module back to itself."""
+    start = min(members)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ == start:
+                    return paths[node] + [start]
+                if succ not in paths:
+                    paths[succ] = paths[node] + [succ]
+                    following.append(succ)
+        frontier = following
+    return sorted(members)
+
+
+def test_the_graph_sees_function_level_imports():
+    # the checker itself: an import inside a function is an edge
+    tree = ast.parse("def f():\n    from . import b\n")
+    modules = {"pkg", "pkg.a", "pkg.b"}
+    assert _imported_modules("pkg.a", Path("a.py"), tree, modules) == {"pkg.b"}
+    graph = {"pkg.a": {"pkg.b"}, "pkg.b": {"pkg.a"}, "pkg": set()}
+    assert _cycles(graph) == [["pkg.a", "pkg.b", "pkg.a"]]
+
+
+def test_no_import_circle():
+    cycles = _cycles(import_graph())
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def _long_functions() -> list[str]:
+    found = []
+    for name, (_path, tree) in _sources().items():
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                assert node.end_lineno is not None
+                first = min(
+                    [node.lineno] + [d.lineno for d in node.decorator_list]
+                )
+                length = node.end_lineno - first + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{name}.{node.name} ({length} lines)")
+    return found
+
+
+def test_no_function_over_100_lines():
+    assert _long_functions() == []
+
+
+def test_no_module_over_700_lines():
+    long_modules = [
+        f"{name} ({n} lines)"
+        for name, (path, _tree) in _sources().items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    ]
+    assert long_modules == []
+
+
+def test_the_design_notes_on_which_loop_drives_runstate_match_the_imports():
+    # machine.py and core.py: the local loops drive RunState, the cluster
+    # loop follows the cluster's scheduler in its own ClusterState, and all
+    # three share the lifecycle.
+    graph = import_graph()
+    cluster = {m for m in graph if m.startswith("localsched.distributed")}
+    assert all("localsched.machine" not in graph[m] for m in cluster)
+    assert any("localsched.lifecycle" in graph[m] for m in cluster)
+    for local_loop in ("localsched.inline", "localsched.poolloop"):
+        assert "localsched.machine" in graph[local_loop]
