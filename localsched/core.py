@@ -154,9 +154,7 @@ def get_async(
         machine = RunState(comp.dsk, keys, cache)
         comp.open(machine)  # (no local for the state: an error's frames would keep it)
         measure = comp.needs.measure
-        # (fine metrics: the worker-seconds to explain are wall x workers;
-        # the dashboard: how many workers could be busy; the what-if: the
-        # workers a run was recorded on)
+        # (read by fine metrics, wall x workers; the dashboard; the what-if)
         comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
