@@ -314,15 +314,21 @@ class PoolLoop:
         machine = self.machine
         if exc is not None:
             # The whole batch failed (a worker died, a batch could not be
-            # sent): any unreported task of the batch may have been running.
-            lost = [machine.keys[i] for i in flight.batch if machine.status[i] == RUNNING]
+            # sent): the task its worker says it had started, or else any
+            # unreported task of the batch may have been running.
+            lost = [i for i in flight.batch if machine.status[i] == RUNNING]
+            at = getattr(exc, "task_index", None)
+            culprits = [at] if at is not None and at in lost else lost
+            if not culprits:
+                raise exc
+            keys = [machine.keys[i] for i in culprits]
             naming = getattr(exc, "for_task", None)
             if naming is not None:
-                named = naming(lost)
-                self._lost_batch(flight, named)
+                named = naming(keys)
+                self._lost_batch(flight, named, keys)
                 raise named from exc
-            add_note(exc, "while computing " + name_tasks(lost))
-            self._lost_batch(flight, exc)
+            add_note(exc, "while computing " + name_tasks(keys))
+            self._lost_batch(flight, exc, keys)
             raise exc
         if self.stream:
             for i in flight.batch:
@@ -332,17 +338,22 @@ class PoolLoop:
             return
         self.handle(fut.result())
 
-    def _lost_batch(self, flight: _Flight, exc: BaseException) -> None:
-        """A batch failed as a whole: its running task (its first unreported
-        one, as in ``abort``) failed with ``exc``, so a post-mortem
-        (``state.failed``, ``Profiler.failed``) names the task a dead worker
-        was running."""
-        running = flight.running_task(self.machine, time.time())
-        if running is not None:
-            key, start, wid = running
-            if wid is None:
-                wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
-            self.state.outcome.failed[key] = (exc, start, time.time(), wid)
+    def _lost_batch(self, flight: _Flight, exc: BaseException, keys: list) -> None:
+        """A batch failed as a whole: the task its worker was running
+        failed with ``exc`` (``keys``: that task, or every task it may have
+        been, when the worker could not say), so a post-mortem
+        (``state.failed``, ``Profiler.failed``) names it.  Each started
+        at the latest when the batch's last reported task ended."""
+        now = time.time()
+        running = flight.running_task(self.machine, now)
+        if running is None:
+            return
+        _, start, wid = running
+        if wid is None:
+            wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
+        failed = self.state.outcome.failed
+        for key in keys:
+            failed[key] = (exc, start, now, wid)
 
     def handle(self, records: list) -> None:
         """Complete each task of a list of records (and fire its hooks)."""
