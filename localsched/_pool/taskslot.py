@@ -37,8 +37,7 @@ __all__ = ["TaskSlot", "JOB", "TASK", "NO_TASK", "attach"]
 
 JOB, TASK = 0, 1
 NO_TASK = -1
-_SLOT_BYTES = 16
-_FORMAT = "q"  # (signed 8-byte integers)
+_SLOT_BYTES = 16  # (two signed 8-byte integers: memoryview format "q")
 
 
 class TaskSlot:
@@ -61,7 +60,7 @@ class TaskSlot:
                 else:
                     self.fd = fd
         self.mapping = mapping
-        self.view: Any = memoryview(mapping).cast(_FORMAT) if mapping is not None else None
+        self.view: Any = memoryview(mapping).cast("q") if mapping is not None else None
         if self.view is not None:
             self.view[JOB] = 0
             self.view[TASK] = NO_TASK
@@ -136,4 +135,4 @@ def attach(given: Any) -> Any:
             return None
         finally:
             os.close(fd)
-    return memoryview(given).cast(_FORMAT)
+    return memoryview(given).cast("q")
