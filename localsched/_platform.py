@@ -93,10 +93,12 @@ _statvfs = getattr(os, "statvfs", None) if _fcntl is not None else None
 _READ_ONLY = getattr(os, "ST_RDONLY", 1)
 
 
-def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
-    """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, else
-    ``(None, why not)``: one ``statvfs``, asked each time (a directory
-    fills up, or gets room again, while a process runs)."""
+def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
+    """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, with
+    ``inodes`` free inodes (the owner's lock file and a segment; once the
+    lock exists, a segment), else ``(None, why not)``: one ``statvfs``,
+    asked each time (a directory fills up, or gets room again, while a
+    process runs)."""
     if _statvfs is None:
         if _fcntl is None:
             return None, "this platform has no file locks (fcntl), which shared memory needs"
@@ -107,7 +109,7 @@ def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
         return None, f"{SHM_DIR} is missing ({exc.strerror})"
     if st.f_flag & _READ_ONLY:
         return None, f"{SHM_DIR} is read-only"
-    if st.f_files and st.f_favail < 2:  # (f_files 0: no inode limit)
+    if st.f_files and st.f_favail < inodes:  # (f_files 0: no inode limit)
         return None, f"{SHM_DIR} has no free inodes"
     return st, ""
 

@@ -37,6 +37,15 @@ import localsched.multiprocessing as lmp
 from localsched._pool import segments
 from localsched.diagnostics import ResourceProfiler
 
+from localsched._pool import handles
+
+owned = set()  # (the segments this process owned: values that crossed in shared memory)
+_init = handles.SharedValue.__init__
+def counting_init(self, name, *args, **kwargs):
+    _init(self, name, *args, **kwargs)
+    if self._store is not None:
+        owned.add(name)
+handles.SharedValue.__init__ = counting_init
 sweeps = []  # (each a listing of /dev/shm: once per process, however many jobs)
 _sweep = segments.sweep_stale
 segments.sweep_stale = lambda: sweeps.append(1) or _sweep()
@@ -61,7 +70,7 @@ right = (total == 12 * n and len(rprof.results) >= 2
 notes = [str(w.message) for w in caught
          if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
 print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock,
-                  "sweeps": len(sweeps)}))
+                  "sweeps": len(sweeps), "segments": len(owned)}))
 """
 
 
@@ -168,7 +177,8 @@ umount "$olddev" && rmdir "$olddev"
 
 SCENARIOS = {
     # name: (set-up, extra environment, warnings expected, shared memory used:
-    # an owner lock file exists while the pools live)
+    # an owner lock file exists while the pools live, and results arrive in
+    # segments)
     "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0, True),
     "missing": (SHM_MISSING, {}, 1, False),
     "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1, False),
@@ -179,7 +189,8 @@ SCENARIOS = {
     "fills-up": ("mount -t tmpfs -o size=6m tmpfs /dev/shm",
                  {"LOCALSCHED_SHM_RESERVE": "0"}, 1, True),
     "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1, False),
-    # An inode for the owner's lock file and one segment at a time.
+    # An inode for the owner's lock file and one segment at a time (the
+    # root directory takes the third).
     "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1, True),
     # Present, writable by its owner, with room, but not by this user (a
     # sandbox's /dev/shm): creating the owner's lock file fails (EACCES).
@@ -245,6 +256,7 @@ def test_dev_shm_scenarios(namespaces, scenario):
         capture_output=True, text=True, timeout=100, env=env, stdin=subprocess.DEVNULL)
     out = _check(proc, warnings_expected)
     assert out["lock"] is shared, out
+    assert (out["segments"] > 0) is shared, out
     left = [line for line in proc.stdout.splitlines() if line.startswith("LEFT:")]
     assert left and "localsched-" not in left[-1], proc.stdout
 
