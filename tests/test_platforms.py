@@ -269,6 +269,8 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
     Windows), the ResourceProfiler sums psutil's RSS and the live page finds
     child processes through psutil: around a process computation both
     still see the workers."""
+    import psutil
+
     from localsched import _platform
     from localsched import multiprocessing as lmp
     from localsched.diagnostics import ResourceProfiler
@@ -276,13 +278,32 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
 
     monkeypatch.setattr(_platform, "PROC_DETAILS", False)
     monkeypatch.setattr(_platform, "child_pids", lambda pid: None)
+    held_mb = 2 * HOLD_MB
     try:
         with ResourceProfiler(dt=0.05) as rprof:
-            assert lmp.get({"a": (sum, [1, 2]), "b": (abs, "a")}, "b", num_workers=2) == 3
-            import psutil
-
+            dsk = {("h", i): (_hold_memory, i) for i in range(2)}
+            assert lmp.get(dsk, [("h", 0), ("h", 1)], num_workers=2) == (0, 1)
+            # The workers hold HOLD_MB each of the tasks' memory: counted.
+            sample = rprof.sample()
+            own_mb = psutil.Process().memory_info().rss / 1e6
+            assert sample.mem >= own_mb + 0.9 * held_mb, (sample, own_mb)
             children = {p.pid for p in feed._children(psutil.Process())}
             assert set(lmp.default_pool(2).pids) <= children
     finally:
         lmp.shutdown()
-    assert len(rprof.results) >= 2 and all(r.mem > 0 for r in rprof.results)
+    assert len(rprof.results) >= 3 and all(r.mem > 0 for r in rprof.results)
+
+
+HOLD_MB = 100
+
+
+def _hold_memory(i):
+    """Keep ``HOLD_MB`` MB (10**6 bytes) of touched memory in this worker
+    process until it exits."""
+    import builtins
+
+    import numpy as np
+
+    held = builtins.__dict__.setdefault("_localsched_test_held", [])
+    held.append(np.ones(HOLD_MB * 10**6 // 8))
+    return i
