@@ -10,7 +10,7 @@ import os
 import pytest
 
 from localsched import multiprocessing as lmp
-from localsched.callbacks import Callback
+from localsched.callbacks import Callback, Needs
 from localsched.diagnostics import Profiler
 
 
@@ -75,3 +75,17 @@ def test_without_a_task_slot_every_task_the_worker_may_have_run_is_named(monkeyp
     assert {f.exc_type for f in prof.failed} == {"WorkerDiedError"}
     assert all("one of tasks" in f.message for f in prof.failed)
     lmp.shutdown()
+
+
+class _Measuring(Callback):
+    """Asks for CPU times and sizes: the batch runner's measured path."""
+
+    needs = Needs(results=False, measure=True, sizes=True)
+
+
+def test_the_task_whose_worker_died_is_named_exactly_while_measuring():
+    with Profiler() as prof, _Measuring(), pytest.raises(lmp.WorkerDiedError,
+                                                         match="task 'step-7'$"):
+        lmp.get(_chain(10, 7), "step-9", num_workers=2)
+    assert [f.key for f in prof.failed] == ["step-7"]
+    assert lmp.get(_chain(10, -1), "step-9", num_workers=2) == 10
