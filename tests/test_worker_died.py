@@ -89,3 +89,26 @@ def test_the_task_whose_worker_died_is_named_exactly_while_measuring():
         lmp.get(_chain(10, 7), "step-9", num_workers=2)
     assert [f.key for f in prof.failed] == ["step-7"]
     assert lmp.get(_chain(10, -1), "step-9", num_workers=2) == 10
+
+
+def _nested_then_step(x, die_at):
+    # The task that dies first runs a computation of its own (threads, in
+    # the worker): its batches must not overwrite which task the worker runs.
+    if x == die_at:
+        from localsched import threaded
+
+        inner = {f"inner-{i}": (abs, -i) for i in range(20)}
+        assert threaded.get(inner, list(inner), num_workers=2) == tuple(range(20))
+    return _step(x, die_at)
+
+
+def test_a_computation_nested_in_a_task_does_not_hide_the_task_that_died():
+    with pytest.raises(lmp.WorkerDiedError) as plain:
+        lmp.get(_chain(10, 7), "step-9", num_workers=2)
+    dsk = _chain(10, 7)
+    dsk.update({k: (_nested_then_step, *spec[1:]) for k, spec in dsk.items()})
+    with Profiler() as prof, pytest.raises(lmp.WorkerDiedError, match="task 'step-7'$") as info:
+        lmp.get(dsk, "step-9", num_workers=2)
+    assert [f.key for f in prof.failed] == ["step-7"]
+    # (the same graph's index of step-7, not one of the nested computation's)
+    assert info.value.task_index == plain.value.task_index is not None
