@@ -95,10 +95,17 @@ class _Flight:
         self.where: list = []  # (worker_id, start) from a thread worker
         self.inputs = True  # False: a process batch sent no input values
 
-    def running_task(self, machine: RunState, stopped: float) -> tuple | None:
-        """``(key, start, worker_id)`` of the batch's running task (its first
-        unreported one): it started when its predecessor ended."""
-        for i in self.batch:
+    def running_task(self, machine: RunState, stopped: float,
+                     at: int | None = None) -> tuple | None:
+        """``(key, start, worker_id)`` of the batch's running task: ``at``
+        (the task its worker says it runs) if unreported, else its first
+        unreported one; it started at the latest when the last reported
+        task ended."""
+        if at is not None and machine.status[at] == RUNNING and at in self.batch:
+            candidates: Any = (at,)
+        else:
+            candidates = self.batch
+        for i in candidates:
             if machine.status[i] == RUNNING:
                 started, wid = self.last_end, self.worker_id
                 if self.where:
@@ -583,7 +590,9 @@ class PoolLoop:
         for fut, flight in self.inflight.items():
             if fut.cancel():  # still queued in the pool (QUEUE_AHEAD): never started
                 continue
-            running = flight.running_task(self.machine, stopped)
+            task_index = getattr(fut, "task_index", None)  # (a process pool's job)
+            at = task_index() if task_index is not None else None
+            running = flight.running_task(self.machine, stopped, at)
             if running is not None and running[0] not in outcome.failed:
                 outcome.running_since[running[0]] = running[1:]
         if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:

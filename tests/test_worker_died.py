@@ -112,3 +112,26 @@ def test_a_computation_nested_in_a_task_does_not_hide_the_task_that_died():
     assert [f.key for f in prof.failed] == ["step-7"]
     # (the same graph's index of step-7, not one of the nested computation's)
     assert info.value.task_index == plain.value.task_index is not None
+
+
+def _interrupt_at(x, at, caller):
+    if x == at:  # Ctrl-C reaches the caller while this task runs; it is killed
+        import signal
+        import time
+
+        os.kill(caller, signal.SIGINT)
+        time.sleep(60)  # (until the pool kills this worker)
+    return x + 1
+
+
+def test_ctrl_c_names_the_task_that_was_running_exactly():
+    # Same as a death: the tasks before step-7 had finished, their records
+    # unsent, when the computation was interrupted.
+    dsk: dict = {"step-0": (_interrupt_at, 0, 7, os.getpid())}
+    dsk.update({f"step-{i}": (_interrupt_at, f"step-{i - 1}", 7, os.getpid())
+                for i in range(1, 10)})
+    with Profiler() as prof, pytest.raises(KeyboardInterrupt):
+        lmp.get(dsk, "step-9", num_workers=2)
+    assert [t.key for t in prof.interrupted] == ["step-7"]
+    assert prof.failed == []
+    assert lmp.get(_chain(10, -1), "step-9", num_workers=2) == 10

@@ -114,6 +114,18 @@ class _JobFuture(Future):
         self._pool = pool
         self._job: _Job | None = None
 
+    def task_index(self) -> int | None:
+        """While a worker runs this job: the index of the task its batch
+        started last (the worker's task slot, see ``taskslot``), else None."""
+        job = self._job
+        worker = job.worker if job is not None else None
+        if job is None or worker is None:
+            return None
+        try:
+            return worker.slot.task_of(job.id)
+        except (ValueError, AttributeError):  # (the worker ended meanwhile: slot closed)
+            return None
+
     def cancel(self) -> bool:
         """Cancel the job if it has not started; its inputs' segment goes
         at once (not when the pool reaches the job in its queue)."""
