@@ -38,6 +38,12 @@ machine here can run; until then they take the pipes, which always work,
 with one warning per process (``LOCALSCHED_SHM=0`` silences it).  Without
 shared memory there are no segments, so no owner lock and no reaper.
 
+A few bytes shared with a worker process (which task it runs, read by the
+pool when it dies): an anonymous shared mapping where the worker is
+forked (POSIX), else a small file with no name, passed by descriptor:
+``memfd_create`` on Linux, an unlinked temporary file on the other POSIX
+systems; none on Windows (the pool then cannot say which task).
+
 ``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
 only) and the live page lists child processes from ``/proc``; elsewhere
 both use psutil alone (shared pages then count once per process mapping
@@ -52,7 +58,7 @@ import os
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
-           "SESSIONS_AND_SIGNALS"]
+           "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -87,10 +93,12 @@ _statvfs = getattr(os, "statvfs", None) if _fcntl is not None else None
 _READ_ONLY = getattr(os, "ST_RDONLY", 1)
 
 
-def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
-    """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, else
-    ``(None, why not)``: one ``statvfs``, asked each time (a directory
-    fills up, or gets room again, while a process runs)."""
+def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
+    """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, with
+    ``inodes`` free inodes (the owner's lock file and a segment; once the
+    lock exists, a segment), else ``(None, why not)``: one ``statvfs``,
+    asked each time (a directory fills up, or gets room again, while a
+    process runs)."""
     if _statvfs is None:
         if _fcntl is None:
             return None, "this platform has no file locks (fcntl), which shared memory needs"
@@ -101,7 +109,7 @@ def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
         return None, f"{SHM_DIR} is missing ({exc.strerror})"
     if st.f_flag & _READ_ONLY:
         return None, f"{SHM_DIR} is read-only"
-    if st.f_files and st.f_favail < 2:  # (f_files 0: no inode limit)
+    if st.f_files and st.f_favail < inodes:  # (f_files 0: no inode limit)
         return None, f"{SHM_DIR} has no free inodes"
     return st, ""
 
@@ -239,3 +247,45 @@ def descriptorless_mmap() -> tuple | None:
                      ctypes.c_int, ctypes.c_long)
     munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
     return mmap, munmap
+
+
+# -- a few bytes shared with a child process -------------------------------------------
+
+
+def shared_anonymous_mapping(size: int):
+    """``size`` zeroed bytes of memory (an ``mmap``) that a child forked
+    from now on shares with this process, or None where there is no fork
+    (Windows: ``mmap(-1)`` is private there)."""
+    if os.name != "posix":
+        return None
+    import mmap
+
+    try:
+        return mmap.mmap(-1, size)  # (MAP_SHARED | MAP_ANONYMOUS)
+    except OSError:
+        return None
+
+
+def shared_file_fd(size: int) -> int | None:
+    """A descriptor (close-on-exec) of a ``size``-byte file with no name,
+    which another process given the descriptor can map: a memfd (Linux),
+    else an unlinked temporary file (the other POSIX systems); None on
+    Windows, or when neither can be had."""
+    if os.name != "posix":
+        return None
+    fd = None
+    try:
+        memfd_create = getattr(os, "memfd_create", None)
+        if memfd_create is not None:
+            fd = memfd_create("localsched-slot")
+        else:
+            import tempfile
+
+            with tempfile.TemporaryFile() as f:  # (unlinked at once on POSIX)
+                fd = os.dup(f.fileno())
+        os.ftruncate(fd, size)
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return None
+    return fd

@@ -93,10 +93,17 @@ class _Flight:
         self.where: list = []  # (worker_id, start) from a thread worker
         self.inputs = True  # False: a process batch sent no input values
 
-    def running_task(self, machine: RunState, stopped: float) -> tuple | None:
-        """``(key, start, worker_id)`` of the batch's running task (its first
-        unreported one): it started when its predecessor ended."""
-        for i in self.batch:
+    def running_task(self, machine: RunState, stopped: float,
+                     at: int | None = None) -> tuple | None:
+        """``(key, start, worker_id)`` of the batch's running task: ``at``
+        (the task its worker says it runs) if unreported, else its first
+        unreported one; it started at the latest when the last reported
+        task ended."""
+        if at is not None and machine.status[at] == RUNNING and at in self.batch:
+            candidates: Any = (at,)
+        else:
+            candidates = self.batch
+        for i in candidates:
             if machine.status[i] == RUNNING:
                 started, wid = self.last_end, self.worker_id
                 if self.where:
@@ -288,15 +295,21 @@ class PoolLoop:
         machine = self.machine
         if exc is not None:
             # The whole batch failed (a worker died, a batch could not be
-            # sent): any unreported task of the batch may have been running.
-            lost = [machine.keys[i] for i in flight.batch if machine.status[i] == RUNNING]
+            # sent): the task its worker says it had started, or else any
+            # unreported task of the batch may have been running.
+            lost = [i for i in flight.batch if machine.status[i] == RUNNING]
+            at = getattr(exc, "task_index", None)
+            culprits = [at] if at is not None and at in lost else lost
+            if not culprits:
+                raise exc
+            keys = [machine.keys[i] for i in culprits]
             naming = getattr(exc, "for_task", None)
             if naming is not None:
-                named = naming(lost)
-                self._lost_batch(flight, named)
+                named = naming(keys)
+                self._lost_batch(flight, named, keys)
                 raise named from exc
-            add_note(exc, "while computing " + name_tasks(lost))
-            self._lost_batch(flight, exc)
+            add_note(exc, "while computing " + name_tasks(keys))
+            self._lost_batch(flight, exc, keys)
             raise exc
         if self.settings.stream:
             for i in flight.batch:
@@ -306,17 +319,22 @@ class PoolLoop:
             return
         self.handle(fut.result())
 
-    def _lost_batch(self, flight: _Flight, exc: BaseException) -> None:
-        """A batch failed as a whole: its running task (its first unreported
-        one, as in ``abort``) failed with ``exc``, so a post-mortem
-        (``state.failed``, ``Profiler.failed``) names the task a dead worker
-        was running."""
-        running = flight.running_task(self.machine, time.time())
-        if running is not None:
-            key, start, wid = running
-            if wid is None:
-                wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
-            self.state.outcome.failed[key] = (exc, start, time.time(), wid)
+    def _lost_batch(self, flight: _Flight, exc: BaseException, keys: list) -> None:
+        """A batch failed as a whole: the task its worker was running
+        failed with ``exc`` (``keys``: that task, or every task it may have
+        been, when the worker could not say), so a post-mortem
+        (``state.failed``, ``Profiler.failed``) names it.  Each started
+        at the latest when the batch's last reported task ended."""
+        now = time.time()
+        running = flight.running_task(self.machine, now)
+        if running is None:
+            return
+        _, start, wid = running
+        if wid is None:
+            wid = getattr(exc, "pid", None) or None  # (a process's worker id: its pid)
+        failed = self.state.outcome.failed
+        for key in keys:
+            failed[key] = (exc, start, now, wid)
 
     def handle(self, records: list) -> None:
         """Complete each task of a list of records (and fire its hooks)."""
@@ -548,7 +566,9 @@ class PoolLoop:
         for fut, flight in self.inflight.items():
             if fut.cancel():  # still queued in the pool (QUEUE_AHEAD): never started
                 continue
-            running = flight.running_task(self.machine, stopped)
+            task_index = getattr(fut, "task_index", None)  # (a process pool's job)
+            at = task_index() if task_index is not None else None
+            running = flight.running_task(self.machine, stopped, at)
             if running is not None and running[0] not in outcome.failed:
                 outcome.running_since[running[0]] = running[1:]
         if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:

@@ -21,7 +21,10 @@ reverse).
   and its samples travel back as records.
 
 In a worker process, the pool's ``localsched._pool.job`` says which
-process this is and when its job arrived; it is read through
+process this is and when its job arrived, and holds the worker's task
+slot, where the batch runner writes the index of each task it starts (a
+plain memory store: the pool reads it if the worker dies, since the
+records it has are up to a hand-off behind); it is read through
 ``sys.modules`` (loaded there by the worker), so importing the runtime
 never imports the pool.
 """
@@ -79,6 +82,18 @@ def _job():
     return job if getattr(job, "worker_pid", 0) else None
 
 
+def _task_slot(job) -> list:
+    """Where this batch writes the index of each task it starts (at
+    ``[1]``, ``localsched._pool.taskslot.TASK``): the worker's task slot,
+    taken so that no batch nested in a task writes it too, or a list
+    nobody reads."""
+    slot = getattr(job, "task_slot", None)
+    if slot is None:
+        return [0, 0]
+    job.task_slot = None
+    return slot
+
+
 def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,
               emit: Callable, where: list | None = None, measure: bool = False,
               sample: float = 0.0, sizes: bool = False):
@@ -114,6 +129,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     if job is not None and not _warm:
         _warm.append(True)  # this process has run a batch (no start-up next time)
     wid = job.worker_pid if job is not None else threading.get_ident()
+    slot = _task_slot(job)
     now = time.time
     buf: list = []
     carried = 0
@@ -132,6 +148,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
                 buf = []
                 carried = 0
                 last = now()
+            slot[1] = i
             t0 = now()
             try:
                 value = execute(spec, data)
@@ -178,6 +195,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     token = _callbacks.enter_computation()
     job = _job()
     wid = job.worker_pid if job is not None else threading.get_ident()
+    task_slot = _task_slot(job)
     now = time.time
     tid = threading.get_ident()
     running = running_tasks
@@ -213,6 +231,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 last = now()
             if sample:
                 running[tid] = key
+            task_slot[1] = i
             t0 = now()
             try:
                 value = execute(spec, data)

@@ -37,6 +37,15 @@ import localsched.multiprocessing as lmp
 from localsched._pool import segments
 from localsched.diagnostics import ResourceProfiler
 
+from localsched._pool import handles
+
+owned = set()  # (the segments this process owned: values that crossed in shared memory)
+_init = handles.SharedValue.__init__
+def counting_init(self, name, *args, **kwargs):
+    _init(self, name, *args, **kwargs)
+    if self._store is not None:
+        owned.add(name)
+handles.SharedValue.__init__ = counting_init
 sweeps = []  # (each a listing of /dev/shm: once per process, however many jobs)
 _sweep = segments.sweep_stale
 segments.sweep_stale = lambda: sweeps.append(1) or _sweep()
@@ -61,7 +70,7 @@ right = (total == 12 * n and len(rprof.results) >= 2
 notes = [str(w.message) for w in caught
          if issubclass(w.category, RuntimeWarning) and "pipe" in str(w.message)]
 print(json.dumps({"right": bool(right), "warnings": notes, "lock": lock,
-                  "sweeps": len(sweeps)}))
+                  "sweeps": len(sweeps), "segments": len(owned)}))
 """
 
 
@@ -168,7 +177,8 @@ umount "$olddev" && rmdir "$olddev"
 
 SCENARIOS = {
     # name: (set-up, extra environment, warnings expected, shared memory used:
-    # an owner lock file exists while the pools live)
+    # an owner lock file exists while the pools live, and results arrive in
+    # segments)
     "roomy": ("mount -t tmpfs -o size=256m tmpfs /dev/shm", {}, 0, True),
     "missing": (SHM_MISSING, {}, 1, False),
     "read-only": ("mount -t tmpfs -o ro tmpfs /dev/shm", {}, 1, False),
@@ -179,7 +189,8 @@ SCENARIOS = {
     "fills-up": ("mount -t tmpfs -o size=6m tmpfs /dev/shm",
                  {"LOCALSCHED_SHM_RESERVE": "0"}, 1, True),
     "no-inodes": ("mount -t tmpfs -o nr_inodes=1 tmpfs /dev/shm", {}, 1, False),
-    # An inode for the owner's lock file and one segment at a time.
+    # An inode for the owner's lock file and one segment at a time (the
+    # root directory takes the third).
     "few-inodes": ("mount -t tmpfs -o nr_inodes=3 tmpfs /dev/shm", {}, 1, True),
     # Present, writable by its owner, with room, but not by this user (a
     # sandbox's /dev/shm): creating the owner's lock file fails (EACCES).
@@ -245,6 +256,7 @@ def test_dev_shm_scenarios(namespaces, scenario):
         capture_output=True, text=True, timeout=100, env=env, stdin=subprocess.DEVNULL)
     out = _check(proc, warnings_expected)
     assert out["lock"] is shared, out
+    assert (out["segments"] > 0) is shared, out
     left = [line for line in proc.stdout.splitlines() if line.startswith("LEFT:")]
     assert left and "localsched-" not in left[-1], proc.stdout
 
@@ -257,6 +269,8 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
     Windows), the ResourceProfiler sums psutil's RSS and the live page finds
     child processes through psutil: around a process computation both
     still see the workers."""
+    import psutil
+
     from localsched import _platform
     from localsched import multiprocessing as lmp
     from localsched.diagnostics import ResourceProfiler
@@ -264,13 +278,32 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
 
     monkeypatch.setattr(_platform, "PROC_DETAILS", False)
     monkeypatch.setattr(_platform, "child_pids", lambda pid: None)
+    held_mb = 2 * HOLD_MB
     try:
         with ResourceProfiler(dt=0.05) as rprof:
-            assert lmp.get({"a": (sum, [1, 2]), "b": (abs, "a")}, "b", num_workers=2) == 3
-            import psutil
-
+            dsk = {("h", i): (_hold_memory, i) for i in range(2)}
+            assert lmp.get(dsk, [("h", 0), ("h", 1)], num_workers=2) == (0, 1)
+            # The workers hold HOLD_MB each of the tasks' memory: counted.
+            sample = rprof.sample()
+            own_mb = psutil.Process().memory_info().rss / 1e6
+            assert sample.mem >= own_mb + 0.9 * held_mb, (sample, own_mb)
             children = {p.pid for p in feed._children(psutil.Process())}
             assert set(lmp.default_pool(2).pids) <= children
     finally:
         lmp.shutdown()
-    assert len(rprof.results) >= 2 and all(r.mem > 0 for r in rprof.results)
+    assert len(rprof.results) >= 3 and all(r.mem > 0 for r in rprof.results)
+
+
+HOLD_MB = 100
+
+
+def _hold_memory(i):
+    """Keep ``HOLD_MB`` MB (10**6 bytes) of touched memory in this worker
+    process until it exits."""
+    import builtins
+
+    import numpy as np
+
+    held = builtins.__dict__.setdefault("_localsched_test_held", [])
+    held.append(np.ones(HOLD_MB * 10**6 // 8))
+    return i

@@ -12,6 +12,8 @@ scheduler, ``localsched.core``)::
     oob        out-of-band pickling; value or handle, chosen per unpickler
     shm        the transport facade the scheduler is given (``transport=shm``)
     protocol   the messages between the pool and its workers, exceptions
+    taskslot   the few shared bytes where a worker says which task it runs,
+               read by the pool when it dies
     worker     the worker process's main loop
     workers    worker handles as the pool sees them: states, start methods
     listener   the listener thread: routes messages, reaps, hands out work

@@ -18,3 +18,9 @@ notes: "list[str]" = []
 
 #: Seconds the last hand-off of records spent pickling them.
 dump_seconds: float = 0.0
+
+#: The task slot of the streaming job running now (a memoryview of 8-byte
+#: integers, see ``localsched._pool.taskslot``), or None: the job's batch
+#: runner takes it (sets this to None, so a computation nested in one of
+#: its tasks cannot) and writes each task's index into ``[TASK]``.
+task_slot = None

@@ -27,16 +27,20 @@ class WorkerDiedError(RuntimeError):
     "worker process 7 died (exit code 3) while running task 'x'"
     """
 
-    def __init__(self, message: str, pid: int = 0, exitcode: int | None = None):
+    def __init__(self, message: str, pid: int = 0, exitcode: int | None = None,
+                 task_index: int | None = None):
         super().__init__(message)
         self.pid = pid
         self.exitcode = exitcode
+        #: The index of the task the job's batch runner had started last
+        #: (its worker's task slot, see ``taskslot``), or None: unknown.
+        self.task_index = task_index
 
     def for_task(self, keys: list) -> WorkerDiedError:
         """The same error, naming the task the worker was running (or the
-        tasks it may have been running, when it died with records unsent)."""
+        tasks it may have been running, when it cannot be told)."""
         return WorkerDiedError(f"{self.args[0]} while running {name_tasks(keys)}",
-                               self.pid, self.exitcode)
+                               self.pid, self.exitcode, self.task_index)
 
 
 class BrokenProcessPool(_CPythonBrokenProcessPool):
@@ -108,6 +112,18 @@ class _JobFuture(Future):
         super().__init__()
         self._pool = pool
         self._job: _Job | None = None
+
+    def task_index(self) -> int | None:
+        """While a worker runs this job: the index of the task its batch
+        started last (the worker's task slot, see ``taskslot``), else None."""
+        job = self._job
+        worker = job.worker if job is not None else None
+        if job is None or worker is None:
+            return None
+        try:
+            return worker.slot.task_of(job.id)
+        except (ValueError, AttributeError):  # (the worker ended meanwhile: slot closed)
+            return None
 
     def cancel(self) -> bool:
         """Cancel the job if it has not started; its inputs' segment goes

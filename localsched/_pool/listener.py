@@ -294,6 +294,8 @@ class _Listener:
         if code is None:  # closed its pipe but lives on: make sure it is gone
             w.kill()
             code = w.join(STOP_GRACE)
+        # (Its task slot outlives it: which task it had started, if it says.)
+        task_index = w.slot.task_of(job.id) if job is not None else None
         w.close()
         with self._lock:
             self._workers.remove(w)
@@ -302,7 +304,8 @@ class _Listener:
             job.ended(worker_died=True)
         if before is BUSY and job is not None:
             _settle(job.future, exc=WorkerDiedError(
-                f"worker process {w.pid} died ({describe_exit(code)})", w.pid, code))
+                f"worker process {w.pid} died ({describe_exit(code)})", w.pid, code,
+                task_index))
         elif (before is STARTING or (before is IDLE and not w.jobs_started)) \
                 and not w.init_failed:
             # It never ran anything: so would its replacement.  Respawning

@@ -40,6 +40,11 @@ shared-memory prefix, and its inputs and results travel as segments in
 segment is released when the job ends; when its worker dies, so are the
 segments the worker made under the job's prefix and never reported.
 
+A worker says which task it is running in its task slot (``taskslot``:
+a few shared bytes, written per task without a system call), so the
+WorkerDiedError of a worker that died carries that task's index even
+when the records of the tasks before it never left the worker.
+
 The pool's rooms: ``workers`` (worker handles and their states),
 ``listener`` (the thread that talks to them), ``jobs`` (a job, its future,
 the errors); this module is the Executor facade.

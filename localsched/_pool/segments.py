@@ -150,7 +150,8 @@ def available() -> bool:
     enabled, threshold, reserve = settings()
     if not enabled:
         return False
-    st, why = _platform.shm_dir_stats()
+    # (an inode for the owner's lock file, until it exists, and a segment)
+    st, why = _platform.shm_dir_stats(1 if current() is not None else 2)
     if st is None:
         warn_once(_pipes_instead(why))
         return False

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from .. import _platform
 from . import job as _job
+from . import taskslot
 from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
 from .segments import WorkerSegments, hold_owner_lock
@@ -39,7 +40,8 @@ __all__ = ["main", "BOOT", "run_packed"]
 # multiprocessing's spawn it never re-imports the user's __main__ module:
 # everything a worker needs arrives pickled by value, so scripts need no
 # ``if __name__ == "__main__"`` guard.  argv: the job pipe's, the reply
-# pipe's and the lifeline's file descriptors, and the parent's pid.
+# pipe's and the lifeline's file descriptors, the parent's pid, and the
+# task slot's descriptor (-1: none; see ``taskslot``).
 BOOT = """\
 import sys, pickle
 from multiprocessing.connection import Connection
@@ -54,7 +56,7 @@ sys.path[:] = path
 import multiprocessing
 multiprocessing.current_process().authkey = authkey
 from localsched._pool.worker import main
-main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None)
+main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None, (), int(sys.argv[5]))
 """
 
 # Memory between a worker's jobs (glibc only; see ``_keep_freed_memory``).
@@ -103,7 +105,7 @@ def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
 
 
 def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None,
-         close_first: tuple = ()) -> None:
+         close_first: tuple = (), task_slot=None) -> None:
     """Entry point of a worker process: run jobs until told to stop.
 
     Reads ``RUN`` messages from ``jobs`` and writes replies to ``out`` (one
@@ -111,6 +113,8 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     ``lifeline``: a file descriptor or connection whose end-of-file means the
     parent is gone.  ``close_first``: the parent's ends of the pipes, which a
     forked worker inherits and must drop, or the pipes would never close.
+    ``task_slot``: where this worker says which job and task it runs
+    (``taskslot.attach`` takes it; None: nowhere).
     """
     # Ctrl-C in a terminal reaches the whole process group (a forked worker
     # is in its parent's): the parent decides what to do, workers carry on
@@ -125,6 +129,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     from ..callbacks import Callback
 
     _job.worker_pid = os.getpid()
+    slot = taskslot.attach(task_slot)
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
     trim = _keep_freed_memory()
@@ -151,7 +156,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
         if kind is Kind.STOP:
             return
         try:
-            reply = _run_job(job_id, body, send)
+            reply = _run_job(job_id, body, send, slot)
         except _ParentGone:
             return
         if not _send_quietly(send, reply):
@@ -187,14 +192,19 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     return lambda: malloc_trim(0)
 
 
-def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
+def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> bytes:
     """Run one job; its last message, to send.
 
     A streaming job's function gets an ``emit`` that sends each list of
     records at once, tagged with the job's id; large results travel in
     shared-memory segments named ``shm_prefix...`` when the pool gave one.
+    The task slot (``slot``) names the job, and a streaming job's batch
+    runner finds it in ``job.task_slot`` to name each task it starts.
     """
     writer = None
+    if slot is not None:
+        slot[taskslot.JOB] = job_id
+        slot[taskslot.TASK] = taskslot.NO_TASK
 
     def emit(records: list) -> None:
         t = time.perf_counter()
@@ -217,9 +227,11 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None]) -> bytes:
             hold_owner_lock(shm_prefix)
             writer = WorkerSegments(shm_prefix, lent)
         if streams:
+            _job.task_slot = slot
             try:
                 fn(*args, emit=emit, **kwargs)
             finally:
+                _job.task_slot = None
                 _send_notes(job_id, send)
             # (which lent segments it rewrote: the others go back to the free list)
             return encode(Kind.DONE, job_id, dumps(writer.used) if writer and writer.used else b"")

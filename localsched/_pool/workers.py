@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _platform
 from ..forking import at_fork_in_child
 from . import worker as worker_module
+from .taskslot import TaskSlot
 
 if TYPE_CHECKING:
     from .jobs import _Job
@@ -99,6 +100,7 @@ class Worker:
     conn: Any  # replies come in here
     out: Any  # RUN and STOP go out here
     lifeline: Any  # the write end of the worker's lifeline: never written to
+    slot: TaskSlot  # which task it runs (read when it dies: ``taskslot``)
 
     def __init__(self) -> None:
         self.state = STARTING
@@ -144,6 +146,7 @@ class Worker:
         if self.lifeline is not None:
             self.lifeline.close()
             self.lifeline = None
+        self.slot.close()
 
 
 class _SpawnedWorker(Worker):
@@ -153,14 +156,18 @@ class _SpawnedWorker(Worker):
         from multiprocessing.connection import Connection
 
         super().__init__()
+        self.slot = slot = TaskSlot("spawn")
+        slot_fd = slot.for_child("spawn")
         to_parent_r, to_parent_w = os.pipe()
         to_child_r, to_child_w = os.pipe()
         life_r, life_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, *_interpreter_options(), "-c", worker_module.BOOT,
-                 str(to_child_r), str(to_parent_w), str(life_r), str(os.getpid())],
-                pass_fds=(to_child_r, to_parent_w, life_r),
+                 str(to_child_r), str(to_parent_w), str(life_r), str(os.getpid()),
+                 str(-1 if slot_fd is None else slot_fd)],
+                pass_fds=(to_child_r, to_parent_w, life_r,
+                          *(() if slot_fd is None else (slot_fd,))),
                 stdin=subprocess.DEVNULL,
                 # Its own session: Ctrl-C at a terminal goes to the parent only,
                 # which decides.
@@ -169,10 +176,12 @@ class _SpawnedWorker(Worker):
         except BaseException:
             for fd in (to_parent_r, to_child_w, life_w):
                 os.close(fd)
+            slot.close()
             raise
         finally:
             for fd in (to_child_r, to_parent_w, life_r):
                 os.close(fd)
+            slot.started()
         self.pid = self.proc.pid
         self.conn = Connection(to_parent_r, writable=False)
         self.out = Connection(to_child_w, readable=False)
@@ -206,14 +215,16 @@ class _MPWorker(Worker):
         super().__init__()
         parent, child = ctx.Pipe(duplex=True)
         life_r, life_w = ctx.Pipe(duplex=False)
-        forked = ctx.get_start_method() == "fork"
+        method = ctx.get_start_method()
+        forked = method == "fork"
+        self.slot = slot = TaskSlot(method)
         self.proc = ctx.Process(
             target=worker_module.main,
             # A forked worker inherits the parent's ends and closes them; the
             # fork server's children never have them.  The fork server, not
             # this process, is a forkserver worker's parent.
             args=(child, child, life_r, os.getpid() if forked else None, init_payload,
-                  (parent, life_w) if forked else ()),
+                  (parent, life_w) if forked else (), slot.for_child(method)),
             name="localsched-worker",
             # Not a daemon: a task may start processes of its own (a nested
             # get).  The lifeline and PDEATHSIG tie it to this process, and
@@ -223,9 +234,13 @@ class _MPWorker(Worker):
         try:
             with _no_main_module(not forked):
                 self.proc.start()
+        except BaseException:
+            slot.close()
+            raise
         finally:
             child.close()
             life_r.close()
+            slot.started()
         self.pid = self.proc.pid
         self._untrack()
         self.conn = self.out = parent
