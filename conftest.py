@@ -4,6 +4,7 @@ registered callback behind."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 
 import psutil
@@ -13,6 +14,13 @@ from localsched.batching import forget as forget_learned
 from localsched.callbacks import Callback
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+# A shell without job control starts a background job (``pytest &``) with
+# SIGINT ignored, and Python then never raises KeyboardInterrupt; every
+# script a test starts would inherit that too.  The Ctrl-C tests need the
+# terminal's behaviour whatever started the run.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _stop_shared_pools() -> None:
