@@ -128,6 +128,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from .batch_held import Held
+from .forking import at_fork_in_child
 from .graph import A_TASK, CALL, NESTED, NODE
 from .machine import READY, RUNNING, WAITING
 from .metrics import NUMBERS, is_tiny
@@ -174,6 +175,14 @@ LARGE_BUDGET = 32e-3
 MEMORY_SIZE = 1024
 _learned: dict = {}
 _learned_lock = threading.Lock()
+
+
+@at_fork_in_child
+def _renew_learned_lock() -> None:
+    global _learned_lock
+    _learned_lock = threading.Lock()
+
+
 def forget() -> None:
     """Drop what planners learned in earlier computations (tests start clean)."""
     with _learned_lock:

@@ -73,6 +73,8 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from .forking import at_fork_in_child
+
 __all__ = [
     "Callback",
     "Needs",
@@ -191,6 +193,13 @@ _holds: dict = {}
 # Guards _global_active and _holds against concurrent (un)registration.
 # Never held while a hook runs.
 _registry_lock = threading.Lock()
+
+
+@at_fork_in_child
+def _renew_registry_lock() -> None:
+    # (a copy held by a thread of the parent would be held forever)
+    global _registry_lock
+    _registry_lock = threading.Lock()
 
 
 def in_computation() -> bool:

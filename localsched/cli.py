@@ -244,6 +244,7 @@ def _run_profiled(args, workload) -> int:
 
     status = 0
     t0 = time.monotonic()
+    profiling = os.getpid()  # a script that forks: the outputs are this process's
     title = ("localsched demo" if args.command == "demo"
              else f"localsched profile {_program_name(args)}")
     report = performance_report(args.output, title=title, dt=args.dt,
@@ -270,6 +271,10 @@ def _run_profiled(args, workload) -> int:
         except BaseException:  # noqa: B036 -- the script's own failure, reported
             traceback.print_exc()
             status = 1
+        if os.getpid() != profiling:
+            stack.pop_all()  # a forked child of the script ends as the script would
+    if os.getpid() != profiling:
+        return status
     elapsed = time.monotonic() - t0
     _written(args, _elapsed_line(report.data, elapsed))
     if dash is not None:

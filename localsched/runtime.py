@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from . import callbacks as _callbacks
 from . import metrics as _metrics
+from .forking import at_fork_in_child
 from .graph import execute
 
 __all__ = ["CPU_NOTE", "run_batch", "run_batch_collect", "running_tasks", "take_samples",
@@ -486,6 +487,13 @@ class WorkerSampler:
 
 
 _worker_sampler: WorkerSampler | None = None
+
+
+@at_fork_in_child
+def _forget_sampler() -> None:
+    # (its thread is the parent's: a forked worker starts one of its own)
+    global _worker_sampler
+    _worker_sampler = None
 
 
 def worker_sampler() -> WorkerSampler:

@@ -480,7 +480,8 @@ def _close_at_exit(s: SegmentStore) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _store, _store_lock, _owner_locks
+    global _store, _store_lock, _owner_locks, _warn_lock
+    _warn_lock = threading.Lock()
     if _store is not None:
         _store.forget_in_child()
     _store = None

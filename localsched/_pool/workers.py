@@ -10,10 +10,17 @@ WorkerStateError)::
     (any live state) ──exit──► DEAD
 
 A worker starts by one of three methods: "spawn" runs ``worker.BOOT`` in a
-fresh interpreter (``_SpawnedWorker``: never re-imports the user's main
-module); "fork" and "forkserver" go through multiprocessing
-(``_MPWorker``).  None is a daemon process, so a task may start processes
-of its own; the lifeline and PDEATHSIG tie each to the pool's process.
+fresh interpreter (``_SpawnedWorker``), given the caller's interpreter
+options (``-O``, ``-W``, ``-X``: what multiprocessing passes its children);
+"fork" and "forkserver" go through multiprocessing (``_MPWorker``).  No
+worker imports the user's main module, whatever the method: everything a
+job needs arrives pickled by value, so a script needs no
+``if __name__ == "__main__"`` guard.  multiprocessing's forkserver children
+would run it again before their target (as its spawn children do), so the
+preparation data a forkserver worker is started with leaves the main module
+out (``_no_main_module``).  None is a daemon process, so a task may start
+processes of its own; the lifeline and PDEATHSIG tie each to the pool's
+process.
 """
 
 from __future__ import annotations
@@ -25,10 +32,13 @@ import pickle
 import signal
 import subprocess
 import sys
+import threading
+from contextlib import contextmanager
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any
 
 from .. import _platform
+from ..forking import at_fork_in_child
 from . import worker as worker_module
 
 if TYPE_CHECKING:
@@ -148,7 +158,7 @@ class _SpawnedWorker(Worker):
         life_r, life_w = os.pipe()
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-c", worker_module.BOOT,
+                [sys.executable, *_interpreter_options(), "-c", worker_module.BOOT,
                  str(to_child_r), str(to_parent_w), str(life_r), str(os.getpid())],
                 pass_fds=(to_child_r, to_parent_w, life_r),
                 stdin=subprocess.DEVNULL,
@@ -211,7 +221,8 @@ class _MPWorker(Worker):
             daemon=False,
         )
         try:
-            self.proc.start()
+            with _no_main_module(not forked):
+                self.proc.start()
         finally:
             child.close()
             life_r.close()
@@ -243,6 +254,60 @@ class _MPWorker(Worker):
             self.proc._popen.close()  # its exit sentinel
         except Exception:
             pass
+
+
+def _interpreter_options() -> list:
+    """The options this interpreter was started with that a child should
+    share (``-O``, ``-W ...``, ``-X ...``, ``-B``, ...), as multiprocessing
+    passes them to its own children."""
+    return subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]
+
+
+# ``_no_main_module``: set in the thread starting a forkserver worker.
+_starting_without_main = threading.local()
+_filter_lock = threading.Lock()
+
+
+@at_fork_in_child
+def _renew_filter_lock() -> None:
+    global _filter_lock
+    _filter_lock = threading.Lock()
+
+
+@contextmanager
+def _no_main_module(active: bool = True):
+    """While a forkserver worker starts in this thread, multiprocessing's
+    preparation data (``spawn.get_preparation_data``, read by the child
+    before its target runs, and by the fork server when it starts) names no
+    main module to import.  Other threads' processes are untouched."""
+    if not active:
+        yield
+        return
+    _filter_preparation_data()
+    _starting_without_main.on = True
+    try:
+        yield
+    finally:
+        _starting_without_main.on = False
+
+
+def _filter_preparation_data() -> None:
+    from multiprocessing import spawn
+
+    with _filter_lock:
+        real = spawn.get_preparation_data
+        if getattr(real, "localsched_filter", False):
+            return
+
+        def get_preparation_data(name):
+            data = real(name)
+            if getattr(_starting_without_main, "on", False):
+                data.pop("init_main_from_path", None)
+                data.pop("init_main_from_name", None)
+            return data
+
+        get_preparation_data.localsched_filter = True  # type: ignore[attr-defined]
+        spawn.get_preparation_data = get_preparation_data
 
 
 def start_worker(method: str, ctx: Any, init_payload: bytes | None) -> Worker:

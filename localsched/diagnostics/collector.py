@@ -27,6 +27,7 @@ from timeit import default_timer
 from typing import Any, ClassVar, NamedTuple
 
 from ..callbacks import Callback
+from ..forking import renew_in_child
 
 __all__ = ["Collector", "FinishedRun"]
 
@@ -83,8 +84,12 @@ class Collector(Callback):
         self._reset_built()
         # Guards the lazy build against two readers extending at once.
         self._build_lock = threading.Lock()
+        renew_in_child(self)
         self.start_time: float | None = None
         self.end_time: float | None = None
+
+    def _after_fork_in_child(self) -> None:
+        self._build_lock = threading.Lock()  # (a copy may be held by a parent's thread)
 
     def _reset_built(self) -> None:
         """Forget the records built so far (subclasses keep more lists)."""

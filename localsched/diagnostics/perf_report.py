@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import ExitStack
 
@@ -30,7 +31,9 @@ class performance_report:
     it off).  After the block, ``report.data`` is the :class:`RunData`; the
     page goes to ``filename`` (None: no page), the JSON to ``json`` and the
     trace to ``trace`` when given.  The page is written even when the block
-    raises.
+    raises -- by the process that entered the block only: a child forked
+    inside it leaves it writing nothing (its profilers stopped at the fork,
+    ``localsched.forking``).
 
     >>> import localsched
     >>> with localsched.performance_report(None, samples=False) as report:
@@ -77,6 +80,7 @@ class performance_report:
     def __enter__(self) -> performance_report:
         self.profilers = self._make_profilers()
         self._started = time.time()
+        self._pid = os.getpid()
         with ExitStack() as stack:
             for p in self.profilers:
                 stack.enter_context(p)
@@ -87,6 +91,8 @@ class performance_report:
         stack, self._stack = self._stack, None
         if stack is None:
             raise RuntimeError("performance_report: __exit__ without __enter__")
+        if os.getpid() != self._pid:
+            return  # a forked child: the report is the parent's
         stack.__exit__(*exc)
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",

@@ -54,6 +54,7 @@ from itertools import filterfalse, repeat
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
+from ..forking import renew_in_child
 from ..task_records import TaskRecords
 from ..utils import key_split
 from .eta import remaining_time
@@ -236,10 +237,16 @@ class ProgressBar(Callback):
         # drawing thread and by any other thread (tests, a custom loop).
         self._draw_lock = threading.Lock()
         self._reset()
+        renew_in_child(self)
 
         if self._group_by is not None:
             # Each group's finished tasks and their seconds, from the records.
             self.needs = Needs(results=False, records=True)
+
+    def _after_fork_in_child(self) -> None:
+        # (the drawing thread and the computation shown are the parent's)
+        self._draw_lock = threading.Lock()
+        self._reset()
 
     def _reset(self) -> None:
         """Forget the current computation (the bar is idle)."""

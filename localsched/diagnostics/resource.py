@@ -19,6 +19,10 @@ also between computations, and one registered with ``register()`` samples
 only while a computation runs.  However they overlap, there is at most one
 sampler thread.
 
+A process forked while sampling runs (a fork worker, a script's
+``os.fork()``) does not sample for its parent: in the child the profiler
+has stopped (``_after_fork_in_child``).
+
 Samples reach ``results`` when sampling stops: at the end of the ``with``
 block, or of each computation when registered -- as dask's profiler, whose
 tracker process hands its samples over only then.
@@ -36,6 +40,7 @@ import psutil
 
 from .. import _platform
 from ..callbacks import Callback
+from ..forking import renew_in_child
 from .collector import Collector
 from .records import ResourceData, WorkerResourceData
 
@@ -218,6 +223,21 @@ class ResourceProfiler(Callback):
         # Cluster runs in progress: id(state) -> their start (epoch seconds).
         self._cluster_runs: dict = {}
         self._per_worker: list = []
+        renew_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        """In a forked child: the sampler thread and its samples are the
+        parent's.  Fresh locks, no user: leaving a block the parent entered
+        does nothing here (``__exit__``); a computation of the child's own
+        samples afresh."""
+        self._sample_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+        self._users = 0
+        self._thread = self._stop = None
+        self._pending = []
+        self._collecting = False
+        self._tree = None
+        self._failure = None
 
     @property
     def dt(self) -> float:
@@ -331,6 +351,7 @@ class ResourceProfiler(Callback):
     def __enter__(self):
         self.clear()
         self._acquire()
+        self._block_pid = os.getpid()
         try:
             return super().__enter__()
         except BaseException:
@@ -338,6 +359,9 @@ class ResourceProfiler(Callback):
             raise
 
     def __exit__(self, *args):
+        if getattr(self, "_block_pid", None) != os.getpid():
+            super().__exit__(*args)  # a forked child leaves its parent's block:
+            return  # its sampling stopped at the fork
         try:
             super().__exit__(*args)
         finally:

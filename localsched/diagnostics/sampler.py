@@ -52,6 +52,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from ..callbacks import Callback, Needs
+from ..forking import renew_in_child
 from ..runtime import running_tasks, sample_every
 from ..utils import key_split
 from .records import SampleData
@@ -104,6 +105,15 @@ class SampleProfiler(Callback):
         self._live: dict = {}  # id() of the states watched now -> when each started
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        renew_in_child(self)
+
+    def _after_fork_in_child(self) -> None:
+        # (the sampler thread and the computations it watched are the parent's)
+        self._lock = threading.Lock()
+        self._thread = None
+        self._stop = threading.Event()
+        self._live = {}
+        self._pending = []
 
     # -- the sampler thread ---------------------------------------------------
 

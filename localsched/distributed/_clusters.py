@@ -25,11 +25,21 @@ import atexit
 import threading
 
 from .. import _platform
+from ..forking import at_fork_in_child
 
 _lock = threading.Lock()
 _embedded: list = []  # [cluster, Client] once started
 _by_address: dict = {}  # address -> Client
 _exit_hooked: list = []
+
+
+@at_fork_in_child
+def _renew_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    # The cluster and Clients are the parent's (their IO loops run there)
+    _embedded.clear()
+    _by_address.clear()
 
 
 def default_client(client=None, address: str | None = None):

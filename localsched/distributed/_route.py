@@ -27,8 +27,16 @@ from __future__ import annotations
 import sys
 import threading
 
+from ..forking import at_fork_in_child
+
 _lock = threading.Lock()
 _saved: dict = {}  # what dask's named_schedulers held before the hook
+
+
+@at_fork_in_child
+def _renew_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
 
 
 class _Observer:

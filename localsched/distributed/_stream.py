@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterable
 from queue import SimpleQueue
 
+from ..forking import at_fork_in_child
+
 #: Seconds an estimate of the scheduler's clock offset is reused.
 OFFSET_MAX_AGE = 60.0
 #: At most this many (worker, thread) numbers are remembered.
@@ -34,6 +36,13 @@ MAX_WORKER_IDS = 4096
 
 _lock = threading.Lock()
 _streams: dict = {}  # client id -> Stream
+
+
+@at_fork_in_child
+def _renew_in_child() -> None:
+    global _lock
+    _lock = threading.Lock()
+    _streams.clear()  # (their Clients' IO loops are the parent's)
 
 
 class Stream:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ... import callbacks as callbacks_module
 from ...callbacks import Callback, active_callbacks
+from ...forking import at_fork_in_child, renew_in_child
 from .feed import Feed
 from .pages import COMPONENTS, applications
 from .recorder import Recorder
@@ -31,6 +32,11 @@ DASK_ENV_VAR = "DASK_LOCALSCHED__DASHBOARD"
 #: A template for the link, e.g. ``{JUPYTERHUB_SERVICE_PREFIX}proxy/{port}/status``
 #: behind JupyterHub's proxy; fields: ``host``, ``port`` and the environment.
 LINK_ENV_VAR = "LOCALSCHED_DASHBOARD_LINK"
+#: Set by the process whose switch started the shared dashboard, to its pid:
+#: the processes it starts (workers of every start method, multiprocessing
+#: and dask children, subprocesses) inherit the switch with it, and never
+#: start a dashboard of their own.
+OWNER_ENV_VAR = "LOCALSCHED_DASHBOARD_OWNER"
 
 
 class Dashboard(Callback):
@@ -96,6 +102,7 @@ class Dashboard(Callback):
         self.recorder = Recorder(measure_memory=bool(memory))
         self._install_hooks()
         self.feed = Feed(self.recorder, self.interval)
+        renew_in_child(self)
         self._server = BackgroundServer(
             applications(self.feed, self), routes(self), host, port)
         self.host, self.port = host, self._server.port
@@ -112,6 +119,12 @@ class Dashboard(Callback):
         if r.measure_memory:
             self._posttask = r.posttask_hook
         self._finish = r.finish
+
+    def _after_fork_in_child(self) -> None:
+        # The server is the parent's (its sockets close in the child: see
+        # BackgroundServer); a computation the child runs is recorded
+        # unseen, with a lock the server's thread cannot hold.
+        self.feed.lock = threading.RLock()
 
     @property
     def _dask_callback(self) -> tuple:
@@ -232,6 +245,15 @@ _shared: Dashboard | None = None
 _shared_lock = threading.Lock()
 
 
+@at_fork_in_child
+def _forget_shared_in_child() -> None:
+    # (the shared dashboard serves from its parent; ``dashboard()`` here
+    # would start one of the child's own)
+    global _shared, _shared_lock
+    _shared = None
+    _shared_lock = threading.Lock()
+
+
 def dashboard(address: str = "127.0.0.1:0", **kwargs: Any) -> Dashboard:
     """The shared Dashboard, started and registered on first call (for
     notebooks: the cell that calls it shows the page)."""
@@ -258,11 +280,16 @@ def from_environment() -> Dashboard | None:
     """Start the shared dashboard if ``LOCALSCHED_DASHBOARD``, or dask's
     config key ``localsched.dashboard`` (also ``DASK_LOCALSCHED__DASHBOARD``),
     asks for it: ``1``/``true`` for the default address, or an address such
-    as ``127.0.0.1:8790``."""
+    as ``127.0.0.1:8790``.  Only in the process that set it, never in the
+    processes started from there (``OWNER_ENV_VAR``)."""
     where, value = _setting()
     text = str(value if value is not None else "").strip()
     if text.lower() in ("", "0", "false", "no", "off", "none"):
         return None
+    owner = os.environ.get(OWNER_ENV_VAR)
+    if owner and owner != str(os.getpid()):
+        return None  # a worker (or child) of the process that serves it
+    os.environ[OWNER_ENV_VAR] = str(os.getpid())
     address = "127.0.0.1:0" if text.lower() in ("1", "true", "yes", "on") else text
     try:
         return dashboard(address)

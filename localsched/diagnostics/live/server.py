@@ -30,6 +30,8 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from ...forking import renew_in_child
+
 __all__ = ["BackgroundServer", "THREAD_NAME", "parse_address"]
 
 THREAD_NAME = "localsched-dashboard"
@@ -79,10 +81,15 @@ class BackgroundServer:
         self._applications = applications
         self._patterns = patterns
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._ioloop: Any = None  # tornado's, on _loop
         self._server: Any = None
         self._ready = threading.Event()
         self._failure: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
+        # A forked child (a fork worker) gets copies of the listening
+        # sockets and open connections: held there, they would keep the
+        # port, and the tabs connected, after ``stop()``.
+        renew_in_child(self)
         self._thread.start()
         self._ready.wait()
         if self._failure is not None:
@@ -117,7 +124,8 @@ class BackgroundServer:
                 redirect_root=False, use_index=False)
             http = HTTPServer(app, xheaders=True)
             http.add_sockets(self._sockets)
-            self._server = BaseServer(IOLoop.current(), app, http)
+            self._ioloop = IOLoop.current()
+            self._server = BaseServer(self._ioloop, app, http)
             self._server.start()
         except BaseException as exc:  # noqa: B036 -- handed to the constructor's thread
             self._failure = exc
@@ -193,6 +201,21 @@ class BackgroundServer:
                 pass
             if threading.current_thread() is not self._thread:
                 self._thread.join(timeout)
+        self._close_sockets()
+
+    def _after_fork_in_child(self) -> None:
+        """This process never serves (the thread is the parent's): close its
+        copies of what the server's loop watches, the listening sockets and
+        the browsers' connections (tornado keeps them as socket objects;
+        a bare descriptor number is left alone: closing a number twice could
+        close something else)."""
+        handlers = getattr(self._ioloop, "handlers", None) or {}
+        for fileobj, _ in list(handlers.values()):
+            if hasattr(fileobj, "close"):
+                try:
+                    fileobj.close()
+                except OSError:
+                    pass
         self._close_sockets()
 
     def _close_sockets(self) -> None:
