@@ -52,7 +52,7 @@ import os
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
-           "SESSIONS_AND_SIGNALS"]
+           "SESSIONS_AND_SIGNALS", "FD_PASSING"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -173,6 +173,15 @@ def child_pids(pid: int) -> list | None:
 #: Whether processes have sessions and POSIX signals (SIGTERM, SIGKILL to a
 #: process group): not on Windows.
 SESSIONS_AND_SIGNALS = os.name == "posix"
+
+#: Whether a child process can be handed pipe file descriptors by number
+#: (``subprocess``'s ``pass_fds``) and those pipes waited on with ``select``
+#: (``multiprocessing.connection.wait``): POSIX.  Not on Windows, where
+#: only handles are inherited and only sockets, pipe *handles* and process
+#: handles can be waited on.  ``LOCALSCHED_SIMULATE_NO_FD_PASSING=1`` makes
+#: a POSIX process answer no (the tests run the other path that way).
+FD_PASSING = os.name == "posix" and os.environ.get(
+    "LOCALSCHED_SIMULATE_NO_FD_PASSING", "").strip() not in ("1", "true", "yes", "on")
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _libc: list = []

@@ -584,3 +584,18 @@ def test_without_the_tuning_a_worker_frees_at_once(monkeypatch):
     monkeypatch.setenv("LOCALSCHED_WORKER_MALLOC", "Off")  # (read by new workers)
     with lmp.ProcessPool(1) as pool:
         assert pool.submit(_churn, 160).result(timeout=30) < 40 << 20
+
+
+# -- platforms that cannot pass pipe descriptors (Windows) --------------------------
+
+
+def test_without_descriptor_passing_get_fails_clearly_and_leaves_nothing(monkeypatch):
+    from localsched import _platform
+
+    monkeypatch.setattr(_platform, "FD_PASSING", False)
+    threads_before = set(threading.enumerate())
+    with pytest.raises(RuntimeError, match=rf"cannot run on this platform \({sys.platform}\)"
+                                           r".*threads scheduler"):
+        lmp.get({"x": (inc, 1)}, "x", num_workers=1)
+    assert set(threading.enumerate()) == threads_before
+    assert psutil.Process().children() == []

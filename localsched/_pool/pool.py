@@ -50,6 +50,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import sys
 import threading
 import time
 import weakref
@@ -57,6 +58,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 
+from .. import _platform
 from . import oob, segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
@@ -134,6 +136,12 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
+        if not _platform.FD_PASSING:
+            raise RuntimeError(
+                f"localsched's process pool cannot run on this platform ({sys.platform}): it "
+                "hands its workers pipe file descriptors, which this platform cannot pass or "
+                "wait on.  Use the threads scheduler instead (localsched.threaded.get, or "
+                "scheduler='threads'), which suits NumPy and pandas work best anyway.")
         self.num_workers = num_workers
         self._method = context
         self._ctx = multiprocessing.get_context(context)
