@@ -30,6 +30,7 @@ tracker process hands its samples over only then.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
