@@ -52,7 +52,7 @@ import os
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
-           "SESSIONS_AND_SIGNALS", "FD_PASSING"]
+           "SESSIONS_AND_SIGNALS", "FD_PASSING", "SIMULATE_WINDOWS"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -91,8 +91,8 @@ def shm_dir_stats() -> tuple[os.statvfs_result | None, str]:
     """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, else
     ``(None, why not)``: one ``statvfs``, asked each time (a directory
     fills up, or gets room again, while a process runs)."""
-    if _statvfs is None:
-        if _fcntl is None:
+    if _statvfs is None or SIMULATE_WINDOWS:
+        if _fcntl is None or SIMULATE_WINDOWS:
             return None, "this platform has no file locks (fcntl), which shared memory needs"
         return None, "this platform has no statvfs"
     try:
@@ -174,14 +174,20 @@ def child_pids(pid: int) -> list | None:
 #: process group): not on Windows.
 SESSIONS_AND_SIGNALS = os.name == "posix"
 
+#: ``LOCALSCHED_SIMULATE_WINDOWS=1``: a POSIX process answers the process
+#: and shared-memory questions as Windows would (no descriptor passing, no
+#: PDEATHSIG, no pidfd, no shared memory), so the tests run Windows' paths
+#: here.  Read once; the tests' fixture sets it and this flag together.
+SIMULATE_WINDOWS = os.environ.get("LOCALSCHED_SIMULATE_WINDOWS", "").strip().lower() in (
+    "1", "true", "yes", "on")
+
 #: Whether a child process can be handed pipe file descriptors by number
 #: (``subprocess``'s ``pass_fds``) and those pipes waited on with ``select``
 #: (``multiprocessing.connection.wait``): POSIX.  Not on Windows, where
 #: only handles are inherited and only sockets, pipe *handles* and process
-#: handles can be waited on.  ``LOCALSCHED_SIMULATE_NO_FD_PASSING=1`` makes
-#: a POSIX process answer no (the tests run the other path that way).
-FD_PASSING = os.name == "posix" and os.environ.get(
-    "LOCALSCHED_SIMULATE_NO_FD_PASSING", "").strip() not in ("1", "true", "yes", "on")
+#: handles can be waited on: the pool then starts its workers through
+#: multiprocessing's spawn, with sockets and multiprocessing's pipes.
+FD_PASSING = os.name == "posix" and not SIMULATE_WINDOWS
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _libc: list = []
@@ -206,6 +212,8 @@ def die_with_parent() -> bool:
     (callers watch a pipe instead)."""
     import signal
 
+    if SIMULATE_WINDOWS:
+        return False
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
     kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
     return prctl is not None and kill is not None and prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0
@@ -227,6 +235,8 @@ def glibc_malloc() -> tuple | None:
 def pidfd(pid: int) -> int | None:
     """A descriptor readable when process ``pid`` ends, even while a
     grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None."""
+    if SIMULATE_WINDOWS:
+        return None
     try:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):

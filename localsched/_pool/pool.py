@@ -50,7 +50,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
-import sys
+import socket
 import threading
 import time
 import weakref
@@ -136,12 +136,6 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
-        if not _platform.FD_PASSING:
-            raise RuntimeError(
-                f"localsched's process pool cannot run on this platform ({sys.platform}): it "
-                "hands its workers pipe file descriptors, which this platform cannot pass or "
-                "wait on.  Use the threads scheduler instead (localsched.threaded.get, or "
-                "scheduler='threads'), which suits NumPy and pandas work best anyway.")
         self.num_workers = num_workers
         self._method = context
         self._ctx = multiprocessing.get_context(context)
@@ -160,8 +154,17 @@ class ProcessPool(_Listener, Executor):
         self._broken: BrokenProcessPool | None = None
         # Wakes the listener from its wait (new work, shutdown, kill): a
         # byte on a non-blocking pipe, written once until the listener runs.
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
+        # Where pipe descriptors cannot be waited on (Windows), a socket
+        # pair instead (``_wake_socks``: sockets can be waited on everywhere).
+        self._portable = not _platform.FD_PASSING
+        self._wake_socks: tuple[socket.socket, socket.socket] | None = None
+        if self._portable:
+            self._wake_socks = socket.socketpair()
+            self._wake_socks[1].setblocking(False)
+            self._wake_r, self._wake_w = (s.fileno() for s in self._wake_socks)
+        else:
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_w, False)
         self._woken = False
         self._handles: dict | None = None  # wait handle -> worker, rebuilt on change
         self._started = threading.Event()
@@ -331,9 +334,17 @@ class ProcessPool(_Listener, Executor):
             w.close()
             if isinstance(w, _MPWorker):
                 w.forget()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
+        self._close_wake()
+
+    def _close_wake(self) -> None:
+        """Close the wake pipe (or sockets); -1 marks them closed."""
+        if self._wake_socks is not None:
+            for sock in self._wake_socks:
+                sock.close()
+        else:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
         self._wake_r = self._wake_w = -1
 
 
