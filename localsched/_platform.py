@@ -52,7 +52,7 @@ import os
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
-           "SESSIONS_AND_SIGNALS", "FD_PASSING", "SIMULATE_WINDOWS"]
+           "SESSIONS_AND_SIGNALS", "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -188,6 +188,11 @@ SIMULATE_WINDOWS = os.environ.get("LOCALSCHED_SIMULATE_WINDOWS", "").strip().low
 #: handles can be waited on: the pool then starts its workers through
 #: multiprocessing's spawn, with sockets and multiprocessing's pipes.
 FD_PASSING = os.name == "posix" and not SIMULATE_WINDOWS
+
+#: How many objects one ``multiprocessing.connection.wait`` can watch, or
+#: None for no limit: Windows waits with ``WaitForMultipleObjects``, at most
+#: 63 handles (CPython's ProcessPoolExecutor stops at 61 workers for this).
+WAIT_LIMIT: int | None = 63 if os.name == "nt" or SIMULATE_WINDOWS else None
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _libc: list = []

@@ -608,8 +608,8 @@ def test_without_the_tuning_a_worker_frees_at_once(monkeypatch):
 
 def test_the_windows_like_pool_runs_without_passing_descriptors(monkeypatch):
     """Where pipe descriptors cannot be passed (Windows), the pool starts
-    its workers through multiprocessing's spawn and waits on sockets,
-    multiprocessing's pipes and process sentinels."""
+    its workers through multiprocessing's spawn and waits on a socket and
+    multiprocessing's pipes, one per worker."""
     from localsched._pool.workers import _MPWorker
 
     simulate_windows(monkeypatch)
@@ -618,7 +618,7 @@ def test_the_windows_like_pool_runs_without_passing_descriptors(monkeypatch):
     assert pool._wake_socks is not None
     workers = list(pool._workers)
     assert len(workers) == 2 and all(isinstance(w, _MPWorker) for w in workers)
-    assert all(w.pidfd is None and w.exit_handle == w.proc.sentinel for w in workers)
+    assert all(w.pidfd is None and w.exit_handle is None for w in workers)
     assert {w.proc._popen.method for w in workers} == {"spawn"}
 
 
@@ -654,3 +654,16 @@ def test_a_failing_task_and_a_dying_worker_name_their_task_and_the_next_get_work
     assert "while running task 'doomed'" in str(info.value)
     assert "exit code 3" in str(info.value)
     assert lmp.get({"a": 1, "b": (inc, "a")}, "b", num_workers=2) == 2
+
+
+def test_the_windows_like_pool_stays_within_what_one_wait_can_watch(monkeypatch):
+    """Windows waits on at most 63 handles: a pool of more workers than one
+    wait can watch is refused clearly, and the shared pools stop there."""
+    from localsched import _platform
+
+    simulate_windows(monkeypatch)
+    with pytest.raises(ValueError, match=rf"at most 62 on this platform \({sys.platform}"):
+        lmp.ProcessPool(63)
+    monkeypatch.setattr(_platform, "WAIT_LIMIT", 3)  # (two workers then)
+    assert lmp.get({"x": (inc, 1)}, "x", num_workers=5) == 2
+    assert len(lmp.default_pool(2).pids) == 2

@@ -1,6 +1,6 @@
 """Windows' process capabilities, simulated on Linux: ``_platform`` answers
 as Windows would (no pipe descriptors passed by number nor waited on, no
-PDEATHSIG, no pidfd, no shared memory), so the process pool takes the path
+PDEATHSIG, no pidfd, no shared memory, 63 handles per wait), so the process pool takes the path
 it takes on Windows (``localsched/_pool/workers.py``: ``_MPWorker``,
 portable).  Workers spawned meanwhile inherit the environment variable and
 answer the same."""
@@ -30,6 +30,7 @@ def simulate_windows(monkeypatch) -> None:
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_platform, "SIMULATE_WINDOWS", True, raising=False)
     monkeypatch.setattr(_platform, "FD_PASSING", False, raising=False)
+    monkeypatch.setattr(_platform, "WAIT_LIMIT", 63, raising=False)
     # What subprocess says on Windows when asked to pass descriptors.
     monkeypatch.setattr(subprocess, "Popen", _PopenWithoutPassFds)
     # Its one warning (no shared memory) is tested in tests/test_platforms.py.

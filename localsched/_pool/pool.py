@@ -51,6 +51,7 @@ import itertools
 import multiprocessing
 import os
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -71,6 +72,7 @@ from .workers import (
     WorkerState,
     WorkerStateError,
     _MPWorker,
+    max_workers,
 )
 
 __all__ = ["ProcessPool", "WorkerDiedError", "BrokenProcessPool", "WorkerState",
@@ -136,6 +138,11 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
+        limit = max_workers(not _platform.FD_PASSING)
+        if limit is not None and num_workers > limit:
+            raise ValueError(f"num_workers must be at most {limit} on this platform "
+                             f"({sys.platform}: one wait watches at most {limit} workers), "
+                             f"got {num_workers}")
         self.num_workers = num_workers
         self._method = context
         self._ctx = multiprocessing.get_context(context)

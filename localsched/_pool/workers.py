@@ -50,7 +50,8 @@ if TYPE_CHECKING:
     from .jobs import _Job
 
 __all__ = ["WorkerState", "WorkerStateError", "Worker", "START_METHODS", "STOP_GRACE",
-           "STARTING", "IDLE", "BUSY", "STOPPING", "DEAD", "describe_exit", "start_worker"]
+           "STARTING", "IDLE", "BUSY", "STOPPING", "DEAD", "describe_exit", "start_worker",
+           "max_workers"]
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -244,10 +245,15 @@ class _MPWorker(Worker):
         self.conn = self.out = parent
         self.lifeline = life_w
         if portable:
+            # No pidfd there, and the sentinel is not waited on either: the
+            # end of its pipe tells (no other process holds it: handles are
+            # not inherited), so a wait watches one handle per worker, not
+            # two (Windows waits on at most 63: ``_platform.WAIT_LIMIT``).
             self.pidfd = None
+            self.exit_handle = None
         else:
             self._open_pidfd()
-        self.exit_handle = self.pidfd if self.pidfd is not None else self.proc.sentinel
+            self.exit_handle = self.pidfd if self.pidfd is not None else self.proc.sentinel
 
     def _wait(self, timeout):
         self.proc.join(timeout)
@@ -324,6 +330,14 @@ def _filter_preparation_data() -> None:
 
         get_preparation_data.localsched_filter = True  # type: ignore[attr-defined]
         spawn.get_preparation_data = get_preparation_data
+
+
+def max_workers(portable: bool) -> int | None:
+    """How many workers a pool can wait on at once (None: no limit): the
+    platform's wait limit (``_platform.WAIT_LIMIT``) less the listener's
+    wake-up socket, one pipe per portable worker."""
+    limit = _platform.WAIT_LIMIT
+    return limit - 1 if limit is not None and portable else None
 
 
 def start_worker(method: str, ctx: Any, init_payload: bytes | None,
