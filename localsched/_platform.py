@@ -38,6 +38,12 @@ machine here can run; until then they take the pipes, which always work,
 with one warning per process (``LOCALSCHED_SHM=0`` silences it).  Without
 shared memory there are no segments, so no owner lock and no reaper.
 
+The process pool (``localsched/_pool/workers.py``) hands a spawned worker
+its pipes by descriptor number and waits on them with ``select``
+(``FD_PASSING``); Windows can do neither, so there its workers start
+through multiprocessing's spawn, which carries pipe handles, and the pool
+waits on those pipes and a socket pair, at most ``WAIT_LIMIT`` at once.
+
 ``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
 only) and the live page lists child processes from ``/proc``; elsewhere
 both use psutil alone (shared pages then count once per process mapping
