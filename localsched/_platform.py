@@ -44,6 +44,12 @@ forked (POSIX), else a small file with no name, passed by descriptor:
 ``memfd_create`` on Linux, an unlinked temporary file on the other POSIX
 systems; none on Windows (the pool then cannot say which task).
 
+The process pool (``localsched/_pool/workers.py``) hands a spawned worker
+its pipes by descriptor number and waits on them with ``select``
+(``FD_PASSING``); Windows can do neither, so there its workers start
+through multiprocessing's spawn, which carries pipe handles, and the pool
+waits on those pipes and a socket pair, at most ``WAIT_LIMIT`` at once.
+
 ``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
 only) and the live page lists child processes from ``/proc``; elsewhere
 both use psutil alone (shared pages then count once per process mapping
@@ -58,7 +64,8 @@ import os
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
-           "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd"]
+           "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
+           "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -99,8 +106,8 @@ def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
     lock exists, a segment), else ``(None, why not)``: one ``statvfs``,
     asked each time (a directory fills up, or gets room again, while a
     process runs)."""
-    if _statvfs is None:
-        if _fcntl is None:
+    if _statvfs is None or SIMULATE_WINDOWS:
+        if _fcntl is None or SIMULATE_WINDOWS:
             return None, "this platform has no file locks (fcntl), which shared memory needs"
         return None, "this platform has no statvfs"
     try:
@@ -182,6 +189,26 @@ def child_pids(pid: int) -> list | None:
 #: process group): not on Windows.
 SESSIONS_AND_SIGNALS = os.name == "posix"
 
+#: ``LOCALSCHED_SIMULATE_WINDOWS=1``: a POSIX process answers the process
+#: and shared-memory questions as Windows would (no descriptor passing, no
+#: PDEATHSIG, no pidfd, no shared memory), so the tests run Windows' paths
+#: here.  Read once; the tests' fixture sets it and this flag together.
+SIMULATE_WINDOWS = os.environ.get("LOCALSCHED_SIMULATE_WINDOWS", "").strip().lower() in (
+    "1", "true", "yes", "on")
+
+#: Whether a child process can be handed pipe file descriptors by number
+#: (``subprocess``'s ``pass_fds``) and those pipes waited on with ``select``
+#: (``multiprocessing.connection.wait``): POSIX.  Not on Windows, where
+#: only handles are inherited and only sockets, pipe *handles* and process
+#: handles can be waited on: the pool then starts its workers through
+#: multiprocessing's spawn, with sockets and multiprocessing's pipes.
+FD_PASSING = os.name == "posix" and not SIMULATE_WINDOWS
+
+#: How many objects one ``multiprocessing.connection.wait`` can watch, or
+#: None for no limit: Windows waits with ``WaitForMultipleObjects``, at most
+#: 63 handles (CPython's ProcessPoolExecutor stops at 61 workers for this).
+WAIT_LIMIT: int | None = 63 if os.name == "nt" or SIMULATE_WINDOWS else None
+
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 _libc: list = []
 
@@ -205,6 +232,8 @@ def die_with_parent() -> bool:
     (callers watch a pipe instead)."""
     import signal
 
+    if SIMULATE_WINDOWS:
+        return False
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
     kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
     return prctl is not None and kill is not None and prctl(_PR_SET_PDEATHSIG, kill, 0, 0, 0) == 0
@@ -226,6 +255,8 @@ def glibc_malloc() -> tuple | None:
 def pidfd(pid: int) -> int | None:
     """A descriptor readable when process ``pid`` ends, even while a
     grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None."""
+    if SIMULATE_WINDOWS:
+        return None
     try:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):

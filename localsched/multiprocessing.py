@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
 
+from . import _platform
 from ._pool import (
     START_METHODS,
     BrokenProcessPool,
@@ -50,6 +51,7 @@ from ._pool import (
     submitter_for,
     unpack_exception,
 )
+from ._pool.workers import max_workers
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 
@@ -185,6 +187,11 @@ def get(
         context = context or dask_config("multiprocessing.context", "spawn")
         if initializer is None:
             initializer = dask_config("multiprocessing.initializer")
+        # Where one wait watches a limited number of workers (Windows), the
+        # shared pools stop there: 62 workers on a 64-core machine.
+        limit = max_workers(not _platform.FD_PASSING)
+        if limit is not None:
+            num_workers = min(num_workers, limit)
         runner = submitter_for(default_pool(num_workers, context, initializer, initargs))
     return get_async(
         runner.submit,

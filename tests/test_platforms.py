@@ -25,6 +25,8 @@ import textwrap
 
 import pytest
 
+from tests.windows_sim import ENV as WINDOWS_ENV
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The computation: results and inputs of 2.4 MB (shared memory when it
@@ -107,6 +109,13 @@ class _NoLibc(ctypes.CDLL):  # (ctypes.CDLL(None): no C library by that name)
             raise TypeError("expected str, bytes or os.PathLike object, not NoneType")
         super().__init__(name, *args, **kwargs)
 ctypes.CDLL = _NoLibc
+import subprocess
+class _NoPassFds(subprocess.Popen):  # (what subprocess says on Windows)
+    def __init__(self, *args, pass_fds=(), **kwargs):
+        if pass_fds:
+            raise ValueError("pass_fds is not supported on Windows.")
+        super().__init__(*args, **kwargs)
+subprocess.Popen = _NoPassFds
 """
 
 
@@ -115,7 +124,9 @@ def no_fcntl_env(tmp_path):
     """An environment whose Python processes (spawned workers included)
     cannot import fcntl, and lack the other calls Windows lacks."""
     (tmp_path / "sitecustomize.py").write_text(WINDOWS_LIKE)
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
+    # (and _platform answers the process questions as Windows would)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]),
+                **WINDOWS_ENV)
 
 
 def _named_by(pid: int) -> list:
@@ -125,10 +136,11 @@ def _named_by(pid: int) -> list:
 
 
 def test_without_fcntl_import_threads_resource_profiler_and_processes(no_fcntl_env):
-    """Without fcntl (nor statvfs, pidfd_open, confstr, SIGKILL or a C
-    library by the name None), ``import localsched.multiprocessing`` works, a
-    ResourceProfiler around a threads computation samples, and a process
-    computation gives the right result through pipes with one warning."""
+    """Without fcntl (nor statvfs, pidfd_open, confstr, SIGKILL, a C library
+    by the name None, or subprocess's pass_fds), ``import
+    localsched.multiprocessing`` works, a ResourceProfiler around a threads
+    computation samples, and a process computation gives the right result
+    through pipes with one warning, on the pool Windows gets."""
     script = textwrap.dedent("""
         import sys
         try:

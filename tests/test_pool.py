@@ -23,6 +23,8 @@ from localsched import threaded
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
+from tests.windows_sim import ENV as WINDOWS_ENV
+from tests.windows_sim import my_segments, simulate_windows
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -58,6 +60,16 @@ def _gone_within(pid: int, seconds: float) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+@pytest.fixture(params=["native", "windows-like"])
+def platform(request, monkeypatch):
+    """Run the test on this platform's pool, then on the one Windows gets
+    (``tests/windows_sim.py``: multiprocessing's spawn, sockets, pipes for
+    every value)."""
+    if request.param == "windows-like":
+        simulate_windows(monkeypatch)
+    return request.param
 
 
 # -- worker states ---------------------------------------------------------------
@@ -127,7 +139,7 @@ def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends(tmp_pa
 # -- 2. the Executor contract --------------------------------------------------------
 
 
-def test_results_are_there_after_the_with_block():
+def test_results_are_there_after_the_with_block(platform):
     with lmp.ProcessPool(2) as pool:
         futures = [pool.submit(pow, 2, i) for i in range(8)]
     assert [f.result(timeout=0) for f in futures] == [2**i for i in range(8)]
@@ -139,7 +151,7 @@ def _announce_then_wait(started, go):
     return "done"
 
 
-def test_shutdown_cancels_only_pending_work_and_running_work_finishes(tmp_path):
+def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform, tmp_path):
     started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
     pool = lmp.ProcessPool(1)
     try:
@@ -192,7 +204,7 @@ def _count_start_then_exit(path):
     os._exit(3)
 
 
-def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(tmp_path):
+def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(platform, tmp_path):
     log = tmp_path / "starts"
     pool = lmp.ProcessPool(2, initializer=_count_start_then_exit, initargs=(str(log),))
     info = _broken_pool_error(pool)
@@ -225,7 +237,7 @@ def _failing_init():
     raise ValueError("no database")
 
 
-def test_an_initializer_that_raises_breaks_the_pool_with_its_error():
+def test_an_initializer_that_raises_breaks_the_pool_with_its_error(platform):
     pool = lmp.ProcessPool(1, initializer=_failing_init)
     info = _broken_pool_error(pool)
     info.match(r"initializer failed: ValueError\('no database'\)")
@@ -257,7 +269,7 @@ def _raise(exc_type):
 
 
 @pytest.mark.parametrize("exc_type", [EOFError, BrokenPipeError])
-def test_a_tasks_own_pipe_errors_come_back_as_its_errors(exc_type):
+def test_a_tasks_own_pipe_errors_come_back_as_its_errors(platform, exc_type):
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
     pids = lmp.default_pool(1).pids
     with pytest.raises(exc_type, match="from the task") as info:
@@ -331,7 +343,7 @@ def test_get_in_a_child_forked_after_the_pools_were_used():
 # -- 6 and 8. Ctrl-C ---------------------------------------------------------------
 
 
-def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker():
+def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
     """Ctrl-C lands as the batch finishes: the pool kills that worker; the
     next computation must wait for its replacement, not be handed to it."""
     main = threading.get_ident()
@@ -346,7 +358,7 @@ def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker():
         assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
 
 
-def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait():
+def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(platform):
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
     pool = lmp.default_pool(1)
     (pid,) = pool.pids
@@ -392,7 +404,7 @@ _CTRL_C_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers():
+def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers(platform):
     proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_SCRIPT], cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -424,16 +436,19 @@ _PARENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("context, sig", [
-    ("spawn", signal.SIGKILL),
-    ("spawn", signal.SIGTERM),
-    ("fork", signal.SIGKILL),
-    ("forkserver", signal.SIGKILL),
+@pytest.mark.parametrize("context, sig, windows_like", [
+    ("spawn", signal.SIGKILL, False),
+    ("spawn", signal.SIGTERM, False),
+    ("fork", signal.SIGKILL, False),
+    ("forkserver", signal.SIGKILL, False),
+    # (no PDEATHSIG there: the lifeline alone must end the worker)
+    ("spawn", signal.SIGKILL, True),
 ])
-def test_busy_workers_die_with_their_parent(tmp_path, context, sig):
+def test_busy_workers_die_with_their_parent(tmp_path, context, sig, windows_like):
     marker = str(tmp_path / "worker-pid")
+    env = {**os.environ, **WINDOWS_ENV} if windows_like else None
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, marker, context], cwd=ROOT,
-                              stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                              stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     worker_pid = None
     try:
         deadline = time.monotonic() + 60
@@ -584,3 +599,71 @@ def test_without_the_tuning_a_worker_frees_at_once(monkeypatch):
     monkeypatch.setenv("LOCALSCHED_WORKER_MALLOC", "Off")  # (read by new workers)
     with lmp.ProcessPool(1) as pool:
         assert pool.submit(_churn, 160).result(timeout=30) < 40 << 20
+
+
+
+
+# -- what every platform's pool must do (Windows' path simulated) ------------------
+
+
+def test_the_windows_like_pool_runs_without_passing_descriptors(monkeypatch):
+    """Where pipe descriptors cannot be passed (Windows), the pool starts
+    its workers through multiprocessing's spawn and waits on a socket and
+    multiprocessing's pipes, one per worker."""
+    from localsched._pool.workers import _MPWorker
+
+    simulate_windows(monkeypatch)
+    assert lmp.get({"x": (inc, 1)}, "x", num_workers=2) == 2
+    pool = lmp.default_pool(2)
+    assert pool._wake_socks is not None
+    workers = list(pool._workers)
+    assert len(workers) == 2 and all(isinstance(w, _MPWorker) for w in workers)
+    assert all(w.pidfd is None and w.exit_handle is None for w in workers)
+    assert {w.proc._popen.method for w in workers} == {"spawn"}
+
+
+def test_dask_arrays_and_bags_give_right_results_and_leave_nothing(platform):
+    da = pytest.importorskip("dask.array")
+    db = pytest.importorskip("dask.bag")
+    np = pytest.importorskip("numpy")
+    base = np.arange(400 * 400, dtype="float64").reshape(400, 400)
+    x = da.from_array(base, chunks=200)  # (320 KB chunks: shared memory where there is some)
+    got = (x + x.T).mean(axis=0).compute(scheduler=lmp.get, num_workers=2)
+    np.testing.assert_allclose(got, (base + base.T).mean(axis=0))
+    bag = db.from_sequence(range(100), npartitions=4).map(inc).filter(lambda v: v % 2)
+    assert bag.sum().compute(scheduler=lmp.get, num_workers=2) == sum(
+        v for v in range(1, 101) if v % 2)
+    lmp.shutdown()
+    assert not my_segments()
+
+
+def _fail(x):
+    raise ValueError(f"bad input {x}")
+
+
+def _exit_3(x):
+    os._exit(3)
+
+
+def test_a_failing_task_and_a_dying_worker_name_their_task_and_the_next_get_works(platform):
+    with pytest.raises(ValueError, match="bad input 2"):
+        lmp.get({"a": (inc, 1), "bad": (_fail, "a")}, "bad", num_workers=2)
+    dsk = {"a": 1, "fine": (inc, "a"), "doomed": (_exit_3, "a"), "after": (pow, "fine", "doomed")}
+    with pytest.raises(lmp.WorkerDiedError) as info:
+        lmp.get(dsk, "after", num_workers=2)
+    assert "while running task 'doomed'" in str(info.value)
+    assert "exit code 3" in str(info.value)
+    assert lmp.get({"a": 1, "b": (inc, "a")}, "b", num_workers=2) == 2
+
+
+def test_the_windows_like_pool_stays_within_what_one_wait_can_watch(monkeypatch):
+    """Windows waits on at most 63 handles: a pool of more workers than one
+    wait can watch is refused clearly, and the shared pools stop there."""
+    from localsched import _platform
+
+    simulate_windows(monkeypatch)
+    with pytest.raises(ValueError, match=rf"at most 62 on this platform \({sys.platform}"):
+        lmp.ProcessPool(63)
+    monkeypatch.setattr(_platform, "WAIT_LIMIT", 3)  # (two workers then)
+    assert lmp.get({"x": (inc, 1)}, "x", num_workers=5) == 2
+    assert len(lmp.default_pool(2).pids) == 2

@@ -16,6 +16,8 @@ import textwrap
 
 import pytest
 
+from tests.windows_sim import ENV as WINDOWS_ENV
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and forkserver")
 
 METHODS = ("fork", "spawn", "forkserver")
@@ -24,12 +26,14 @@ METHODS = ("fork", "spawn", "forkserver")
 SCRIPT_TIMEOUT = 90
 
 
-def run_script(tmp_path, source: str, *options: str, name: str = "script.py"):
+def run_script(tmp_path, source: str, *options: str, name: str = "script.py",
+               windows_like: bool = False):
     """Run ``source`` as a script in ``tmp_path`` with interpreter
-    ``options``; its CompletedProcess (a hang fails the test)."""
+    ``options`` (``windows_like``: on the pool Windows gets, simulated:
+    ``tests/windows_sim.py``); its CompletedProcess (a hang fails the test)."""
     path = tmp_path / name
     path.write_text(textwrap.dedent(source))
-    env = dict(os.environ)
+    env = dict(os.environ, **(WINDOWS_ENV if windows_like else {}))
     env.pop("LOCALSCHED_DASHBOARD", None)
     argv = [sys.executable, *options, str(path)]
     with subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
@@ -77,11 +81,15 @@ def _guarded(code: str) -> str:
             + "\n\nif __name__ == '__main__':\n    main()\n")
 
 
-@pytest.mark.parametrize("guarded", [True, False], ids=["guarded", "unguarded"])
-@pytest.mark.parametrize("default", METHODS)
-def test_every_start_method_in_a_script(tmp_path, default, guarded):
+@pytest.mark.parametrize("default, guarded, windows_like", [
+    *[(method, guarded, False) for method in METHODS for guarded in (True, False)],
+    # (Windows' pool, simulated: every method goes through multiprocessing)
+    ("spawn", True, True), ("spawn", False, True),
+], ids=[*[f"{m}-{g}" for m in METHODS for g in ("guarded", "unguarded")],
+        "spawn-guarded-windows-like", "spawn-unguarded-windows-like"])
+def test_every_start_method_in_a_script(tmp_path, default, guarded, windows_like):
     code = WORK.format(default=default)
-    done = run_script(tmp_path, _guarded(code) if guarded else code)
+    done = run_script(tmp_path, _guarded(code) if guarded else code, windows_like=windows_like)
     assert done.returncode == 0, done.stderr
     expected = ["default 6"]
     for method in METHODS:
@@ -141,13 +149,14 @@ for method in ("spawn", "fork", "forkserver"):
 """
 
 
-@pytest.mark.parametrize("options, expected", [
-    (("-O", "-W", "error::DeprecationWarning"), (False, False, 1, "error")),
-    (("-W", "ignore::DeprecationWarning"), (True, True, 0, "ignore")),
-], ids=["-O -W error", "-W ignore"])
-def test_workers_get_the_interpreter_options(tmp_path, options, expected):
+@pytest.mark.parametrize("options, expected, windows_like", [
+    (("-O", "-W", "error::DeprecationWarning"), (False, False, 1, "error"), False),
+    (("-W", "ignore::DeprecationWarning"), (True, True, 0, "ignore"), False),
+    (("-O", "-W", "error::DeprecationWarning"), (False, False, 1, "error"), True),
+], ids=["-O -W error", "-W ignore", "-O -W error, windows-like"])
+def test_workers_get_the_interpreter_options(tmp_path, options, expected, windows_like):
     (tmp_path / "flagsmod.py").write_text(FLAGS_MODULE)
-    done = run_script(tmp_path, FLAGS_SCRIPT, *options)
+    done = run_script(tmp_path, FLAGS_SCRIPT, *options, windows_like=windows_like)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")[:-1]
     assert lines == [f"{where} {expected!r}" for where in ("threads", *["spawn", "fork",

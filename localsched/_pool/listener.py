@@ -53,6 +53,8 @@ class _Listener:
     _woken: bool
     _wake_r: int
     _wake_w: int
+    _wake_socks: tuple | None
+    _portable: bool
     _handles: dict | None
     _started: threading.Event
     _start_error: BaseException | None
@@ -62,6 +64,9 @@ class _Listener:
 
     def _stopped(self) -> None:
         """The listener has stopped every worker (the pool's hook)."""
+
+    def _close_wake(self) -> None:
+        """Close the wake pipe (the pool's)."""
 
     def _kill(self, w: Worker) -> None:
         """(under _lock) Stop a worker at once: it takes no more work."""
@@ -73,7 +78,10 @@ class _Listener:
         if not self._woken and self._wake_w >= 0:
             self._woken = True
             try:
-                os.write(self._wake_w, b"\0")
+                if self._wake_socks is None:
+                    os.write(self._wake_w, b"\0")
+                else:
+                    self._wake_socks[1].send(b"\0")
             except BlockingIOError:
                 pass  # the pipe is full of wake-ups already
 
@@ -101,7 +109,10 @@ class _Listener:
 
     def _serve(self) -> None:
         """Route messages, reap exits, hand out work, until closed and idle."""
-        wake_r = self._wake_r
+        # (the wake pipe's descriptor, or where those cannot be waited on, its socket)
+        wake_r: Any = self._wake_r if self._wake_socks is None else self._wake_socks[0]
+        read_wake: Any = (os.read if self._wake_socks is None
+                          else lambda sock, n: sock.recv(n))
         while True:
             with self._lock:
                 self._woken = False
@@ -122,7 +133,7 @@ class _Listener:
             dead = []
             for obj in wait_for([wake_r, *handles], timeout):
                 if obj is wake_r:
-                    os.read(wake_r, 4096)
+                    read_wake(wake_r, 4096)
                     continue
                 w = handles[obj]
                 if obj is w.conn:
@@ -162,7 +173,7 @@ class _Listener:
         return handles
 
     def _spawn(self) -> None:
-        w = start_worker(self._method, self._ctx, self._init_payload)
+        w = start_worker(self._method, self._ctx, self._init_payload, self._portable)
         with self._lock:
             self._workers.append(w)
         self._handles = None
@@ -368,7 +379,5 @@ class _Listener:
                 if w.job is not None:
                     w.job.ended(worker_died=True)
         with self._lock:  # (a closed descriptor's number may be reused at once)
-            os.close(self._wake_r)
-            os.close(self._wake_w)
-            self._wake_r = self._wake_w = -1
+            self._close_wake()
         self._stopped()

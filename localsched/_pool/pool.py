@@ -55,6 +55,8 @@ from __future__ import annotations
 import itertools
 import multiprocessing
 import os
+import socket
+import sys
 import threading
 import time
 import weakref
@@ -62,6 +64,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 
+from .. import _platform
 from . import oob, segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
@@ -74,6 +77,7 @@ from .workers import (
     WorkerState,
     WorkerStateError,
     _MPWorker,
+    max_workers,
 )
 
 __all__ = ["ProcessPool", "WorkerDiedError", "BrokenProcessPool", "WorkerState",
@@ -139,6 +143,11 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
+        limit = max_workers(not _platform.FD_PASSING)
+        if limit is not None and num_workers > limit:
+            raise ValueError(f"num_workers must be at most {limit} on this platform "
+                             f"({sys.platform}: one wait watches at most {limit} workers), "
+                             f"got {num_workers}")
         self.num_workers = num_workers
         self._method = context
         self._ctx = multiprocessing.get_context(context)
@@ -157,8 +166,17 @@ class ProcessPool(_Listener, Executor):
         self._broken: BrokenProcessPool | None = None
         # Wakes the listener from its wait (new work, shutdown, kill): a
         # byte on a non-blocking pipe, written once until the listener runs.
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_w, False)
+        # Where pipe descriptors cannot be waited on (Windows), a socket
+        # pair instead (``_wake_socks``: sockets can be waited on everywhere).
+        self._portable = not _platform.FD_PASSING
+        self._wake_socks: tuple[socket.socket, socket.socket] | None = None
+        if self._portable:
+            self._wake_socks = socket.socketpair()
+            self._wake_socks[1].setblocking(False)
+            self._wake_r, self._wake_w = (s.fileno() for s in self._wake_socks)
+        else:
+            self._wake_r, self._wake_w = os.pipe()
+            os.set_blocking(self._wake_w, False)
         self._woken = False
         self._handles: dict | None = None  # wait handle -> worker, rebuilt on change
         self._started = threading.Event()
@@ -328,9 +346,17 @@ class ProcessPool(_Listener, Executor):
             w.close()
             if isinstance(w, _MPWorker):
                 w.forget()
-        for fd in (self._wake_r, self._wake_w):
-            if fd >= 0:
-                os.close(fd)
+        self._close_wake()
+
+    def _close_wake(self) -> None:
+        """Close the wake pipe (or sockets); -1 marks them closed."""
+        if self._wake_socks is not None:
+            for sock in self._wake_socks:
+                sock.close()
+        else:
+            for fd in (self._wake_r, self._wake_w):
+                if fd >= 0:
+                    os.close(fd)
         self._wake_r = self._wake_w = -1
 
 

@@ -46,11 +46,13 @@ class TaskSlot:
     __slots__ = ("mapping", "view", "fd")
 
     def __init__(self, method: str):
+        # (method: "fork", "spawn" -- a descriptor passed by number --,
+        # "forkserver", or "none": a worker that cannot be handed one)
         self.fd: int | None = None
         mapping = None
         if method == "fork":
             mapping = _platform.shared_anonymous_mapping(_SLOT_BYTES)
-        else:
+        elif method in ("spawn", "forkserver"):
             fd = _platform.shared_file_fd(_SLOT_BYTES)
             if fd is not None:
                 try:

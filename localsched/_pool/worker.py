@@ -13,7 +13,9 @@ gives, e.g. a value that took the pipe because shared memory was full.)
 A worker dies with its parent: on Linux the kernel kills it when the
 thread that started it ends (``PR_SET_PDEATHSIG``); everywhere, a watchdog
 thread exits the process when its *lifeline* pipe, whose write end only the
-parent holds and never writes to, reaches end-of-file.  A busy worker
+parent holds and never writes to, reaches end-of-file (the OS closes it
+when the parent dies, however it dies; on Windows the lifeline is a
+multiprocessing pipe connection, read as one).  A busy worker
 never reads its job pipe, so that pipe alone cannot tell it.
 """
 
@@ -80,7 +82,7 @@ class _ParentGone(BaseException):
     for.  A BaseException, so a task's ``except Exception`` cannot swallow it."""
 
 
-def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
+def _die_with_parent(lifeline, parent_pid: int | None) -> bool:
     """Arrange to end when the parent does; False if it has already gone.
 
     ``parent_pid`` is the pool's process, the worker's parent (None when a
@@ -94,9 +96,13 @@ def _die_with_parent(lifeline_fd: int, parent_pid: int | None) -> bool:
 
     def watch() -> None:
         try:
-            while os.read(lifeline_fd, 4096):
-                pass  # the parent never writes; only end-of-file matters
-        except OSError:
+            if isinstance(lifeline, int):
+                while os.read(lifeline, 4096):
+                    pass  # the parent never writes; only end-of-file matters
+            else:  # a connection (on Windows its fileno is a handle, not a descriptor)
+                while True:
+                    lifeline.recv_bytes()
+        except (OSError, EOFError):
             pass
         os._exit(1)
 
@@ -123,8 +129,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for c in close_first:
         c.close()
-    lifeline_fd = lifeline if isinstance(lifeline, int) else lifeline.fileno()
-    if not _die_with_parent(lifeline_fd, parent_pid):
+    if not _die_with_parent(lifeline, parent_pid):
         return
     from ..callbacks import Callback
 

@@ -11,8 +11,13 @@ WorkerStateError)::
 
 A worker starts by one of three methods: "spawn" runs ``worker.BOOT`` in a
 fresh interpreter (``_SpawnedWorker``), given the caller's interpreter
-options (``-O``, ``-W``, ``-X``: what multiprocessing passes its children);
-"fork" and "forkserver" go through multiprocessing (``_MPWorker``).  No
+options (``-O``, ``-W``, ``-X``: what multiprocessing passes its children)
+and its pipes' descriptors by number; "fork" and "forkserver" go through
+multiprocessing (``_MPWorker``).  Where descriptors cannot be passed by
+number nor waited on (Windows: ``_platform.FD_PASSING``), "spawn" goes
+through multiprocessing's spawn too, which carries pipe handles to the
+child on every OS; those workers are waited on by their pipes and process
+sentinels, and killed with ``Process.kill`` (TerminateProcess there).  No
 worker imports the user's main module, whatever the method: everything a
 job needs arrives pickled by value, so a script needs no
 ``if __name__ == "__main__"`` guard.  multiprocessing's forkserver children
@@ -46,7 +51,8 @@ if TYPE_CHECKING:
     from .jobs import _Job
 
 __all__ = ["WorkerState", "WorkerStateError", "Worker", "START_METHODS", "STOP_GRACE",
-           "STARTING", "IDLE", "BUSY", "STOPPING", "DEAD", "describe_exit", "start_worker"]
+           "STARTING", "IDLE", "BUSY", "STOPPING", "DEAD", "describe_exit", "start_worker",
+           "max_workers"]
 
 START_METHODS = ("spawn", "fork", "forkserver")
 
@@ -209,22 +215,31 @@ class _SpawnedWorker(Worker):
 
 
 class _MPWorker(Worker):
-    """Started by multiprocessing (the "fork" and "forkserver" methods)."""
+    """Started by multiprocessing: the "fork" and "forkserver" methods, and
+    "spawn" where descriptors cannot be passed (``portable``: Windows).
 
-    def __init__(self, ctx, init_payload: bytes | None):
+    The portable worker uses only what multiprocessing carries to a child on
+    every OS (its pipes' handles) and waits on what can be waited on
+    everywhere (those pipes, the process's sentinel): no pidfd, and its
+    lifeline is read as a connection (end-of-file when the parent is gone).
+    """
+
+    def __init__(self, ctx, init_payload: bytes | None, portable: bool = False):
         super().__init__()
         parent, child = ctx.Pipe(duplex=True)
         life_r, life_w = ctx.Pipe(duplex=False)
         method = ctx.get_start_method()
         forked = method == "fork"
-        self.slot = slot = TaskSlot(method)
+        # (multiprocessing's spawn -- the portable path, Windows -- cannot
+        # carry a descriptor by number: no slot there)
+        self.slot = slot = TaskSlot("none" if method == "spawn" else method)
         self.proc = ctx.Process(
             target=worker_module.main,
             # A forked worker inherits the parent's ends and closes them; the
             # fork server's children never have them.  The fork server, not
             # this process, is a forkserver worker's parent.
-            args=(child, child, life_r, os.getpid() if forked else None, init_payload,
-                  (parent, life_w) if forked else (), slot.for_child(method)),
+            args=(child, child, life_r, None if method == "forkserver" else os.getpid(),
+                  init_payload, (parent, life_w) if forked else (), slot.for_child(method)),
             name="localsched-worker",
             # Not a daemon: a task may start processes of its own (a nested
             # get).  The lifeline and PDEATHSIG tie it to this process, and
@@ -245,8 +260,16 @@ class _MPWorker(Worker):
         self._untrack()
         self.conn = self.out = parent
         self.lifeline = life_w
-        self._open_pidfd()
-        self.exit_handle = self.pidfd if self.pidfd is not None else self.proc.sentinel
+        if portable:
+            # No pidfd there, and the sentinel is not waited on either: the
+            # end of its pipe tells (no other process holds it: handles are
+            # not inherited), so a wait watches one handle per worker, not
+            # two (Windows waits on at most 63: ``_platform.WAIT_LIMIT``).
+            self.pidfd = None
+            self.exit_handle = None
+        else:
+            self._open_pidfd()
+            self.exit_handle = self.pidfd if self.pidfd is not None else self.proc.sentinel
 
     def _wait(self, timeout):
         self.proc.join(timeout)
@@ -325,8 +348,20 @@ def _filter_preparation_data() -> None:
         spawn.get_preparation_data = get_preparation_data
 
 
-def start_worker(method: str, ctx: Any, init_payload: bytes | None) -> Worker:
-    """Start a worker process by ``method`` (one of ``START_METHODS``)."""
-    if method == "spawn":
+def max_workers(portable: bool) -> int | None:
+    """How many workers a pool can wait on at once (None: no limit): the
+    platform's wait limit (``_platform.WAIT_LIMIT``) less the listener's
+    wake-up socket, one pipe per portable worker."""
+    limit = _platform.WAIT_LIMIT
+    return limit - 1 if limit is not None and portable else None
+
+
+def start_worker(method: str, ctx: Any, init_payload: bytes | None,
+                 portable: bool = False) -> Worker:
+    """Start a worker process by ``method`` (one of ``START_METHODS``);
+    ``portable``: where pipe descriptors cannot be passed to a child or
+    waited on (``_platform.FD_PASSING`` false: Windows), through
+    multiprocessing, whatever the method."""
+    if method == "spawn" and not portable:
         return _SpawnedWorker(init_payload)
-    return _MPWorker(ctx, init_payload)
+    return _MPWorker(ctx, init_payload, portable)
