@@ -189,15 +189,14 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     which the records split among them by wall time when read
     (``localsched.task_records``).  A hand-off follows every task of
     ``FLUSH_INTERVAL`` or more, so a long task's CPU is its own but for
-    what the few tasks just before it spent.  A task gets a probe of its
-    own only for what only it has: its metered blocks, the batch's start
-    marks (its first task), its result's size."""
+    what the few tasks just before it spent.  A task's own probe holds what
+    only it has: metered blocks, the batch's start marks, its result's size."""
     token = _callbacks.enter_computation()
     job = _job()
-    wid = job.worker_pid if job is not None else threading.get_ident()
+    tid = threading.get_ident()
+    wid = job.worker_pid if job is not None else tid
     task_slot = _task_slot(job)
     now = time.time
-    tid = threading.get_ident()
     running = running_tasks
     outer_task = running.get(tid) if sample else None
     local = _metrics._local
