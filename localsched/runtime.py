@@ -225,8 +225,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             if announce and len(buf) > slot and now() - last >= ANNOUNCE_INTERVAL:
                 emit(stretch.seal(buf, count, busy) if stretch else buf)
                 buf = [None] * slot
-                count = carried = 0
-                busy = 0.0
+                count, carried, busy = 0, 0, 0.0
                 last = now()
             if sample:
                 running[tid] = key
@@ -262,8 +261,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             if t1 - last >= FLUSH_INTERVAL or carried >= FLUSH_RESULTS:
                 emit(stretch.seal(buf, count, busy) if stretch else buf)
                 buf = [None] * slot
-                count = carried = 0
-                busy = 0.0
+                count, carried, busy = 0, 0, 0.0
                 last = t1
     finally:
         _callbacks._local_active.reset(token)
