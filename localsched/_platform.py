@@ -65,7 +65,8 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
-           "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT"]
+           "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT",
+           "thread_cpu_wait_reader"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -224,6 +225,41 @@ def libc():
         except (OSError, TypeError):
             _libc.append(None)
     return _libc[0]
+
+
+def thread_cpu_wait_reader():
+    """``(read, close)`` for the calling thread: ``read()`` gives the
+    seconds it has waited for a CPU so far (Linux's
+    ``/proc/thread-self/schedstat``), or None where the system does not say.
+
+    The file stays open and is read with ``pread`` called with the GIL held
+    (``ctypes.PyDLL``): a few microseconds, where a Python-level open/read
+    would hand the GIL over at each system call and wait up to a switch
+    interval (5 ms) to get it back -- several times per look, which starved
+    a sampler of its looks on GIL-bound threads."""
+    if SIMULATE_WINDOWS or os.name != "posix":
+        return None
+    try:
+        import ctypes
+
+        pread = ctypes.PyDLL(None).pread
+        fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+    except (OSError, AttributeError):
+        return None
+    pread.restype = ctypes.c_ssize_t
+    pread.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    buf = ctypes.create_string_buffer(128)
+
+    def read() -> float:
+        n = pread(fd, buf, 127, 0)
+        return int(buf.raw[:max(n, 0)].split()[1]) / 1e9
+
+    try:
+        read()
+    except (OSError, ValueError, IndexError):
+        os.close(fd)
+        return None
+    return read, lambda: os.close(fd)
 
 
 def die_with_parent() -> bool:

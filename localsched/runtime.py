@@ -448,34 +448,25 @@ def sample_every(interval: float, stop, running: dict, append: Callable, codes: 
     the system says so: Linux): its lateness less the time this thread
     waited for a CPU (``/proc/thread-self/schedstat``), so a machine busy
     with other processes does not count, Python code holding the GIL does."""
+    from . import _platform
+
     clock = time.perf_counter
-    waited = _cpu_wait_reader() if looks is not None else None
+    reader = _platform.thread_cpu_wait_reader() if looks is not None else None
+    waited = reader[0] if reader is not None else None
     last = clock()
     cpu_wait = waited() if waited is not None else 0.0
-    while not stop.wait(interval):
-        t = clock()
-        w = waited() if waited is not None else 0.0
-        stamped = take_samples(running, append, codes, now, t - last)
-        if looks is not None and waited is not None and stamped is not None:
-            looks(stamped, max(0.0, t - last - interval - (w - cpu_wait)))
-        cpu_wait = w
-        last = t
-
-
-def _cpu_wait_reader() -> Callable | None:
-    """A function giving the seconds this thread has waited for a CPU so
-    far (Linux's schedstat), or None where the system does not say."""
-    path = "/proc/thread-self/schedstat"
-
-    def waited() -> float:
-        with open(path, "rb") as f:
-            return int(f.read().split()[1]) / 1e9
-
     try:
-        waited()
-    except (OSError, ValueError, IndexError):
-        return None
-    return waited
+        while not stop.wait(interval):
+            t = clock()
+            w = waited() if waited is not None else 0.0
+            stamped = take_samples(running, append, codes, now, t - last)
+            if looks is not None and waited is not None and stamped is not None:
+                looks(stamped, max(0.0, t - last - interval - (w - cpu_wait)))
+            cpu_wait = w
+            last = t
+    finally:
+        if reader is not None:
+            reader[1]()
 
 
 class WorkerSampler:
