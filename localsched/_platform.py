@@ -66,7 +66,7 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
            "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT",
-           "thread_cpu_wait_reader"]
+           "thread_cpu_wait_reader", "prepare_thread_cpu_wait"]
 
 # -- file locks --------------------------------------------------------------------
 
@@ -227,27 +227,54 @@ def libc():
     return _libc[0]
 
 
+_pread: list = []
+
+
+def _pread_holding_the_gil():
+    """libc's ``pread`` called with the GIL held (``ctypes.PyDLL``), or
+    None; made once per process (``prepare_thread_cpu_wait`` makes it in
+    the caller's thread, before a sampler thread needs it)."""
+    if not _pread:
+        fn = None
+        if os.name == "posix" and not SIMULATE_WINDOWS:
+            try:
+                import ctypes
+
+                fn = ctypes.PyDLL(None).pread
+                fn.restype = ctypes.c_ssize_t
+                fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+            except (OSError, AttributeError):
+                fn = None
+        _pread.append(fn)
+    return _pread[0]
+
+
+def prepare_thread_cpu_wait() -> None:
+    """Make what ``thread_cpu_wait_reader`` needs, in this thread (an
+    import in a sampler thread would wait for the GIL at each of its many
+    system calls while the tasks' Python code holds it)."""
+    _pread_holding_the_gil()
+
+
 def thread_cpu_wait_reader():
     """``(read, close)`` for the calling thread: ``read()`` gives the
     seconds it has waited for a CPU so far (Linux's
     ``/proc/thread-self/schedstat``), or None where the system does not say.
 
-    The file stays open and is read with ``pread`` called with the GIL held
-    (``ctypes.PyDLL``): a few microseconds, where a Python-level open/read
-    would hand the GIL over at each system call and wait up to a switch
-    interval (5 ms) to get it back -- several times per look, which starved
-    a sampler of its looks on GIL-bound threads."""
-    if SIMULATE_WINDOWS or os.name != "posix":
+    The file stays open and is read with ``pread`` called with the GIL held:
+    a few microseconds, where a Python-level open/read would hand the GIL
+    over at each system call and wait up to a switch interval (5 ms) to get
+    it back -- several times per look, which starved a sampler of its looks
+    on GIL-bound threads."""
+    pread = _pread_holding_the_gil()
+    if pread is None:
         return None
     try:
-        import ctypes
-
-        pread = ctypes.PyDLL(None).pread
         fd = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
-    except (OSError, AttributeError):
+    except OSError:
         return None
-    pread.restype = ctypes.c_ssize_t
-    pread.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    import ctypes  # (imported by _pread_holding_the_gil: no system call now)
+
     buf = ctypes.create_string_buffer(128)
 
     def read() -> float:

@@ -133,6 +133,9 @@ class SampleProfiler(Callback):
         with self._lock:
             self._live[id(state)] = self._timer()
             if self._thread is None:
+                from .. import _platform
+
+                _platform.prepare_thread_cpu_wait()  # (here: see its docstring)
                 self._stop = stop = threading.Event()
                 self._thread = threading.Thread(target=self._sample_loop, args=(stop,),
                                                 name="localsched-sampler", daemon=True)
