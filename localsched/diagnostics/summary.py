@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass
 from ..termsafe import terminal_text
 from .naming import format_seconds, groups_of, short_repr
 
-__all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds", "short_repr"]
+__all__ = ["Summary", "GroupSummary", "summarize", "groups_of", "format_seconds", "short_repr",
+           "union_length"]
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,12 @@ class Summary:
         return "Summary(\n  " + "\n  ".join(self.lines()) + "\n)"
 
 
-def _union_length(intervals: Iterable) -> float:
+def union_length(intervals: Iterable) -> float:
+    """Seconds covered by ``(start, stop)`` intervals, overlaps counted once.
+
+    >>> union_length([(0, 2), (1, 3), (5, 6)])
+    4.0
+    """
     total = 0.0
     end = None
     for a, b in sorted(intervals):
@@ -146,7 +152,7 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     spans += [(r[0], r[2], r[3], r[4]) for r in interrupted]
     span = 0.0
     if walls:
-        wall = _union_length(walls)
+        wall = union_length(walls)
         span = max(b for _, b in walls) - min(a for a, _ in walls)
     elif spans:
         wall = max(s[2] for s in spans) - min(s[1] for s in spans)

@@ -1,8 +1,11 @@
 """Fixtures shared by the diagnostics tests."""
 
 import importlib
+import threading
 
 import pytest
+
+from tests.diagnostics.servers import port_is_free
 
 SCHEDULERS = {
     "sync": ("localsched.local", "get_sync"),
@@ -18,3 +21,21 @@ def scheduler(request):
     module_name, attr = SCHEDULERS[request.param]
     module = importlib.import_module(module_name)
     return request.param, getattr(module, attr)
+
+
+@pytest.fixture
+def dash():
+    """A quiet Dashboard, closed after the test; close() must free its port
+    and end the server's thread (checked here, not trusted: the suite must
+    leave nothing listening)."""
+    from localsched.diagnostics import Dashboard
+    from localsched.diagnostics.live.server import THREAD_NAME
+
+    d = Dashboard(quiet=True)
+    try:
+        yield d
+    finally:
+        port = d.port
+        d.close()
+        assert port_is_free("127.0.0.1", port)
+        assert THREAD_NAME not in {t.name for t in threading.enumerate()}

@@ -7,7 +7,6 @@ test_dashboard_browser.py.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import socket
@@ -27,9 +26,9 @@ from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.groups import GroupProgress
 from localsched.diagnostics.live.memory import MemoryByGroup
 from localsched.diagnostics.live.pages import Pacer
-from localsched.diagnostics.live.server import THREAD_NAME
 from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import TaskStream
+from tests.diagnostics.servers import port_is_free
 
 
 def _graph(n=40):
@@ -45,25 +44,6 @@ def _get(url: str, path: str) -> tuple:
         return response.status, response.headers.get("Content-Type", ""), response.read()
 
 
-def _port_is_free(host: str, port: int) -> bool:
-    """Nothing of this process listens on ``port``, and a server could bind it
-    (with SO_REUSEADDR, as servers do: closed connections may linger in TIME_WAIT)."""
-    import psutil
-
-    listening = [c for c in psutil.Process().net_connections("inet")
-                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
-    if listening:
-        return False
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as exc:
-            assert exc.errno == errno.EADDRINUSE
-            return False
-        return True
-
-
 def _wait(condition, timeout=10.0):
     """Poll ``condition`` until true (the server's reaper runs on its own clock)."""
     deadline = time.monotonic() + timeout
@@ -72,20 +52,6 @@ def _wait(condition, timeout=10.0):
             return True
         time.sleep(0.05)
     return condition()
-
-
-@pytest.fixture
-def dash():
-    d = Dashboard(quiet=True)
-    try:
-        yield d
-    finally:
-        port = d.port
-        d.close()
-        # close() frees the port and ends the server's thread (checked here,
-        # not trusted: the suite must leave nothing listening)
-        assert _port_is_free("127.0.0.1", port)
-        assert THREAD_NAME not in {t.name for t in threading.enumerate()}
 
 
 def test_components_follow_a_real_run(dash, scheduler):
@@ -322,7 +288,7 @@ def test_closed_dashboard_frees_its_port():
     d.close()  # twice is fine
     with pytest.raises(urllib.error.URLError):
         _get(d.link, "/json/progress.json")
-    assert _port_is_free("127.0.0.1", port)
+    assert port_is_free("127.0.0.1", port)
 
 
 def test_shared_dashboard_is_one_instance():

@@ -10,7 +10,7 @@ from operator import add
 import numpy as np
 import pytest
 
-from localsched.diagnostics import Dashboard, FineMetrics, SampleProfiler
+from localsched.diagnostics import FineMetrics, SampleProfiler
 from localsched.diagnostics.aggregate import NO_GROUP, metric_table
 from localsched.diagnostics.figures.flame import LABEL_CHAR_PX, flame_trees, plot_flame
 from localsched.diagnostics.live.feed import Feed
@@ -21,15 +21,6 @@ from localsched.diagnostics.live.summary import Summary, summary_html
 from localsched.diagnostics.live.taskstream import TaskStream
 from localsched.diagnostics.records import SampleData
 from tests.diagnostics.replayed_runs import live_feed
-
-
-@pytest.fixture
-def dash():
-    d = Dashboard(quiet=True)
-    try:
-        yield d
-    finally:
-        d.close()
 
 
 def _cells(text: str) -> dict:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import socket
-import threading
 import tracemalloc
 from operator import add
 
@@ -19,20 +18,9 @@ import pytest
 from localsched.diagnostics import Dashboard
 from localsched.diagnostics.live.feed import Feed
 from localsched.diagnostics.live.recorder import DEFAULT_HISTORY
-from localsched.diagnostics.live.server import THREAD_NAME
 
 ROUTES = ("/status", "/json/progress.json", "/metrics", "/individual-plots.json",
           "/individual-task-stream", "/report.html", "/")
-
-
-@pytest.fixture
-def dash():
-    d = Dashboard(quiet=True)
-    try:
-        yield d
-    finally:
-        d.close()
-        assert THREAD_NAME not in {t.name for t in threading.enumerate()}
 
 
 def _request(port: int, path: str, host: str, headers: dict | None = None) -> tuple:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from ...utils import key_split
+from ..summary import union_length
 from .critical import critical_path
 from .graphs import computations
 from .groups import group_stats, result_sizes
@@ -18,19 +19,6 @@ from .memory import memory_peak
 from .replay import overhead_per_task, unlimited_makespan
 
 __all__ = ["Facts", "union_length"]
-
-
-def union_length(intervals) -> float:
-    """Seconds covered by ``(start, stop)`` intervals, overlaps counted once."""
-    total, end = 0.0, None
-    for a, b in sorted(intervals):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
 
 
 class Facts:
