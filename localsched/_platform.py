@@ -9,34 +9,51 @@ noticed when it happens and not fixed at import.
 
 What each platform gets, and why:
 
-=================  ==================  ==============  ===================
-platform           shared memory       owner liveness  /proc details
-=================  ==================  ==============  ===================
-Linux              files in /dev/shm   flock + reaper  PSS, child lists
-Linux, /dev/shm    pipes, one warning  (none needed)   as above
+=================  ===================  ===============  ===================
+platform           shared memory        owner liveness   /proc details
+=================  ===================  ===============  ===================
+Linux              files in /dev/shm    flock + reaper   PSS, child lists
+Linux, /dev/shm    pipes, one warning   (none needed)    as above
 missing, read-only
 or out of room
-macOS, the BSDs    pipes, one warning  (none needed)   psutil alone
-Windows            pipes, one warning  (none needed)   psutil alone
-=================  ==================  ==============  ===================
+macOS, the BSDs    POSIX shm objects,   flock + reaper,  psutil alone
+                   copied out on        names in a
+                   arrival              journal
+Windows            pipes, one warning   (none needed)    psutil alone
+=================  ===================  ===============  ===================
 
-Shared memory is **files in a directory both sides can open by name**
-(``SHM_DIR``), written with ``pwrite``, renamed into and out of the free
-list, and guarded by ``flock`` (``localsched/_pool/segments.py``).  It
-needs three things: the directory (a tmpfs), file locks, and a directory
-listing for the reaper and the sweeps, which find a dead owner's segments
-by their name prefix.  Linux has all three.  macOS has POSIX shared memory
-(``shm_open``, what ``multiprocessing.shared_memory`` uses) but no
-directory: its objects cannot be listed (a killed owner's segments could
-be found by no reaper and would stay until reboot), renamed (no free
-list), nor written with ``pwrite``; Windows has named mappings, which the
-OS frees with their last handle (nothing to reap), but which die the
-moment the worker that wrote one lets go, before the scheduler holds it.
-Both would need a second segment store with a different protocol (the
-writer keeps its mapping until the owner has opened its own), which no
-machine here can run; until then they take the pipes, which always work,
-with one warning per process (``LOCALSCHED_SHM=0`` silences it).  Without
-shared memory there are no segments, so no owner lock and no reaper.
+Two kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
+``shared_memory_kind()``:
+
+- **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
+  ``pwrite``, mapped copy-on-write (``MAP_PRIVATE``: zero-copy, and a task
+  that writes into an input gets private pages), renamed into and out of a
+  free list, guarded by ``flock``; the reaper and the sweeps find a dead
+  owner's segments by listing the directory.
+- **posix** (macOS, the BSDs): POSIX shared-memory objects (``shm_open``,
+  what ``multiprocessing.shared_memory`` uses).  macOS lets an object be
+  sized once (one ``ftruncate``), written and read only through a mapping
+  (no ``pwrite``), mapped only ``MAP_SHARED`` (no copy-on-write), named in
+  31 characters at most, and never listed nor renamed.  So a segment is
+  written through a shared mapping, read by copying it once into private
+  memory (a task may write into its input, as with pickled values), has a
+  short name, and there is no free list.  Owner locks live as files in
+  ``registry_dir()`` (a private directory under the temporary directory,
+  where ``flock`` works), and every segment's name is appended to its
+  owner's journal there before the object is made: the reaper and the
+  sweeps read the journal instead of a listing.
+
+Windows has named mappings, which the OS frees with their last handle
+(nothing to reap), but which die the moment the worker that wrote one lets
+go, before the scheduler holds it: they need a third protocol (the writer
+keeps its mapping until the owner has opened its own) that no machine here
+can run, so Windows takes the pipes, which always work, with one warning
+per process (``LOCALSCHED_SHM=0`` silences it).  Without shared memory
+there are no segments, so no owner lock and no reaper.
+
+``LOCALSCHED_SIMULATE_MACOS=1`` makes a Linux process take macOS's answers
+(posix segments, no ``/proc`` details), so the tests run that path here;
+``LOCALSCHED_SIMULATE_WINDOWS=1`` does the same for Windows' (below).
 
 A few bytes shared with a worker process (which task it runs, read by the
 pool when it dies): an anonymous shared mapping where the worker is
@@ -66,7 +83,14 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
            "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT",
-           "thread_cpu_wait_reader", "prepare_thread_cpu_wait"]
+           "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "SIMULATE_MACOS",
+           "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX"]
+
+#: ``LOCALSCHED_SIMULATE_MACOS=1``: a Linux process answers the shared-memory
+#: and ``/proc`` questions as macOS would (see the table above).  Read once,
+#: at import; spawned workers inherit it with the environment.
+SIMULATE_MACOS = os.environ.get("LOCALSCHED_SIMULATE_MACOS", "").strip().lower() in (
+    "1", "true", "yes", "on")
 
 # -- file locks --------------------------------------------------------------------
 
@@ -122,10 +146,75 @@ def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
     return st, ""
 
 
+# -- shared memory as POSIX objects ---------------------------------------------------
+
+#: The longest name a POSIX shared-memory object may have on every platform
+#: (macOS: ``PSHMNAMLEN``, 31, the leading slash included).
+SHM_NAME_MAX = 31
+
+try:
+    import _posixshmem  # (CPython's, on POSIX; what multiprocessing.shared_memory uses)
+except ImportError:
+    _posixshmem = None
+
+
+def shared_memory_kind() -> str | None:
+    """Which kind of segment this platform can have: ``"files"`` in
+    ``SHM_DIR`` (Linux), ``"posix"`` shared-memory objects (macOS, the
+    BSDs), or None (Windows, or no file locks for the owner lock).  Whether
+    it works *now* is asked separately, per job."""
+    if not FILE_LOCKS or SIMULATE_WINDOWS or os.name != "posix":
+        return None
+    if SIMULATE_MACOS:
+        return "posix" if _posixshmem is not None else None
+    import sys
+
+    if sys.platform.startswith("linux"):
+        return "files"
+    return "posix" if _posixshmem is not None else None
+
+
+def shm_open(name: str, flags: int, mode: int = 0o600) -> int:
+    """A descriptor of POSIX shared-memory object ``name`` (no slash:
+    added here).  ENAMETOOLONG for names longer than macOS allows."""
+    if _posixshmem is None:
+        raise OSError(errno.ENOSYS, "this platform has no POSIX shared memory")
+    if len(name) + 1 > SHM_NAME_MAX:
+        raise OSError(errno.ENAMETOOLONG, f"shared-memory name too long: {name}")
+    return _posixshmem.shm_open("/" + name, flags, mode)
+
+
+def shm_unlink(name: str) -> None:
+    """Remove POSIX shared-memory object ``name`` (gone already: nothing)."""
+    if _posixshmem is None:
+        return
+    try:
+        _posixshmem.shm_unlink("/" + name)
+    except FileNotFoundError:
+        pass
+
+
+def registry_dir() -> str:
+    """This user's directory for owner locks and segment journals where
+    segments are POSIX objects (created, private, on first use)."""
+    import tempfile
+
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    path = os.path.join(tempfile.gettempdir(), f"localsched-{uid}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.stat(path)
+    if st.st_uid != uid or st.st_mode & 0o077:  # (someone else's, or open to others)
+        raise PermissionError(errno.EACCES, f"{path} is not this user's private directory")
+    return path
+
+
 # -- /proc ---------------------------------------------------------------------------
 
 #: Whether ``/proc`` tells shared pages apart (Linux 4.14+: PSS per kind).
-PROC_DETAILS = os.path.exists("/proc/self/smaps_rollup")
+PROC_DETAILS = not SIMULATE_MACOS and os.path.exists("/proc/self/smaps_rollup")
 
 
 def _kb_field(path: str, field: bytes) -> int:
@@ -168,6 +257,8 @@ def child_pids(pid: int) -> list | None:
     """The direct children of process ``pid`` from ``/proc``'s per-thread
     lists (a few small reads), or None where there are none (then ask
     psutil, which reads every process of the machine)."""
+    if SIMULATE_MACOS:
+        return None
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:

@@ -358,7 +358,7 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
     # Room for the scheduler's check (threshold + reserve), not for 64 MB:
     # wide margins both ways, since other processes use /dev/shm too.
-    free = segments.free_bytes()
+    free = segments.free_bytes() or 0
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
     with pytest.warns(RuntimeWarning, match="shared memory is full") as record:
@@ -381,7 +381,7 @@ def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monk
     # and a thread traceback on stderr).
     import warnings
 
-    free = segments.free_bytes()
+    free = segments.free_bytes() or 0
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
     with warnings.catch_warnings():

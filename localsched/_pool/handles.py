@@ -20,7 +20,8 @@ Mapping, two ways:
 
 Both map copy-on-write (``MAP_PRIVATE``): a task that writes into an input
 gets private copies of the pages it writes and never changes what other
-tasks see.
+tasks see.  Where segments cannot be mapped so (POSIX objects on macOS:
+``segment_kinds``), both copy the segment once into private memory instead.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .._platform import LOCK_NB, LOCK_SH, SHM_DIR, descriptorless_mmap, flock
+from .._platform import descriptorless_mmap
 from . import segments
+from .segment_kinds import kind
 from .segments import SegmentStore
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
@@ -107,21 +109,25 @@ def _unmapped(address: int, size: int, events, name: str) -> None:
         events.append(("u", name))
 
 
-def _open_for_reading(name: str) -> int:
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        # Being rewritten (an exclusive lock): this handle is stale.
-        flock(fd, LOCK_SH | LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        raise FileNotFoundError(f"shared-memory segment {name} was released") from None
-    return fd
+def _segment_kind():
+    segment_kind = kind()
+    if segment_kind is None:
+        raise FileNotFoundError("this platform has no shared memory")
+    return segment_kind
+
+
+def _copied(name: str, size: int, meta: bytes, layout: tuple, loads: Callable) -> Any:
+    view = _segment_kind().read_private(name, size)
+    return loads(meta, buffers=[view[o:o + n] for o, n in layout])
 
 
 def map_value(name: str, size: int, meta: bytes, layout: tuple,
               store: SegmentStore | None = None) -> Any:
     """The value, mapped with no descriptor kept (see the module docstring)."""
-    fd = _open_for_reading(name)
+    segment_kind = _segment_kind()
+    if not segment_kind.zero_copy:
+        return _copied(name, size, meta, layout, pickle.loads)
+    fd = segment_kind.open_for_reading(name)
     try:
         address = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
         if address is None or address == _MAP_FAILED:
@@ -142,7 +148,10 @@ def map_locked(name: str, size: int, meta: bytes, layout: tuple,
                loads: Callable = pickle.loads) -> Any:
     """The value, mapped with Python's mmap: its descriptor holds a shared
     lock while the mapping lives (a worker's inputs)."""
-    fd = _open_for_reading(name)
+    segment_kind = _segment_kind()
+    if not segment_kind.zero_copy:
+        return _copied(name, size, meta, layout, loads)
+    fd = segment_kind.open_for_reading(name)
     try:
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
     finally:

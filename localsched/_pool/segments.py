@@ -1,5 +1,10 @@
-"""The segment store: named shared-memory files in ``/dev/shm``, who owns
-them, how they are written, reused, released and reaped.
+"""The segment store: named shared-memory segments, who owns them, how
+they are written, reused, released and reaped.
+
+A segment is a file in ``/dev/shm`` on Linux, a POSIX shared-memory object
+on macOS and the BSDs (``segment_kinds``: what each kind can do, and why
+the second has no free list and keeps a journal of names).  What follows
+describes the files; the objects differ where ``segment_kinds`` says.
 
 Names.  Every segment of an *owner* (a process that runs a process pool
 and so receives results in shared memory) starts with
@@ -16,7 +21,8 @@ file can be taken: that works whatever PID namespace the owner lives in,
 and a pid that happens to exist (or not) here means nothing.
 
 Reaping: a reaper process per owner.  The owner starts one small process
-(``REAPER``, a few lines of Python, detached in its own session) that waits
+(``segment_kinds``' reaper script, a few lines of Python, detached in its
+own session) that waits
 for an exclusive lock on the owner's lock file, i.e. until the owner and
 all its workers are gone however they went (SIGKILL included), then
 unlinks the owner's segments and lock file and exits.  Measured
@@ -43,13 +49,13 @@ waits, each dispatch, the pool's listener after each message, an explicit
 ``release``.  A cyclic collection may run anywhere, inside ``drain``
 included: it only appends.
 
-Where it runs.  Segments are files in ``_platform.SHM_DIR`` guarded by
-``flock``; ``usable_store`` asks the platform layer whether that works now
-(one ``statvfs``: present, writable, inodes and room left) before this
+Where it runs.  ``usable_store`` asks the segment kind whether it works
+now (files: one ``statvfs`` of ``/dev/shm``, present, writable, inodes and
+room left; objects: the registry directory is writable) before this
 process creates its lock file or reaper, and ``None`` sends the caller to
 the pipes after one warning (``warn_once``; a worker's warning becomes a
-note its job hands to the caller).  Platforms without those files (macOS,
-Windows: see ``localsched._platform``) always take the pipes.
+note its job hands to the caller).  A platform with no kind (Windows: see
+``localsched._platform``) always takes the pipes.
 
 The free list.  While a computation runs, a released segment is renamed
 ``...free-<n>`` and kept (at most ``FREE_MAX``) instead of unlinked: a new
@@ -68,7 +74,6 @@ from __future__ import annotations
 import collections
 import itertools
 import os
-import secrets
 import subprocess
 import sys
 import threading
@@ -77,14 +82,14 @@ import warnings
 from .. import _platform
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
 from . import job as _job
+from .segment_kinds import LOCK_SUFFIX, kind
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
            "write_segment", "WorkerSegments", "sweep", "sweep_stale", "live_segments",
            "unlink", "hold_owner_lock", "usable_store", "SHM_DIR", "PREFIX", "ALIGN",
            "FREE_MAX"]
 
-PREFIX = "localsched-"
-LOCK_SUFFIX = ".lock"
+PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
 DEFAULT_THRESHOLD = 64 * 1024
 DEFAULT_RESERVE = 16 * 1024 * 1024
 # Buffers start on 64-byte boundaries in a segment: NumPy's SIMD loops and
@@ -136,27 +141,32 @@ def _pipes_instead(why: str) -> str:
             f"pipes instead (slower; LOCALSCHED_SHM=0 silences this)")
 
 
-def free_bytes() -> int:
-    st = os.statvfs(SHM_DIR)
-    return st.f_bavail * st.f_frsize
+def free_bytes() -> int | None:
+    """Bytes free for segments now, or None where that cannot be known."""
+    segment_kind = kind()
+    return segment_kind.free_bytes() if segment_kind is not None else None
 
 
 def available() -> bool:
     """Whether shared memory can be used now: switched on, the platform has
-    it (``_platform.shm_dir_stats``: present, writable, inodes left) with
-    room for a value above the reserve.  Asked per job, so a directory
-    that fills up or empties is noticed when it does; warns once per
-    process when it cannot be used."""
+    a kind of segment that works now (``segment_kinds``; files: present,
+    writable, inodes left) with room for a value above the reserve where
+    the room can be known.  Asked per job, so a directory that fills up or
+    empties is noticed when it does; warns once per process when it
+    cannot be used."""
     enabled, threshold, reserve = settings()
     if not enabled:
         return False
+    segment_kind = kind()
+    if segment_kind is None:
+        warn_once(_pipes_instead(_platform.shm_dir_stats()[1]))
+        return False
     # (an inode for the owner's lock file, until it exists, and a segment)
-    st, why = _platform.shm_dir_stats(1 if current() is not None else 2)
-    if st is None:
+    free, why = segment_kind.usable(1 if current() is not None else 2)
+    if free is None:
         warn_once(_pipes_instead(why))
         return False
-    free = st.f_bavail * st.f_frsize
-    if free < reserve + threshold:
+    if 0 <= free < reserve + threshold:
         warn_once(_pipes_instead(f"{SHM_DIR} is too small: {free >> 20} MiB free, "
                                  f"{reserve >> 20} MiB kept in reserve"))
         return False
@@ -172,15 +182,14 @@ def usable_store() -> SegmentStore | None:
     try:
         return store()
     except OSError as exc:
-        warn_once(_pipes_instead(f"cannot create a file in {SHM_DIR}: {exc.strerror or exc}"))
+        warn_once(_pipes_instead(f"cannot create the owner's lock file: {exc.strerror or exc}"))
         return None
 
 
 def unlink(name: str) -> None:
-    try:
-        os.unlink(os.path.join(SHM_DIR, name))
-    except FileNotFoundError:
-        pass
+    segment_kind = kind()
+    if segment_kind is not None:
+        segment_kind.unlink(name)
 
 
 def _layout(buffers: list) -> tuple[int, tuple]:
@@ -199,22 +208,22 @@ def write_segment(name: str, buffers: list, reserve: int,
     ``reused`` the name of the free segment it took from ``reusable``
     (``[(name, size)]``, taken out of that list) or None.  OSError (the
     segment removed again) when it does not fit."""
+    segment_kind = kind()
+    if segment_kind is None:
+        raise OSError(38, "this platform has no shared memory")
     size, layout = _layout(buffers)
     reused: str | None = None
-    claimed = _claim(name, size, reusable) if reusable else None
+    claimed = _claim(name, size, reusable) if reusable and segment_kind.reuse else None
     if claimed is not None:
         fd, reused = claimed
     else:
-        if free_bytes() < size + reserve:
+        free = free_bytes()
+        if free is not None and free < size + reserve:
             raise OSError(28, "not enough free space in " + SHM_DIR)
-        fd = os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
+        segment_kind.register(name)
+        fd = segment_kind.create(name)
     try:
-        # pwrite copies straight into the file's pages: no mapping, no page
-        # faults on the writing side, and ENOSPC instead of SIGBUS.
-        for (off, n), b in zip(layout, buffers, strict=True):
-            done = 0
-            while done < n:
-                done += os.pwrite(fd, b[done:], off + done)
+        segment_kind.write(fd, size, layout, buffers)
     except BaseException:
         os.close(fd)
         unlink(name)
@@ -250,39 +259,20 @@ def _claim(name: str, size: int, reusable: list) -> tuple[int, str] | None:
 
 # -- the owner's store -----------------------------------------------------------
 
-# Waits for every holder of the owner's lock to go, then removes what the
-# owner left.  Runs as ``python -I -S -c REAPER <lock path> <name prefix>``.
-REAPER = """\
-import fcntl, os, sys
-path, prefix = sys.argv[1], sys.argv[2]
-try:
-    fd = os.open(path, os.O_RDONLY)
-except OSError:
-    sys.exit()
-fcntl.flock(fd, fcntl.LOCK_EX)
-d = os.path.dirname(path)
-for name in os.listdir(d):
-    if name.startswith(prefix):
-        try:
-            os.unlink(os.path.join(d, name))
-        except OSError:
-            pass
-try:
-    os.unlink(path)
-except OSError:
-    pass
-"""
-
-
 class SegmentStore:
-    """What this process owns in ``/dev/shm``: its name, lock and reaper,
+    """What this process owns in shared memory: its name, lock and reaper,
     the handles it holds, its free list, and the events finalizers leave."""
 
     def __init__(self) -> None:
+        segment_kind = kind()
+        if segment_kind is None:
+            raise OSError(38, "this platform has no shared memory")
+        self.kind = segment_kind
         self.pid = os.getpid()
-        self.owner = f"{self.pid}_{secrets.token_hex(4)}"
-        self.prefix = f"{PREFIX}{self.owner}-"
-        self.lock_path = os.path.join(SHM_DIR, f"{PREFIX}{self.owner}{LOCK_SUFFIX}")
+        self.owner = segment_kind.owner_label(self.pid)
+        self.prefix = f"{segment_kind.prefix}{self.owner}-"
+        self.lock_path = os.path.join(segment_kind.directory,
+                                      f"{segment_kind.prefix}{self.owner}{LOCK_SUFFIX}")
         # (appended to by finalizers, from any thread: ("r", name, size) a
         # handle went, ("m", name) a mapping was made, ("u", name) it went)
         self.events: collections.deque = collections.deque()
@@ -299,7 +289,7 @@ class SegmentStore:
             flock(self._lock_fd, LOCK_SH)
         except OSError:
             os.close(self._lock_fd)
-            unlink(os.path.basename(self.lock_path))
+            _remove(self.lock_path)
             raise
         self.reaper = self._start_reaper()
 
@@ -312,7 +302,7 @@ class SegmentStore:
         try:
             return subprocess.call(
                 ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3" &',
-                 sys.executable, REAPER, self.lock_path, self.prefix],
+                 sys.executable, self.kind.reaper_script(), self.lock_path, self.prefix],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
@@ -355,10 +345,10 @@ class SegmentStore:
         computation runs, it has room and nothing here maps it; else
         unlinked (later, while a computation runs)."""
         if self.running:
-            if len(self.free) < FREE_MAX and name not in self.mapped:
+            if self.kind.reuse and len(self.free) < FREE_MAX and name not in self.mapped:
                 free = f"{self.prefix}free-{self.number()}"
                 try:
-                    os.rename(os.path.join(SHM_DIR, name), os.path.join(SHM_DIR, free))
+                    self.kind.rename(name, free)
                     self.free[free] = size
                     return
                 except OSError:
@@ -398,6 +388,8 @@ class SegmentStore:
         for name in free:
             unlink(name)
         self.unlink_deferred()
+        if not self.running:
+            self.kind.compact(self.owner)
 
     def lend(self) -> list:
         """A few free segments for one job: ``[(name, size)]``, no longer in
@@ -433,7 +425,8 @@ class SegmentStore:
         """At exit: remove every segment of this owner, then the lock."""
         self.owned.clear()
         sweep(self.prefix)
-        unlink(os.path.basename(self.lock_path))
+        self.kind.forget(self.owner)
+        _remove(self.lock_path)
         try:
             os.close(self._lock_fd)
         except OSError:
@@ -505,12 +498,26 @@ if hasattr(os, "register_at_fork"):
 _owner_locks: dict = {}  # owner lock path -> descriptor (shared lock held)
 
 
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
 def hold_owner_lock(prefix: str) -> None:
     """In a worker: hold the lock of the owner named by job ``prefix`` for
     the worker's life, so that the owner counts as alive while this
     process may still write segments under its name."""
-    owner = prefix[len(PREFIX):].split("-", 1)[0]
-    path = os.path.join(SHM_DIR, f"{PREFIX}{owner}{LOCK_SUFFIX}")
+    segment_kind = kind()
+    if segment_kind is None:
+        return
+    owner = _owner_of(prefix)
+    try:
+        path = os.path.join(segment_kind.directory,
+                            f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}")
+    except OSError:
+        return
     if path in _owner_locks:
         return
     try:
@@ -549,38 +556,41 @@ class WorkerSegments:
 # -- sweeps ------------------------------------------------------------------------
 
 
-def _names() -> list:
-    try:
-        return os.listdir(SHM_DIR)
-    except OSError:
-        return []
-
-
 def sweep(prefix: str) -> int:
     """Unlink the segments named ``prefix...`` that this process does not
     hold a handle to (a dead worker's unreported results); how many.
-    Lists the directory: for a worker's death and exit, never a release."""
+    Lists the directory (or reads the owner's journal): for a worker's
+    death and exit, never a release."""
+    segment_kind = kind()
+    if segment_kind is None:
+        return 0
     s = current()
     owned = s.owned if s is not None else ()
     n = 0
-    for name in _names():
+    for name in segment_kind.names(_owner_of(prefix)):
         if name.startswith(prefix) and name not in owned and not name.endswith(LOCK_SUFFIX):
-            unlink(name)
+            segment_kind.unlink(name)
             n += 1
     return n
 
 
 def _owner_of(name: str) -> str:
-    return name[len(PREFIX):].split("-", 1)[0].removesuffix(LOCK_SUFFIX)
+    """The owner part of a segment name, job prefix or lock file name."""
+    segment_kind = kind()
+    start = len(segment_kind.prefix) if segment_kind is not None else len(PREFIX)
+    return name[start:].split("-", 1)[0].removesuffix(LOCK_SUFFIX)
 
 
 def sweep_stale() -> int:
     """Unlink what owners that no longer run left (killed, their reaper
     too); how many names.  An owner is judged by its lock, never its pid."""
+    segment_kind = kind()
+    if segment_kind is None:
+        return 0
     s = current()
     mine = s.owner if s is not None else None
     verdict: dict = {}
-    names = [n for n in _names() if n.startswith(PREFIX)]
+    names = [n for n in segment_kind.names() if n.startswith(segment_kind.prefix)]
     for name in names:
         owner = _owner_of(name)
         if owner != mine and owner not in verdict and "_" in owner:
@@ -589,11 +599,13 @@ def sweep_stale() -> int:
     for name in names:
         fd = verdict.get(_owner_of(name))
         if fd is not None and not name.endswith(LOCK_SUFFIX):
-            unlink(name)
+            segment_kind.unlink(name)
             n += 1
     for owner, fd in verdict.items():
         if fd is not None:
-            unlink(f"{PREFIX}{owner}{LOCK_SUFFIX}")
+            segment_kind.forget(owner)
+            _remove(os.path.join(segment_kind.directory,
+                                 f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}"))
             os.close(fd)
     return n
 
@@ -603,8 +615,11 @@ def _take_if_dead(owner: str) -> int | None:
     descriptor to close once its names are gone); None if it lives.  No
     lock file at all: it was never made, or its reaper removed it after
     its segments (a descriptor of /dev/null stands in)."""
+    segment_kind = kind()
+    assert segment_kind is not None
+    path = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}")
     try:
-        fd = os.open(os.path.join(SHM_DIR, f"{PREFIX}{owner}{LOCK_SUFFIX}"), os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return os.open(os.devnull, os.O_RDONLY)
     except OSError:
@@ -618,21 +633,20 @@ def _take_if_dead(owner: str) -> int | None:
 
 
 def live_segments(pids=None) -> dict:
-    """``{name: size}`` of the localsched segments in ``/dev/shm`` (of the
+    """``{name: size}`` of the localsched segments that exist (of the
     owner processes ``pids``, if given; lock files are not segments)."""
     out: dict = {}
-    try:
-        entries = list(os.scandir(SHM_DIR))
-    except OSError:
+    segment_kind = kind()
+    if segment_kind is None:
         return out
-    wanted = None if pids is None else {str(p) for p in pids}
-    for e in entries:
-        if not e.name.startswith(PREFIX) or e.name.endswith(LOCK_SUFFIX):
+    wanted = None if pids is None else {segment_kind.pid_label(p) for p in pids}
+    for name in segment_kind.names():
+        if not name.startswith(segment_kind.prefix) or name.endswith(LOCK_SUFFIX):
             continue
-        if wanted is not None and _owner_of(e.name).split("_")[0] not in wanted:
+        if wanted is not None and _owner_of(name).split("_")[0] not in wanted:
             continue
         try:
-            out[e.name] = e.stat().st_size
+            out[name] = segment_kind.size(name)
         except OSError:
             pass
     return out
