@@ -25,6 +25,8 @@ import textwrap
 
 import pytest
 
+from tests.macos_sim import ENV as MACOS_ENV
+from tests.macos_sim import MACOS_LIKE, objects_of
 from tests.windows_sim import ENV as WINDOWS_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -171,6 +173,93 @@ def test_without_fcntl_import_threads_resource_profiler_and_processes(no_fcntl_e
     out = _check(done, warnings_expected=1)
     assert "lock" in out["warnings"][0], out  # (says why)
     assert _named_by(proc.pid) == []
+
+
+# -- macOS: POSIX shared-memory objects, no /dev/shm ----------------------------------------
+
+
+@pytest.fixture
+def macos_env(tmp_path):
+    """An environment whose Python processes (spawned workers included)
+    see no /dev/shm but have POSIX shared-memory objects under macOS's
+    rules (``tests/macos_sim.py``), with a temporary directory of their own
+    (where the owner locks and journals go)."""
+    site, tmp = tmp_path / "site", tmp_path / "tmp"
+    site.mkdir()
+    tmp.mkdir()
+    (site / "sitecustomize.py").write_text(MACOS_LIKE)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(tmp),
+               **MACOS_ENV)
+    return env, tmp
+
+
+def _registry_left(tmp) -> list:
+    return [str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file()]
+
+
+def _run_macos(env: dict, script: str, timeout: float = 100) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        proc.stdout_text, proc.stderr_text = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+        proc.wait()
+    return proc
+
+
+def test_macos_processes_share_memory_through_posix_objects(macos_env):
+    """Where there is no /dev/shm but POSIX shared memory (macOS, the
+    BSDs), large values still travel through shared memory: the right
+    result, no warning, segments used, the ResourceProfiler sampling; and
+    once the process has exited no object, lock file or journal is left."""
+    env, tmp = macos_env
+    script = textwrap.dedent("""
+        import os
+        assert not os.path.isdir("/dev/shm"), "the simulation does not hold"
+        """) + COMPUTATION
+    proc = _run_macos(env, script)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout_text,
+                                       proc.stderr_text)
+    out = _check(done, warnings_expected=0)
+    assert out["segments"] > 0, out
+    assert objects_of(proc.pid) == []
+    assert _registry_left(tmp) == []
+
+
+_KILLED_MID_RUN = """
+import os, signal, numpy as np
+from localsched.callbacks import Callback
+from localsched.multiprocessing import get
+
+def stop(key, result, dsk, state, worker_id):
+    if len(state.finished) == 4:
+        print(os.getpid(), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+dsk = {f"a{i}": (np.full, 2_000_000, i) for i in range(30)}
+dsk["out"] = (len, [f"a{i}" for i in range(30)])
+get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
+"""
+
+
+def test_macos_a_killed_callers_objects_are_reaped_from_its_journal(macos_env):
+    """SIGKILLed mid-run with results in POSIX objects, which no one can
+    list on macOS: its reaper unlinks every object its journal names, then
+    the journal and the lock, within seconds."""
+    import signal
+    import time
+
+    env, tmp = macos_env
+    proc = _run_macos(env, _KILLED_MID_RUN)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr_text[-2000:]
+    pid = int(proc.stdout_text.split()[0])
+    deadline = time.monotonic() + 5
+    while (objects_of(pid) or _registry_left(tmp)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert objects_of(pid) == []
+    assert _registry_left(tmp) == []
 
 
 # -- /dev/shm missing, read-only, small, full, out of inodes -------------------------------

@@ -1,0 +1,129 @@
+"""macOS's shared memory, simulated on Linux: POSIX shared-memory objects
+(``shm_open``) work, but there is no ``/dev/shm`` to list, stat or open,
+and an object obeys macOS's rules (``MACOS_LIKE``: a name of 31
+characters at most, sized once, never written with ``pwrite``, mapped only
+``MAP_SHARED``).  ``LOCALSCHED_SIMULATE_MACOS=1`` makes ``_platform``
+answer as macOS would (POSIX objects, no ``/proc`` details).
+
+Two ways in: ``MACOS_LIKE`` as a ``sitecustomize`` for a subprocess and its
+spawned workers (the rules enforced), or ``simulate_macos(monkeypatch)`` in
+this process (the answers only, for the shared-memory test suite).
+``objects_of(pid)`` is the ground truth, read from Linux's ``/dev/shm``,
+where the simulated objects really live.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = {"LOCALSCHED_SIMULATE_MACOS": "1"}
+
+MACOS_LIKE = r'''
+import builtins, errno, mmap, os, _posixshmem
+
+def _hidden(path):
+    if isinstance(path, int):
+        return False
+    try:
+        p = os.fsdecode(path)
+    except TypeError:
+        return False
+    return p == "/dev/shm" or p.startswith("/dev/shm/")
+
+def _guard(fn):
+    def guarded(path=".", *args, **kwargs):
+        if _hidden(path):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory (macOS)", path)
+        return fn(path, *args, **kwargs)
+    return guarded
+
+for _name in ("listdir", "scandir", "statvfs", "open", "stat", "lstat", "unlink",
+              "rename", "replace", "mkdir", "access"):
+    setattr(os, _name, _guard(getattr(os, _name)))
+builtins.open = _guard(builtins.open)
+
+_objects = {}   # descriptor -> object name
+_sized = set()  # names of objects sized already
+_shm_open, _close, _ftruncate, _pwrite = _posixshmem.shm_open, os.close, os.ftruncate, os.pwrite
+
+def shm_open(path, flags, mode=0o777):
+    if len(path) > 31:
+        raise OSError(errno.ENAMETOOLONG, "File name too long", path)
+    fd = _shm_open(path, flags, mode)
+    _objects[fd] = path
+    if flags & os.O_CREAT:
+        _sized.discard(path)
+    return fd
+
+def close(fd):
+    _objects.pop(fd, None)
+    return _close(fd)
+
+def ftruncate(fd, length):
+    name = _objects.get(fd)
+    if name is not None:
+        if name in _sized:
+            raise OSError(errno.EINVAL, "Invalid argument (macOS sizes an object once)")
+        _sized.add(name)
+    return _ftruncate(fd, length)
+
+def pwrite(fd, data, offset):
+    if fd in _objects:
+        raise OSError(errno.ENXIO, "Device not configured (no pwrite on macOS objects)")
+    return _pwrite(fd, data, offset)
+
+_posixshmem.shm_open = shm_open
+os.close, os.ftruncate, os.pwrite = close, ftruncate, pwrite
+
+class _MappedMacOSWay(mmap.mmap):
+    def __new__(cls, fileno, length, *args, **kwargs):
+        if fileno in _objects:
+            flags = kwargs.get("flags", args[0] if args else mmap.MAP_SHARED)
+            access = kwargs.get("access", args[2] if len(args) > 2 else mmap.ACCESS_DEFAULT)
+            if access == mmap.ACCESS_COPY or not flags & mmap.MAP_SHARED:
+                raise OSError(errno.EINVAL, "Invalid argument (MAP_SHARED only on macOS)")
+        return super().__new__(cls, fileno, length, *args, **kwargs)
+
+mmap.mmap = _MappedMacOSWay
+'''
+
+
+def simulate_macos(monkeypatch) -> None:
+    """This process (and the workers it starts) answers as macOS would:
+    POSIX shared-memory objects, no /proc details."""
+    from localsched import _platform
+    from localsched import multiprocessing as lmp
+    from localsched._pool import segment_kinds, segments
+
+    lmp.shutdown()  # (a pool started natively must not serve the simulation)
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(_platform, "SIMULATE_MACOS", True)
+    monkeypatch.setattr(_platform, "PROC_DETAILS", False)
+    monkeypatch.setattr(segment_kinds, "_kind", [])
+    monkeypatch.setattr(segments, "_store", None)
+    monkeypatch.setattr(segments, "_swept_in", 0)
+
+
+def end_simulation() -> None:
+    """Stop the simulation's pools and close its store (before the
+    monkeypatch goes): its lock, journal and objects go."""
+    from localsched import multiprocessing as lmp
+    from localsched._pool import segments
+
+    lmp.shutdown()
+    store = segments.current()
+    if store is not None:
+        store.close()
+
+
+def objects_of(pid: int) -> list:
+    """The POSIX shared-memory objects process ``pid`` owns, as Linux's
+    /dev/shm shows them (the code under test never looks there)."""
+    from localsched._pool.segment_kinds import PosixObjects, base36
+
+    label = f"{PosixObjects.prefix}{base36(pid)}_"
+    try:
+        return [n for n in os.listdir("/dev/shm") if n.startswith(label)]
+    except OSError:
+        return []
