@@ -22,19 +22,39 @@ from localsched import batching
 from localsched import multiprocessing as lmp
 from localsched._pool import segments, shm
 from localsched.callbacks import Callback
+from tests.macos_sim import end_simulation, objects_of, simulate_macos
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
 
 BIG = 200_000  # elements: above the 64 KiB threshold for every dtype
 
+# Every test runs on both kinds of segment (``segment_kinds``): files in
+# /dev/shm (Linux) and POSIX objects (macOS, simulated: tests/macos_sim.py).
+# Both live in Linux's /dev/shm, where ``mine()`` counts them.
+files_only = pytest.mark.files_only  # (free room, /proc: what the files kind alone has)
+
 
 def mine() -> dict:
-    """This process's localsched segments now."""
-    return shm.live_segments(pids=[os.getpid()])
+    """This process's localsched segments now, as the store sees them and,
+    where it cannot list them (POSIX objects), as /dev/shm shows them."""
+    found = dict(shm.live_segments(pids=[os.getpid()]))
+    found.update(dict.fromkeys(objects_of(os.getpid()), -1))
+    return found
+
+
+@pytest.fixture(autouse=True, params=["files", "posix"])
+def segment_kind(request, monkeypatch):
+    if request.param == "posix":
+        if request.node.get_closest_marker("files_only"):
+            pytest.skip("the files kind's own behaviour")
+        simulate_macos(monkeypatch)
+    yield request.param
+    if request.param == "posix":
+        end_simulation()
 
 
 @pytest.fixture(autouse=True)
-def clean_shm(monkeypatch):
+def clean_shm(segment_kind, monkeypatch):
     for var in ("LOCALSCHED_SHM", "LOCALSCHED_SHM_THRESHOLD", "LOCALSCHED_SHM_RESERVE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(segments, "_warned", False)
@@ -343,6 +363,7 @@ def test_sweep_removes_only_segments_nobody_owns():
 # -- falling back to the pipe ------------------------------------------------------
 
 
+@files_only
 def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch):
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(1 << 62))  # no /dev/shm is that big
     dsk = {"a": (make, "f8"), "b": (described, "a")}
@@ -355,6 +376,7 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
     assert not mine()
 
 
+@files_only
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
     # Room for the scheduler's check (threshold + reserve), not for 64 MB:
     # wide margins both ways, since other processes use /dev/shm too.
@@ -372,6 +394,7 @@ def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, cap
     assert "localsched:" not in err, err
 
 
+@files_only
 def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monkeypatch,
                                                                             capfd):
     # Under ``-W error`` (or pytest's filterwarnings = error) the worker's
@@ -402,6 +425,7 @@ def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
 # -- ResourceProfiler ----------------------------------------------------------------
 
 
+@files_only
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux /proc only")
 def test_resource_profiler_counts_shared_memory_once():
     from localsched.diagnostics import ResourceProfiler
