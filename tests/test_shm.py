@@ -500,3 +500,75 @@ def _process(pid: int):
         return psutil.Process(pid)
     except psutil.NoSuchProcess:
         return None
+
+
+# -- owners that are gone, and names (both kinds; POSIX objects cannot be listed) ---
+
+
+def _dead_owner_segment(segment_kind) -> tuple[str, str]:
+    """A segment of an owner that is gone (its lock file held by no one,
+    its reaper never ran), made as that owner would: ``(name, lock path)``."""
+    owner = segment_kind.owner_label(_unused_pid())
+    lock = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
+    os.close(os.open(lock, os.O_CREAT | os.O_WRONLY, 0o600))
+    name = f"{segment_kind.prefix}{owner}-1-1-0"
+    segments.write_segment(name, [memoryview(make("f8"))], 0)
+    return name, lock
+
+
+def _unused_pid() -> int:
+    import psutil
+
+    pid = 4_000_000
+    while psutil.pid_exists(pid):
+        pid -= 1
+    return pid
+
+
+def test_what_a_dead_owner_left_is_swept_by_the_next_store():
+    from localsched._pool.segment_kinds import kind
+
+    segment_kind = kind()
+    name, lock = _dead_owner_segment(segment_kind)
+    try:
+        assert segment_kind.size(name) >= make("f8").nbytes
+        assert segments.sweep_stale() >= 1
+        with pytest.raises(FileNotFoundError):
+            segment_kind.size(name)
+        assert not os.path.exists(lock)
+    finally:
+        segment_kind.unlink(name)
+        if os.path.exists(lock):
+            os.unlink(lock)
+
+
+def test_posix_object_names_fit_macos_31_characters(segment_kind):
+    if segment_kind != "posix":
+        pytest.skip("POSIX objects' names")
+    from localsched._pool.segment_kinds import PosixObjects
+
+    kind = PosixObjects()
+    owner = kind.owner_label(4_194_304)  # (Linux's largest pid)
+    longest = f"/{kind.prefix}{owner}-{kind.number_text(36 ** 2 - 1)}-" \
+              f"{kind.number_text(2 ** 31)}-{kind.number_text(36 ** 2 - 1)}"
+    assert len(longest) <= 31, longest
+
+
+def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
+    if segment_kind != "posix":
+        pytest.skip("POSIX objects' journal")
+    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+
+    store = shm.store()
+    journal = os.path.join(store.kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
+    for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
+        store.kind.register(f"{store.prefix}9-9-{i}")
+    kept = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 10), []))
+    handle = shm.SharedValue(kept.name, kept.size, kept.meta, kept.layout, store)
+    assert os.path.getsize(journal) > JOURNAL_COMPACT
+    store.begin()
+    store.end()  # the last computation ended: the journal keeps what exists
+    with open(journal) as f:
+        assert f.read().split() == [kept.name]
+    np.testing.assert_array_equal(handle.load(), make("f8"))
+    handle.release()

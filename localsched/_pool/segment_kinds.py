@@ -77,6 +77,8 @@ class DevShmFiles:
     def pid_label(self, pid: int) -> str:
         return str(pid)
 
+    number_text = staticmethod(str)  # (how numbers appear in names)
+
     def owner_label(self, pid: int) -> str:
         # (a random nonce: owners in other PID namespaces share /dev/shm)
         return f"{pid}_{secrets.token_hex(4)}"
@@ -160,6 +162,8 @@ class PosixObjects:
 
     def pid_label(self, pid: int) -> str:
         return base36(pid)
+
+    number_text = staticmethod(base36)  # (31 characters: pool 2, job 6, value 2 or so)
 
     def owner_label(self, pid: int) -> str:
         # Short: a name must fit in 31 characters with the job's parts.

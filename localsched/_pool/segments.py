@@ -309,7 +309,8 @@ class SegmentStore:
             return None
 
     def job_prefix(self, pool_token: int, job_id: int) -> str:
-        return f"{self.prefix}{pool_token}-{job_id}-"
+        text = self.kind.number_text
+        return f"{self.prefix}{text(pool_token)}-{text(job_id)}-"
 
     def number(self) -> int:
         return next(self._numbers)
@@ -546,7 +547,9 @@ class WorkerSegments:
 
     def write(self, buffers: list, reserve: int) -> tuple[str, int, tuple]:
         """A new segment holding ``buffers``: ``(name, size, layout)``."""
-        name = f"{self.prefix}{next(self._numbers)}"
+        segment_kind = kind()
+        n = next(self._numbers)
+        name = f"{self.prefix}{segment_kind.number_text(n) if segment_kind else n}"
         size, layout, reused = write_segment(name, buffers, reserve, self.lent)
         if reused is not None:
             self.used.append(reused)
