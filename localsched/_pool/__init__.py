@@ -5,6 +5,8 @@ scheduler, ``localsched.core``)::
 
     job        what a worker process knows of its current job (pid, arrival,
                pickling seconds): globals the batch runner reads
+    segment_kinds  where a segment's bytes live: files in /dev/shm (Linux)
+               or POSIX shared-memory objects with a journal of names (macOS)
     segments   the segment store: owner names and lock, the reaper, writing,
                the free list, releases applied from an event queue, sweeps
     handles    SharedValue, mapping a segment (no descriptor kept in the

@@ -6,7 +6,8 @@ The facade the scheduler uses (``transport=shm`` in ``localsched.core``:
 - ``oob``: out-of-band pickling, and which unpickler makes a value or a
   handle;
 - ``segments``: the segment store (names, the owner lock, the reaper, the
-  free list, sweeps);
+  free list, sweeps), over ``segment_kinds`` (files in ``/dev/shm`` on
+  Linux, POSIX shared-memory objects on macOS and the BSDs);
 - ``handles``: ``SharedValue``, mapping a segment without pinning a file
   descriptor, and the ``Inbox`` a computation's records arrive in.
 
@@ -32,7 +33,7 @@ threshold, object arrays (pickle sends their items in-band), plain
 ``bytes`` nested inside a result (a ``bytes`` result itself travels through
 shared memory and is copied out on arrival).  Everything takes the pipe
 when shared memory is switched off, or the platform has none that works
-(``localsched._platform``: no file locks, ``/dev/shm`` missing, read-only,
+(``localsched._platform``: Windows, no file locks, ``/dev/shm`` missing, read-only,
 too small or out of inodes), decided when a computation starts and at each
 job, before any file is made; a value that does not fit later takes the
 pipe alone.  One warning per process, the caller's (a worker's failure
