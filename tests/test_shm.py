@@ -453,6 +453,33 @@ def test_resource_profiler_counts_shared_memory_once():
     assert abs(mapped - held) < 0.25 * mb, (held, mapped)
 
 
+def test_resource_profiler_counts_results_held_in_posix_objects(segment_kind):
+    """Where readers copy segments out (POSIX objects on macOS), a result the
+    scheduler holds as a handle is in no process's RSS: the profiler adds
+    it, so moving 64 MB from a private array into a held segment leaves
+    the total about even."""
+    if segment_kind != "posix":
+        pytest.skip("POSIX objects: nobody maps a held segment")
+    from localsched.diagnostics import ResourceProfiler
+
+    size = 64 << 20
+    prof = ResourceProfiler(dt=1)
+    a = np.ones(size // 8)
+    base = prof.sample().mem
+    store = shm.store()
+    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(997, 1), []))
+    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
+    del a
+    try:
+        held = prof.sample().mem
+    finally:
+        handle.release()
+    released = prof.sample().mem
+    mb = size / 1e6
+    assert abs(held - base) < 0.25 * mb, (base, held)
+    assert abs(base - released - mb) < 0.25 * mb, (base, released)
+
+
 # -- the scheduler's process itself ends -------------------------------------------
 
 _SCRIPT = """

@@ -63,7 +63,7 @@ class SharedValue:
         self.layout = layout
         self._store = store
         if store is not None:
-            store.owned.add(name)
+            store.owned[name] = size
 
     def __reduce__(self):
         return from_wire, (self.name, self.size, self.meta, self.layout)

@@ -281,7 +281,7 @@ class SegmentStore:
         self.free: dict = {}  # name -> size: the free list
         self.lent: set = set()  # free segments lent to jobs not yet ended
         self.deferred: list = []  # released names to unlink when the loop waits
-        self.owned: set = set()  # names of the live handles of this process
+        self.owned: dict = {}  # name -> size of the live handles of this process
         self.mapped: dict = {}  # name -> live mappings of it in this process
         self._numbers = itertools.count()
         self._lock_fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
@@ -338,7 +338,7 @@ class SegmentStore:
                     else:
                         self.mapped.pop(name, None)
                 else:
-                    self.owned.discard(name)
+                    self.owned.pop(name, None)
                     self._retire(name, event[2])
 
     def _retire(self, name: str, size: int) -> None:

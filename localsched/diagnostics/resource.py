@@ -96,11 +96,15 @@ class _ProcessTree:
                 rss = _shared_once(alive)
             except (OSError, ValueError):
                 pass  # (a process ended meanwhile): the plain sum, this once
+        else:
+            rss += _held_unmapped()
         return rss / 1e6, cpu
 
 
 # Shared memory counted once (where /proc tells shared pages apart:
-# ``_platform.PROC_DETAILS``, Linux; elsewhere psutil's RSS sum alone).
+# ``_platform.PROC_DETAILS``, Linux; elsewhere psutil's RSS sum, plus the
+# segments held as handles where no process maps them: macOS's POSIX
+# objects, which readers copy out).
 # Summing RSS counts a shared page once per process mapping it: the process
 # scheduler's workers map the same shared-memory segments
 # (localsched/_pool/shm.py), so a sum of RSS would grow with every worker
@@ -115,6 +119,19 @@ class _ProcessTree:
 # scheduler keeps as handles) are added by their size: no RSS holds them.
 # Measured (bench_shm.py): one 8 MB segment mapped by three processes adds
 # 8 MB, not 24.
+
+
+def _held_unmapped() -> int:
+    """Bytes of the segments this process holds as handles where no
+    process keeps them mapped (POSIX objects: readers copy them), so no
+    RSS counts them; 0 where segments are mapped (their pages are in the
+    RSS of whoever maps them)."""
+    from .._pool import segments
+
+    store = segments.current()
+    if store is None or store.kind.zero_copy:
+        return 0
+    return sum(list(store.owned.values()))  # (list(): one C call, no Python in between)
 
 
 def _shared_once(pids: list) -> int:
