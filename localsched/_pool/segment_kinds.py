@@ -45,7 +45,7 @@ def base36(n: int) -> str:
     """``n`` (>= 0) in base 36: short names.
 
     >>> base36(0), base36(35), base36(4194304)
-    ('0', 'z', '2ihbk')
+    ('0', 'z', '2hwcg')
     """
     out = ""
     while True:
