@@ -19,10 +19,12 @@ or out of room
 macOS, the BSDs    POSIX shm objects,   flock + reaper,  psutil alone
                    copied out on        names in a
                    arrival              journal
-Windows            pipes, one warning   (none needed)    psutil alone
+Windows            named mappings,      (none needed:    psutil alone
+                   after a self-test    the OS frees
+                   (else the pipes)     them)
 =================  ===================  ===============  ===================
 
-Two kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
+Three kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
 ``shared_memory_kind()``:
 
 - **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
@@ -43,17 +45,23 @@ Two kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
   owner's journal there before the object is made: the reaper and the
   sweeps read the journal instead of a listing.
 
-Windows has named mappings, which the OS frees with their last handle
-(nothing to reap), but which die the moment the worker that wrote one lets
-go, before the scheduler holds it: they need a third protocol (the writer
-keeps its mapping until the owner has opened its own) that no machine here
-can run, so Windows takes the pipes, which always work, with one warning
-per process (``LOCALSCHED_SHM=0`` silences it).  Without shared memory
-there are no segments, so no owner lock and no reaper.
+- **named** (Windows): named mappings backed by the paging file, which the
+  OS frees with their last handle or view (nothing to reap, no owner lock),
+  but which die the moment the worker that wrote one lets go, before the
+  scheduler holds it: the writer holds what it wrote until the pool has
+  read the job to its end (``localsched/_pool/named_mappings.py``).  None
+  of it has run on Windows here: a self-test at first use sends the values
+  through the pipes, with one warning, if a call fails.
+
+Where there is no kind (no file locks for an owner lock), or the kind does
+not work now, values take the pipes, which always work, with one warning
+per process (``LOCALSCHED_SHM=0`` silences it); without segments there is
+no owner lock and no reaper.
 
 ``LOCALSCHED_SIMULATE_MACOS=1`` makes a Linux process take macOS's answers
 (posix segments, no ``/proc`` details), so the tests run that path here;
-``LOCALSCHED_SIMULATE_WINDOWS=1`` does the same for Windows' (below).
+``LOCALSCHED_SIMULATE_WINDOWS=1`` does the same for Windows' (below: the
+process pool, and named mappings simulated with POSIX objects).
 
 A few bytes shared with a worker process (which task it runs, read by the
 pool when it dies): an anonymous shared mapping where the worker is
@@ -77,14 +85,17 @@ from __future__ import annotations
 
 import errno
 import os
+from typing import Any
 
-__all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "SHM_DIR",
+__all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "SHM_DIR",
            "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
            "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT",
            "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "SIMULATE_MACOS",
-           "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX"]
+           "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
+           "named_mapping_create", "named_mapping_open", "named_mapping_close",
+           "named_mapping_view"]
 
 #: ``LOCALSCHED_SIMULATE_MACOS=1``: a Linux process answers the shared-memory
 #: and ``/proc`` questions as macOS would (see the table above).  Read once,
@@ -104,9 +115,10 @@ FILE_LOCKS = _fcntl is not None
 
 if _fcntl is not None:
     flock = _fcntl.flock
-    LOCK_SH, LOCK_EX, LOCK_NB = _fcntl.LOCK_SH, _fcntl.LOCK_EX, _fcntl.LOCK_NB
+    LOCK_SH, LOCK_EX, LOCK_NB, LOCK_UN = (_fcntl.LOCK_SH, _fcntl.LOCK_EX, _fcntl.LOCK_NB,
+                                          _fcntl.LOCK_UN)
 else:
-    LOCK_SH, LOCK_EX, LOCK_NB = 1, 2, 4
+    LOCK_SH, LOCK_EX, LOCK_NB, LOCK_UN = 1, 2, 4, 8
 
     def flock(fd: int, operation: int) -> None:
         """No file locks here (callers check ``FILE_LOCKS`` first)."""
@@ -161,9 +173,14 @@ except ImportError:
 def shared_memory_kind() -> str | None:
     """Which kind of segment this platform can have: ``"files"`` in
     ``SHM_DIR`` (Linux), ``"posix"`` shared-memory objects (macOS, the
-    BSDs), or None (Windows, or no file locks for the owner lock).  Whether
-    it works *now* is asked separately, per job."""
-    if not FILE_LOCKS or SIMULATE_WINDOWS or os.name != "posix":
+    BSDs), ``"named"`` mappings (Windows; ``"named-simulated"`` on Linux
+    under ``SIMULATE_WINDOWS``), or None.  Whether it works *now* is asked
+    separately, per job."""
+    if os.name == "nt":
+        return "named"
+    if SIMULATE_WINDOWS:
+        return "named-simulated" if FILE_LOCKS and _posixshmem is not None else None
+    if not FILE_LOCKS or os.name != "posix":
         return None
     if SIMULATE_MACOS:
         return "posix" if _posixshmem is not None else None
@@ -192,6 +209,56 @@ def shm_unlink(name: str) -> None:
         _posixshmem.shm_unlink("/" + name)
     except FileNotFoundError:
         pass
+
+
+# -- shared memory as Windows named mappings -----------------------------------------
+# (what multiprocessing.shared_memory does on Windows: a mapping backed by the
+# paging file, named, alive while any process holds a handle or a view)
+
+
+def _windows_api() -> Any:
+    import importlib
+
+    return importlib.import_module("_winapi")  # (typed as Any: its stubs are Windows')
+
+
+def named_mapping_create(name: str, size: int):
+    """A handle of a new named mapping of ``size`` bytes; FileExistsError if
+    the name is taken."""
+    _winapi = _windows_api()
+
+    handle = _winapi.CreateFileMapping(_winapi.INVALID_HANDLE_VALUE, _winapi.NULL,
+                                       _winapi.PAGE_READWRITE, (size >> 32) & 0xFFFFFFFF,
+                                       size & 0xFFFFFFFF, name)
+    if _winapi.GetLastError() == _winapi.ERROR_ALREADY_EXISTS:
+        _winapi.CloseHandle(handle)
+        raise FileExistsError(errno.EEXIST, "a named mapping exists by that name", name)
+    return handle
+
+
+def named_mapping_open(name: str):
+    """A handle of existing named mapping ``name``; FileNotFoundError when
+    no process holds it any more (then it no longer exists)."""
+    _winapi = _windows_api()
+
+    return _winapi.OpenFileMapping(_winapi.FILE_MAP_READ, False, name)
+
+
+def named_mapping_close(handle) -> None:
+    _winapi = _windows_api()
+
+    _winapi.CloseHandle(handle)
+
+
+def named_mapping_view(name: str, size: int, private: bool):
+    """An ``mmap`` view of named mapping ``name`` (which some handle keeps
+    alive): writable and shared, or ``private`` (copy-on-write: writes stay
+    in this view).  The view keeps the mapping alive by itself."""
+    import mmap
+
+    access = mmap.ACCESS_COPY if private else mmap.ACCESS_WRITE
+    make: Any = mmap.mmap
+    return make(-1, size, tagname=name, access=access)
 
 
 def registry_dir() -> str:
@@ -283,7 +350,7 @@ SESSIONS_AND_SIGNALS = os.name == "posix"
 
 #: ``LOCALSCHED_SIMULATE_WINDOWS=1``: a POSIX process answers the process
 #: and shared-memory questions as Windows would (no descriptor passing, no
-#: PDEATHSIG, no pidfd, no shared memory), so the tests run Windows' paths
+#: PDEATHSIG, no pidfd, named mappings), so the tests run Windows' paths
 #: here.  Read once; the tests' fixture sets it and this flag together.
 SIMULATE_WINDOWS = os.environ.get("LOCALSCHED_SIMULATE_WINDOWS", "").strip().lower() in (
     "1", "true", "yes", "on")

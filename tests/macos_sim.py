@@ -93,14 +93,14 @@ def simulate_macos(monkeypatch) -> None:
     POSIX shared-memory objects, no /proc details."""
     from localsched import _platform
     from localsched import multiprocessing as lmp
-    from localsched._pool import segment_kinds, segments
+    from localsched._pool import kind_in_use, segments
 
     lmp.shutdown()  # (a pool started natively must not serve the simulation)
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(_platform, "SIMULATE_MACOS", True)
     monkeypatch.setattr(_platform, "PROC_DETAILS", False)
-    monkeypatch.setattr(segment_kinds, "_kind", [])
+    monkeypatch.setattr(kind_in_use, "_kind", [])
     monkeypatch.setattr(segments, "_store", None)
     monkeypatch.setattr(segments, "_swept_in", 0)
 
@@ -119,11 +119,14 @@ def end_simulation() -> None:
 
 def objects_of(pid: int) -> list:
     """The POSIX shared-memory objects process ``pid`` owns, as Linux's
-    /dev/shm shows them (the code under test never looks there)."""
+    /dev/shm shows them (the code under test never looks there): macOS's,
+    and the simulated Windows named mappings (tests/windows_sim.py)."""
+    from localsched._pool.named_mappings import SimulatedNamedMappings
     from localsched._pool.segment_kinds import PosixObjects, base36
 
-    label = f"{PosixObjects.prefix}{base36(pid)}_"
+    labels = tuple(f"{kind.prefix}{base36(pid)}_"
+                   for kind in (PosixObjects, SimulatedNamedMappings))
     try:
-        return [n for n in os.listdir("/dev/shm") if n.startswith(label)]
+        return [n for n in os.listdir("/dev/shm") if n.startswith(labels)]
     except OSError:
         return []

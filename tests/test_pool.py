@@ -23,6 +23,7 @@ from localsched import threaded
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
+from tests.macos_sim import end_simulation
 from tests.windows_sim import ENV as WINDOWS_ENV
 from tests.windows_sim import my_segments, simulate_windows
 
@@ -69,7 +70,9 @@ def platform(request, monkeypatch):
     every value)."""
     if request.param == "windows-like":
         simulate_windows(monkeypatch)
-    return request.param
+    yield request.param
+    if request.param == "windows-like":
+        end_simulation()
 
 
 # -- worker states ---------------------------------------------------------------

@@ -23,15 +23,32 @@ from localsched import multiprocessing as lmp
 from localsched._pool import segments, shm
 from localsched.callbacks import Callback
 from tests.macos_sim import end_simulation, objects_of, simulate_macos
+from tests.windows_sim import simulate_windows
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
 
 BIG = 200_000  # elements: above the 64 KiB threshold for every dtype
 
-# Every test runs on both kinds of segment (``segment_kinds``): files in
-# /dev/shm (Linux) and POSIX objects (macOS, simulated: tests/macos_sim.py).
-# Both live in Linux's /dev/shm, where ``mine()`` counts them.
+# Every test runs on each kind of segment: files in /dev/shm (Linux), POSIX
+# objects (macOS, simulated: tests/macos_sim.py) and named mappings (Windows,
+# simulated with the rest of Windows' process pool: tests/windows_sim.py).
+# All live in Linux's /dev/shm, where ``mine()`` counts them.
 files_only = pytest.mark.files_only  # (free room, /proc: what the files kind alone has)
+
+
+def released() -> bool:
+    """Whether this process's segments are all gone.  At once for files and
+    POSIX objects, released as the computation returns; for named mappings
+    once each worker has let go of what it wrote (``named_mappings``: the
+    pool tells it to as it reads the worker's last message), a moment later."""
+    if _kind_now[0] == "named":
+        deadline = time.monotonic() + 10
+        while mine() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return not mine()
+
+
+_kind_now = ["files"]
 
 
 def mine() -> dict:
@@ -42,14 +59,15 @@ def mine() -> dict:
     return found
 
 
-@pytest.fixture(autouse=True, params=["files", "posix"])
+@pytest.fixture(autouse=True, params=["files", "posix", "named"])
 def segment_kind(request, monkeypatch):
-    if request.param == "posix":
+    if request.param != "files":
         if request.node.get_closest_marker("files_only"):
             pytest.skip("the files kind's own behaviour")
-        simulate_macos(monkeypatch)
+        (simulate_macos if request.param == "posix" else simulate_windows)(monkeypatch)
+    _kind_now[0] = request.param
     yield request.param
-    if request.param == "posix":
+    if request.param != "files":
         end_simulation()
 
 
@@ -146,7 +164,7 @@ def test_arrays_of_every_dtype_reach_the_next_worker_mapped_not_copied(dtype):
     np.testing.assert_array_equal(b, make(dtype))
     np.testing.assert_array_equal(a, make(dtype))
     assert a.dtype == np.dtype(dtype)
-    assert not mine()  # released as soon as the computation returned
+    assert released()  # released as soon as the computation returned
 
 
 def test_outputs_are_the_callers_own_writable_arrays():
@@ -154,7 +172,7 @@ def test_outputs_are_the_callers_own_writable_arrays():
     assert backing(a) == "mmap" and a.flags.writeable
     a[:] = 7  # copy-on-write: touches nothing shared
     assert (a == 7).all()
-    assert not mine()
+    assert released()
 
 
 def test_a_task_writing_into_its_input_changes_no_other_tasks_input():
@@ -272,7 +290,7 @@ def test_a_segment_goes_when_the_cache_releases_its_result():
     assert out[0] == 11
     # At most the last result and its input: never the chain.
     assert max(live) <= 2, live
-    assert not mine()  # the free list went with the computation
+    assert released()  # the free list went with the computation
 
 
 def test_a_segment_still_mapped_is_never_reused():
@@ -305,7 +323,7 @@ def test_a_failing_task_leaves_no_segment():
     deadline = time.monotonic() + 10
     while mine() and time.monotonic() < deadline:
         time.sleep(0.01)  # batches that were running finish and are released
-    assert not mine()
+    assert released()
     assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0  # the next one works
 
 
@@ -357,7 +375,7 @@ def test_sweep_removes_only_segments_nobody_owns():
     assert shm.sweep(prefix) == 1
     assert set(mine()) == {owned.name} and orphan.name not in mine()
     handle.release()
-    assert not mine()
+    assert released()
 
 
 # -- falling back to the pipe ------------------------------------------------------
@@ -373,7 +391,7 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
     assert len(record) == 1  # once per process
     assert how != "mmap"
     np.testing.assert_array_equal(b, make("f8"))
-    assert not mine()
+    assert released()
 
 
 @files_only
@@ -453,13 +471,14 @@ def test_resource_profiler_counts_shared_memory_once():
     assert abs(mapped - held) < 0.25 * mb, (held, mapped)
 
 
-def test_resource_profiler_counts_results_held_in_posix_objects(segment_kind):
-    """Where readers copy segments out (POSIX objects on macOS), a result the
-    scheduler holds as a handle is in no process's RSS: the profiler adds
+def test_resource_profiler_counts_results_held_in_no_mapping(segment_kind):
+    """Where a held segment is mapped by nobody (POSIX objects on macOS,
+    which readers copy out; named mappings on Windows, held by a handle), a
+    result the scheduler holds is in no process's RSS: the profiler adds
     it, so moving 64 MB from a private array into a held segment leaves
     the total about even."""
-    if segment_kind != "posix":
-        pytest.skip("POSIX objects: nobody maps a held segment")
+    if segment_kind == "files":
+        pytest.skip("files: /proc counts them (test_resource_profiler_counts_shared_memory_once)")
     from localsched.diagnostics import ResourceProfiler
 
     size = 64 << 20
@@ -553,7 +572,7 @@ def _unused_pid() -> int:
 
 
 def test_what_a_dead_owner_left_is_swept_by_the_next_store():
-    from localsched._pool.segment_kinds import kind
+    from localsched._pool.segments import kind
 
     segment_kind = kind()
     name, lock = _dead_owner_segment(segment_kind)
@@ -599,3 +618,33 @@ def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
         assert f.read().split() == [kept.name]
     np.testing.assert_array_equal(handle.load(), make("f8"))
     handle.release()
+
+
+def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
+    """The Windows simulation keeps Windows' rule (two kind objects stand in
+    for two processes: each holds its own handles): a mapping lives while
+    any holder keeps it and is gone with the last, so opening it then fails
+    as on Windows; and a writer's results survive its letting go only once
+    the owner has adopted them."""
+    if segment_kind != "named":
+        pytest.skip("Windows' named mappings (simulated)")
+    from localsched._pool.named_mappings import SimulatedNamedMappings
+
+    writer, owner = SimulatedNamedMappings(), SimulatedNamedMappings()
+    name = f"{writer.prefix}{writer.owner_label(os.getpid())}-9-9-0"
+    writer.done_writing(writer.create(name, 4096))
+    writer.write(name, 4096, ((0, 4),), [b"abcd"])
+    owner.adopt(name)
+    writer.let_go([name])  # (the pool read the job to its end)
+    assert bytes(owner.read_private(name, 4096)[:4]) == b"abcd"
+    owner.unlink(name)  # the last holder: gone
+    with pytest.raises(FileNotFoundError):
+        owner.read_private(name, 4096)
+    assert name not in objects_of(os.getpid())
+
+    # Let go before the owner adopted: lost, as it would be on Windows.
+    writer.done_writing(writer.create(name, 4096))
+    writer.let_go([name])
+    owner.adopt(name)
+    with pytest.raises(FileNotFoundError):
+        owner.read_private(name, 4096)

@@ -7,6 +7,9 @@ scheduler, ``localsched.core``)::
                pickling seconds): globals the batch runner reads
     segment_kinds  where a segment's bytes live: files in /dev/shm (Linux)
                or POSIX shared-memory objects with a journal of names (macOS)
+    named_mappings  Windows' named mappings (a writer holds what it wrote
+               until its owner does), and their simulation on Linux
+    kind_in_use  the kind this process uses, chosen once per process
     segments   the segment store: owner names and lock, the reaper, writing,
                the free list, releases applied from an event queue, sweeps
     handles    SharedValue, mapping a segment (no descriptor kept in the

@@ -20,8 +20,10 @@ Mapping, two ways:
 
 Both map copy-on-write (``MAP_PRIVATE``): a task that writes into an input
 gets private copies of the pages it writes and never changes what other
-tasks see.  Where segments cannot be mapped so (POSIX objects on macOS:
-``segment_kinds``), both copy the segment once into private memory instead.
+tasks see.  That is the files of Linux; the other kinds read through
+their ``read_private`` (``segment_kinds``): POSIX objects on macOS are
+copied once into private memory, Windows' named mappings are mapped
+copy-on-write by name.
 """
 
 from __future__ import annotations
@@ -37,8 +39,7 @@ from typing import Any
 
 from .._platform import descriptorless_mmap
 from . import segments
-from .segment_kinds import kind
-from .segments import SegmentStore
+from .segments import SegmentStore, kind
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
            "Inbox", "from_wire"]
@@ -64,6 +65,7 @@ class SharedValue:
         self._store = store
         if store is not None:
             store.owned[name] = size
+            store.kind.adopt(name)  # (where a writer holds it only until then)
 
     def __reduce__(self):
         return from_wire, (self.name, self.size, self.meta, self.layout)
@@ -125,7 +127,7 @@ def map_value(name: str, size: int, meta: bytes, layout: tuple,
               store: SegmentStore | None = None) -> Any:
     """The value, mapped with no descriptor kept (see the module docstring)."""
     segment_kind = _segment_kind()
-    if not segment_kind.zero_copy:
+    if not segment_kind.maps_by_descriptor:
         return _copied(name, size, meta, layout, pickle.loads)
     fd = segment_kind.open_for_reading(name)
     try:
@@ -149,7 +151,7 @@ def map_locked(name: str, size: int, meta: bytes, layout: tuple,
     """The value, mapped with Python's mmap: its descriptor holds a shared
     lock while the mapping lives (a worker's inputs)."""
     segment_kind = _segment_kind()
-    if not segment_kind.zero_copy:
+    if not segment_kind.maps_by_descriptor:
         return _copied(name, size, meta, layout, loads)
     fd = segment_kind.open_for_reading(name)
     try:

@@ -277,6 +277,13 @@ class _Listener:
             w.move(IDLE)
         job.ended(used=used)
         _settle(job.future, value, error)
+        if job.store is not None and job.store.kind.writer_holds:
+            # Every record of the job was read (and its segments adopted)
+            # before this, its last message: the worker may let go.
+            try:
+                w.out.send_bytes(encode(Kind.LET_GO, job.id))
+            except (OSError, ValueError):
+                pass  # (it died: the OS lets go for it)
         return True
 
     @staticmethod

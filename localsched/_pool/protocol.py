@@ -47,6 +47,9 @@ class Kind(enum.IntEnum):
       ``oob.dumps_job``; ``lent``: free segments the job may rewrite); run
       it as job ``job id``.
     - ``STOP``: no body; the worker exits (sent only to a worker with no job).
+    - ``LET_GO``: no body; the pool has read job ``job id`` to its end, so its
+      owner holds every segment the worker wrote for it: the worker lets
+      them go (kinds whose writer holds what it wrote: ``named_mappings``).
 
     Worker to parent, after start-up (job id 0):
 
@@ -67,6 +70,7 @@ class Kind(enum.IntEnum):
 
     RUN = 1
     STOP = 2
+    LET_GO = 3
     READY = 10
     INIT_FAILED = 11
     RECORDS = 12

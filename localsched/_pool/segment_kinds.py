@@ -1,5 +1,14 @@
-"""Where a segment's bytes live, and how to reach them by name: the two
-kinds of segment (``localsched._platform`` says which this platform has).
+"""Where a segment's bytes live, and how to reach them by name: the kinds
+of segment (``localsched._platform`` says which this platform has).
+
+Every kind answers the calls of ``SegmentKind``; ``segments`` (the store)
+holds one of them, ``kind_in_use.kind()``, and asks only through those
+calls and the class flags (``reuse``: a free list; ``owner_lock``: an
+owner lock, a reaper and sweeps; ``maps_by_descriptor``: readers map a
+descriptor themselves, copy-on-write, else ``read_private``;
+``held_outside_rss``: a segment held as a handle is in no process's
+resident set; ``writer_holds``: a writer holds what it wrote until its
+owner does).
 
 ``DevShmFiles`` (Linux): files in ``/dev/shm``.  Written with ``pwrite``
 (no mapping, no page faults on the writing side, ENOSPC instead of
@@ -20,8 +29,8 @@ list objects, read the journal.  The journal is compacted (names whose
 object is gone dropped) when it grows past ``JOURNAL_COMPACT`` bytes and
 no computation runs.
 
-Both kinds answer the same calls; ``segments`` (the store) holds one of
-them, ``kind()``, and never asks which.
+``NamedMappings`` (Windows) and its simulation on Linux: see
+``named_mappings``.
 """
 
 from __future__ import annotations
@@ -29,11 +38,12 @@ from __future__ import annotations
 import mmap
 import os
 import secrets
+from typing import Any
 
 from .. import _platform
 from .._platform import LOCK_NB, LOCK_SH, SHM_DIR, flock
 
-__all__ = ["DevShmFiles", "PosixObjects", "kind", "LOCK_SUFFIX", "JOURNAL_SUFFIX"]
+__all__ = ["SegmentKind", "DevShmFiles", "PosixObjects", "LOCK_SUFFIX", "JOURNAL_SUFFIX", "base36"]
 
 LOCK_SUFFIX = ".lock"
 JOURNAL_SUFFIX = ".names"
@@ -63,21 +73,107 @@ def _write_buffers(fd: int, layout: tuple, buffers: list) -> None:
             done += os.pwrite(fd, b[done:], off + done)
 
 
-class DevShmFiles:
+class SegmentKind:
+    """What every kind answers; the defaults are the common answers."""
+
+    prefix = ""
+    reuse = False  # released segments kept for reuse (renamed: a free list)
+    owner_lock = True  # an owner lock file, a reaper, sweeps by name
+    maps_by_descriptor = False  # readers map a descriptor (else read_private)
+    held_outside_rss = False  # a held, unmapped segment is in no RSS
+    writer_holds = False  # a writer holds what it wrote until the owner does
+    number_text = staticmethod(base36)  # (how numbers appear in names)
+
+    @property
+    def directory(self) -> str:
+        """Where the owner locks (and journals) are."""
+        raise OSError(38, "no owner locks for this kind of segment")
+
+    def pid_label(self, pid: int) -> str:
+        return self.number_text(pid)
+
+    def owner_label(self, pid: int) -> str:
+        # Short (a POSIX name fits in 31 characters with the job's parts),
+        # with a random part: owners in other PID namespaces share names.
+        return f"{base36(pid)}_{base36(secrets.randbelow(36 ** 4))}"
+
+    def usable(self, inodes: int) -> tuple[int | None, str]:
+        """``(free bytes, or -1 if that cannot be known; "")`` if segments
+        can be made now, else ``(None, why not)``."""
+        return -1, ""
+
+    def free_bytes(self) -> int | None:
+        return None
+
+    def register(self, name: str) -> None:
+        """Note ``name`` before its segment is made (where nothing lists them)."""
+
+    def create(self, name: str, size: int) -> Any:
+        """A new segment ``name`` of ``size`` bytes: a token for ``write``."""
+        raise NotImplementedError
+
+    def write(self, token: Any, size: int, layout: tuple, buffers: list) -> None:
+        raise NotImplementedError
+
+    def done_writing(self, token: Any) -> None:
+        os.close(token)
+
+    def read_private(self, name: str, size: int) -> memoryview:
+        """The segment's bytes as this process's own (copy-on-write or a
+        copy): FileNotFoundError when it is gone."""
+        raise NotImplementedError
+
+    def adopt(self, name: str) -> None:
+        """The owner received a handle to ``name`` (nothing to do where a
+        segment lives until it is unlinked)."""
+
+    def let_go(self, names: list) -> None:
+        """A worker's segments its owner has adopted (see ``adopt``)."""
+
+    def unlink(self, name: str) -> None:
+        """This process is done with ``name``: the segment goes (where it
+        lives until unlinked), or this process's handle of it closes."""
+        raise NotImplementedError
+
+    def sweep_away(self, name: str) -> None:
+        """Remove ``name`` whoever holds it (the sweeps: a dead owner's or
+        worker's segments)."""
+        self.unlink(name)
+
+    def rename(self, old: str, new: str) -> None:
+        raise OSError(95, "segments of this kind cannot be renamed")
+
+    def names(self, owner: str | None = None) -> list:
+        """The names the sweeps may look at (those of ``owner``, or all)."""
+        return []
+
+    def size(self, name: str) -> int:
+        raise FileNotFoundError(name)
+
+    def forget(self, owner: str) -> None:
+        """The owner is gone and its segments unlinked."""
+
+    def compact(self, owner: str) -> None:
+        """No computation runs: tidy what the owner keeps of its names."""
+
+    def reaper_script(self) -> str:
+        raise NotImplementedError
+
+
+class DevShmFiles(SegmentKind):
     """Segments as files in ``/dev/shm`` (Linux)."""
 
     prefix = "localsched-"
     reuse = True  # renames make a free list
-    zero_copy = True  # readers map copy-on-write
+    maps_by_descriptor = True  # readers map copy-on-write, zero-copy
+
+    @staticmethod
+    def number_text(n: int) -> str:
+        return str(n)
 
     @property
     def directory(self) -> str:
         return SHM_DIR
-
-    def pid_label(self, pid: int) -> str:
-        return str(pid)
-
-    number_text = staticmethod(str)  # (how numbers appear in names)
 
     def owner_label(self, pid: int) -> str:
         # (a random nonce: owners in other PID namespaces share /dev/shm)
@@ -95,10 +191,10 @@ class DevShmFiles:
         st = os.statvfs(SHM_DIR)
         return st.f_bavail * st.f_frsize
 
-    def create(self, name: str) -> int:
+    def create(self, name: str, size: int) -> Any:
         return os.open(os.path.join(SHM_DIR, name), os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
 
-    def write(self, fd: int, size: int, layout: tuple, buffers: list) -> None:
+    def write(self, fd: Any, size: int, layout: tuple, buffers: list) -> None:
         _write_buffers(fd, layout, buffers)
 
     def open_for_reading(self, name: str) -> int:
@@ -120,9 +216,6 @@ class DevShmFiles:
     def rename(self, old: str, new: str) -> None:
         os.rename(os.path.join(SHM_DIR, old), os.path.join(SHM_DIR, new))
 
-    def register(self, name: str) -> None:
-        """(Nothing: the directory lists every name.)"""
-
     def names(self, owner: str | None = None) -> list:
         """Every name in the directory (``owner``: a hint others need)."""
         try:
@@ -133,22 +226,15 @@ class DevShmFiles:
     def size(self, name: str) -> int:
         return os.stat(os.path.join(SHM_DIR, name)).st_size
 
-    def forget(self, owner: str) -> None:
-        """(Nothing: an owner keeps no journal.)"""
-
-    def compact(self, owner: str) -> None:
-        """(Nothing to compact.)"""
-
     def reaper_script(self) -> str:
         return _REAP_FILES
 
 
-class PosixObjects:
+class PosixObjects(SegmentKind):
     """Segments as POSIX shared-memory objects (macOS, the BSDs)."""
 
     prefix = "lsc"
-    reuse = False  # no rename: no free list
-    zero_copy = False  # readers copy (no MAP_PRIVATE on macOS's objects)
+    held_outside_rss = True  # readers copy: nobody keeps a held one mapped
 
     def __init__(self) -> None:
         self._directory: str | None = None
@@ -159,15 +245,6 @@ class PosixObjects:
         if self._directory is None:
             self._directory = _platform.registry_dir()
         return self._directory
-
-    def pid_label(self, pid: int) -> str:
-        return base36(pid)
-
-    number_text = staticmethod(base36)  # (31 characters: pool 2, job 6, value 2 or so)
-
-    def owner_label(self, pid: int) -> str:
-        # Short: a name must fit in 31 characters with the job's parts.
-        return f"{base36(pid)}_{base36(secrets.randbelow(36 ** 4))}"
 
     def usable(self, inodes: int) -> tuple[int | None, str]:
         """``(-1, "")`` (the room left cannot be known: objects live in
@@ -181,13 +258,10 @@ class PosixObjects:
             return None, f"no directory for the owner lock ({exc.strerror or exc})"
         return -1, ""
 
-    def free_bytes(self) -> int | None:
-        return None  # (objects live in virtual memory: no statvfs tells)
-
-    def create(self, name: str) -> int:
+    def create(self, name: str, size: int) -> Any:
         return _platform.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR)
 
-    def write(self, fd: int, size: int, layout: tuple, buffers: list) -> None:
+    def write(self, fd: Any, size: int, layout: tuple, buffers: list) -> None:
         os.ftruncate(fd, size)  # (once: macOS allows no second)
         with mmap.mmap(fd, size) as pages:  # (MAP_SHARED, read and write)
             view = memoryview(pages)
@@ -219,9 +293,6 @@ class PosixObjects:
 
     def unlink(self, name: str) -> None:
         _platform.shm_unlink(name)
-
-    def rename(self, old: str, new: str) -> None:
-        raise OSError(95, "POSIX shared-memory objects cannot be renamed")
 
     def _journal(self, owner: str) -> str:
         return os.path.join(self.directory, f"{self.prefix}{owner}{JOURNAL_SUFFIX}")
@@ -355,14 +426,3 @@ for p in (journal, path):
     except OSError:
         pass
 """
-
-_KINDS = {"files": DevShmFiles, "posix": PosixObjects}
-_kind: list = []
-
-
-def kind() -> DevShmFiles | PosixObjects | None:
-    """This platform's kind of segment, or None (no shared memory)."""
-    if not _kind:
-        which = _platform.shared_memory_kind()
-        _kind.append(_KINDS[which]() if which is not None else None)
-    return _kind[0]

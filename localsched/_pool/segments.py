@@ -82,12 +82,13 @@ import warnings
 from .. import _platform
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
 from . import job as _job
-from .segment_kinds import LOCK_SUFFIX, kind
+from .kind_in_use import kind
+from .segment_kinds import LOCK_SUFFIX
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
            "write_segment", "WorkerSegments", "sweep", "sweep_stale", "live_segments",
            "unlink", "hold_owner_lock", "usable_store", "SHM_DIR", "PREFIX", "ALIGN",
-           "FREE_MAX"]
+           "FREE_MAX", "kind", "let_go_of_last_job"]
 
 PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
 DEFAULT_THRESHOLD = 64 * 1024
@@ -221,14 +222,14 @@ def write_segment(name: str, buffers: list, reserve: int,
         if free is not None and free < size + reserve:
             raise OSError(28, "not enough free space in " + SHM_DIR)
         segment_kind.register(name)
-        fd = segment_kind.create(name)
+        fd = segment_kind.create(name, size)
     try:
         segment_kind.write(fd, size, layout, buffers)
     except BaseException:
-        os.close(fd)
+        segment_kind.done_writing(fd)
         unlink(name)
         raise
-    os.close(fd)
+    segment_kind.done_writing(fd)
     return size, layout, reused
 
 
@@ -271,8 +272,6 @@ class SegmentStore:
         self.pid = os.getpid()
         self.owner = segment_kind.owner_label(self.pid)
         self.prefix = f"{segment_kind.prefix}{self.owner}-"
-        self.lock_path = os.path.join(segment_kind.directory,
-                                      f"{segment_kind.prefix}{self.owner}{LOCK_SUFFIX}")
         # (appended to by finalizers, from any thread: ("r", name, size) a
         # handle went, ("m", name) a mapping was made, ("u", name) it went)
         self.events: collections.deque = collections.deque()
@@ -284,16 +283,25 @@ class SegmentStore:
         self.owned: dict = {}  # name -> size of the live handles of this process
         self.mapped: dict = {}  # name -> live mappings of it in this process
         self._numbers = itertools.count()
-        self._lock_fd = os.open(self.lock_path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        self.lock_path: str | None = None
+        self._lock_fd: int | None = None
+        self.reaper: int | None = None
+        if segment_kind.owner_lock:
+            self._hold_lock_and_start_reaper()
+
+    def _hold_lock_and_start_reaper(self) -> None:
+        self.lock_path = lock_path = os.path.join(
+            self.kind.directory, f"{self.kind.prefix}{self.owner}{LOCK_SUFFIX}")
+        self._lock_fd = os.open(lock_path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
         try:
             flock(self._lock_fd, LOCK_SH)
         except OSError:
             os.close(self._lock_fd)
-            _remove(self.lock_path)
+            _remove(lock_path)
             raise
-        self.reaper = self._start_reaper()
+        self.reaper = self._start_reaper(lock_path)
 
-    def _start_reaper(self) -> int | None:
+    def _start_reaper(self, lock_path: str) -> int | None:
         """Start the reaper, detached: a shell starts it in the background
         and exits at once, so it is no child of this process (nothing
         waits for it, and it outlives this process by design).  Its exit
@@ -302,7 +310,7 @@ class SegmentStore:
         try:
             return subprocess.call(
                 ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3" &',
-                 sys.executable, self.kind.reaper_script(), self.lock_path, self.prefix],
+                 sys.executable, self.kind.reaper_script(), lock_path, self.prefix],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
@@ -427,15 +435,18 @@ class SegmentStore:
         self.owned.clear()
         sweep(self.prefix)
         self.kind.forget(self.owner)
-        _remove(self.lock_path)
-        try:
-            os.close(self._lock_fd)
-        except OSError:
-            pass
+        if self.lock_path is not None and self._lock_fd is not None:
+            _remove(self.lock_path)
+            try:
+                os.close(self._lock_fd)
+            except OSError:
+                pass
 
     def forget_in_child(self) -> None:
         """In a forked child: this store is the parent's (the lock stays
         the parent's: closing a copy of its descriptor releases nothing)."""
+        if self._lock_fd is None:
+            return
         try:
             os.close(self._lock_fd)
         except OSError:
@@ -488,6 +499,7 @@ def _after_fork_in_child() -> None:
     _store = None
     _store_lock = threading.Lock()
     _owner_locks = {}
+    _held_for_owner.clear()  # (the parent's)
 
 
 if hasattr(os, "register_at_fork"):
@@ -511,7 +523,7 @@ def hold_owner_lock(prefix: str) -> None:
     the worker's life, so that the owner counts as alive while this
     process may still write segments under its name."""
     segment_kind = kind()
-    if segment_kind is None:
+    if segment_kind is None or not segment_kind.owner_lock:
         return
     owner = _owner_of(prefix)
     try:
@@ -553,7 +565,25 @@ class WorkerSegments:
         size, layout, reused = write_segment(name, buffers, reserve, self.lent)
         if reused is not None:
             self.used.append(reused)
+        if segment_kind is not None and segment_kind.writer_holds:
+            _held_for_owner.append(name)
         return name, size, layout
+
+
+# Segments this worker wrote and holds until its owner holds them too
+# (``writer_holds`` kinds: Windows' named mappings).
+_held_for_owner: list = []
+
+
+def let_go_of_last_job() -> None:
+    """In a worker, as its next job arrives: the owner has adopted every
+    segment of the jobs before (see ``named_mappings``); let them go."""
+    if _held_for_owner:
+        names = _held_for_owner[:]
+        del _held_for_owner[:len(names)]
+        segment_kind = kind()
+        if segment_kind is not None:
+            segment_kind.let_go(names)
 
 
 # -- sweeps ------------------------------------------------------------------------
@@ -572,7 +602,7 @@ def sweep(prefix: str) -> int:
     n = 0
     for name in segment_kind.names(_owner_of(prefix)):
         if name.startswith(prefix) and name not in owned and not name.endswith(LOCK_SUFFIX):
-            segment_kind.unlink(name)
+            segment_kind.sweep_away(name)
             n += 1
     return n
 
@@ -602,7 +632,7 @@ def sweep_stale() -> int:
     for name in names:
         fd = verdict.get(_owner_of(name))
         if fd is not None and not name.endswith(LOCK_SUFFIX):
-            segment_kind.unlink(name)
+            segment_kind.sweep_away(name)
             n += 1
     for owner, fd in verdict.items():
         if fd is not None:

@@ -33,7 +33,7 @@ from . import job as _job
 from . import taskslot
 from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
-from .segments import WorkerSegments, hold_owner_lock
+from .segments import WorkerSegments, hold_owner_lock, let_go_of_last_job
 
 __all__ = ["main", "BOOT", "run_packed"]
 
@@ -158,8 +158,11 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
             return  # the pool is gone
         kind, job_id, body = decode(frame)
         del frame
-        if kind is Kind.STOP:
-            return
+        if kind is Kind.LET_GO or kind is Kind.STOP:  # (its last job was read to its end)
+            let_go_of_last_job()
+            if kind is Kind.STOP:
+                return
+            continue
         try:
             reply = _run_job(job_id, body, send, slot)
         except _ParentGone:
@@ -223,6 +226,9 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
         except OSError as exc:
             raise _ParentGone from exc
 
+    # The pool sends a job only once it has read this worker's last one to
+    # its end: its owner holds every segment written for it by now.
+    let_go_of_last_job()
     try:
         received = time.time()
         fn, args, kwargs, streams, shm_prefix, lent = loads_job(body)

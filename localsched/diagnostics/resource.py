@@ -129,7 +129,7 @@ def _held_unmapped() -> int:
     from .._pool import segments
 
     store = segments.current()
-    if store is None or store.kind.zero_copy:
+    if store is None or not store.kind.held_outside_rss:
         return 0
     return sum(list(store.owned.values()))  # (list(): one C call, no Python in between)
 
