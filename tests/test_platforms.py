@@ -27,6 +27,7 @@ import pytest
 
 from tests.macos_sim import ENV as MACOS_ENV
 from tests.macos_sim import MACOS_LIKE, objects_of
+from tests.test_shm_lifetime import KILLED_MID_RUN
 from tests.windows_sim import ENV as WINDOWS_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -228,22 +229,6 @@ def test_macos_processes_share_memory_through_posix_objects(macos_env):
     assert _registry_left(tmp) == []
 
 
-_KILLED_MID_RUN = """
-import os, signal, numpy as np
-from localsched.callbacks import Callback
-from localsched.multiprocessing import get
-
-def stop(key, result, dsk, state, worker_id):
-    if len(state.finished) == 4:
-        print(os.getpid(), flush=True)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-dsk = {f"a{i}": (np.full, 2_000_000, i) for i in range(30)}
-dsk["out"] = (len, [f"a{i}" for i in range(30)])
-get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
-"""
-
-
 def test_macos_a_killed_callers_objects_are_reaped_from_its_journal(macos_env):
     """SIGKILLed mid-run with results in POSIX objects, which no one can
     list on macOS: its reaper unlinks every object its journal names, then
@@ -252,7 +237,7 @@ def test_macos_a_killed_callers_objects_are_reaped_from_its_journal(macos_env):
     import time
 
     env, tmp = macos_env
-    proc = _run_macos(env, _KILLED_MID_RUN)
+    proc = _run_macos(env, KILLED_MID_RUN)
     assert proc.returncode == -signal.SIGKILL, proc.stderr_text[-2000:]
     pid = int(proc.stdout_text.split()[0])
     deadline = time.monotonic() + 5

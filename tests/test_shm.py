@@ -443,6 +443,17 @@ def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
 # -- ResourceProfiler ----------------------------------------------------------------
 
 
+def _moved_into_a_held_segment(size: int, prof) -> tuple:
+    """``(memory sampled with a private array of size bytes, a handle this
+    process holds to a segment the array was moved into)``."""
+    a = np.ones(size // 8)
+    base = prof.sample().mem
+    store = shm.store()
+    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(998, 1), []))
+    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
+    return base, handle
+
+
 @files_only
 @pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="Linux /proc only")
 def test_resource_profiler_counts_shared_memory_once():
@@ -450,12 +461,7 @@ def test_resource_profiler_counts_shared_memory_once():
 
     size = 64 << 20
     prof = ResourceProfiler(dt=1)
-    a = np.ones(size // 8)
-    base = prof.sample().mem
-    store = shm.store()
-    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(998, 1), []))
-    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
-    del a
+    base, handle = _moved_into_a_held_segment(size, prof)
     try:
         held = prof.sample().mem  # the segment, mapped by nobody: counted by its size
         maps = [handle.load() for _ in range(3)]  # three mappings of the same pages
@@ -483,12 +489,7 @@ def test_resource_profiler_counts_results_held_in_no_mapping(segment_kind):
 
     size = 64 << 20
     prof = ResourceProfiler(dt=1)
-    a = np.ones(size // 8)
-    base = prof.sample().mem
-    store = shm.store()
-    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(997, 1), []))
-    handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
-    del a
+    base, handle = _moved_into_a_held_segment(size, prof)
     try:
         held = prof.sample().mem
     finally:

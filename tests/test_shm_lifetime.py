@@ -105,7 +105,8 @@ def _has(module: str) -> bool:
 
 # -- a SIGKILLed caller ---------------------------------------------------------------
 
-_KILLED = """
+# (also run under the macOS simulation: tests/test_platforms.py)
+KILLED_MID_RUN = """
 import os, signal, numpy as np
 from localsched.callbacks import Callback
 from localsched.multiprocessing import get
@@ -124,7 +125,7 @@ get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
 @pytest.mark.timeout(120)
 def test_a_killed_callers_segments_are_gone_within_5s_with_no_other_localsched_process():
     # (This process has started no pool: nothing here sweeps.)
-    proc = _run(_KILLED, timeout=100)
+    proc = _run(KILLED_MID_RUN, timeout=100)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     pid = int(proc.stdout.split()[0])
     assert _wait_until(lambda: not _named_by(pid), 5.0), _named_by(pid)

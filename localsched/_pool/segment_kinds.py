@@ -380,7 +380,7 @@ class PosixObjects(SegmentKind):
 
 # The reapers: wait for every holder of the owner's lock to go, then remove
 # what the owner left.  Run as ``python -I -S -c SCRIPT <lock path> <prefix>``.
-_REAP_FILES = """\
+_REAP_WAIT = """\
 import fcntl, os, sys
 path, prefix = sys.argv[1], sys.argv[2]
 try:
@@ -388,6 +388,9 @@ try:
 except OSError:
     sys.exit()
 fcntl.flock(fd, fcntl.LOCK_EX)
+"""
+
+_REAP_FILES = _REAP_WAIT + """\
 d = os.path.dirname(path)
 for name in os.listdir(d):
     if name.startswith(prefix):
@@ -401,14 +404,8 @@ except OSError:
     pass
 """
 
-_REAP_POSIX = """\
-import _posixshmem, fcntl, os, sys
-path, prefix = sys.argv[1], sys.argv[2]
-try:
-    fd = os.open(path, os.O_RDONLY)
-except OSError:
-    sys.exit()
-fcntl.flock(fd, fcntl.LOCK_EX)
+_REAP_POSIX = _REAP_WAIT + """\
+import _posixshmem
 journal = path[:-len(".lock")] + ".names"
 try:
     with open(journal, "rb") as f:
