@@ -23,6 +23,14 @@ from localsched import threaded
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
+from tests.platform_marks import (
+    FALSE_COMMAND,
+    needs_false_command,
+    needs_fork,
+    needs_forkserver,
+    needs_mkfifo,
+    needs_posix_signals,
+)
 from tests.windows_sim import ENV as WINDOWS_ENV
 from tests.windows_sim import my_segments, simulate_windows
 
@@ -116,6 +124,7 @@ def _emit_own(*, emit):
     emit([(0, True, "record of the second job", 0.0, 0.0, 0)])
 
 
+@needs_mkfifo
 def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends(tmp_path):
     go = _fifo(tmp_path, "go")
     first_records: list = []
@@ -151,6 +160,7 @@ def _announce_then_wait(started, go):
     return "done"
 
 
+@needs_mkfifo
 def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform, tmp_path):
     started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
     pool = lmp.ProcessPool(1)
@@ -172,6 +182,7 @@ def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform, 
         pool.terminate()
 
 
+@needs_mkfifo
 def test_shutdown_without_wait_still_finishes_pending_work(tmp_path):
     started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
     pool = lmp.ProcessPool(1)
@@ -199,7 +210,7 @@ def _broken_pool_error(pool) -> pytest.ExceptionInfo:
 
 
 def _count_start_then_exit(path):
-    with open(path, "a") as f:
+    with open(path, "a", encoding="utf-8") as f:
         f.write("x")
     os._exit(3)
 
@@ -212,7 +223,7 @@ def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(platfo
     with pytest.raises(lmp.BrokenProcessPool, match="exit code 3"):
         pool.submit(pow, 2, 3)
     pool.shutdown(wait=True)
-    assert len(log.read_text()) <= 2  # each worker started once, none respawned
+    assert len(log.read_text(encoding="utf-8")) <= 2  # each worker started once, none respawned
 
 
 def test_an_idle_pool_whose_workers_exit_at_start_up_breaks_and_stops(tmp_path):
@@ -223,11 +234,12 @@ def test_an_idle_pool_whose_workers_exit_at_start_up_breaks_and_stops(tmp_path):
         time.sleep(0.01)
     assert isinstance(pool.broken, lmp.BrokenProcessPool)
     pool.shutdown(wait=True)
-    assert len(log.read_text()) <= 2
+    assert len(log.read_text(encoding="utf-8")) <= 2
 
 
+@needs_false_command
 def test_a_worker_that_cannot_start_at_all_breaks_the_pool(monkeypatch):
-    monkeypatch.setattr(sys, "executable", "/bin/false")
+    monkeypatch.setattr(sys, "executable", FALSE_COMMAND)
     pool = lmp.ProcessPool(1)
     _broken_pool_error(pool).match(r"exited at start-up \(exit code 1\)")
     pool.shutdown()
@@ -298,6 +310,7 @@ def _nested_get(x):
     return lmp.get({"a": x, "b": (inc, "a")}, "b", num_workers=1)
 
 
+@needs_fork
 @pytest.mark.timeout(60)
 def test_nested_get_inside_a_fork_started_worker():
     # A shared spawn pool exists when the fork worker is created: the worker
@@ -307,6 +320,7 @@ def test_nested_get_inside_a_fork_started_worker():
     assert lmp.get(dsk, "y", num_workers=1, context="fork") == 2
 
 
+@needs_fork
 @pytest.mark.timeout(60)
 def test_get_in_a_child_forked_after_the_pools_were_used():
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
@@ -343,6 +357,7 @@ def test_get_in_a_child_forked_after_the_pools_were_used():
 # -- 6 and 8. Ctrl-C ---------------------------------------------------------------
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
     """Ctrl-C lands as the batch finishes: the pool kills that worker; the
     next computation must wait for its replacement, not be handed to it."""
@@ -358,6 +373,7 @@ def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
         assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
 
 
+@needs_posix_signals
 def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(platform):
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
     pool = lmp.default_pool(1)
@@ -404,6 +420,7 @@ _CTRL_C_SCRIPT = textwrap.dedent("""
 """)
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers(platform):
     proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_SCRIPT], cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -436,15 +453,15 @@ _PARENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("context, sig, windows_like", [
-    ("spawn", signal.SIGKILL, False),
-    ("spawn", signal.SIGTERM, False),
-    ("fork", signal.SIGKILL, False),
-    ("forkserver", signal.SIGKILL, False),
+@pytest.mark.parametrize("context, how, windows_like", [
+    ("spawn", "kill", False),  # (SIGKILL; TerminateProcess on Windows)
+    ("spawn", "terminate", False),  # (SIGTERM)
+    pytest.param("fork", "kill", False, marks=needs_fork),
+    pytest.param("forkserver", "kill", False, marks=needs_forkserver),
     # (no PDEATHSIG there: the lifeline alone must end the worker)
-    ("spawn", signal.SIGKILL, True),
+    ("spawn", "kill", True),
 ])
-def test_busy_workers_die_with_their_parent(tmp_path, context, sig, windows_like):
+def test_busy_workers_die_with_their_parent(tmp_path, context, how, windows_like):
     marker = str(tmp_path / "worker-pid")
     env = {**os.environ, **WINDOWS_ENV} if windows_like else None
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, marker, context], cwd=ROOT,
@@ -456,9 +473,9 @@ def test_busy_workers_die_with_their_parent(tmp_path, context, sig, windows_like
             assert parent.poll() is None, parent.stderr.read().decode()
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.02)
-        with open(marker) as f:
+        with open(marker, encoding="utf-8") as f:
             worker_pid = int(f.read())
-        parent.send_signal(sig)
+        getattr(parent, how)()
         parent.wait(30)
         assert _gone_within(worker_pid, 10), f"worker {worker_pid} outlived its parent"
     finally:
@@ -524,7 +541,7 @@ def test_a_users_pool_sets_the_worker_count(kind):
     elif kind == "ProcessPoolExecutor":
         pool = ProcessPoolExecutor(3)
     else:
-        pool = multiprocessing.get_context("fork").Pool(3)
+        pool = multiprocessing.Pool(3)  # (as a user makes it: the default start method)
     try:
         assert pool_size(pool) == 3
         assert _tasks_met(lambda dsk, keys: lmp.get(dsk, keys, pool=pool), 3) == 3

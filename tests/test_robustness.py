@@ -12,6 +12,7 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
+from tests.platform_marks import needs_mkfifo
 
 
 def inc(x):
@@ -58,6 +59,7 @@ def test_initializer_pools_are_shared_by_value():
     assert len(lmp._pools) == 1
 
 
+@needs_mkfifo
 def test_terminate_resolves_running_work(tmp_path):
     fifo = str(tmp_path / "started")
     os.mkfifo(fifo)
@@ -169,7 +171,7 @@ def test_chunksize_bounds_the_whole_batch():
 
 
 def _log_then(path, name, fail):
-    with open(path, "a") as f:
+    with open(path, "a", encoding="utf-8") as f:
         f.write(name + "\n")
     if fail:
         raise ValueError("boom")
@@ -190,6 +192,6 @@ def test_after_a_failure_at_most_the_batch_queued_behind_it_runs(tmp_path):
     # The pool runs jobs in order: once this ends, the queued batch has run
     # or was cancelled.
     assert lmp.get({"z": (inc, 1)}, "z", num_workers=1) == 2
-    with open(log) as f:
+    with open(log, encoding="utf-8") as f:
         ran = f.read().split()
     assert len(ran) - ran.index("ran-bad") - 1 <= 1, ran

@@ -16,6 +16,7 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
+from tests.platform_marks import START_METHODS, needs_mkfifo, needs_posix_signals
 
 
 def inc(x):
@@ -428,7 +429,7 @@ def _read_init():
     return list(_initialized)
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("context", START_METHODS)
 def test_processes_start_methods_and_initializer(context):
     out = lmp.get({"x": (_read_init,)}, "x", num_workers=1, context=context,
                   initializer=_init, initargs=("ready",))
@@ -454,9 +455,10 @@ def _die(how):
     os.kill(os.getpid(), signal.SIGSEGV if how == "segv" else signal.SIGKILL)
 
 
-@pytest.mark.parametrize("how, said", [("exit", "exit code 3"),
-                                       ("segv", "killed by SIGSEGV"),
-                                       ("kill", "killed by SIGKILL")])
+@pytest.mark.parametrize("how, said", [
+    ("exit", "exit code 3"),
+    pytest.param("segv", "killed by SIGSEGV", marks=needs_posix_signals),
+    pytest.param("kill", "killed by SIGKILL", marks=needs_posix_signals)])
 def test_dying_worker_names_the_task_and_the_pool_recovers(how, said):
     rec = []
     cb = Callback(finish=lambda dsk, state, errored: rec.append(errored))
@@ -508,6 +510,7 @@ def test_process_pool_rejects_bad_arguments():
         lmp.get({"x": 1}, "x", pool=ProcessPoolExecutor, context="spawn")
 
 
+@needs_mkfifo
 def test_process_pool_as_plain_executor_and_kill_stops_running_work(tmp_path):
     fifo = str(tmp_path / "started")
     os.mkfifo(fifo)

@@ -12,6 +12,7 @@ import pytest
 from localsched import multiprocessing as lmp
 from localsched.callbacks import Callback, Needs
 from localsched.diagnostics import Profiler
+from tests.platform_marks import START_METHODS
 
 
 def _step(x, die_at):
@@ -32,7 +33,7 @@ def _wide(n: int, die_at: int) -> dict:
     return dsk
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("context", START_METHODS)
 @pytest.mark.parametrize("shape", ["chain", "wide"])
 def test_the_task_whose_worker_died_is_named_exactly(shape, context):
     # The chain runs as one batch: the tasks before step-7 had finished,
