@@ -124,7 +124,7 @@ def subprocess_cluster_client(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("dask-cluster")
     preload = tmp / "shift_clock.py"
-    preload.write_text(SHIFT_CLOCK.format(seconds=SCHEDULER_CLOCK_SHIFT))
+    preload.write_text(SHIFT_CLOCK.format(seconds=SCHEDULER_CLOCK_SHIFT), encoding="utf-8")
     cluster = SubprocessCluster(
         tmp, scheduler_args=["--preload", str(preload)],
         env={"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "1s"})

@@ -78,7 +78,7 @@ def test_cli_group_progress_and_messages_escape_names(tmp_path):
         names = {NASTY!r}
         dsk = {{(n, i): (abs, -i) for n in names for i in range(2)}}
         localsched.get(dsk, list(dsk))
-    """))
+    """), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "localsched.cli", "profile", "--group-progress",
                            "-o", "r.html", "job.py"], cwd=tmp_path, capture_output=True,
                           timeout=180)
@@ -88,7 +88,7 @@ def test_cli_group_progress_and_messages_escape_names(tmp_path):
     assert "clear\\x1b[2J" in err and "lone\\udcff" in err
     # An error message naming a file: its name is escaped too.
     bad = tmp_path / "bad\x1b[2J.json"
-    bad.write_text("{}")
+    bad.write_text("{}", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "localsched.cli", "report", bad.name],
                           cwd=tmp_path, capture_output=True, timeout=180)
     err = proc.stderr.decode("utf-8", "surrogateescape")
