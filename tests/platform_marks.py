@@ -25,6 +25,9 @@ marker                 what the test uses                         skipped on
                        refuses new files
 ``needs_schedstat``    a thread's wait for a CPU, from            macOS, Windows
                        ``/proc/thread-self/schedstat``
+``needs_glibc``        glibc's malloc (a worker's tuning of it)   macOS, Windows, musl
+``needs_waitid``       ``os.waitid`` (WNOWAIT leaves a zombie)    Windows (and
+                                                                  where absent)
 =====================  =========================================  ===============
 
 ``START_METHODS`` parametrizes a test over the three start methods, each
@@ -48,8 +51,8 @@ import pytest
 
 __all__ = ["needs_fork", "needs_forkserver", "needs_mkfifo", "needs_posix_signals",
            "needs_false_command", "FALSE_COMMAND", "START_METHODS", "start_method",
-           "present_start_methods", "needs_read_only_dirs", "needs_schedstat", "kill_session",
-           "session_alive"]
+           "present_start_methods", "needs_read_only_dirs", "needs_schedstat", "needs_glibc",
+           "needs_waitid", "kill_session", "session_alive"]
 
 
 
@@ -93,6 +96,20 @@ needs_read_only_dirs = pytest.mark.skipif(
 needs_schedstat = pytest.mark.skipif(
     not os.path.exists("/proc/thread-self/schedstat"),
     reason="a thread's wait for a CPU is read from Linux's /proc/thread-self/schedstat")
+
+
+
+def _glibc() -> bool:
+    try:
+        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
+    except (AttributeError, ValueError, OSError):  # no confstr, or no such name (macOS, musl)
+        return False
+
+
+needs_glibc = pytest.mark.skipif(not _glibc(), reason="tuning a worker's malloc needs glibc")
+
+needs_waitid = pytest.mark.skipif(
+    not hasattr(os, "waitid"), reason="needs os.waitid (WNOWAIT) to leave a zombie")
 
 _MARKS = {"spawn": (), "fork": (needs_fork,), "forkserver": (needs_forkserver,)}
 

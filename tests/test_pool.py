@@ -28,6 +28,7 @@ from tests.platform_marks import (
     needs_false_command,
     needs_fork,
     needs_forkserver,
+    needs_glibc,
     needs_mkfifo,
     needs_posix_signals,
 )
@@ -591,14 +592,7 @@ def _rss_within(pid: int, limit: int, seconds: float) -> int:
         time.sleep(0.02)
 
 
-def _glibc() -> bool:
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (AttributeError, ValueError, OSError):  # no confstr, or no such name (macOS, musl)
-        return False
-
-
-@pytest.mark.skipif(not _glibc(), reason="tuning a worker's malloc needs glibc")
+@needs_glibc
 def test_a_busy_worker_reuses_the_memory_its_tasks_free_and_an_idle_one_gives_it_back():
     with lmp.ProcessPool(1) as pool:
         pool.submit(inc, 1).result(timeout=30)
