@@ -8,27 +8,27 @@ test asks ``sys.platform`` itself.  Each marker asks for the capability
 platform (a ``sitecustomize`` that removes those calls) skips the same
 tests the real one would.  On Linux every marker lets its tests run.
 
-=====================  =========================================  ===============
-marker                 what the test uses                         skipped on
-=====================  =========================================  ===============
-``needs_fork``         the ``fork`` start method, ``os.fork``     Windows
-``needs_forkserver``   the ``forkserver`` start method            Windows
-``needs_mkfifo``       ``os.mkfifo`` (a named pipe orders parent  Windows
-                       and worker)
-``needs_posix_signals``  SIGKILL and SIGSEGV by number,           Windows
-                       ``signal.pthread_kill`` (a Ctrl-C sent to
-                       the main thread), signals to a process
-                       group
-``needs_false_command``  ``FALSE_COMMAND``, an executable that     Windows
-                       exits 1 at once (``false``)
-``needs_read_only_dirs``  a directory made read-only (chmod) that   Windows, root
-                       refuses new files
-``needs_schedstat``    a thread's wait for a CPU, from            macOS, Windows
-                       ``/proc/thread-self/schedstat``
-``needs_glibc``        glibc's malloc (a worker's tuning of it)   macOS, Windows, musl
-``needs_waitid``       ``os.waitid`` (WNOWAIT leaves a zombie)    Windows (and
-                                                                  where absent)
-=====================  =========================================  ===============
+Each marker, what the test uses, and where it skips:
+
+- ``needs_fork``: the ``fork`` start method, ``os.fork`` (Windows).
+- ``needs_forkserver``: the ``forkserver`` start method (Windows).
+- ``needs_mkfifo``: ``os.mkfifo``, a named pipe that orders the test and
+  its worker (Windows).
+- ``needs_posix_signals``: SIGKILL and SIGSEGV by number,
+  ``signal.pthread_kill`` (a Ctrl-C sent to the main thread), signals to a
+  process group (Windows).
+- ``needs_false_command``: ``FALSE_COMMAND``, an executable that exits 1
+  at once (Windows).
+- ``needs_read_only_dirs``: a directory made read-only (chmod) that
+  refuses new files (Windows; root writes anywhere).
+- ``needs_schedstat``: a thread's wait for a CPU, from Linux's
+  ``/proc/thread-self/schedstat`` (macOS, Windows).
+- ``needs_glibc``: glibc's malloc, which a worker tunes (macOS, Windows, musl).
+- ``needs_waitid``: ``os.waitid``, whose WNOWAIT leaves a zombie (Windows).
+- ``needs_undecodable_file_names``: a file name that is not UTF-8
+  (macOS's APFS refuses it, Windows cannot say it).
+- ``needs_control_characters_in_file_names``: a file name holding ESC
+  (Windows).
 
 ``START_METHODS`` parametrizes a test over the three start methods, each
 marked as above; ``present_start_methods`` says which a script that runs
@@ -45,6 +45,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 
 import psutil
 import pytest
@@ -52,8 +53,8 @@ import pytest
 __all__ = ["needs_fork", "needs_forkserver", "needs_mkfifo", "needs_posix_signals",
            "needs_false_command", "FALSE_COMMAND", "START_METHODS", "start_method",
            "present_start_methods", "needs_read_only_dirs", "needs_schedstat", "needs_glibc",
-           "needs_waitid", "kill_session", "session_alive"]
-
+           "needs_waitid", "needs_undecodable_file_names",
+           "needs_control_characters_in_file_names", "kill_session", "session_alive"]
 
 
 def _has_start_method(name: str) -> bool:
@@ -110,6 +111,28 @@ needs_glibc = pytest.mark.skipif(not _glibc(), reason="tuning a worker's malloc 
 
 needs_waitid = pytest.mark.skipif(
     not hasattr(os, "waitid"), reason="needs os.waitid (WNOWAIT) to leave a zombie")
+
+
+
+def _file_name_allowed(name: bytes) -> bool:
+    """Whether a file named ``name`` can be made here (tried in a temporary
+    directory: APFS refuses names that are not UTF-8, Windows control
+    characters, and its bytes paths must be UTF-8)."""
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            open(os.path.join(os.fsencode(folder), name), "wb").close()
+        except (OSError, UnicodeError, ValueError):
+            return False
+    return True
+
+
+needs_undecodable_file_names = pytest.mark.skipif(
+    not _file_name_allowed(b"name\xff"),
+    reason="file names that are not UTF-8 (b'\\xff') are refused here (APFS, Windows)")
+
+needs_control_characters_in_file_names = pytest.mark.skipif(
+    not _file_name_allowed(b"name\x1b"),
+    reason="file names holding control characters (ESC) are refused here (Windows)")
 
 _MARKS = {"spawn": (), "fork": (needs_fork,), "forkserver": (needs_forkserver,)}
 

@@ -12,7 +12,7 @@ import pytest
 
 from localsched.diagnostics.outputs import write_text
 from localsched.diagnostics.report import RunData, performance_report
-from tests.platform_marks import needs_read_only_dirs
+from tests.platform_marks import needs_read_only_dirs, needs_undecodable_file_names
 
 
 def run_cli(*args, cwd, timeout=180):
@@ -77,6 +77,7 @@ def test_a_missing_script_or_module_is_one_line_and_no_report(tmp_path, what):
     assert not (tmp_path / "report.html").exists()
 
 
+@needs_undecodable_file_names
 def test_a_script_whose_name_is_not_utf8_gets_its_report(tmp_path):
     name = os.fsdecode(b"job\xff.py")  # (a lone surrogate in Python)
     (tmp_path / name).write_text("print('ran')\nimport sys\nsys.exit(4)\n", encoding="utf-8")

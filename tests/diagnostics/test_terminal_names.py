@@ -18,6 +18,7 @@ from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
 from localsched.termsafe import terminal_text
 from localsched.threaded import get as get_threads
+from tests.platform_marks import needs_control_characters_in_file_names
 
 NASTY = ["title\x1b]0;pwned\x07", "clear\x1b[2J", "back\rover", "lone\udcff", "rtl\u202eabc",
          "c1\x9b31m"]
@@ -72,6 +73,7 @@ def test_summary_text_escapes_group_names():
     assert "title\\x1b]0;pwned\\x07" in text
 
 
+@needs_control_characters_in_file_names
 def test_cli_group_progress_and_messages_escape_names(tmp_path):
     (tmp_path / "job.py").write_text(textwrap.dedent(f"""
         import localsched
