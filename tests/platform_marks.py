@@ -29,6 +29,10 @@ Each marker, what the test uses, and where it skips:
   (macOS's APFS refuses it, Windows cannot say it).
 - ``needs_control_characters_in_file_names``: a file name holding ESC
   (Windows).
+- ``needs_browser_driver``: ``tests/browser.py``'s headless-browser driver,
+  whose supervisor is Linux's child subreaper (macOS, Windows).  The one
+  platform name asked here (``BROWSER_DRIVER``): prctl cannot be asked for
+  without calling it.  ``tests/browser.py``'s ``require_chromium`` asks it too.
 
 ``START_METHODS`` parametrizes a test over the three start methods, each
 marked as above; ``present_start_methods`` says which a script that runs
@@ -45,6 +49,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 
 import psutil
@@ -54,7 +59,8 @@ __all__ = ["needs_fork", "needs_forkserver", "needs_mkfifo", "needs_posix_signal
            "needs_false_command", "FALSE_COMMAND", "START_METHODS", "start_method",
            "present_start_methods", "needs_read_only_dirs", "needs_schedstat", "needs_glibc",
            "needs_waitid", "needs_undecodable_file_names",
-           "needs_control_characters_in_file_names", "kill_session", "session_alive"]
+           "needs_control_characters_in_file_names", "needs_browser_driver", "BROWSER_DRIVER",
+           "kill_session", "session_alive"]
 
 
 def _has_start_method(name: str) -> bool:
@@ -133,6 +139,14 @@ needs_undecodable_file_names = pytest.mark.skipif(
 needs_control_characters_in_file_names = pytest.mark.skipif(
     not _file_name_allowed(b"name\x1b"),
     reason="file names holding control characters (ESC) are refused here (Windows)")
+
+#: Whether tests/browser.py's driver runs here (its supervisor makes itself
+#: the child subreaper with Linux's prctl, and passes pipes by number).
+BROWSER_DRIVER = sys.platform.startswith("linux")
+
+needs_browser_driver = pytest.mark.skipif(
+    not BROWSER_DRIVER,
+    reason="the headless-browser driver (tests/browser.py) runs on Linux only")
 
 _MARKS = {"spawn": (), "fork": (needs_fork,), "forkserver": (needs_forkserver,)}
 

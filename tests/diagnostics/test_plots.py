@@ -13,6 +13,7 @@ import pytest
 from localsched.diagnostics import page, plots
 from localsched.diagnostics.figures import tasks as figures_tasks
 from localsched.diagnostics.records import CacheData, ResourceData, TaskData
+from tests.platform_marks import needs_browser_driver
 
 try:  # the repository root is on sys.path (python -m pytest), or tests/ is a package
     from tests.browser import BrowserError, open_in_chromium, require_chromium
@@ -459,6 +460,7 @@ def chromium():
     return require_chromium()
 
 
+@needs_browser_driver  # (elsewhere it skips, CI or not)
 def test_require_chromium_skips_locally_but_fails_in_ci(monkeypatch):
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CHROMIUM", raising=False)
