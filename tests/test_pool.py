@@ -31,6 +31,7 @@ from tests.platform_marks import (
     needs_glibc,
     needs_mkfifo,
     needs_posix_signals,
+    present_start_methods,
 )
 from tests.windows_sim import ENV as WINDOWS_ENV
 from tests.windows_sim import my_segments, simulate_windows
@@ -542,7 +543,9 @@ def test_a_users_pool_sets_the_worker_count(kind):
     elif kind == "ProcessPoolExecutor":
         pool = ProcessPoolExecutor(3)
     else:
-        pool = multiprocessing.Pool(3)  # (as a user makes it: the default start method)
+        # (fork where there is fork: a spawn Pool's semaphores belong to the
+        # resource tracker, which the suite stops after each test)
+        pool = multiprocessing.get_context(present_start_methods(("fork", "spawn"))[0]).Pool(3)
     try:
         assert pool_size(pool) == 3
         assert _tasks_met(lambda dsk, keys: lmp.get(dsk, keys, pool=pool), 3) == 3
