@@ -4,7 +4,7 @@ The suite runs on Linux, macOS and Windows (``.github/workflows/ci.yml``).
 A test that needs something only some platforms have says so with one of
 the skip markers below, whose reason names what the platform lacks; no
 test asks ``sys.platform`` itself.  Each marker asks for the capability
-(``hasattr(os, "mkfifo")``), not for a platform's name, so a simulated
+(``hasattr(os, "fork")``), not for a platform's name, so a simulated
 platform (a ``sitecustomize`` that removes those calls) skips the same
 tests the real one would.  On Linux every marker lets its tests run.
 
@@ -12,8 +12,6 @@ Each marker, what the test uses, and where it skips:
 
 - ``needs_fork``: the ``fork`` start method, ``os.fork`` (Windows).
 - ``needs_forkserver``: the ``forkserver`` start method (Windows).
-- ``needs_mkfifo``: ``os.mkfifo``, a named pipe that orders the test and
-  its worker (Windows).
 - ``needs_posix_signals``: SIGKILL and SIGSEGV by number,
   ``signal.pthread_kill`` (a Ctrl-C sent to the main thread), signals to a
   process group (Windows).
@@ -55,7 +53,7 @@ import tempfile
 import psutil
 import pytest
 
-__all__ = ["needs_fork", "needs_forkserver", "needs_mkfifo", "needs_posix_signals",
+__all__ = ["needs_fork", "needs_forkserver", "needs_posix_signals",
            "needs_false_command", "FALSE_COMMAND", "START_METHODS", "start_method",
            "present_start_methods", "needs_read_only_dirs", "needs_schedstat", "needs_glibc",
            "needs_waitid", "needs_undecodable_file_names",
@@ -79,10 +77,6 @@ needs_fork = pytest.mark.skipif(
 
 needs_forkserver = pytest.mark.skipif(
     "forkserver" not in _METHODS, reason="the forkserver start method is POSIX only")
-
-needs_mkfifo = pytest.mark.skipif(
-    not hasattr(os, "mkfifo"),
-    reason="os.mkfifo (the named pipe that orders the test and its worker) is POSIX only")
 
 needs_posix_signals = pytest.mark.skipif(
     not all(hasattr(signal, name) for name in ("SIGKILL", "pthread_kill"))

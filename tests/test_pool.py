@@ -23,13 +23,13 @@ from localsched import threaded
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
+from tests.gates import Gate, notify, wait_for
 from tests.platform_marks import (
     FALSE_COMMAND,
     needs_false_command,
     needs_fork,
     needs_forkserver,
     needs_glibc,
-    needs_mkfifo,
     needs_posix_signals,
     present_start_methods,
 )
@@ -41,22 +41,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def inc(x):
     return x + 1
-
-
-def _fifo(tmp_path, name: str) -> str:
-    path = str(tmp_path / name)
-    os.mkfifo(path)
-    return path
-
-
-def _signal_fifo(path: str) -> None:
-    with open(path, "wb") as f:
-        f.write(b"x")
-
-
-def _wait_fifo(path: str) -> None:
-    with open(path, "rb") as f:
-        f.read(1)
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
@@ -118,7 +102,7 @@ def _refuse():
 def _emit_unreadable_then_more(go, *, emit):
     # Records as core.run_batch makes them: (i, ok, value, start, end, worker id).
     emit([(0, True, _ArrivesBroken(), 0.0, 0.0, 0)])
-    _wait_fifo(go)  # the job goes on after the parent failed to read it
+    wait_for(go)  # the job goes on after the parent failed to read it
     emit([(1, True, "stale record of the first job", 0.0, 0.0, 0)])
 
 
@@ -126,25 +110,25 @@ def _emit_own(*, emit):
     emit([(0, True, "record of the second job", 0.0, 0.0, 0)])
 
 
-@needs_mkfifo
-def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends(tmp_path):
-    go = _fifo(tmp_path, "go")
+def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends():
     first_records: list = []
     second_records: list = []
-    pool = lmp.ProcessPool(1)
-    try:
-        first = pool.submit(_emit_unreadable_then_more, go, emit=first_records.append)
-        with pytest.raises(RuntimeError, match="could not read a message from worker"):
-            first.result(timeout=30)
-        # The only worker still runs the first job: the second must wait for
-        # it, and get none of its messages.
-        second = pool.submit(_emit_own, emit=second_records.append)
-        _signal_fifo(go)
-        assert second.result(timeout=30) is None
-        assert second_records == [[(0, True, "record of the second job", 0.0, 0.0, 0)]]
-        assert first_records == []
-    finally:
-        pool.terminate()  # (a failing test must not leave the gated job waiting)
+    with Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            first = pool.submit(_emit_unreadable_then_more, go.address,
+                                emit=first_records.append)
+            with pytest.raises(RuntimeError, match="could not read a message from worker"):
+                first.result(timeout=30)
+            # The only worker still runs the first job: the second must wait for
+            # it, and get none of its messages.
+            second = pool.submit(_emit_own, emit=second_records.append)
+            go.open()
+            assert second.result(timeout=30) is None
+            assert second_records == [[(0, True, "record of the second job", 0.0, 0.0, 0)]]
+            assert first_records == []
+        finally:
+            pool.terminate()  # (a failing test must not leave the gated job waiting)
 
 
 # -- 2. the Executor contract --------------------------------------------------------
@@ -157,47 +141,45 @@ def test_results_are_there_after_the_with_block(platform):
 
 
 def _announce_then_wait(started, go):
-    _signal_fifo(started)
-    _wait_fifo(go)
+    notify(started)
+    wait_for(go)
     return "done"
 
 
-@needs_mkfifo
-def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform, tmp_path):
-    started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
-    pool = lmp.ProcessPool(1)
-    try:
-        running = pool.submit(_announce_then_wait, started, go)
-        _wait_fifo(started)
-        waiting = [pool.submit(pow, 2, i) for i in range(3)]
-        pool.shutdown(wait=False, cancel_futures=True)
-        assert all(f.cancelled() for f in waiting)
-        with pytest.raises(RuntimeError, match="after shutdown"):
-            pool.submit(pow, 2, 2)
-        # As in concurrent.futures: a running future cannot be cancelled.
-        assert running.cancel() is False and running.running()
-        _signal_fifo(go)
-        assert running.result(timeout=30) == "done"
-        pool.shutdown(wait=True)
-        assert pool.pids == []
-    finally:
-        pool.terminate()
+def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform):
+    with Gate() as started, Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            running = pool.submit(_announce_then_wait, started.address, go.address)
+            started.wait()
+            waiting = [pool.submit(pow, 2, i) for i in range(3)]
+            pool.shutdown(wait=False, cancel_futures=True)
+            assert all(f.cancelled() for f in waiting)
+            with pytest.raises(RuntimeError, match="after shutdown"):
+                pool.submit(pow, 2, 2)
+            # As in concurrent.futures: a running future cannot be cancelled.
+            assert running.cancel() is False and running.running()
+            go.open()
+            assert running.result(timeout=30) == "done"
+            pool.shutdown(wait=True)
+            assert pool.pids == []
+        finally:
+            pool.terminate()
 
 
-@needs_mkfifo
-def test_shutdown_without_wait_still_finishes_pending_work(tmp_path):
-    started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
-    pool = lmp.ProcessPool(1)
-    try:
-        running = pool.submit(_announce_then_wait, started, go)
-        _wait_fifo(started)
-        queued = pool.submit(pow, 3, 2)
-        pool.shutdown(wait=False)
-        _signal_fifo(go)
-        assert running.result(timeout=30) == "done" and queued.result(timeout=30) == 9
-        pool.shutdown(wait=True)
-    finally:
-        pool.terminate()
+def test_shutdown_without_wait_still_finishes_pending_work():
+    with Gate() as started, Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            running = pool.submit(_announce_then_wait, started.address, go.address)
+            started.wait()
+            queued = pool.submit(pow, 3, 2)
+            pool.shutdown(wait=False)
+            go.open()
+            assert running.result(timeout=30) == "done" and queued.result(timeout=30) == 9
+            pool.shutdown(wait=True)
+        finally:
+            pool.terminate()
 
 
 # -- 3. start-up failures break the pool -------------------------------------------

@@ -12,7 +12,7 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
-from tests.platform_marks import needs_mkfifo
+from tests.gates import Gate, notify
 
 
 def inc(x):
@@ -59,24 +59,22 @@ def test_initializer_pools_are_shared_by_value():
     assert len(lmp._pools) == 1
 
 
-@needs_mkfifo
-def test_terminate_resolves_running_work(tmp_path):
-    fifo = str(tmp_path / "started")
-    os.mkfifo(fifo)
+def test_terminate_resolves_running_work():
     pool = lmp.ProcessPool(1)
-    fut = pool.submit(_write_then_sleep, fifo)
-    with open(fifo, "rb") as f:
-        f.read(1)
-    pool.terminate()
+    try:
+        with Gate() as started:
+            fut = pool.submit(_notify_then_sleep, started.address)
+            started.wait()
+    finally:
+        pool.terminate()
     with pytest.raises(lmp.WorkerDiedError, match="the pool was terminated"):
         fut.result(timeout=30)
 
 
-def _write_then_sleep(path):
+def _notify_then_sleep(address):
     import time
 
-    with open(path, "wb") as f:
-        f.write(b"x")
+    notify(address)
     time.sleep(60)
 
 

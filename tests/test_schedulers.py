@@ -16,7 +16,8 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
-from tests.platform_marks import START_METHODS, needs_mkfifo, needs_posix_signals
+from tests.gates import Gate, notify
+from tests.platform_marks import START_METHODS, needs_posix_signals
 
 
 def inc(x):
@@ -510,16 +511,12 @@ def test_process_pool_rejects_bad_arguments():
         lmp.get({"x": 1}, "x", pool=ProcessPoolExecutor, context="spawn")
 
 
-@needs_mkfifo
-def test_process_pool_as_plain_executor_and_kill_stops_running_work(tmp_path):
-    fifo = str(tmp_path / "started")
-    os.mkfifo(fifo)
-    with lmp.ProcessPool(1) as pool:
+def test_process_pool_as_plain_executor_and_kill_stops_running_work():
+    with lmp.ProcessPool(1) as pool, Gate() as started:
         assert pool.submit(pow, 2, 5).result() == 32
         (pid,) = pool.pids
-        fut = pool.submit(_write_then_sleep, fifo)
-        with open(fifo, "rb") as f:
-            assert f.read(1) == b"x"  # the task is running now
+        fut = pool.submit(_notify_then_sleep, started.address)
+        started.wait()  # the task is running now
         assert fut.cancel() is False  # as concurrent.futures: running work is not cancelled
         pool.kill([fut])
         with pytest.raises(lmp.WorkerDiedError, match="killed by ProcessPool.kill"):
@@ -528,11 +525,10 @@ def test_process_pool_as_plain_executor_and_kill_stops_running_work(tmp_path):
         assert pool.pids != [pid]
 
 
-def _write_then_sleep(path):
+def _notify_then_sleep(address):
     import time
 
-    with open(path, "wb") as f:
-        f.write(b"x")
+    notify(address)
     time.sleep(60)
 
 
