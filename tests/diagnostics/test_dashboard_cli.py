@@ -14,6 +14,8 @@ import urllib.request
 
 import pytest
 
+from tests.platform_marks import needs_posix_signals
+
 SCRIPT = """\
 import sys
 import localsched
@@ -63,6 +65,7 @@ def test_profile_needs_something_to_run(tmp_path):
     assert proc.returncode == 2 and "--wait needs --dashboard" in proc.stderr
 
 
+@needs_posix_signals  # (Popen.send_signal(SIGINT): unsupported on Windows)
 @pytest.mark.timeout(300)
 def test_profile_dashboard_wait_serves_until_ctrl_c(tmp_path):
     (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
