@@ -95,9 +95,10 @@ def cluster_client():
         _cluster_alive = False
         _stop_shared_pools()  # (the resource tracker its processes used)
     problems = _reap(workers, "cluster process left running")
-    for t in set(threading.enumerate()) - threads_before:
+    for t in set(threading.enumerate()) - threads_before - _timeout_timers():
         t.join(timeout=10)
-    left = [t.name for t in set(threading.enumerate()) - threads_before if t.is_alive()]
+    left = [t.name for t in set(threading.enumerate()) - threads_before - _timeout_timers()
+            if t.is_alive()]
     problems += [f"cluster thread left running: {name}" for name in left]
     listening = {c.laddr.port for c in psutil.Process().net_connections("tcp")
                  if c.status == psutil.CONN_LISTEN}
@@ -124,7 +125,7 @@ def subprocess_cluster_client(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("dask-cluster")
     preload = tmp / "shift_clock.py"
-    preload.write_text(SHIFT_CLOCK.format(seconds=SCHEDULER_CLOCK_SHIFT))
+    preload.write_text(SHIFT_CLOCK.format(seconds=SCHEDULER_CLOCK_SHIFT), encoding="utf-8")
     cluster = SubprocessCluster(
         tmp, scheduler_args=["--preload", str(preload)],
         env={"DASK_DISTRIBUTED__SCHEDULER__NO_WORKERS_TIMEOUT": "1s"})
@@ -165,6 +166,14 @@ def _cluster_names(item) -> list:
     if "dask-worker" in params or "subprocess_cluster_client" in names:
         wanted.append("subprocess_cluster_client")
     return wanted
+
+
+def _timeout_timers() -> set:
+    """pytest-timeout's timer threads (its "thread" method, the one it uses
+    where there is no SIGALRM: Windows): one per test, cancelled after the
+    test's teardown -- so the last test's is still there while a session
+    fixture ends in that teardown.  pytest-timeout's, not ours."""
+    return {t for t in threading.enumerate() if t.name.startswith("pytest_timeout ")}
 
 
 def _process_wide_threads() -> set:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -10,6 +11,8 @@ import time
 
 import distributed
 import psutil
+
+from tests.platform_marks import kill_session, session_alive
 
 #: A scheduler ``--preload`` that shifts the scheduler's wall clock by
 #: ``{seconds}`` (format it first): its ``time.time`` and distributed's.
@@ -110,26 +113,20 @@ class SubprocessCluster:
         """SIGTERM first (dask's commands close cleanly on it, and each one's
         multiprocessing resource tracker then unlinks its semaphores in
         /dev/shm: a SIGKILL of the whole group left 12 behind per run), then
-        SIGKILL to whatever of each session is left after ``grace`` seconds."""
+        SIGKILL to whatever of each session is left after ``grace`` seconds.
+        (Windows has no sessions and its SIGTERM is TerminateProcess, which
+        orphans a nanny's worker: what each process had started is noted
+        first and killed last.)"""
+        started = [psutil.Process(pid) for pid in self.pids() if psutil.pid_exists(pid)]
         for p in self.procs:
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + grace
         for p in self.procs:
-            while time.monotonic() < deadline and (p.poll() is None or _group_alive(p.pid)):
+            while time.monotonic() < deadline and (p.poll() is None or session_alive(p)):
                 time.sleep(0.05)
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_session(p)
             p.wait(10)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether any process of the session ``pgid`` (the process a test
-    started, and what it started) is still there."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+        for q in started:
+            with contextlib.suppress(psutil.Error):
+                q.kill()  # (psutil checks it is still the process noted, not a reused pid)

@@ -32,19 +32,19 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_profile_runs_a_script_and_writes_the_report(tmp_path):
-    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
     proc = run_cli("profile", "job.py", "20", "-o", "out.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "result 210" in proc.stdout
     assert "100% Completed" in proc.stderr
     assert "21 tasks" in proc.stderr
-    html = (tmp_path / "out.html").read_text()
+    html = (tmp_path / "out.html").read_text(encoding="utf-8")
     assert "Task stream" in html and "Resources" in html and "Cache" in html
     assert "add" in html
 
 
 def test_a_failing_script_shows_its_traceback_exits_nonzero_and_keeps_the_report(tmp_path):
-    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
     proc = run_cli("profile", "-o", "partial.html", "job.py", "5", "fail", cwd=tmp_path)
     assert proc.returncode == 1
     assert "ValueError: script failed on purpose" in proc.stderr
@@ -54,7 +54,7 @@ def test_a_failing_script_shows_its_traceback_exits_nonzero_and_keeps_the_report
 
 
 def test_sys_exit_code_of_the_script_is_kept(tmp_path):
-    (tmp_path / "bye.py").write_text("import sys\nsys.exit(3)\n")
+    (tmp_path / "bye.py").write_text("import sys\nsys.exit(3)\n", encoding="utf-8")
     proc = run_cli("profile", "bye.py", "-o", "r.html", cwd=tmp_path)
     assert proc.returncode == 3
     assert (tmp_path / "r.html").exists()
@@ -66,7 +66,7 @@ def test_profile_makes_localsched_the_scheduler_for_dask(tmp_path):
         import dask.array as da
         x = da.ones((100, 100), chunks=25)
         print("sum", (x + x.T).sum().compute())
-    """))
+    """), encoding="utf-8")
     proc = run_cli("profile", "--scheduler", "processes", "--num-workers", "2",
                    "dj.py", "-o", "d.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -86,7 +86,7 @@ def test_profile_scheduler_applies_to_every_thread_of_the_script(tmp_path):
         t = threading.Thread(target=work)
         t.start(); t.join()
         print("other thread ran in a worker process:", out["pid"] != os.getpid())
-    """))
+    """), encoding="utf-8")
     proc = run_cli("profile", "--scheduler", "processes", "--num-workers", "1",
                    "threads.py", "-o", "t.html", "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -98,7 +98,7 @@ def test_demo_writes_a_report(tmp_path):
                    "--no-progress", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "identities hold: True" in proc.stderr
-    assert "matmul" in (tmp_path / "demo.html").read_text()
+    assert "matmul" in (tmp_path / "demo.html").read_text(encoding="utf-8")
 
 
 def test_missing_script_is_a_clear_error(tmp_path):
@@ -119,7 +119,7 @@ def test_help_documents_every_option():
 
 
 def test_trailing_output_and_double_dash(tmp_path):
-    (tmp_path / "echo.py").write_text("import sys\nprint('argv', sys.argv[1:])\n")
+    (tmp_path / "echo.py").write_text("import sys\nprint('argv', sys.argv[1:])\n", encoding="utf-8")
     proc = run_cli("profile", "echo.py", "a", "-o", "x.html", cwd=tmp_path)
     assert "argv ['a']" in proc.stdout and (tmp_path / "x.html").exists()
     proc = run_cli("profile", "echo.py", "--", "b", "-o", "mine", cwd=tmp_path)
@@ -131,7 +131,7 @@ def test_trailing_output_and_double_dash(tmp_path):
 def test_profile_on_a_cluster_by_address(tmp_path, cluster_client):
     """``--scheduler distributed --address``: the script's graph runs on the
     cluster and the report records it."""
-    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
     address = cluster_client.scheduler.address
     proc = run_cli("profile", "--scheduler", "distributed", "--address", address,
                    "--no-progress", "-o", "out.html", "job.py", "20", cwd=tmp_path)
@@ -142,7 +142,7 @@ def test_profile_on_a_cluster_by_address(tmp_path, cluster_client):
 
 
 def test_address_needs_the_distributed_scheduler(tmp_path):
-    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
     proc = run_cli("profile", "--address", "tcp://127.0.0.1:1", "job.py", "2", cwd=tmp_path)
     assert proc.returncode != 0
     assert "--address needs --scheduler distributed" in proc.stderr

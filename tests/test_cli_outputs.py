@@ -12,6 +12,7 @@ import pytest
 
 from localsched.diagnostics.outputs import write_text
 from localsched.diagnostics.report import RunData, performance_report
+from tests.platform_marks import needs_read_only_dirs, needs_undecodable_file_names
 
 
 def run_cli(*args, cwd, timeout=180):
@@ -30,7 +31,7 @@ MARKER_SCRIPT = "open('ran.txt', 'w').write('yes')\nimport sys\nsys.exit(3)\n"
 
 @pytest.mark.parametrize("option", ["-o", "--json", "--trace"])
 def test_an_unwritable_output_is_refused_before_the_script_runs(tmp_path, option):
-    (tmp_path / "job.py").write_text(MARKER_SCRIPT)
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
     proc = run_cli("profile", "--no-progress", option, "missing/dir/out.x", "job.py",
                    cwd=tmp_path)
     lines = err_lines(proc)
@@ -41,10 +42,9 @@ def test_an_unwritable_output_is_refused_before_the_script_runs(tmp_path, option
     assert not (tmp_path / "report.html").exists()
 
 
+@needs_read_only_dirs
 def test_an_output_in_a_read_only_directory_is_refused(tmp_path):
-    if os.geteuid() == 0:
-        pytest.skip("root writes anywhere")
-    (tmp_path / "job.py").write_text(MARKER_SCRIPT)
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
@@ -77,10 +77,11 @@ def test_a_missing_script_or_module_is_one_line_and_no_report(tmp_path, what):
     assert not (tmp_path / "report.html").exists()
 
 
+@needs_undecodable_file_names
 def test_a_script_whose_name_is_not_utf8_gets_its_report(tmp_path):
     name = os.fsdecode(b"job\xff.py")  # (a lone surrogate in Python)
-    (tmp_path / name).write_text("print('ran')\nimport sys\nsys.exit(4)\n")
-    (tmp_path / "report.html").write_text("OLD")
+    (tmp_path / name).write_text("print('ran')\nimport sys\nsys.exit(4)\n", encoding="utf-8")
+    (tmp_path / "report.html").write_text("OLD", encoding="utf-8")
     proc = run_cli("profile", "--json", "r.json", "--trace", "t.json", name, cwd=tmp_path)
     assert proc.returncode == 4, err_lines(proc)  # the script's own status
     assert b"ran" in proc.stdout
@@ -95,7 +96,7 @@ def test_a_script_whose_name_is_not_utf8_gets_its_report(tmp_path):
 
 def test_a_title_with_a_lone_surrogate_replaces_an_older_report_whole(tmp_path):
     path = tmp_path / "report.html"
-    path.write_text("OLD REPORT")
+    path.write_text("OLD REPORT", encoding="utf-8")
     with performance_report(str(path), title="bad \udcff title", samples=False,
                             json=str(tmp_path / "r.json")):
         pass
@@ -106,10 +107,10 @@ def test_a_title_with_a_lone_surrogate_replaces_an_older_report_whole(tmp_path):
 
 def test_a_failed_write_keeps_the_older_file_and_leaves_no_temporary(tmp_path):
     path = tmp_path / "report.html"
-    path.write_text("OLD REPORT")
+    path.write_text("OLD REPORT", encoding="utf-8")
     with pytest.raises(TypeError):
         write_text(path, None)  # type: ignore[arg-type]  # (fails after the file is open)
-    assert path.read_text() == "OLD REPORT"
+    assert path.read_text(encoding="utf-8") == "OLD REPORT"
     assert sorted(os.listdir(tmp_path)) == ["report.html"]
 
 
@@ -129,5 +130,5 @@ def test_an_output_that_fails_costs_none_of_the_others(tmp_path):
         with report:
             pass
     assert (tmp_path / "r.html").stat().st_size > 10_000
-    json.loads((tmp_path / "t.json").read_text())
+    json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     assert report.data is not None

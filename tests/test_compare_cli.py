@@ -66,7 +66,7 @@ def test_the_thresholds_are_settable(tmp_path, capsys):
 def test_an_unreadable_file_is_named_and_exits_2(tmp_path, capsys):
     a = synthetic(tmp_path / "a.json", 0.1)
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"format": "something else"}))
+    bad.write_text(json.dumps({"format": "something else"}), encoding="utf-8")
     assert main(["compare", a, str(bad)]) == 2
     assert "not a localsched run" in capsys.readouterr().err
     assert main(["compare", a, str(tmp_path / "missing.json")]) == 2

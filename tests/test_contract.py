@@ -20,6 +20,7 @@ from localsched.graph import CycleError
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
 from localsched.threaded import get as get_threads
+from tests.platform_marks import needs_posix_signals
 
 SCHEDULERS = {
     "sync": get_sync,
@@ -501,6 +502,7 @@ def _sleep_in_steps(seconds):
         time.sleep(0.05)
 
 
+@needs_posix_signals
 def test_keyboard_interrupt_returns_promptly_and_next_call_works(get, scheduler_name):
     release = threading.Event()
     started = threading.Event()

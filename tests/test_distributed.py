@@ -9,12 +9,12 @@ with "distributed" and "dask-worker").
 
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
 from operator import add
 
+import psutil
 import pytest
 
 distributed = pytest.importorskip("distributed")
@@ -23,6 +23,7 @@ import localsched  # noqa: E402
 import localsched.distributed as ld  # noqa: E402
 from localsched.callbacks import Callback  # noqa: E402
 from localsched.diagnostics import CacheProfiler, Profiler, ProgressBar  # noqa: E402
+from tests.platform_marks import needs_posix_signals  # noqa: E402
 
 
 def inc(x):
@@ -148,6 +149,7 @@ def test_a_failing_task_raises_its_exception_naming_the_task(cluster_client):
     assert ld.get({"a": 1, "b": (inc, "a")}, "b", client=cluster_client) == 2
 
 
+@needs_posix_signals
 @pytest.mark.cluster
 def test_ctrl_c_returns_within_a_second_and_cancels_the_runs_futures(cluster_client):
     started = threading.Event()
@@ -208,7 +210,7 @@ def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_clu
         # the leaves it holds are lost and must run again.
         if len(done) == 6 and not killed:
             killed.append(state.worker)
-            os.kill(pids[state.worker], signal.SIGKILL)
+            psutil.Process(pids[state.worker]).kill()  # (SIGKILL; TerminateProcess on Windows)
 
     dsk = {("leaf", i): (slow_inc, i, 0.05) for i in range(24)}
     dsk["total"] = (sum, list(dsk))

@@ -27,6 +27,7 @@ import dask.array as da
 import localsched.distributed as ld
 from localsched.callbacks import Callback
 from localsched.diagnostics import Profiler, ProgressBar
+from tests.platform_marks import needs_posix_signals
 
 pytestmark = pytest.mark.cluster
 
@@ -73,7 +74,7 @@ def _workloads(client):
 def test_default_client_work_is_identical_under_a_profiler_and_a_registered_bar(as_default):
     expected = _workloads(as_default)
     # (both ways in at once: a callback entered, and one registered)
-    with open(os.devnull, "w") as devnull, Profiler() as prof:
+    with open(os.devnull, "w", encoding="utf-8") as devnull, Profiler() as prof:
         bar = ProgressBar(out=devnull)
         bar.register()
         try:
@@ -143,7 +144,7 @@ def test_callbacks_py_imports_nothing_from_companion_mode():
 
     import localsched.callbacks
 
-    with open(localsched.callbacks.__file__) as f:
+    with open(localsched.callbacks.__file__, encoding="utf-8") as f:
         tree = ast.parse(f.read())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
@@ -168,7 +169,7 @@ def test_the_diagnostics_import_nothing_from_companion_mode():
     import localsched.diagnostics
 
     for path in pathlib.Path(localsched.diagnostics.__file__).parent.rglob("*.py"):
-        tree = ast.parse(path.read_text())
+        tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom):
                 module = ("." * node.level) + (node.module or "")
@@ -265,6 +266,7 @@ def test_all_workers_lost_follows_no_workers_timeout(subprocess_cluster_client):
 # -- honest states ----------------------------------------------------------------
 
 
+@needs_posix_signals
 def test_interrupted_tells_running_from_queued(cluster_client):
     """Two workers of one thread each and six 3 s tasks, Ctrl-C once two
     run: those were executing; the others dispatched were queued."""
@@ -379,7 +381,7 @@ def test_the_summary_and_the_report_link_the_clusters_dashboard(cluster_client, 
     with Profiler() as prof, localsched.performance_report(str(out)):
         assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
     assert prof.summary().dashboard == link and link in str(prof.summary())
-    assert link in out.read_text()
+    assert link in out.read_text(encoding="utf-8")
 
 
 # -- a script without a guard ---------------------------------------------------------------
@@ -440,7 +442,7 @@ def _unheld(names) -> set:
             pass  # (gone again: somebody else's, and cleaned up)
     for maps in glob.glob("/proc/[0-9]*/maps"):
         try:
-            with open(maps) as f:
+            with open(maps, encoding="utf-8") as f:
                 for line in f:
                     fields = line.split(None, 5)
                     if len(fields) == 6 and fields[5].startswith("/dev/shm/"):
@@ -474,7 +476,7 @@ def _run_script(tmp_path, text):
     """The script's process (in a session and process group of its own),
     and the run's mark (see ``_started_by``)."""
     script = tmp_path / "no_guard.py"
-    script.write_text(text)
+    script.write_text(text, encoding="utf-8")
     (tmp_path / "tmp").mkdir()
     run = str(tmp_path)
     env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"), LOCALSCHED_TEST_RUN=run,
@@ -521,6 +523,7 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
         proc.communicate()
 
 
+@needs_posix_signals
 def test_the_embedded_cluster_outlives_a_ctrl_c_and_goes_when_its_script_is_killed(tmp_path):
     """A Ctrl-C (SIGINT to the script's process group, as a terminal sends
     it) interrupts the script, not its embedded cluster: the next

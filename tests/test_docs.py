@@ -179,7 +179,8 @@ def broken_links(site: Path) -> list[str]:
 
 def test_the_link_check_finds_a_broken_link(tmp_path):
     (tmp_path / "a.html").write_text('<a href="b.html">b</a><a href="#here">x</a>'
-                                     '<a href="a.html#there">y</a><p id="there"></p>')
+                                     '<a href="a.html#there">y</a><p id="there"></p>',
+                                     encoding="utf-8")
     assert broken_links(tmp_path) == ["a.html -> b.html: no such file",
                                       "a.html -> #here: no such anchor"]
 
@@ -198,11 +199,12 @@ def test_site_pages_open_in_chromium_without_errors(site, tmp_path):
     # (errors of frames reach the same DevTools session), plus a page that
     # logs an error on purpose, which proves errors are heard.
     canary = tmp_path / "canary.html"
-    canary.write_text("<script>console.error('canary: errors are heard')</script>")
+    canary.write_text("<script>console.error('canary: errors are heard')</script>",
+                      encoding="utf-8")
     frames = "".join(f'<iframe src="{p.as_uri()}" width="1200" height="800"></iframe>'
                      for p in pages + [canary])
     harness = tmp_path / "harness.html"
-    harness.write_text(f"<!doctype html><html><body>{frames}</body></html>")
+    harness.write_text(f"<!doctype html><html><body>{frames}</body></html>", encoding="utf-8")
     loaded = ("[...document.querySelectorAll('iframe')].every("
               "f => f.contentDocument && f.contentDocument.readyState === 'complete')")
     report = ("[...document.querySelectorAll('iframe')].map(f => ["

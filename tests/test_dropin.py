@@ -22,6 +22,7 @@ from localsched import threaded
 from localsched.callbacks import Callback, Needs
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
+from tests.platform_marks import needs_fork, needs_posix_signals
 
 SCHEDULERS = {
     "sync": get_sync,
@@ -136,6 +137,7 @@ def test_rerun_exceptions_locally_from_dask_config():
     assert info.value.args == (threading.get_ident(),)
 
 
+@needs_fork
 def test_multiprocessing_context_from_dask_config():
     dask = pytest.importorskip("dask")
     import localsched.multiprocessing as lmp
@@ -343,6 +345,7 @@ def test_dask_progressbar_around_localsched_sees_the_whole_run(get):
 # -- 6. Ctrl-C ---------------------------------------------------------------------
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_next_computation_does_not_wait_for_abandoned_tasks():
     release = threading.Event()
     started = threading.Event()
@@ -372,6 +375,7 @@ def test_after_ctrl_c_the_next_computation_does_not_wait_for_abandoned_tasks():
         t.join()
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_program_exits_without_waiting_for_running_tasks(tmp_path):
     script = tmp_path / "interrupted.py"
     script.write_text(textwrap.dedent("""
@@ -387,7 +391,7 @@ def test_after_ctrl_c_the_program_exits_without_waiting_for_running_tasks(tmp_pa
             localsched.get({"long": (long_task,)}, "long")
         except KeyboardInterrupt:
             print("interrupted", flush=True)
-    """))
+    """), encoding="utf-8")
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=50, cwd=os.path.dirname(os.path.dirname(__file__)))

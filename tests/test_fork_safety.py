@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+from tests.platform_marks import kill_session, needs_fork
+
+pytestmark = needs_fork
 
 # (below pytest's timeout, so that the session is killed and the test fails)
 SCRIPT_TIMEOUT = 100
@@ -26,7 +27,7 @@ SCRIPT_TIMEOUT = 100
 def run_script(tmp_path, source: str, *args: str, env: dict | None = None,
                command: tuple = ()):
     path = tmp_path / "script.py"
-    path.write_text(textwrap.dedent(source))
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
     run_env = {k: v for k, v in os.environ.items()
                if not k.startswith(("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__"))}
     run_env.update(env or {})
@@ -41,7 +42,7 @@ def _run(argv: list, cwd, env: dict) -> subprocess.CompletedProcess:
         try:
             out, err = proc.communicate(timeout=SCRIPT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+            kill_session(proc)
             out, err = proc.communicate()
             pytest.fail(f"the script hung ({SCRIPT_TIMEOUT}s): {out!r} {err!r}")
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
@@ -140,7 +141,7 @@ def test_a_child_forked_while_every_lock_is_held_computes(tmp_path):
     parent = json.loads(done.stdout.splitlines()[-1])
     assert parent == {"status": 0, "parent_samples": True}, \
         f"the child failed (ended by signal 14: it hung): {done.stderr}"
-    child = json.loads((tmp_path / "child.json").read_text())
+    child = json.loads((tmp_path / "child.json").read_text(encoding="utf-8"))
     assert child == {"held": [], "sync": 6, "threads": 6, "spawn": 6, "fork": 6,
                      "resources": 6, "samples": True}
 
@@ -242,7 +243,7 @@ def test_profile_a_script_that_forks(tmp_path, when):
     assert done.stdout.splitlines() == ["child", "parent saw child 3"]
     # One line about the outputs: the parent's (a child would add a second)
     assert done.stderr.count("written:") == 1, done.stderr
-    assert json.loads((tmp_path / "run.json").read_text())["tasks"]
+    assert json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))["tasks"]
     assert (tmp_path / "report.html").stat().st_size > 100_000
 
 
@@ -274,7 +275,8 @@ def test_the_dask_config_switch_starts_no_dashboard_in_dasks_workers(tmp_path):
     # reads the same YAML switch.
     pytest.importorskip("bokeh")
     pytest.importorskip("dask")
-    (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n")
+    (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n",
+                                              encoding="utf-8")
     done = run_script(tmp_path, """\
         import sys
         import dask

@@ -256,7 +256,7 @@ def _check_where_the_time_went(nb, cwd: Path) -> None:
     assert "spans: [('big inputs',), ('gil',), ('io',)]" in report, report
     assert "'serialize'" in report and "'I/O'" in report, report
     assert (cwd / "where-the-time-went.html").stat().st_size > 100_000
-    with open(cwd / "trace.json") as f:
+    with open(cwd / "trace.json", encoding="utf-8") as f:
         assert check_trace(json.load(f)) == []
 
 

@@ -23,7 +23,17 @@ from localsched import threaded
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
+from tests.gates import Gate, notify, wait_for
 from tests.macos_sim import end_simulation
+from tests.platform_marks import (
+    FALSE_COMMAND,
+    needs_false_command,
+    needs_fork,
+    needs_forkserver,
+    needs_glibc,
+    needs_posix_signals,
+    present_start_methods,
+)
 from tests.windows_sim import ENV as WINDOWS_ENV
 from tests.windows_sim import my_segments, simulate_windows
 
@@ -32,22 +42,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def inc(x):
     return x + 1
-
-
-def _fifo(tmp_path, name: str) -> str:
-    path = str(tmp_path / name)
-    os.mkfifo(path)
-    return path
-
-
-def _signal_fifo(path: str) -> None:
-    with open(path, "wb") as f:
-        f.write(b"x")
-
-
-def _wait_fifo(path: str) -> None:
-    with open(path, "rb") as f:
-        f.read(1)
 
 
 def _gone_within(pid: int, seconds: float) -> bool:
@@ -111,7 +105,7 @@ def _refuse():
 def _emit_unreadable_then_more(go, *, emit):
     # Records as core.run_batch makes them: (i, ok, value, start, end, worker id).
     emit([(0, True, _ArrivesBroken(), 0.0, 0.0, 0)])
-    _wait_fifo(go)  # the job goes on after the parent failed to read it
+    wait_for(go)  # the job goes on after the parent failed to read it
     emit([(1, True, "stale record of the first job", 0.0, 0.0, 0)])
 
 
@@ -119,24 +113,25 @@ def _emit_own(*, emit):
     emit([(0, True, "record of the second job", 0.0, 0.0, 0)])
 
 
-def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends(tmp_path):
-    go = _fifo(tmp_path, "go")
+def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends():
     first_records: list = []
     second_records: list = []
-    pool = lmp.ProcessPool(1)
-    try:
-        first = pool.submit(_emit_unreadable_then_more, go, emit=first_records.append)
-        with pytest.raises(RuntimeError, match="could not read a message from worker"):
-            first.result(timeout=30)
-        # The only worker still runs the first job: the second must wait for
-        # it, and get none of its messages.
-        second = pool.submit(_emit_own, emit=second_records.append)
-        _signal_fifo(go)
-        assert second.result(timeout=30) is None
-        assert second_records == [[(0, True, "record of the second job", 0.0, 0.0, 0)]]
-        assert first_records == []
-    finally:
-        pool.terminate()  # (a failing test must not leave the gated job waiting)
+    with Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            first = pool.submit(_emit_unreadable_then_more, go.address,
+                                emit=first_records.append)
+            with pytest.raises(RuntimeError, match="could not read a message from worker"):
+                first.result(timeout=30)
+            # The only worker still runs the first job: the second must wait for
+            # it, and get none of its messages.
+            second = pool.submit(_emit_own, emit=second_records.append)
+            go.open()
+            assert second.result(timeout=30) is None
+            assert second_records == [[(0, True, "record of the second job", 0.0, 0.0, 0)]]
+            assert first_records == []
+        finally:
+            pool.terminate()  # (a failing test must not leave the gated job waiting)
 
 
 # -- 2. the Executor contract --------------------------------------------------------
@@ -149,45 +144,45 @@ def test_results_are_there_after_the_with_block(platform):
 
 
 def _announce_then_wait(started, go):
-    _signal_fifo(started)
-    _wait_fifo(go)
+    notify(started)
+    wait_for(go)
     return "done"
 
 
-def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform, tmp_path):
-    started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
-    pool = lmp.ProcessPool(1)
-    try:
-        running = pool.submit(_announce_then_wait, started, go)
-        _wait_fifo(started)
-        waiting = [pool.submit(pow, 2, i) for i in range(3)]
-        pool.shutdown(wait=False, cancel_futures=True)
-        assert all(f.cancelled() for f in waiting)
-        with pytest.raises(RuntimeError, match="after shutdown"):
-            pool.submit(pow, 2, 2)
-        # As in concurrent.futures: a running future cannot be cancelled.
-        assert running.cancel() is False and running.running()
-        _signal_fifo(go)
-        assert running.result(timeout=30) == "done"
-        pool.shutdown(wait=True)
-        assert pool.pids == []
-    finally:
-        pool.terminate()
+def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform):
+    with Gate() as started, Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            running = pool.submit(_announce_then_wait, started.address, go.address)
+            started.wait()
+            waiting = [pool.submit(pow, 2, i) for i in range(3)]
+            pool.shutdown(wait=False, cancel_futures=True)
+            assert all(f.cancelled() for f in waiting)
+            with pytest.raises(RuntimeError, match="after shutdown"):
+                pool.submit(pow, 2, 2)
+            # As in concurrent.futures: a running future cannot be cancelled.
+            assert running.cancel() is False and running.running()
+            go.open()
+            assert running.result(timeout=30) == "done"
+            pool.shutdown(wait=True)
+            assert pool.pids == []
+        finally:
+            pool.terminate()
 
 
-def test_shutdown_without_wait_still_finishes_pending_work(tmp_path):
-    started, go = _fifo(tmp_path, "started"), _fifo(tmp_path, "go")
-    pool = lmp.ProcessPool(1)
-    try:
-        running = pool.submit(_announce_then_wait, started, go)
-        _wait_fifo(started)
-        queued = pool.submit(pow, 3, 2)
-        pool.shutdown(wait=False)
-        _signal_fifo(go)
-        assert running.result(timeout=30) == "done" and queued.result(timeout=30) == 9
-        pool.shutdown(wait=True)
-    finally:
-        pool.terminate()
+def test_shutdown_without_wait_still_finishes_pending_work():
+    with Gate() as started, Gate() as go:
+        pool = lmp.ProcessPool(1)
+        try:
+            running = pool.submit(_announce_then_wait, started.address, go.address)
+            started.wait()
+            queued = pool.submit(pow, 3, 2)
+            pool.shutdown(wait=False)
+            go.open()
+            assert running.result(timeout=30) == "done" and queued.result(timeout=30) == 9
+            pool.shutdown(wait=True)
+        finally:
+            pool.terminate()
 
 
 # -- 3. start-up failures break the pool -------------------------------------------
@@ -202,7 +197,7 @@ def _broken_pool_error(pool) -> pytest.ExceptionInfo:
 
 
 def _count_start_then_exit(path):
-    with open(path, "a") as f:
+    with open(path, "a", encoding="utf-8") as f:
         f.write("x")
     os._exit(3)
 
@@ -215,7 +210,7 @@ def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(platfo
     with pytest.raises(lmp.BrokenProcessPool, match="exit code 3"):
         pool.submit(pow, 2, 3)
     pool.shutdown(wait=True)
-    assert len(log.read_text()) <= 2  # each worker started once, none respawned
+    assert len(log.read_text(encoding="utf-8")) <= 2  # each worker started once, none respawned
 
 
 def test_an_idle_pool_whose_workers_exit_at_start_up_breaks_and_stops(tmp_path):
@@ -226,11 +221,12 @@ def test_an_idle_pool_whose_workers_exit_at_start_up_breaks_and_stops(tmp_path):
         time.sleep(0.01)
     assert isinstance(pool.broken, lmp.BrokenProcessPool)
     pool.shutdown(wait=True)
-    assert len(log.read_text()) <= 2
+    assert len(log.read_text(encoding="utf-8")) <= 2
 
 
+@needs_false_command
 def test_a_worker_that_cannot_start_at_all_breaks_the_pool(monkeypatch):
-    monkeypatch.setattr(sys, "executable", "/bin/false")
+    monkeypatch.setattr(sys, "executable", FALSE_COMMAND)
     pool = lmp.ProcessPool(1)
     _broken_pool_error(pool).match(r"exited at start-up \(exit code 1\)")
     pool.shutdown()
@@ -301,6 +297,7 @@ def _nested_get(x):
     return lmp.get({"a": x, "b": (inc, "a")}, "b", num_workers=1)
 
 
+@needs_fork
 @pytest.mark.timeout(60)
 def test_nested_get_inside_a_fork_started_worker():
     # A shared spawn pool exists when the fork worker is created: the worker
@@ -310,6 +307,7 @@ def test_nested_get_inside_a_fork_started_worker():
     assert lmp.get(dsk, "y", num_workers=1, context="fork") == 2
 
 
+@needs_fork
 @pytest.mark.timeout(60)
 def test_get_in_a_child_forked_after_the_pools_were_used():
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
@@ -346,6 +344,7 @@ def test_get_in_a_child_forked_after_the_pools_were_used():
 # -- 6 and 8. Ctrl-C ---------------------------------------------------------------
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
     """Ctrl-C lands as the batch finishes: the pool kills that worker; the
     next computation must wait for its replacement, not be handed to it."""
@@ -361,6 +360,7 @@ def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
         assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
 
 
+@needs_posix_signals
 def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(platform):
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
     pool = lmp.default_pool(1)
@@ -407,6 +407,7 @@ _CTRL_C_SCRIPT = textwrap.dedent("""
 """)
 
 
+@needs_posix_signals
 def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers(platform):
     proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_SCRIPT], cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -439,15 +440,15 @@ _PARENT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("context, sig, windows_like", [
-    ("spawn", signal.SIGKILL, False),
-    ("spawn", signal.SIGTERM, False),
-    ("fork", signal.SIGKILL, False),
-    ("forkserver", signal.SIGKILL, False),
+@pytest.mark.parametrize("context, how, windows_like", [
+    ("spawn", "kill", False),  # (SIGKILL; TerminateProcess on Windows)
+    ("spawn", "terminate", False),  # (SIGTERM)
+    pytest.param("fork", "kill", False, marks=needs_fork),
+    pytest.param("forkserver", "kill", False, marks=needs_forkserver),
     # (no PDEATHSIG there: the lifeline alone must end the worker)
-    ("spawn", signal.SIGKILL, True),
+    ("spawn", "kill", True),
 ])
-def test_busy_workers_die_with_their_parent(tmp_path, context, sig, windows_like):
+def test_busy_workers_die_with_their_parent(tmp_path, context, how, windows_like):
     marker = str(tmp_path / "worker-pid")
     env = {**os.environ, **WINDOWS_ENV} if windows_like else None
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, marker, context], cwd=ROOT,
@@ -459,9 +460,9 @@ def test_busy_workers_die_with_their_parent(tmp_path, context, sig, windows_like
             assert parent.poll() is None, parent.stderr.read().decode()
             assert time.monotonic() < deadline, "the task never started"
             time.sleep(0.02)
-        with open(marker) as f:
+        with open(marker, encoding="utf-8") as f:
             worker_pid = int(f.read())
-        parent.send_signal(sig)
+        getattr(parent, how)()
         parent.wait(30)
         assert _gone_within(worker_pid, 10), f"worker {worker_pid} outlived its parent"
     finally:
@@ -527,7 +528,9 @@ def test_a_users_pool_sets_the_worker_count(kind):
     elif kind == "ProcessPoolExecutor":
         pool = ProcessPoolExecutor(3)
     else:
-        pool = multiprocessing.get_context("fork").Pool(3)
+        # (fork where there is fork: a spawn Pool's semaphores belong to the
+        # resource tracker, which the suite stops after each test)
+        pool = multiprocessing.get_context(present_start_methods(("fork", "spawn"))[0]).Pool(3)
     try:
         assert pool_size(pool) == 3
         assert _tasks_met(lambda dsk, keys: lmp.get(dsk, keys, pool=pool), 3) == 3
@@ -577,14 +580,7 @@ def _rss_within(pid: int, limit: int, seconds: float) -> int:
         time.sleep(0.02)
 
 
-def _glibc() -> bool:
-    try:
-        return bool(os.confstr("CS_GNU_LIBC_VERSION"))
-    except (AttributeError, ValueError, OSError):  # no confstr, or no such name (macOS, musl)
-        return False
-
-
-@pytest.mark.skipif(not _glibc(), reason="tuning a worker's malloc needs glibc")
+@needs_glibc
 def test_a_busy_worker_reuses_the_memory_its_tasks_free_and_an_idle_one_gives_it_back():
     with lmp.ProcessPool(1) as pool:
         pool.submit(inc, 1).result(timeout=30)

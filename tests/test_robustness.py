@@ -12,6 +12,7 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
+from tests.gates import Gate, notify
 
 
 def inc(x):
@@ -58,23 +59,22 @@ def test_initializer_pools_are_shared_by_value():
     assert len(lmp._pools) == 1
 
 
-def test_terminate_resolves_running_work(tmp_path):
-    fifo = str(tmp_path / "started")
-    os.mkfifo(fifo)
+def test_terminate_resolves_running_work():
     pool = lmp.ProcessPool(1)
-    fut = pool.submit(_write_then_sleep, fifo)
-    with open(fifo, "rb") as f:
-        f.read(1)
-    pool.terminate()
+    try:
+        with Gate() as started:
+            fut = pool.submit(_notify_then_sleep, started.address)
+            started.wait()
+    finally:
+        pool.terminate()
     with pytest.raises(lmp.WorkerDiedError, match="the pool was terminated"):
         fut.result(timeout=30)
 
 
-def _write_then_sleep(path):
+def _notify_then_sleep(address):
     import time
 
-    with open(path, "wb") as f:
-        f.write(b"x")
+    notify(address)
     time.sleep(60)
 
 
@@ -169,7 +169,7 @@ def test_chunksize_bounds_the_whole_batch():
 
 
 def _log_then(path, name, fail):
-    with open(path, "a") as f:
+    with open(path, "a", encoding="utf-8") as f:
         f.write(name + "\n")
     if fail:
         raise ValueError("boom")
@@ -190,6 +190,6 @@ def test_after_a_failure_at_most_the_batch_queued_behind_it_runs(tmp_path):
     # The pool runs jobs in order: once this ends, the queued batch has run
     # or was cancelled.
     assert lmp.get({"z": (inc, 1)}, "z", num_workers=1) == 2
-    with open(log) as f:
+    with open(log, encoding="utf-8") as f:
         ran = f.read().split()
     assert len(ran) - ran.index("ran-bad") - 1 <= 1, ran

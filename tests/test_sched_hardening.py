@@ -14,6 +14,7 @@ import pytest
 from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.local import get_sync
+from tests.platform_marks import needs_posix_signals
 
 # -- a remembered task time ---------------------------------------------------------
 
@@ -163,10 +164,9 @@ def _die(_):
 
 
 def _kill_myself(_):
-    import os
-    import signal
+    import psutil
 
-    os.kill(os.getpid(), signal.SIGKILL)
+    psutil.Process().kill()  # (SIGKILL; TerminateProcess on Windows)
 
 
 @pytest.mark.parametrize("how", [_die, _kill_myself])
@@ -231,6 +231,7 @@ def _pool_threads() -> list:
     return [t for t in threading.enumerate() if t.name == "localsched-process-pool"]
 
 
+@needs_posix_signals
 @pytest.mark.parametrize("started", [1, 2, 3])
 def test_ctrl_c_while_the_process_pool_starts_stops_what_it_started(monkeypatch, started):
     # The interrupt reaches the caller's thread after ``started`` of the
@@ -305,6 +306,7 @@ if os.environ.get("LOCALSCHED_TEST_SLOW_BOOT"):
 """
 
 
+@needs_posix_signals
 def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_workers(tmp_path):
     import os
     import subprocess
@@ -312,7 +314,7 @@ def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_worke
 
     import psutil
 
-    (tmp_path / "sitecustomize.py").write_text(_SLOW_BOOT)
+    (tmp_path / "sitecustomize.py").write_text(_SLOW_BOOT, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
     try:
         done = subprocess.run([sys.executable, "-c", _EARLY_SCRIPT], env=env, timeout=60,
@@ -320,7 +322,7 @@ def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_worke
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode()
         for pid in out.splitlines()[0].split()[1:] if out else ():
-            os.kill(int(pid), 9)  # (still in start-up: nothing else stops them)
+            psutil.Process(int(pid)).kill()  # (still in start-up: nothing else stops them)
         raise AssertionError(f"the process did not exit: {out!r}") from None
     lines = done.stdout.splitlines()
     assert lines[-1] == "interrupted" and done.returncode == 0, (done.stdout, done.stderr)
@@ -337,6 +339,7 @@ def test_ctrl_c_in_a_computations_first_moments_does_not_wait_for_starting_worke
 # -- Ctrl-C during a threads get nested in a task ------------------------------------
 
 
+@needs_posix_signals
 def test_ctrl_c_during_a_nested_threads_get_does_not_wait_for_its_tasks():
     # The outer task runs in the caller's thread (sync), so Ctrl-C lands in
     # the nested get's loop; its tasks cannot be stopped (threads), so it

@@ -16,6 +16,8 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
+from tests.gates import Gate, notify
+from tests.platform_marks import START_METHODS, needs_posix_signals
 
 
 def inc(x):
@@ -428,7 +430,7 @@ def _read_init():
     return list(_initialized)
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("context", START_METHODS)
 def test_processes_start_methods_and_initializer(context):
     out = lmp.get({"x": (_read_init,)}, "x", num_workers=1, context=context,
                   initializer=_init, initargs=("ready",))
@@ -454,9 +456,10 @@ def _die(how):
     os.kill(os.getpid(), signal.SIGSEGV if how == "segv" else signal.SIGKILL)
 
 
-@pytest.mark.parametrize("how, said", [("exit", "exit code 3"),
-                                       ("segv", "killed by SIGSEGV"),
-                                       ("kill", "killed by SIGKILL")])
+@pytest.mark.parametrize("how, said", [
+    ("exit", "exit code 3"),
+    pytest.param("segv", "killed by SIGSEGV", marks=needs_posix_signals),
+    pytest.param("kill", "killed by SIGKILL", marks=needs_posix_signals)])
 def test_dying_worker_names_the_task_and_the_pool_recovers(how, said):
     rec = []
     cb = Callback(finish=lambda dsk, state, errored: rec.append(errored))
@@ -508,15 +511,12 @@ def test_process_pool_rejects_bad_arguments():
         lmp.get({"x": 1}, "x", pool=ProcessPoolExecutor, context="spawn")
 
 
-def test_process_pool_as_plain_executor_and_kill_stops_running_work(tmp_path):
-    fifo = str(tmp_path / "started")
-    os.mkfifo(fifo)
-    with lmp.ProcessPool(1) as pool:
+def test_process_pool_as_plain_executor_and_kill_stops_running_work():
+    with lmp.ProcessPool(1) as pool, Gate() as started:
         assert pool.submit(pow, 2, 5).result() == 32
         (pid,) = pool.pids
-        fut = pool.submit(_write_then_sleep, fifo)
-        with open(fifo, "rb") as f:
-            assert f.read(1) == b"x"  # the task is running now
+        fut = pool.submit(_notify_then_sleep, started.address)
+        started.wait()  # the task is running now
         assert fut.cancel() is False  # as concurrent.futures: running work is not cancelled
         pool.kill([fut])
         with pytest.raises(lmp.WorkerDiedError, match="killed by ProcessPool.kill"):
@@ -525,11 +525,10 @@ def test_process_pool_as_plain_executor_and_kill_stops_running_work(tmp_path):
         assert pool.pids != [pid]
 
 
-def _write_then_sleep(path):
+def _notify_then_sleep(address):
     import time
 
-    with open(path, "wb") as f:
-        f.write(b"x")
+    notify(address)
     time.sleep(60)
 
 

@@ -9,18 +9,24 @@ fresh interpreter with a timeout: a hang fails the test, never the suite.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
+from tests.platform_marks import (
+    kill_session,
+    needs_fork,
+    needs_forkserver,
+    present_start_methods,
+    start_method,
+)
 from tests.windows_sim import ENV as WINDOWS_ENV
 
-pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork and forkserver")
-
 METHODS = ("fork", "spawn", "forkserver")
+# (a script runs those of them the platform has: spawn alone on Windows)
+PRESENT = present_start_methods(METHODS)
 # Seconds a script may take: starting pools of every method on a loaded
 # machine takes a few; a hang takes forever.
 SCRIPT_TIMEOUT = 90
@@ -32,7 +38,7 @@ def run_script(tmp_path, source: str, *options: str, name: str = "script.py",
     ``options`` (``windows_like``: on the pool Windows gets, simulated:
     ``tests/windows_sim.py``); its CompletedProcess (a hang fails the test)."""
     path = tmp_path / name
-    path.write_text(textwrap.dedent(source))
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
     env = dict(os.environ, **(WINDOWS_ENV if windows_like else {}))
     env.pop("LOCALSCHED_DASHBOARD", None)
     argv = [sys.executable, *options, str(path)]
@@ -41,7 +47,7 @@ def run_script(tmp_path, source: str, *options: str, name: str = "script.py",
         try:
             out, err = proc.communicate(timeout=SCRIPT_TIMEOUT)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # (and whatever it started)
+            kill_session(proc)  # (and whatever it started)
             out, err = proc.communicate()
             pytest.fail(f"{name} hung ({SCRIPT_TIMEOUT}s); output so far: {out!r} {err!r}")
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
@@ -63,7 +69,8 @@ from localsched.diagnostics.report import performance_report
 
 dsk = {{'a': 1, 'b': (add, 'a', 1), 'c': (add, 'b', 'a'), 'd': (sum, ['a', 'b', 'c'])}}
 print("default", lm.get(dsk, 'd', num_workers=2))
-for method in ("fork", "spawn", "forkserver"):
+for method in [m for m in ("fork", "spawn", "forkserver")
+               if m in multiprocessing.get_all_start_methods()]:
     print(method, lm.get(dsk, 'd', num_workers=2, context=method))
     with dask.config.set({{"multiprocessing.context": method}}):
         # (every diagnostic on: profilers, resources, cache, fine metrics, samples)
@@ -82,23 +89,27 @@ def _guarded(code: str) -> str:
 
 
 @pytest.mark.parametrize("default, guarded, windows_like", [
-    *[(method, guarded, False) for method in METHODS for guarded in (True, False)],
+    *[pytest.param(method, guarded, False, marks=start_method(method).marks,
+                   id=f"{method}-{'guarded' if guarded else 'unguarded'}")
+      for method in METHODS for guarded in (True, False)],
     # (Windows' pool, simulated: every method goes through multiprocessing)
-    ("spawn", True, True), ("spawn", False, True),
-], ids=[*[f"{m}-{g}" for m in METHODS for g in ("guarded", "unguarded")],
-        "spawn-guarded-windows-like", "spawn-unguarded-windows-like"])
+    pytest.param("spawn", True, True, id="spawn-guarded-windows-like"),
+    pytest.param("spawn", False, True, id="spawn-unguarded-windows-like"),
+])
 def test_every_start_method_in_a_script(tmp_path, default, guarded, windows_like):
     code = WORK.format(default=default)
     done = run_script(tmp_path, _guarded(code) if guarded else code, windows_like=windows_like)
     assert done.returncode == 0, done.stderr
     expected = ["default 6"]
-    for method in METHODS:
+    for method in PRESENT:
         expected += [f"{method} 6", f"{method} config 6",
                      f"{method} report ['b', 'c', 'd']"]
     expected += ["threads 6", "resources True"]
     assert done.stdout.split("\n")[:-1] == expected, done.stderr
 
 
+@needs_fork
+@needs_forkserver
 def test_an_unguarded_script_runs_once_in_forkserver_workers(tmp_path):
     # The main module is never run again in a worker: its top-level code
     # (here: a line of output and a file) happens once.
@@ -116,7 +127,7 @@ def test_an_unguarded_script_runs_once_in_forkserver_workers(tmp_path):
         """)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "ok True\n"
-    assert len((tmp_path / "ran").read_text().split()) == 1
+    assert len((tmp_path / "ran").read_text(encoding="utf-8").split()) == 1
 
 
 # -- interpreter options ------------------------------------------------------
@@ -139,12 +150,14 @@ def flags():
 """
 
 FLAGS_SCRIPT = """\
+import multiprocessing
 import localsched.multiprocessing as lm
 import localsched.threaded as lt
 from flagsmod import flags
 
 print("threads", lt.get({'x': (flags,)}, 'x'))
-for method in ("spawn", "fork", "forkserver"):
+for method in [m for m in ("spawn", "fork", "forkserver")
+               if m in multiprocessing.get_all_start_methods()]:
     print(method, lm.get({'x': (flags,)}, 'x', num_workers=1, context=method))
 """
 
@@ -155,9 +168,9 @@ for method in ("spawn", "fork", "forkserver"):
     (("-O", "-W", "error::DeprecationWarning"), (False, False, 1, "error"), True),
 ], ids=["-O -W error", "-W ignore", "-O -W error, windows-like"])
 def test_workers_get_the_interpreter_options(tmp_path, options, expected, windows_like):
-    (tmp_path / "flagsmod.py").write_text(FLAGS_MODULE)
+    (tmp_path / "flagsmod.py").write_text(FLAGS_MODULE, encoding="utf-8")
     done = run_script(tmp_path, FLAGS_SCRIPT, *options, windows_like=windows_like)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.split("\n")[:-1]
-    assert lines == [f"{where} {expected!r}" for where in ("threads", *["spawn", "fork",
-                                                                         "forkserver"])]
+    methods = present_start_methods(("spawn", "fork", "forkserver"))
+    assert lines == [f"{where} {expected!r}" for where in ("threads", *methods)]

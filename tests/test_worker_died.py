@@ -12,6 +12,7 @@ import pytest
 from localsched import multiprocessing as lmp
 from localsched.callbacks import Callback, Needs
 from localsched.diagnostics import Profiler
+from tests.platform_marks import START_METHODS, needs_posix_signals
 
 
 def _step(x, die_at):
@@ -32,7 +33,7 @@ def _wide(n: int, die_at: int) -> dict:
     return dsk
 
 
-@pytest.mark.parametrize("context", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("context", START_METHODS)
 @pytest.mark.parametrize("shape", ["chain", "wide"])
 def test_the_task_whose_worker_died_is_named_exactly(shape, context):
     # The chain runs as one batch: the tasks before step-7 had finished,
@@ -124,6 +125,7 @@ def _interrupt_at(x, at, caller):
     return x + 1
 
 
+@needs_posix_signals  # (os.kill(pid, SIGINT) is TerminateProcess on Windows)
 def test_ctrl_c_names_the_task_that_was_running_exactly():
     # Same as a death: the tasks before step-7 had finished, their records
     # unsent, when the computation was interrupted.

@@ -405,7 +405,8 @@ def to_chrome_trace(path, profilers_or_data) -> dict:
     >>> trace = to_chrome_trace(path, RunData(tasks=[TaskData('a-1', None, 5.0, 5.5, 9)]))
     >>> [(e['ph'], e['name'], e.get('dur')) for e in trace['traceEvents'] if e['ph'] == 'X']
     [('X', 'a-1', 500000.0)]
-    >>> json.load(open(path)) == trace
+    >>> with open(path, encoding='utf-8') as f:
+    ...     json.load(f) == trace
     True
     """
     data = profilers_or_data if isinstance(profilers_or_data, RunData) \

@@ -132,7 +132,7 @@ class _Scheduler(_DaskSpec):
         deadline = time.monotonic() + START_TIMEOUT
         while self.address is None:
             with contextlib.suppress(OSError, ValueError, KeyError):
-                with open(self.file) as f:
+                with open(self.file, encoding="utf-8") as f:
                     self.address = json.load(f)["address"]
                 break
             if self.process.returncode is not None or time.monotonic() > deadline:

@@ -44,12 +44,14 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# (tests/ is on sys.path wherever dask_conformance is importable)
+from platform_marks import kill_session
 
 from .localsched_swap import SKIP_PREFIX, SWAPPED_NAMES
 
@@ -254,14 +256,11 @@ def run_pytest(args: list, workdir: Path, timeout: float, report: Path,
         result.output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         result.timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc)
         result.output, _ = proc.communicate()
     finally:
         # Worker processes the run left behind (same process group).
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_session(proc)
     result.returncode = proc.returncode
     result.outcomes = read_report(report)
     return result

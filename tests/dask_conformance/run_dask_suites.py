@@ -142,7 +142,8 @@ def main(argv=None) -> int:
         print_groups(ours, "localsched")
     if options.json:
         options.json.write_text(json.dumps(
-            {name: [o.__dict__ for o in r.outcomes] for name, r in results.items()}, indent=1))
+            {name: [o.__dict__ for o in r.outcomes] for name, r in results.items()}, indent=1),
+            encoding="utf-8")
     return 1 if ours else 0
 
 

@@ -34,7 +34,7 @@ def test_a_run_saved_before_the_analysis_reads_as_not_measured(tmp_path):
     again = RunData.from_json(run.to_json())
     assert again.graphs == [] and json.loads(run.to_json())["analysis"]["what_if"] is None
     run.to_html(str(tmp_path / "report.html"))
-    assert "Findings" in (tmp_path / "report.html").read_text()
+    assert "Findings" in (tmp_path / "report.html").read_text(encoding="utf-8")
 
 
 def test_the_json_keeps_the_graph_and_carries_the_analysis(tmp_path):
@@ -42,7 +42,7 @@ def test_the_json_keeps_the_graph_and_carries_the_analysis(tmp_path):
     path = tmp_path / "run.json"
     with performance_report(None, samples=False, json=str(path)) as report:
         localsched.get(dsk, [("c", 0)], num_workers=2)
-    saved = json.loads(path.read_text())
+    saved = json.loads(path.read_text(encoding="utf-8"))
     assert saved["analysis"]["critical_path"]["keys"] == [["a", 0], ["b", 0], ["c", 0]]
     assert set(saved["analysis"]["what_if"]["workers"]) == {"1", "2", "4", "8", "16"}
     again = RunData.load_json(str(path))
@@ -52,7 +52,7 @@ def test_the_json_keeps_the_graph_and_carries_the_analysis(tmp_path):
 
 
 def test_an_analysis_field_absent_or_odd_is_ignored_on_read(tmp_path):
-    data = json.loads(open(BEFORE).read())
+    data = json.loads(open(BEFORE, encoding="utf-8").read())
     data["analysis"] = {"something": "newer"}
     data["graphs"] = []
     run = RunData.from_dict(data)
@@ -75,5 +75,5 @@ def test_the_report_of_runs_side_by_side_shows_the_comparison(tmp_path):
     assert [r.group for r in comparison.regressions] == ["parse"]
     out = tmp_path / "merged.html"
     merged.to_html(str(out))
-    page = out.read_text()
+    page = out.read_text(encoding="utf-8")
     assert "compared with" in page and "REGRESSION" in page

@@ -168,7 +168,7 @@ class Payload:
         import os
 
         if os.getpid() == self.caller:
-            with open(self.log, "a") as f:
+            with open(self.log, "a", encoding="utf-8") as f:
                 f.write("x\n")
 
 
@@ -192,7 +192,7 @@ def _handed_back(tmp_path, name, callbacks):
     dsk.update({("q", i): (size_of, ("p", i)) for i in range(12)})
     out = get(dsk, [("q", i) for i in range(12)], num_workers=1, chunksize=2, callbacks=callbacks)
     assert out == tuple(1000 + i for i in range(12))
-    return len(log.read_text().splitlines())
+    return len(log.read_text(encoding="utf-8").splitlines())
 
 
 def test_nbytes_is_measured_where_the_result_lives(tmp_path):

@@ -366,7 +366,8 @@ def test_dask_config_key_turns_it_on(tmp_path, setting):
            if k not in ("LOCALSCHED_DASHBOARD", "DASK_LOCALSCHED__DASHBOARD")}
     setup = "import dask\n"
     if setting == "yaml":
-        (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n")
+        (tmp_path / "localsched.yaml").write_text("localsched:\n  dashboard: 127.0.0.1:0\n",
+                                                  encoding="utf-8")
         env["DASK_CONFIG"] = str(tmp_path)
     else:
         setup += "dask.config.set({'localsched.dashboard': True})\n"

@@ -14,6 +14,8 @@ import urllib.request
 
 import pytest
 
+from tests.platform_marks import needs_posix_signals
+
 SCRIPT = """\
 import sys
 import localsched
@@ -47,8 +49,8 @@ def test_profile_c_code_with_arguments(tmp_path):
 def test_profile_m_module(tmp_path):
     pkg = tmp_path / "mypkg"
     pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "job.py").write_text(SCRIPT)
+    (pkg / "__init__.py").write_text("", encoding="utf-8")
+    (pkg / "job.py").write_text(SCRIPT, encoding="utf-8")
     proc = _run(["profile", "--no-progress", "--no-samples", "-m", "mypkg.job", "a1"],
                 tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -63,9 +65,10 @@ def test_profile_needs_something_to_run(tmp_path):
     assert proc.returncode == 2 and "--wait needs --dashboard" in proc.stderr
 
 
+@needs_posix_signals  # (Popen.send_signal(SIGINT): unsupported on Windows)
 @pytest.mark.timeout(300)
 def test_profile_dashboard_wait_serves_until_ctrl_c(tmp_path):
-    (tmp_path / "job.py").write_text(SCRIPT)
+    (tmp_path / "job.py").write_text(SCRIPT, encoding="utf-8")
     proc = subprocess.Popen([sys.executable, "-m", "localsched", "profile", "--dashboard",
                              "--wait", "--no-progress", "--no-samples", "job.py", "z"],
                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

@@ -112,7 +112,7 @@ def test_behind_a_proxy_link_any_host_is_answered(monkeypatch):
 def test_metrics_answers_for_a_key_with_a_lone_surrogate(dash):
     from localsched.threaded import get
 
-    odd = os.fsdecode(b"read\xffcsv")  # a non-UTF-8 file name: '\udcff'
+    odd = b"read\xffcsv".decode("utf-8", "surrogateescape")  # a non-UTF-8 file name: '\udcff'
     assert "\udcff" in odd
     with dash:
         get({(odd, 0): (add, 1, 1), "total": (add, (odd, 0), 1)}, "total")

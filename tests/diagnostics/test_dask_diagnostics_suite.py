@@ -71,7 +71,7 @@ def rewrite(source: str) -> str:
 
 
 def test_rewrite_points_every_diagnostics_import_at_localsched():
-    source = (dask_tests_dir() / "test_profiler.py").read_text()
+    source = (dask_tests_dir() / "test_profiler.py").read_text(encoding="utf-8")
     rewritten = rewrite(source)
     assert "from localsched.diagnostics import CacheProfiler, Profiler, ResourceProfiler" \
         in rewritten
@@ -83,7 +83,8 @@ def test_rewrite_points_every_diagnostics_import_at_localsched():
 def test_dask_diagnostics_tests_pass_against_localsched(tmp_path):
     source_dir = dask_tests_dir()
     for name in SUITE:
-        (tmp_path / name).write_text(rewrite((source_dir / name).read_text()))
+        source = (source_dir / name).read_text(encoding="utf-8")
+        (tmp_path / name).write_text(rewrite(source), encoding="utf-8")
     report = tmp_path / "report.xml"
     command = [
         sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",

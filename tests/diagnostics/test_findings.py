@@ -13,6 +13,7 @@ import localsched
 import localsched.multiprocessing as lmp
 from localsched.diagnostics.report import performance_report
 from localsched.local import get_sync
+from tests.platform_marks import needs_schedstat
 
 
 def inc(x):
@@ -72,6 +73,11 @@ def test_tiny_tasks_on_threads_are_an_overhead_finding():
     assert f.groups == ["inc"] and f.seconds > 0 and "more work" in f.fix
 
 
+# (Where the sampler's waits for a CPU are not measured -- macOS, Windows --
+# the finding rests on its lateness alone, which a loaded machine makes too:
+# 1 run in 3 found it on this machine with /proc hidden.  The rule's other
+# half is tested on synthetic runs: test_findings_thresholds.py.)
+@needs_schedstat
 def test_python_loops_on_threads_are_a_gil_finding_and_not_on_processes():
     dsk = {("py", i): (py_loop, 400_000) for i in range(20)}  # (enough samples to judge)
     run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)

@@ -8,6 +8,7 @@ import pytest
 from localsched.diagnostics.analysis import rules
 from localsched.diagnostics.records import CacheData, GraphData, SampleData, TaskData, TransferData
 from localsched.diagnostics.rundata import RunData
+from tests.platform_marks import needs_schedstat
 
 
 def kinds(run) -> set:
@@ -201,14 +202,10 @@ def test_gil_measured_waits(contended, expected):
     assert ("gil" in kinds(loaded)) is expected
 
 
+@needs_schedstat
 def test_the_sampler_measures_its_waits_for_the_gil():
-    import sys
-
     from localsched.diagnostics.sampler import SampleProfiler, gil_waits_by_group
     from localsched.threaded import get
-
-    if not sys.platform.startswith("linux"):
-        pytest.skip("the wait for a CPU is read from Linux's schedstat")
 
     def loop(n):
         total = 0

@@ -128,12 +128,12 @@ def test_json_round_trip_is_lossless_for_every_record_type(tmp_path):
     # sample stacks are tuples of (filename, line, function) tuples
     assert again.samples[1].stack == (F, G) and isinstance(again.samples[1].stack[0], tuple)
     # strict JSON: a browser's JSON.parse reads it
-    text = path.read_text()
+    text = path.read_text(encoding="utf-8")
     assert check_trace_text  # (the strict parser below is the trace checker's)
     json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
     # a second round trip writes the same text
     again.save_json(tmp_path / "again.json")
-    assert (tmp_path / "again.json").read_text() == text
+    assert (tmp_path / "again.json").read_text(encoding="utf-8") == text
 
 
 def test_json_stores_task_specs_as_their_short_repr():
@@ -164,15 +164,15 @@ def test_load_json_reads_the_data_embedded_in_a_report_page(tmp_path):
 
 
 def test_bad_files_are_clear_errors(tmp_path):
-    (tmp_path / "other.json").write_text('{"hello": 1}')
+    (tmp_path / "other.json").write_text('{"hello": 1}', encoding="utf-8")
     with pytest.raises(ValueError, match="other.json.*localsched-run"):
         load_json(tmp_path / "other.json")
-    (tmp_path / "page.html").write_text("<html>nothing here</html>")
+    (tmp_path / "page.html").write_text("<html>nothing here</html>", encoding="utf-8")
     with pytest.raises(ValueError, match="page.html: neither"):
         load_json(tmp_path / "page.html")
     newer = everything().to_dict()
     newer["version"] = 99
-    (tmp_path / "newer.json").write_text(json.dumps(newer))
+    (tmp_path / "newer.json").write_text(json.dumps(newer), encoding="utf-8")
     with pytest.raises(ValueError, match="version 99 is newer"):
         load_json(tmp_path / "newer.json")
 
@@ -244,7 +244,7 @@ def test_trace_of_every_record_type_is_valid_and_nested(tmp_path):
     run = everything()
     path = tmp_path / "trace.json"
     trace = to_chrome_trace(path, run)
-    assert check_trace_text(path.read_text()) == []
+    assert check_trace_text(path.read_text(encoding="utf-8")) == []
     events = trace["traceEvents"]
     threads = {e["tid"]: e["args"]["name"] for e in events
                if e["ph"] == "M" and e["name"] == "thread_name"}
@@ -305,7 +305,7 @@ def test_trace_of_a_real_process_run_is_valid(tmp_path):
         assert lmp.get(dsk, "sizes", num_workers=2) == 4_000_000
     path = tmp_path / "p.json"
     trace = to_chrome_trace(path, [prof, rprof, cprof])
-    assert check_trace_text(path.read_text()) == []
+    assert check_trace_text(path.read_text(encoding="utf-8")) == []
     names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {f"big-{i}" for i in range(4)} <= names
 
@@ -342,7 +342,7 @@ def test_report_page_works_offline_in_chromium(chromium, tmp_path):
     run = everything()
     path = tmp_path / "report.html"
     run.to_html(path)
-    page = path.read_text()
+    page = path.read_text(encoding="utf-8")
     assert "cdn.bokeh.org" not in page and "<script src=" not in page  # self-contained
     result = open_in_chromium(path, wait_for=BOKEH_RENDERED, evaluate=FLIP_FLAME,
                               executable=chromium)
@@ -413,7 +413,7 @@ def test_performance_report_records_a_real_run(tmp_path):
         return [(r.key, r.start_time, r.end_time, r.worker_id) for r in run.tasks]
 
     assert path.stat().st_size > 0 and times(load_json(data_path)) == times(data)
-    assert check_trace_text(trace_path.read_text()) == []
+    assert check_trace_text(trace_path.read_text(encoding="utf-8")) == []
     report.save_json(tmp_path / "again.json")
     assert times(load_json(tmp_path / "again.json")) == times(data)
     # nothing stays registered or running
@@ -428,7 +428,7 @@ def test_performance_report_writes_the_page_when_the_block_fails(tmp_path):
         with localsched.performance_report(str(path), samples=False) as report:
             localsched.get({"a-1": (add, 1, 1), "b-1": (lambda x: x / 0, "a-1")}, "b-1")
     assert [r.key for r in report.data.failed] == ["b-1"]
-    assert "ZeroDivisionError" in path.read_text()
+    assert "ZeroDivisionError" in path.read_text(encoding="utf-8")
     with pytest.raises(RuntimeError, match="once the with block ended"):
         localsched.performance_report(None).save_json(tmp_path / "x.json")
 
@@ -450,13 +450,13 @@ def test_report_command_renders_a_saved_run(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "written:" in proc.stderr and "again.html" in proc.stderr
     assert load_json(tmp_path / "again.html").tasks == everything().tasks
-    assert check_trace_text((tmp_path / "t.json").read_text()) == []
+    assert check_trace_text((tmp_path / "t.json").read_text(encoding="utf-8")) == []
     # a page is a valid input too, and several runs merge into one report
     proc = run_cli("report", "again.html", "data.json", "-o", "both.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert len(load_json(tmp_path / "both.html").tasks) == 2 * len(everything().tasks)
     # bad input: a clear message, no traceback
-    (tmp_path / "x.json").write_text("[]")
+    (tmp_path / "x.json").write_text("[]", encoding="utf-8")
     proc = run_cli("report", "x.json", cwd=tmp_path)
     assert proc.returncode != 0 and "x.json" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_cli("report", "missing.json", cwd=tmp_path)
@@ -469,7 +469,7 @@ def test_profile_command_writes_report_json_and_trace(tmp_path):
         import localsched
         parts = [localsched.delayed(add)(i, 1) for i in range(30)]
         print("result", localsched.delayed(sum)(parts).compute())
-    """))
+    """), encoding="utf-8")
     proc = run_cli("profile", "--no-progress", "--dt", "0.01", "--json", "run.json",
                    "--trace", "trace.json", "job.py", "-o", "page.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
@@ -477,8 +477,8 @@ def test_profile_command_writes_report_json_and_trace(tmp_path):
     run = load_json(tmp_path / "run.json")
     assert len(run.tasks) == 31 and run.cache_metric == "bytes"
     assert load_json(tmp_path / "page.html").tasks == run.tasks
-    assert check_trace_text((tmp_path / "trace.json").read_text()) == []
-    assert "Flame graph" in (tmp_path / "page.html").read_text()
+    assert check_trace_text((tmp_path / "trace.json").read_text(encoding="utf-8")) == []
+    assert "Flame graph" in (tmp_path / "page.html").read_text(encoding="utf-8")
 
 
 # --------------------------------------------------------------------------
@@ -531,15 +531,15 @@ def test_performance_report_with_fine_metrics_and_samples(name, tmp_path):
 
     assert shape(spin_tree) == shape(tree(data.samples, group="spin"))
     # the trace nests each metered block inside its task's slice
-    assert check_trace_text(trace_path.read_text()) == []
-    events = json.loads(trace_path.read_text())["traceEvents"]
+    assert check_trace_text(trace_path.read_text(encoding="utf-8")) == []
+    events = json.loads(trace_path.read_text(encoding="utf-8"))["traceEvents"]
     tasks = {e["name"]: e for e in events if e.get("cat") == "task"}
     for e in (e for e in events if e["ph"] == "X" and e["name"] == "I/O"):
         task = tasks[e["args"]["key"]]
         assert task["tid"] == e["tid"]
         assert task["ts"] - 1e-3 <= e["ts"] and \
             e["ts"] + e["dur"] <= task["ts"] + task["dur"] + 1e-3
-    page = path.read_text()
+    page = path.read_text(encoding="utf-8")
     assert "No fine metrics were recorded" not in page and "No stack samples" not in page
 
 
@@ -606,5 +606,5 @@ def test_the_report_shows_the_accounting_as_a_bar_and_a_table_of_100_percent(tmp
     for r in fig.renderers:
         swatch = f"background:{r.glyph.fill_color}'></span>{r.name}<"
         assert swatch in table, r.name
-    page = (tmp_path / "r.html").read_text()
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Where the worker-seconds went" in page

@@ -13,6 +13,7 @@ import pytest
 from localsched.diagnostics import page, plots
 from localsched.diagnostics.figures import tasks as figures_tasks
 from localsched.diagnostics.records import CacheData, ResourceData, TaskData
+from tests.platform_marks import needs_browser_driver
 
 try:  # the repository root is on sys.path (python -m pytest), or tests/ is a package
     from tests.browser import BrowserError, open_in_chromium, require_chromium
@@ -350,7 +351,7 @@ def test_visualize_refuses_what_it_cannot_plot(small_profile):
 def test_saved_html_is_standalone_and_holds_the_data(small_profile, tmp_path):
     path = tmp_path / "profile.html"
     plots.visualize(small_profile, filename=str(path), show=False)
-    html = path.read_text()
+    html = path.read_text(encoding="utf-8")
     assert "load-a1b2c3d4" in html and "total-99aa88bb" in html
     assert '"inc"' in html
     # BokehJS is inlined: no script or stylesheet is fetched from anywhere
@@ -367,7 +368,8 @@ def test_show_opens_a_browser_outside_notebooks(small_profile, tmp_path, monkeyp
     assert opened == [str(tmp_path / "shown.html")]
     plots.visualize(small_profile, save=False, show=True)  # a temporary file instead
     try:
-        assert opened[1].endswith(".html") and "load-a1b2c3d4" in Path(opened[1]).read_text()
+        assert opened[1].endswith(".html")
+        assert "load-a1b2c3d4" in Path(opened[1]).read_text(encoding="utf-8")
     finally:
         os.unlink(opened[1])
 
@@ -458,6 +460,7 @@ def chromium():
     return require_chromium()
 
 
+@needs_browser_driver  # (elsewhere it skips, CI or not)
 def test_require_chromium_skips_locally_but_fails_in_ci(monkeypatch):
     monkeypatch.setenv("PATH", "")
     monkeypatch.delenv("CHROMIUM", raising=False)
@@ -501,8 +504,8 @@ def test_browser_helper_reports_thrown_errors(chromium, tmp_path):
         "<script>setTimeout(() => { throw new TypeError('later boom') }, 0);"
         "Promise.reject(new Error('rejected boom'));"
         "console.error('logged boom')</script>"
-        "</body></html>"
-    )
+        "</body></html>",
+        encoding="utf-8")
     result = open_in_chromium(page)
     text = "\n".join(result.errors)
     for boom in ("deliberate boom", "later boom", "rejected boom", "logged boom"):
@@ -514,7 +517,7 @@ def test_browser_helper_sees_a_clean_page_as_clean(chromium, tmp_path):
     page = tmp_path / "clean.html"
     page.write_text("<html><body><p id=p>before</p><script>"
                     "document.getElementById('p').textContent = 'after script';"
-                    "console.log('just saying')</script></body></html>")
+                    "console.log('just saying')</script></body></html>", encoding="utf-8")
     result = open_in_chromium(page)
     assert result.errors == []
     assert "after script" in result.dom
@@ -525,7 +528,7 @@ def test_browser_helper_sees_a_clean_page_as_clean(chromium, tmp_path):
 
 def test_browser_helper_kills_chromium_on_timeout(chromium, tmp_path):
     page = tmp_path / "hang.html"
-    page.write_text("<html><body><script>while (true) {}</script></body></html>")
+    page.write_text("<html><body><script>while (true) {}</script></body></html>", encoding="utf-8")
     with pytest.raises(BrowserError, match="timed out") as info:
         open_in_chromium(page, timeout=3)
     assert session_processes(info.value.pid) == []

@@ -236,7 +236,7 @@ def test_report_without_finished_tasks_says_so_and_bokeh_does_not_warn(tmp_path,
                           filename=str(path), show=False)
     bokeh_warnings = [r.getMessage() for r in caplog.records if r.name.startswith("bokeh")]
     assert bokeh_warnings == []  # today: W-1000 (MISSING_RENDERERS)
-    page = path.read_text()
+    page = path.read_text(encoding="utf-8")
     assert "No task finished" in page
     for fig, message in zip([child[0] for child in stack.children],
                             ["No task finished", "No resource samples", "Nothing was cached"],
@@ -293,7 +293,7 @@ def test_profiler_summary_of_a_real_run_and_in_the_page(tmp_path):
     assert sum(g.share for g in s.groups) == pytest.approx(1.0)
     path = tmp_path / "summary.html"
     prof.visualize(filename=str(path), show=False)
-    page = path.read_text()
+    page = path.read_text(encoding="utf-8")
     assert "parallel efficiency" in page and "tasks run" in page and "inc" in page
     # the summary comes before the plots
     assert page.index("parallel efficiency") < page.index('"Task stream"')

@@ -42,7 +42,7 @@ def test_title_is_on_the_page_not_only_the_tab(tmp_path):
     _run(T0, "recorded title").save_json(a)
     out = tmp_path / "one.html"
     assert cli.main(["report", str(a), "-o", str(out), "--title", "Shown title"]) == 0
-    html = out.read_text()
+    html = out.read_text(encoding="utf-8")
     assert "<title>Shown title</title>" in html
     assert "Shown title&lt;/h1&gt;" in html  # the heading Div, HTML-escaped in the JSON
 

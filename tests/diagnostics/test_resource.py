@@ -18,6 +18,7 @@ from localsched.callbacks import Callback
 from localsched.diagnostics import resource
 from localsched.diagnostics.records import ResourceData
 from localsched.diagnostics.resource import THREAD_NAME, ResourceProfiler
+from tests.platform_marks import needs_waitid
 
 
 def sampler_threads():
@@ -284,7 +285,7 @@ def test_survives_child_exiting_between_samples():
     assert len(rprof.results) == 4
 
 
-@pytest.mark.skipif(not hasattr(os, "waitid"), reason="needs os.waitid to leave a zombie")
+@needs_waitid
 def test_survives_zombie_child():
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:

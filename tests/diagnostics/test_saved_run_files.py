@@ -150,7 +150,7 @@ def test_the_sample_run_itself_loads(tmp_path):
 def test_a_malformed_file_is_one_clear_error_naming_it(tmp_path, name):
     text, words = MALFORMED[name]
     path = tmp_path / f"{name}.json"
-    path.write_text(text)
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(RunFileError) as info:
         RunData.load_json(path)
     message = str(info.value)
@@ -177,7 +177,7 @@ def test_from_dict_checks_too():
 
 def test_cli_report_of_malformed_files_is_one_line_each(tmp_path):
     for name in ("truncated", "key-code-negative", "json-too-deep", "time-bigint"):
-        (tmp_path / f"{name}.json").write_text(MALFORMED[name][0])
+        (tmp_path / f"{name}.json").write_text(MALFORMED[name][0], encoding="utf-8")
         proc = subprocess.run([sys.executable, "-m", "localsched.cli", "report",
                                f"{name}.json"], cwd=tmp_path, capture_output=True, text=True,
                               timeout=120)
@@ -231,7 +231,7 @@ def shared_shallow_stack(n=20_000) -> dict:
 
 def write(tmp_path, name, data) -> tuple:
     path = tmp_path / f"{name}.json"
-    path.write_text(json.dumps(data, separators=(",", ":")))
+    path.write_text(json.dumps(data, separators=(",", ":")), encoding="utf-8")
     return path, path.stat().st_size
 
 

@@ -18,6 +18,7 @@ from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
 from localsched.termsafe import terminal_text
 from localsched.threaded import get as get_threads
+from tests.platform_marks import needs_control_characters_in_file_names
 
 NASTY = ["title\x1b]0;pwned\x07", "clear\x1b[2J", "back\rover", "lone\udcff", "rtl\u202eabc",
          "c1\x9b31m"]
@@ -72,13 +73,14 @@ def test_summary_text_escapes_group_names():
     assert "title\\x1b]0;pwned\\x07" in text
 
 
+@needs_control_characters_in_file_names
 def test_cli_group_progress_and_messages_escape_names(tmp_path):
     (tmp_path / "job.py").write_text(textwrap.dedent(f"""
         import localsched
         names = {NASTY!r}
         dsk = {{(n, i): (abs, -i) for n in names for i in range(2)}}
         localsched.get(dsk, list(dsk))
-    """))
+    """), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "localsched.cli", "profile", "--group-progress",
                            "-o", "r.html", "job.py"], cwd=tmp_path, capture_output=True,
                           timeout=180)
@@ -88,7 +90,7 @@ def test_cli_group_progress_and_messages_escape_names(tmp_path):
     assert "clear\\x1b[2J" in err and "lone\\udcff" in err
     # An error message naming a file: its name is escaped too.
     bad = tmp_path / "bad\x1b[2J.json"
-    bad.write_text("{}")
+    bad.write_text("{}", encoding="utf-8")
     proc = subprocess.run([sys.executable, "-m", "localsched.cli", "report", bad.name],
                           cwd=tmp_path, capture_output=True, timeout=180)
     err = proc.stderr.decode("utf-8", "surrogateescape")

@@ -88,7 +88,7 @@ def test_performance_report_notes_unknown_sizes(scheduler, tmp_path):
         assert report.data is not None
         sizes = {r.key: r.metric for r in report.data.cache}
         assert math.isnan(sizes["odd"]) and sizes["total"] > 0
-        assert "1 result of unknown size" in path.read_text()
+        assert "1 result of unknown size" in path.read_text(encoding="utf-8")
         again = RunData.load_json(tmp_path / "r.json")
         assert math.isnan({r.key: r.metric for r in again.cache}["odd"])
 

@@ -34,7 +34,7 @@ def test_each_profiler_plots_itself(tmp_path, make, title, record_type):
     assert p.record_type is record_type and p.results
     out = tmp_path / "one.html"
     layout = p.visualize(filename=str(out), show=False)
-    html = out.read_text()
+    html = out.read_text(encoding="utf-8")
     assert title in html
     assert layout is not None
 
@@ -44,7 +44,7 @@ def test_package_visualize_stacks_all_three(tmp_path):
         get(DSK, "total")
     out = tmp_path / "all.html"
     visualize([prof, rprof, cprof], filename=str(out), show=False)
-    html = out.read_text()
+    html = out.read_text(encoding="utf-8")
     assert all(t in html for t in ("Task stream", "Resources", "Cache"))
 
 
@@ -86,7 +86,7 @@ def test_file_path_still_saves_with_a_future_warning(tmp_path):
     path = tmp_path / "old.html"
     with pytest.warns(FutureWarning, match="file_path keyword argument is deprecated"):
         prof.visualize(show=False, file_path=str(path))
-    assert "Task stream" in path.read_text()
+    assert "Task stream" in path.read_text(encoding="utf-8")
 
 
 def test_cache_axis_names_the_metric_as_dask_does():
