@@ -185,6 +185,7 @@ def macos_env(tmp_path):
     see no /dev/shm but have POSIX shared-memory objects under macOS's
     rules (``tests/macos_sim.py``), with a temporary directory of their own
     (where the owner locks and journals go)."""
+    pytest.importorskip("_posixshmem", reason="POSIX shared memory (not on Windows)")
     site, tmp = tmp_path / "site", tmp_path / "tmp"
     site.mkdir()
     tmp.mkdir()
