@@ -309,6 +309,10 @@ class ResourceProfiler(Callback):
             self.end_time = None
             self._closed = False
             self._failure = None
+            # Imported here, not first in the sampler thread: a process
+            # forked while that thread imports would find the module half
+            # made in the child ("partially initialized module").
+            from .._pool import segments  # noqa: F401
             stop = threading.Event()
             thread = threading.Thread(
                 target=self._sample_until, args=(stop,), name=THREAD_NAME, daemon=True
