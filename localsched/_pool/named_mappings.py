@@ -13,13 +13,12 @@ one of its own, or the result would vanish in between.  So:
   keeps the handle until it releases the segment, which is what
   ``unlink`` means here (close this process's handle; the OS frees the
   mapping when no handle or view is left);
-- a worker holds what it wrote until its next job arrives (``let_go``,
-  called by the worker before it runs the next job).  The pool sends a
-  worker its next job only after reading its last one to the end, and
-  every record of that job, with every handle in it, came before the
-  job's last message on the same pipe: by then the owner holds them all.
-  A worker therefore keeps its last job's results alive until its next job
-  or its exit, at most one job's results per worker;
+- a worker holds what it wrote until the pool, having read the job's last
+  message, sends ``LET_GO`` (the worker's next job and ``STOP`` do the
+  same: the pool sends neither before it has read the job to its end).
+  Every record of the job, with every handle in it, came before that last
+  message on the same pipe, so by then the owner holds them all.  A
+  worker's results therefore outlive the computation by one message;
 - a reader maps a copy-on-write view by name (``FILE_MAP_COPY``):
   zero-copy, and a task writing into its input gets private pages, as
   with the files of Linux.
@@ -70,7 +69,7 @@ class _HandOver(SegmentKind):
 
     prefix = "lsw"
     held_outside_rss = True  # held by a handle, mapped by nobody
-    writer_holds = True  # until its next job: see the module note
+    writer_holds = True  # until the pool says LET_GO: see the module note
 
     def __init__(self) -> None:
         self._held: dict = {}  # name -> this process's handle of it
