@@ -280,6 +280,7 @@ class _Listener:
         if job.store is not None and job.store.kind.writer_holds:
             # Every record of the job was read (and its segments adopted)
             # before this, its last message: the worker may let go.
+            w.let_go_prefix = job.shm_prefix
             try:
                 w.out.send_bytes(encode(Kind.LET_GO, job.id))
             except (OSError, ValueError):
@@ -320,6 +321,11 @@ class _Listener:
         self._handles = None
         if job is not None:
             job.ended(worker_died=True)
+        if w.let_go_prefix is not None:
+            # Killed before it let go (Ctrl-C, shutdown): Windows frees what
+            # it held; where segments outlive their holders (the simulation
+            # of Windows), the sweep does.
+            segments.sweep(w.let_go_prefix)
         if before is BUSY and job is not None:
             _settle(job.future, exc=WorkerDiedError(
                 f"worker process {w.pid} died ({describe_exit(code)})", w.pid, code,

@@ -115,6 +115,9 @@ class Worker:
         self.init_failed = False  # it reported INIT_FAILED (the pool broke then)
         self.conn_open = True
         self.exit_handle: Any = None
+        # The shared-memory prefix of the last job it was told to let go of
+        # (``LET_GO``): swept if it dies before it has.
+        self.let_go_prefix: str | None = None
 
     def move(self, new: WorkerState) -> None:
         """Change state; a move the state diagram does not have raises."""

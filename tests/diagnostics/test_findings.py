@@ -79,7 +79,9 @@ def test_tiny_tasks_on_threads_are_an_overhead_finding():
 # half is tested on synthetic runs: test_findings_thresholds.py.)
 @needs_schedstat
 def test_python_loops_on_threads_are_a_gil_finding_and_not_on_processes():
-    dsk = {("py", i): (py_loop, 400_000) for i in range(20)}  # (enough samples to judge)
+    # (40 tasks: some 40-70 looks of the sampler, well above the 20 it needs
+    # to judge; 20 tasks gave 19-34, and the rule fell silent below 20)
+    dsk = {("py", i): (py_loop, 400_000) for i in range(40)}
     run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
     found = kinds(run)
     assert "gil" in found, [str(f) for f in run.findings()]
