@@ -173,7 +173,7 @@ def _unused_pid() -> int:
 
 
 def _can_unshare() -> bool:
-    if os.geteuid() != 0 or shutil.which("unshare") is None:
+    if not hasattr(os, "geteuid") or os.geteuid() != 0 or shutil.which("unshare") is None:
         return False
     return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"],
                           capture_output=True).returncode == 0
