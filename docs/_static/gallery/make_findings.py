@@ -12,37 +12,15 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-
 import localsched
 from localsched.diagnostics.report import performance_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests"))
+ROOT = os.path.join(HERE, "..", "..", "..")
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # (the tests' workloads and browser)
 
-
-def inc(x):
-    return x + 1
-
-
-def py_loop(n):
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
-
-
-def make_block(i):
-    return np.ones(1_000_000)
-
-
-def total(*blocks):
-    return sum(float(b.sum()) for b in blocks)
-
-
-def nap(x, seconds):
-    time.sleep(seconds)
-    return x
+# The workloads with a known cause are the findings tests' own.
+from tests.diagnostics.test_findings import inc, make_block, nap, py_loop, total  # noqa: E402
 
 
 def main() -> None:
