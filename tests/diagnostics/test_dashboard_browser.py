@@ -113,13 +113,12 @@ def test_status_page_live_in_chromium(tmp_path, chromium_path):
             summary = tab.evaluate("Bokeh.index[Bokeh.documents[0].get_model_by_name('summary')"
                                    ".id].markup_el.innerHTML")
             tab.close_tab()
-            # the closed tab's session goes within a couple of seconds
-            t0 = time.monotonic()
-            while dash.sessions() and time.monotonic() - t0 < 5:
+            # the closed tab's session goes (the reaper looks every 0.5 s; the
+            # 30 s are for a loaded machine, not a bound on the reaper)
+            gone = time.monotonic() + 30
+            while dash.sessions() and time.monotonic() < gone:
                 time.sleep(0.05)
-            reaped_after = time.monotonic() - t0
             assert dash.sessions() == 0, "the closed tab's session was not reaped"
-            assert reaped_after < 4.0  # (0.5 s reaper; more only on a loaded machine)
         assert tab.errors == [], tab.errors
         # (the strip as read a moment after the screenshot: the run may have
         # ended meanwhile, and a finished run's strip says "took", no ETA)
