@@ -1,121 +1,35 @@
 """Zero-copy transport through shared memory (localsched/_pool/shm.py, #10).
 
-Every test runs on real worker processes and checks, through an autouse
-fixture, that no localsched segment of this process is left in /dev/shm
-once the shared pools are stopped; several also check right after a
-computation returns, with the pool still up.
+Every test runs on real worker processes, on each kind of segment
+(tests/shm_kinds.py), and checks, through an autouse fixture, that no
+localsched segment of this process is left once the shared pools are
+stopped; several also check right after a computation returns, with the
+pool still up.  What happens when an owner goes: tests/test_shm_owners.py.
 """
 
 from __future__ import annotations
 
-import ctypes
-import mmap
 import os
 import signal
-import sys
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from localsched import _platform, batching
+from localsched import batching
 from localsched import multiprocessing as lmp
 from localsched._pool import segments, shm
 from localsched.callbacks import Callback
-from tests.macos_sim import end_simulation, objects_of, simulate_macos
+from tests import shm_kinds
 from tests.platform_marks import needs_posix_signals
-from tests.windows_sim import simulate_windows
+from tests.shm_kinds import BIG, backing, files_only, make, mine, released
 
-# This platform's own kind runs natively (macOS: posix, Windows: named);
-# Linux also simulates the other two.
-_KIND_HERE = _platform.shared_memory_kind()
-# (a whole run under LOCALSCHED_SIMULATE_WINDOWS=1 counts as Windows)
-NATIVE_KIND = "named" if _KIND_HERE == "named-simulated" else _KIND_HERE
-SIMULATES = sys.platform.startswith("linux") and NATIVE_KIND == "files"
-
-BIG = 200_000  # elements: above the 64 KiB threshold for every dtype
-
-# Every test runs on each kind of segment: files in /dev/shm (Linux), POSIX
-# objects (macOS, simulated: tests/macos_sim.py) and named mappings (Windows,
-# simulated with the rest of Windows' process pool: tests/windows_sim.py).
-# All live in Linux's /dev/shm, where ``mine()`` counts them.
-files_only = pytest.mark.files_only  # (free room, /proc: what the files kind alone has)
-
-
-def released() -> bool:
-    """Whether this process's segments are all gone.  At once for files and
-    POSIX objects, released as the computation returns; for named mappings
-    once each worker has let go of what it wrote (``named_mappings``: the
-    pool tells it to as it reads the worker's last message), a moment later."""
-    if _kind_now[0] == "named":
-        deadline = time.monotonic() + 10
-        while mine() and time.monotonic() < deadline:
-            time.sleep(0.01)
-    return not mine()
-
-
-_kind_now = ["files"]
-
-
-def mine() -> dict:
-    """This process's localsched segments now, as the store sees them and,
-    where it cannot list them (POSIX objects), as /dev/shm shows them."""
-    found = dict(shm.live_segments(pids=[os.getpid()]))
-    found.update(dict.fromkeys(objects_of(os.getpid()), -1))
-    return found
-
-
-@pytest.fixture(autouse=True, params=["files", "posix", "named"])
-def segment_kind(request, monkeypatch):
-    param = request.param
-    native = NATIVE_KIND == param
-    if not native and not (SIMULATES and param != "files"):
-        pytest.skip(f"the {param} kind: native elsewhere, simulated on Linux only")
-    if param != "files" and request.node.get_closest_marker("files_only"):
-        pytest.skip("the files kind's own behaviour")
-    if not native:
-        (simulate_macos if param == "posix" else simulate_windows)(monkeypatch)
-    _kind_now[0] = param
-    yield param
-    if not native:
-        end_simulation()
-
-
-@pytest.fixture(autouse=True)
-def clean_shm(segment_kind, monkeypatch):
-    for var in ("LOCALSCHED_SHM", "LOCALSCHED_SHM_THRESHOLD", "LOCALSCHED_SHM_RESERVE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(segments, "_warned", False)
-    lmp.shutdown()  # workers start with this test's environment
-    before = mine()
-    yield
-    lmp.shutdown()  # (kills what an aborted computation left running, sweeps)
-    left = set(mine()) - set(before)
-    assert not left, f"segments left in {shm.SHM_DIR}: {sorted(left)}"
+# The autouse fixtures: each test runs on every kind of segment, and leaves none.
+segment_kind, clean_shm = shm_kinds.segment_kind, shm_kinds.clean_shm
 
 
 # -- tasks (module level: workers import them) -------------------------------------
-
-
-def make(dtype: str, n: int = BIG):
-    return (np.arange(n) % 120).astype(dtype)
-
-
-def backing(a) -> str:
-    """What an array's memory belongs to: 'mmap' when it points into a
-    mapped segment (Python's mmap in a worker, a descriptor-less mapping in
-    the caller), else the owner's type (or 'own')."""
-    base = a
-    while isinstance(base, np.ndarray) and base.base is not None:
-        base = base.base
-    if isinstance(base, np.ndarray):
-        return "own"
-    if isinstance(base, memoryview):
-        if isinstance(base.obj, (mmap.mmap, ctypes.Array)):
-            return "mmap"
-        return type(base.obj).__name__
-    return type(base).__name__
 
 
 def described(a):
@@ -512,157 +426,3 @@ def test_resource_profiler_counts_results_held_in_no_mapping(segment_kind):
     mb = size / 1e6
     assert abs(held - base) < 0.25 * mb, (base, held)
     assert abs(base - released - mb) < 0.25 * mb, (base, released)
-
-
-# -- the scheduler's process itself ends -------------------------------------------
-
-_SCRIPT = """
-import os, signal, sys, numpy as np
-from localsched.callbacks import Callback
-from localsched.multiprocessing import default_pool, get
-
-def stop(key, result, dsk, state, worker_id):
-    if len(state.finished) == 4:
-        print(os.getpid(), *default_pool(2).pids, flush=True)
-        os.kill(os.getpid(), getattr(signal, sys.argv[1]))
-
-dsk = {f"a{i}": (np.full, 200_000, i) for i in range(30)}
-dsk["out"] = (len, [f"a{i}" for i in range(30)])
-get(dsk, "out", num_workers=2, chunksize=1, callbacks=[Callback(posttask=stop)])
-"""
-
-
-@needs_posix_signals
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL"])
-def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", _SCRIPT, how], capture_output=True, text=True,
-                          timeout=60, stdin=subprocess.DEVNULL)
-    import psutil
-
-    pid, *workers = map(int, proc.stdout.split())
-    # Its workers die with it (PDEATHSIG, lifeline); wait until they have.
-    psutil.wait_procs([p for p in map(_process, workers) if p is not None], timeout=10)
-    if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
-        assert "KeyboardInterrupt" in proc.stderr
-        assert not shm.live_segments(pids=[pid])
-    else:  # killed outright: its reaper removes what it held (nothing here sweeps)
-        deadline = time.monotonic() + 5
-        while shm.live_segments(pids=[pid]) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not shm.live_segments(pids=[pid])
-
-
-def _process(pid: int):
-    import psutil
-
-    try:
-        return psutil.Process(pid)
-    except psutil.NoSuchProcess:
-        return None
-
-
-# -- owners that are gone, and names (both kinds; POSIX objects cannot be listed) ---
-
-
-def _dead_owner_segment(segment_kind) -> tuple[str, str]:
-    """A segment of an owner that is gone (its lock file held by no one,
-    its reaper never ran), made as that owner would: ``(name, lock path)``."""
-    owner = segment_kind.owner_label(_unused_pid())
-    lock = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
-    os.close(os.open(lock, os.O_CREAT | os.O_WRONLY, 0o600))
-    name = f"{segment_kind.prefix}{owner}-1-1-0"
-    segments.write_segment(name, [memoryview(make("f8"))], 0)
-    return name, lock
-
-
-def _unused_pid() -> int:
-    import psutil
-
-    pid = 4_000_000
-    while psutil.pid_exists(pid):
-        pid -= 1
-    return pid
-
-
-def test_what_a_dead_owner_left_is_swept_by_the_next_store():
-    from localsched._pool.segments import kind
-
-    segment_kind = kind()
-    if not segment_kind.owner_lock:
-        pytest.skip("Windows frees a dead owner's mappings itself")
-    name, lock = _dead_owner_segment(segment_kind)
-    try:
-        assert segment_kind.size(name) >= make("f8").nbytes
-        assert segments.sweep_stale() >= 1
-        with pytest.raises(FileNotFoundError):
-            segment_kind.size(name)
-        assert not os.path.exists(lock)
-    finally:
-        segment_kind.unlink(name)
-        if os.path.exists(lock):
-            os.unlink(lock)
-
-
-def test_posix_object_names_fit_macos_31_characters(segment_kind):
-    if segment_kind != "posix":
-        pytest.skip("POSIX objects' names")
-    from localsched._pool.segment_kinds import PosixObjects
-
-    kind = PosixObjects()
-    owner = kind.owner_label(4_194_304)  # (Linux's largest pid)
-    longest = f"/{kind.prefix}{owner}-{kind.number_text(36 ** 2 - 1)}-" \
-              f"{kind.number_text(2 ** 31)}-{kind.number_text(36 ** 2 - 1)}"
-    assert len(longest) <= 31, longest
-
-
-def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
-    if segment_kind != "posix":
-        pytest.skip("POSIX objects' journal")
-    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
-
-    store = shm.store()
-    journal = os.path.join(store.kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
-    for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
-        store.kind.register(f"{store.prefix}9-9-{i}")
-    kept = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 10), []))
-    handle = shm.SharedValue(kept.name, kept.size, kept.meta, kept.layout, store)
-    assert os.path.getsize(journal) > JOURNAL_COMPACT
-    store.begin()
-    store.end()  # the last computation ended: the journal keeps what exists
-    with open(journal) as f:
-        assert f.read().split() == [kept.name]
-    np.testing.assert_array_equal(handle.load(), make("f8"))
-    handle.release()
-
-
-def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
-    """The Windows simulation keeps Windows' rule (two kind objects stand in
-    for two processes: each holds its own handles): a mapping lives while
-    any holder keeps it and is gone with the last, so opening it then fails
-    as on Windows; and a writer's results survive its letting go only once
-    the owner has adopted them."""
-    if segment_kind != "named" or not SIMULATES:
-        pytest.skip("Windows' named mappings (simulated)")
-    from localsched._pool.named_mappings import SimulatedNamedMappings
-
-    writer, owner = SimulatedNamedMappings(), SimulatedNamedMappings()
-    name = f"{writer.prefix}{writer.owner_label(os.getpid())}-9-9-0"
-    writer.done_writing(writer.create(name, 4096))
-    writer.write(name, 4096, ((0, 4),), [b"abcd"])
-    owner.adopt(name)
-    writer.let_go([name])  # (the pool read the job to its end)
-    assert bytes(owner.read_private(name, 4096)[:4]) == b"abcd"
-    owner.unlink(name)  # the last holder: gone
-    with pytest.raises(FileNotFoundError):
-        owner.read_private(name, 4096)
-    assert name not in objects_of(os.getpid())
-
-    # Let go before the owner adopted: lost, as it would be on Windows.
-    writer.done_writing(writer.create(name, 4096))
-    writer.let_go([name])
-    owner.adopt(name)
-    with pytest.raises(FileNotFoundError):
-        owner.read_private(name, 4096)

@@ -18,7 +18,11 @@ before any segment and holds a shared ``flock`` on it for its lifetime; so
 does every worker that runs a job for it (workers create segments under
 the owner's name).  An owner is dead when an exclusive lock on its lock
 file can be taken: that works whatever PID namespace the owner lives in,
-and a pid that happens to exist (or not) here means nothing.
+and a pid that happens to exist (or not) here means nothing.  A worker
+takes the lock with its first job; one that finds the file gone (or gone
+while it waited for the lock: the reaper removes it holding the lock)
+writes no segment for that owner, whose reaper may have run already --
+the job's values take the pipe.
 
 Reaping: a reaper process per owner.  The owner starts one small process
 (``segment_kinds``' reaper script, a few lines of Python, detached in its
@@ -518,31 +522,42 @@ def _remove(path: str) -> None:
         pass
 
 
-def hold_owner_lock(prefix: str) -> None:
+def hold_owner_lock(prefix: str) -> bool:
     """In a worker: hold the lock of the owner named by job ``prefix`` for
     the worker's life, so that the owner counts as alive while this
-    process may still write segments under its name."""
+    process may still write segments under its name.  False if the owner
+    is gone -- its lock file removed, by its reaper or at its exit, before
+    this worker held it: then nothing would remove what the job wrote, and
+    its values must take the pipe.  (The lock file can go while this worker
+    waits for the lock -- the reaper holds it exclusively as it removes
+    what the owner left -- so having it is not enough: the file must still
+    be the one the lock is on.)"""
     segment_kind = kind()
     if segment_kind is None or not segment_kind.owner_lock:
-        return
+        return True
     owner = _owner_of(prefix)
     try:
         path = os.path.join(segment_kind.directory,
                             f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}")
     except OSError:
-        return
+        return False
     if path in _owner_locks:
-        return
+        return True
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return  # the owner is gone: this worker is about to be
+        return False  # the owner is gone: this worker is about to be
     try:
         flock(fd, LOCK_SH)
+        held, named = os.fstat(fd), os.stat(path)
     except OSError:
         os.close(fd)
-        return
+        return False
+    if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
+        os.close(fd)  # (removed while this worker waited; maybe made anew since)
+        return False
     _owner_locks[path] = fd
+    return True
 
 
 class WorkerSegments:

@@ -234,8 +234,9 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
         fn, args, kwargs, streams, shm_prefix, lent = loads_job(body)
         del body
         _job.arrival = (received, time.time())  # (read by fine metrics)
-        if shm_prefix is not None:
-            hold_owner_lock(shm_prefix)
+        # (an owner already gone gets its values through the pipe: its
+        # reaper may have run, and would never remove what this job wrote)
+        if shm_prefix is not None and hold_owner_lock(shm_prefix):
             writer = WorkerSegments(shm_prefix, lent)
         if streams:
             _job.task_slot = slot
