@@ -298,3 +298,44 @@ def test_the_dask_config_switch_starts_no_dashboard_in_dasks_workers(tmp_path):
     lines = done.stdout.splitlines()
     assert [line for line in lines if line.startswith("localsched dashboard:")] == lines[:1]
     assert lines[1:] == ["dask [False]", "here True"]
+
+
+# The sampler thread reads the segment store's memory; were the store's module
+# first imported in that thread, a process forked meanwhile would find it half
+# made ("partially initialized module").  It is imported as sampling starts,
+# in the caller's thread: the sampler's first step already finds it whole.
+SAMPLER_IMPORTS = """\
+import json, os, signal, sys, threading
+from localsched.diagnostics import ResourceProfiler
+
+assert "localsched._pool.segments" not in sys.modules
+seen, parked, go = {}, threading.Event(), threading.Event()
+sample_until = ResourceProfiler._sample_until
+
+def first_step(self, stop):
+    module = sys.modules.get("localsched._pool.segments")
+    seen["whole"] = module is not None and hasattr(module, "live_segments")  # (its last def)
+    parked.set()
+    go.wait(30)
+    return sample_until(self, stop)
+
+ResourceProfiler._sample_until = first_step
+with ResourceProfiler(dt=0.01):
+    parked.wait(30)
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(60)
+        import localsched.multiprocessing as lm
+        value = lm.get({"x": (sum, [1, 2])}, "x", num_workers=1)
+        lm.shutdown()
+        os._exit(0 if value == 3 else 1)
+    go.set()
+    _, status = os.waitpid(pid, 0)
+print(json.dumps({"seen": seen, "child": status}))
+"""
+
+
+def test_the_resource_sampler_finds_the_segment_store_imported(tmp_path):
+    done = run_script(tmp_path, SAMPLER_IMPORTS)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {"seen": {"whole": True}, "child": 0}
