@@ -4,7 +4,7 @@
     localsched profile [--dashboard[=ADDR] [--wait]] (SCRIPT.py | -m MODULE | -c CODE) [ARGS...]
     localsched demo [-o report.html]
     localsched report run.json [-o report.html] [--trace trace.json]
-    localsched compare before.json after.json [--threshold 0.1] [--min-seconds 0.05]
+    localsched compare [--repeats N] before.json after.json [--threshold 0.25]
 
 ``profile`` and ``demo`` run with every diagnostic on
 (``localsched.performance_report``: tasks, resources, cache in bytes, fine
@@ -282,6 +282,7 @@ def _run_profiled(args, workload) -> int:
              else f"localsched profile {_program_name(args)}")
     report = performance_report(args.output, title=title, dt=args.dt,
                                 samples=not args.no_samples, json=args.json, trace=args.trace)
+    report.header.update(_header_of(args))
     writing = _OutputsWritten(report)
     dash = _start_dashboard(args)
     with ExitStack() as stack:
@@ -305,6 +306,7 @@ def _run_profiled(args, workload) -> int:
         except BaseException:  # noqa: B036 -- the script's own failure, reported
             traceback.print_exc()
             status = 1
+        report.header["status"] = status  # (a failed run: compare never passes it)
         if os.getpid() != profiling:
             stack.pop_all()  # a forked child of the script ends as the script would
     if os.getpid() != profiling:
@@ -337,6 +339,21 @@ class _OutputsWritten:
             self.report.__exit__(*exc)
         except OSError as error:
             self.error = error
+
+
+def _header_of(args) -> dict:
+    """What the report's header says of the command: scheduler, script."""
+    workers = f" ({args.num_workers} workers)" if args.num_workers else ""
+    out: dict = {"scheduler": f"{args.scheduler}{workers}"}
+    if args.command == "demo":
+        out["name"] = "localsched demo"
+    elif getattr(args, "module", None):
+        out["name"] = f"-m {args.module}"
+    elif getattr(args, "code", None) is not None:
+        out["code"] = args.code
+    else:
+        out["script"] = args.script
+    return out
 
 
 def _program_name(args) -> str:

@@ -1,11 +1,12 @@
-"""``localsched compare BEFORE.json AFTER.json``: did a task group get slower?
+"""``localsched compare [--repeats N] BEFORE... AFTER...``: did it get slower?
 
-Reads two saved runs (``--json``, ``RunData.save_json``, a report page),
-prints the per-group table of ``RunData.compare`` and exits 1 when a group
-regressed -- its task seconds grew by more than ``--threshold`` (a share,
-default 0.10) and by more than ``--min-seconds`` (default 0.05) -- so it can
-gate a CI job; 0 otherwise, 2 when a file cannot be read.  ``cli`` only
-wires it in.
+Reads saved runs (``--json``, ``RunData.save_json``, a report page), one a
+side or ``--repeats N`` a side, prints the table of
+``analysis.comparison.compare`` (each group's CPU seconds, the wall time,
+the noise of the repeats) and exits with its status, so it can gate a CI
+job: 0 no regression; 1 a regression, or a run with failed or interrupted
+tasks (or none at all); 2 bad input (a file that cannot be read, the wrong
+number of files).  ``cli`` only wires it in.
 """
 
 from __future__ import annotations
@@ -37,20 +38,35 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _repeats(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
 def add_compare_parser(sub) -> None:
     """Add the ``compare`` subcommand to ``localsched``'s subparsers."""
     p = sub.add_parser(
         "compare",
-        help="compare two saved runs group by group; exit 1 on a regression",
-        description="Compare two saved runs (JSON or report pages) task group by task "
-                    "group, print the table, and exit 1 when a group's task seconds grew "
-                    "by more than THRESHOLD and by more than MIN_SECONDS (a regression), "
-                    "0 otherwise.",
+        help="compare saved runs group by group; exit 1 on a regression or a failed run",
+        description="Compare saved runs (JSON or report pages): each task group's CPU "
+                    "seconds (task seconds where it mostly waits) and the wall time. "
+                    "Exit 0: no regression; 1: a regression, or a run with failed or "
+                    "interrupted tasks; 2: bad input.",
     )
-    p.add_argument("before", metavar="BEFORE.json", help="the reference run")
-    p.add_argument("after", metavar="AFTER.json", help="the run to judge")
-    p.add_argument("--threshold", type=_share, default=0.10, metavar="THRESHOLD",
-                   help="relative growth that counts, e.g. 0.1 or 10%% (default: 0.1)")
+    p.add_argument("runs", metavar="RUN.json", nargs="+",
+                   help="BEFORE.json AFTER.json, or with --repeats N: N before-runs "
+                        "then N after-runs")
+    p.add_argument("--repeats", type=_repeats, default=1, metavar="N",
+                   help="runs per side: their spread is the noise a change must exceed "
+                        "(default: 1)")
+    p.add_argument("--threshold", type=_share, default=None, metavar="THRESHOLD",
+                   help="relative growth that counts, e.g. 0.25 or 25%% "
+                        "(default: 0.25, with repeats 0.1 beyond their spread)")
     p.add_argument("--min-seconds", type=_seconds, default=0.05, metavar="MIN_SECONDS",
                    help="absolute growth in seconds that counts as well (default: 0.05)")
 
@@ -59,8 +75,13 @@ def run_compare(args) -> int:
     """Run ``localsched compare``; returns the exit status."""
     from .diagnostics.report import RunData
 
+    n = args.repeats
+    if len(args.runs) != 2 * n:
+        print(f"localsched: compare takes {2 * n} files with --repeats {n} "
+              f"({n} before, {n} after), got {len(args.runs)}", file=sys.stderr)
+        return 2
     runs = []
-    for path in (args.before, args.after):
+    for path in args.runs:
         try:
             runs.append(RunData.load_json(path))
         except OSError as exc:
@@ -69,9 +90,12 @@ def run_compare(args) -> int:
         except ValueError as exc:
             print(f"localsched: {exc}", file=sys.stderr)
             return 2
-    result = runs[0].compare(runs[1], rel=args.threshold, min_seconds=args.min_seconds)
-    names = (os.path.basename(args.before), os.path.basename(args.after))
-    if names[0] == names[1]:
+    from .diagnostics.analysis import compare
+
+    result = compare(runs[:n], runs[n:], rel=args.threshold, min_seconds=args.min_seconds)
+    names = (os.path.basename(args.runs[0]), os.path.basename(args.runs[n]))
+    if names[0] == names[1] or n > 1:
         names = ("before", "after")
     print(result.table(names))
-    return 1 if result.regressions else 0
+    return result.status
+

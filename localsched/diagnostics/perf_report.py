@@ -16,6 +16,7 @@ import time
 from contextlib import ExitStack
 from functools import partial
 
+from .header import LoadMeter, run_header
 from .rundata import RunData
 
 __all__ = ["performance_report"]
@@ -49,7 +50,8 @@ class performance_report:
     def __init__(self, filename: str | None = "report.html", *, title: str | None = None,
                  dt: float = 0.25, samples: bool = True, interval: float = 0.01,
                  metrics: bool = True, json: str | None = None,
-                 trace: str | None = None, mode: str | None = None):
+                 trace: str | None = None, mode: str | None = None,
+                 scheduler: str | None = None, script: str | None = None):
         self.filename = filename
         self.title = title
         self.json_path = json
@@ -62,6 +64,9 @@ class performance_report:
         self.data: RunData | None = None
         self.profilers: list = []
         self._stack: ExitStack | None = None
+        #: What the header says of the run (``header.run_header``'s keywords:
+        #: ``scheduler``; ``script``, ``code`` or ``name`` of what ran).
+        self.header: dict = {"scheduler": scheduler, "script": script}
 
     def _make_profilers(self) -> list:
         from .cache import CacheProfiler
@@ -84,6 +89,7 @@ class performance_report:
     def __enter__(self) -> performance_report:
         self.profilers = self._make_profilers()
         self._started = time.time()
+        self._load = LoadMeter().start()
         self._pid = os.getpid()
         with ExitStack() as stack:
             for p in self.profilers:
@@ -101,6 +107,7 @@ class performance_report:
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time())
+        self.data.meta["header"] = self._header()
         # Each output on its own: one that cannot be written (its error is
         # raised after) costs none of the others.  The analysis is computed
         # once for both the JSON and the page.
@@ -118,6 +125,16 @@ class performance_report:
         if failures:
             raise failures[0]
 
+    def _header(self) -> dict:
+        """The run's header (``header.run_header``): the scheduler the caller
+        named, else the one dask's config or localsched's default names."""
+        meta = self.data.meta if self.data is not None else {}
+        wanted = dict(self.header)
+        if not wanted.get("scheduler"):
+            wanted["scheduler"] = _scheduler_name()
+        return run_header(started=meta.get("started"), finished=meta.get("finished"),
+                          load=self._load.stop(), **wanted)
+
     def save_json(self, path) -> None:
         """Save the recorded run (after the block) as JSON."""
         self._finished().save_json(path)
@@ -131,3 +148,26 @@ class performance_report:
             raise RuntimeError("performance_report: the data exists once the with block ended")
         return self.data
 
+
+
+def _scheduler_name() -> str | None:
+    """The default scheduler now: dask's config ``scheduler`` (when dask is
+    imported), else localsched's process default; None if neither says."""
+    import sys
+
+    chosen = None
+    dask = sys.modules.get("dask")
+    if dask is not None:
+        try:
+            chosen = dask.config.get("scheduler", None)
+        except Exception:  # noqa: BLE001 -- a header is a nicety
+            chosen = None
+    if chosen is None:
+        delayed = sys.modules.get("localsched.delayed")
+        chosen = getattr(delayed, "process_default_scheduler", [None])[0]
+    if chosen is None or isinstance(chosen, str):
+        return chosen
+    func = getattr(chosen, "func", chosen)  # (a functools.partial)
+    name = f"{getattr(func, '__module__', '')}.{getattr(func, '__qualname__', '')}"
+    workers = getattr(chosen, "keywords", {}).get("num_workers")
+    return name + (f" ({workers} workers)" if workers else "")

@@ -218,9 +218,10 @@ class RunData:
 
         return simulate(self, workers)
 
-    def compare(self, other: RunData, rel: float = 0.10, min_seconds: float = 0.05):
-        """This run (before) against ``other`` (after), group by group: a
-        ``Comparison`` with ``groups``, ``regressions`` and ``table()``."""
+    def compare(self, other, rel: float | None = None, min_seconds: float = 0.05):
+        """This run (before) against ``other`` (after; a RunData or a list of
+        repeats), group by group: a ``Comparison`` with ``groups``,
+        ``regressions``, ``status`` and ``table()`` (``analysis.comparison``)."""
         from .analysis import compare
 
         return compare(self, other, rel=rel, min_seconds=min_seconds)

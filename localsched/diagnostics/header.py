@@ -1,0 +1,206 @@
+"""The report's header: when a run was recorded, with what, on what, how
+loaded the machine was, and which script -- what distributed's performance
+report opens with, kept in the run's JSON (``meta["header"]``) and shown at
+the top of the report page (``header_html``).
+
+``LoadMeter`` reads the machine's CPU counters at the start and the end of
+a run (psutil: system-wide busy seconds, and this process's with its
+children): ``others_cores`` is how many cores other processes kept busy on
+average -- what ``compare`` reads to tell a slow run from a busy machine.
+``run_header`` gathers the rest once, at the end of a run: versions (read
+from modules already imported, else from the installed metadata: nothing is
+imported for it), cores, BLAS/OpenMP threads (threadpoolctl when it is
+importable, else the environment variables), the scheduler, the script's
+name and source (up to ``SOURCE_LIMIT`` characters).  Every field may be
+missing (an older file has no header at all): readers use ``.get``.
+
+>>> h = run_header(started=0.0, finished=1.0, scheduler="threads")
+>>> h["scheduler"], h["cores"] == __import__("os").cpu_count(), "python" in h["versions"]
+('threads', True, True)
+>>> "threads" in header_html(h)
+True
+"""
+
+from __future__ import annotations
+
+import datetime
+import html
+import os
+import platform
+import sys
+
+__all__ = ["LoadMeter", "run_header", "header_html", "SOURCE_LIMIT"]
+
+#: Characters of the script's source the header keeps.
+SOURCE_LIMIT = 20_000
+#: The environment variables that set BLAS/OpenMP threads.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+class LoadMeter:
+    """The machine's load over a stretch of time: ``start()``, then ``stop()``
+    returns ``{"others_cores", "own_cores", "cores", "loadavg"}`` (None
+    where it cannot be read)."""
+
+    def __init__(self) -> None:
+        self._mark: tuple | None = None
+
+    @staticmethod
+    def _read() -> tuple | None:
+        import time
+
+        import psutil
+
+        try:
+            total = psutil.cpu_times()
+            busy = sum(total) - total.idle - getattr(total, "iowait", 0.0)
+            me = psutil.Process()
+            own = sum(me.cpu_times()[:4])  # (user, system, children's user and system)
+        except (OSError, psutil.Error):
+            return None
+        return time.monotonic(), busy, own
+
+    def start(self) -> LoadMeter:
+        self._mark = self._read()
+        return self
+
+    def stop(self) -> dict:
+        end, mark = self._read(), self._mark
+        out: dict = {"others_cores": None, "own_cores": None, "cores": os.cpu_count(),
+                     "loadavg": _loadavg()}
+        if end is None or mark is None or end[0] <= mark[0]:
+            return out
+        elapsed = end[0] - mark[0]
+        own = max(end[2] - mark[2], 0.0) / elapsed
+        busy = max(end[1] - mark[1], 0.0) / elapsed
+        out["own_cores"] = round(own, 3)
+        out["others_cores"] = round(max(busy - own, 0.0), 3)
+        return out
+
+
+def _loadavg() -> list | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):  # (Windows)
+        return None
+
+
+def _version(name: str) -> str | None:
+    module = sys.modules.get(name)
+    version = getattr(module, "__version__", None)
+    if isinstance(version, str):
+        return version
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _blas_threads() -> dict:
+    """``{"source": "threadpoolctl"|"environment", "pools": [...], "env": {...}}``."""
+    env = {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ}
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return {"source": "environment", "pools": [], "env": env}
+    try:
+        pools = [{"api": str(p.get("user_api")), "library": str(p.get("internal_api")),
+                  "threads": p.get("num_threads")} for p in threadpool_info()]
+    except Exception:  # noqa: BLE001 -- a header is a nicety, never an error
+        pools = []
+    return {"source": "threadpoolctl", "pools": pools, "env": env}
+
+
+def _script(path: str | None, code: str | None = None) -> dict | None:
+    if code is not None:
+        return {"name": "-c", "source": code[:SOURCE_LIMIT]}
+    if not path:
+        return None
+    out: dict = {"name": os.path.basename(path), "path": os.path.abspath(path),
+                 "source": None}
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            out["source"] = f.read(SOURCE_LIMIT + 1)[:SOURCE_LIMIT]
+    except OSError:
+        pass
+    return out
+
+
+def run_header(*, started: float | None, finished: float | None,
+               scheduler: str | None = None, load: dict | None = None,
+               script: str | None = None, code: str | None = None,
+               name: str | None = None, status: int | None = None) -> dict:
+    """The header of a run (module docstring); ``script``: its path (its
+    source is read), ``code``: ``-c``'s text, ``name``: a ``-m`` module's;
+    ``status``: the script's exit status (``localsched profile``)."""
+    when = None if started is None else datetime.datetime.fromtimestamp(
+        started, datetime.timezone.utc).isoformat(timespec="seconds")
+    info = _script(script, code)
+    if info is None and name:
+        info = {"name": name, "source": None}
+    return {
+        "date": when,
+        "seconds": None if started is None or finished is None else finished - started,
+        "versions": {"python": platform.python_version(), "localsched": _version("localsched"),
+                     "dask": _version("dask"), "numpy": _version("numpy")},
+        "platform": platform.platform(terse=True),
+        "cores": os.cpu_count(),
+        "blas_threads": _blas_threads(),
+        "scheduler": scheduler,
+        "load": load,
+        "script": info,
+        "status": status,
+    }
+
+
+def _threads_text(blas: dict) -> str:
+    pools = blas.get("pools") or []
+    parts = [f"{p.get('library')} {p.get('threads')}" for p in pools if isinstance(p, dict)]
+    env = blas.get("env") or {}
+    parts += [f"{k}={v}" for k, v in env.items()]
+    return ", ".join(parts) if parts else "not set"
+
+
+def _load_text(load: dict | None) -> str:
+    if not isinstance(load, dict):
+        return "not measured"
+    others, own = load.get("others_cores"), load.get("own_cores")
+    if others is None:
+        return "not measured"
+    text = f"this run {own:.1f} cores, other processes {others:.1f} cores"
+    avg = load.get("loadavg")
+    if avg:
+        text += f" (load average {avg[0]})"
+    return text
+
+
+def header_html(header: dict | None) -> str:
+    """The header as the report page's first block ('' without one)."""
+    if not isinstance(header, dict):
+        return ""
+    esc = html.escape
+    versions = header.get("versions") or {}
+    cells = [
+        ("date", header.get("date") or "?"),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+        ("cores", str(header.get("cores") or "?")),
+        ("BLAS threads", _threads_text(header.get("blas_threads") or {})),
+        ("scheduler", str(header.get("scheduler") or "?")),
+        ("load during the run", _load_text(header.get("load"))),
+    ]
+    script = header.get("script") or {}
+    if script.get("name"):
+        status = header.get("status")
+        cells.append(("script", str(script["name"]) + (
+            f" (exited with status {status})" if status else "")))
+    rows = "".join(f"<tr><td style='color:#666;padding:1px 12px 1px 0'>{esc(k)}</td>"
+                   f"<td style='padding:1px 0'>{esc(v)}</td></tr>" for k, v in cells)
+    source = script.get("source")
+    code = ("<details style='margin-top:4px'><summary>the script's source</summary>"
+            f"<pre style='font-size:11px;max-height:400px;overflow:auto'>{esc(source)}</pre>"
+            "</details>") if source else ""
+    return ("<div class='ls-header' style='font:13px sans-serif'>"
+            f"<table style='border-collapse:collapse'>{rows}</table>{code}</div>")
