@@ -157,41 +157,47 @@ def run_header(*, started: float | None, finished: float | None,
 
 
 def _threads_text(blas: dict) -> str:
-    pools = blas.get("pools") or []
-    parts = [f"{p.get('library')} {p.get('threads')}" for p in pools if isinstance(p, dict)]
-    env = blas.get("env") or {}
-    parts += [f"{k}={v}" for k, v in env.items()]
+    pools = blas.get("pools")
+    parts = [f"{p.get('api')} ({p.get('library')}): {p.get('threads')} threads"
+             for p in (pools if isinstance(pools, list) else []) if isinstance(p, dict)]
+    parts += [f"{k}={v}" for k, v in _dict(blas.get("env")).items()]
     return ", ".join(parts) if parts else "not set"
 
 
-def _load_text(load: dict | None) -> str:
-    if not isinstance(load, dict):
-        return "not measured"
+def _load_text(load) -> str:
+    load = _dict(load)
     others, own = load.get("others_cores"), load.get("own_cores")
-    if others is None:
+    if not isinstance(others, (int, float)) or not isinstance(own, (int, float)):
         return "not measured"
     text = f"this run {own:.1f} cores, other processes {others:.1f} cores"
     avg = load.get("loadavg")
-    if avg:
+    if isinstance(avg, list) and avg:
         text += f" (load average {avg[0]})"
+    if others > 0.5:
+        text += ": the machine was busy"
     return text
 
 
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 def header_html(header: dict | None) -> str:
-    """The header as the report page's first block ('' without one)."""
+    """The header as the report page's first block ('' without one; what a
+    saved file holds there is shown as text, whatever its shape)."""
     if not isinstance(header, dict):
         return ""
     esc = html.escape
-    versions = header.get("versions") or {}
+    versions = _dict(header.get("versions"))
     cells = [
-        ("date", header.get("date") or "?"),
-        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v)),
+        ("date", str(header.get("date") or "?")),
+        ("versions", ", ".join(f"{k} {v}" for k, v in versions.items() if v) or "?"),
         ("cores", str(header.get("cores") or "?")),
-        ("BLAS threads", _threads_text(header.get("blas_threads") or {})),
+        ("BLAS threads", _threads_text(_dict(header.get("blas_threads")))),
         ("scheduler", str(header.get("scheduler") or "?")),
         ("load during the run", _load_text(header.get("load"))),
     ]
-    script = header.get("script") or {}
+    script = _dict(header.get("script"))
     if script.get("name"):
         status = header.get("status")
         cells.append(("script", str(script["name"]) + (
@@ -200,7 +206,7 @@ def header_html(header: dict | None) -> str:
                    f"<td style='padding:1px 0'>{esc(v)}</td></tr>" for k, v in cells)
     source = script.get("source")
     code = ("<details style='margin-top:4px'><summary>the script's source</summary>"
-            f"<pre style='font-size:11px;max-height:400px;overflow:auto'>{esc(source)}</pre>"
+            f"<pre style='font-size:11px;max-height:400px;overflow:auto'>{esc(str(source))}</pre>"
             "</details>") if source else ""
     return ("<div class='ls-header' style='font:13px sans-serif'>"
             f"<table style='border-collapse:collapse'>{rows}</table>{code}</div>")

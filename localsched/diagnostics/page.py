@@ -35,6 +35,7 @@ from .figures.memory import mark_critical_path, plot_held
 from .figures.metrics import metrics_html, plot_metrics
 from .figures.resources import draw_resources
 from .figures.tasks import draw_tasks
+from .header import header_html
 from .naming import shorten
 from .outputs import write_text
 from .records import CacheData, ResourceData, TaskData
@@ -252,6 +253,7 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
     parts = [
         Div(text=f"<h1 style='font:600 20px sans-serif;margin:6px 0'>"
             f"{html.escape(str(title))}</h1>", sizing_mode="stretch_width", name="title"),
+        *_header_parts(run),
         _heading("Findings: what to change", "From what was measured, most seconds first; "
                  "the critical path is outlined in black on the task stream."),
         Div(text=findings_html(analysis), sizing_mode="stretch_width", name="findings"),
@@ -286,6 +288,19 @@ def report_layout(run, palette=None, label_size: int = LABEL_SIZE, title: str | 
     parts.append(_heading("Task durations", durations_note(len(ranking))))
     parts.append(plot_durations(run.tasks, palette=colors, label_size=label_size))
     return column(*parts, sizing_mode="stretch_width")
+
+
+def _header_parts(run) -> list:
+    """The run's header (``header.header_html``): one, or each merged run's."""
+    marks = [m for m in run.meta.get("runs") or [] if isinstance(m, dict)]
+    if len(marks) > 1:
+        text = "".join(f"<p style='font:600 13px sans-serif;margin:6px 0 2px'>"
+                       f"{html.escape(str(m.get('name', '')))}</p>"
+                       f"{header_html(m.get('header'))}" for m in marks
+                       if isinstance(m.get("header"), dict))
+    else:
+        text = header_html(run.meta.get("header"))
+    return [Div(text=text, sizing_mode="stretch_width", name="header")] if text else []
 
 
 def _comparison_parts(run) -> list:

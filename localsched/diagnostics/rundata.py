@@ -331,8 +331,10 @@ class RunData:
         for run, name, offset, span in zip(runs, names, gapless_offsets(spans, gap), spans,
                                            strict=True):
             merged.merge(run.shifted(offset))
-            marks.append({"name": str(name), "start": span[0] + offset})
+            marks.append({"name": str(name), "start": span[0] + offset,
+                          "header": run.meta.get("header")})
         merged.meta["runs"] = sorted(marks, key=lambda m: m["start"])
+        merged.meta.pop("header", None)  # (each run's is in its mark)
         return merged
 
     def shifted(self, seconds: float) -> RunData:

@@ -241,7 +241,8 @@ def compare(before, after, rel: float | None = None,
 
 
 def _listed(runs) -> list:
-    runs = list(runs) if isinstance(runs, (list, tuple)) else [runs]
+    many = isinstance(runs, list) or isinstance(runs, tuple) and not hasattr(runs, "_fields")
+    runs = list(runs) if many else [runs]  # (a RunPart is one run)
     if not runs:
         raise ValueError("compare: no run on one side")
     return runs
