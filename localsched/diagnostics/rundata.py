@@ -182,6 +182,17 @@ class RunData:
             return None
         return min(lows), max(highs) if highs else max(lows)
 
+    def recorded_span(self) -> tuple | None:
+        """(start, finish) of the recording: ``bounds()`` widened to the
+        block's own ``meta["started"]``/``["finished"]`` where recorded."""
+        span = self.bounds()
+        ends = [float(t) for t in (self.meta.get("started"), self.meta.get("finished"))
+                if isinstance(t, (int, float)) and not isinstance(t, bool)]
+        if not ends:
+            return span
+        lo, hi = min(ends), max(ends)
+        return (lo, hi) if span is None else (min(span[0], lo), max(span[1], hi))
+
     def stack_tree(self, group=None, start=None, stop=None) -> dict:
         """The samples as a call tree (see :func:`stack_tree`)."""
         return stack_tree(self.samples, group=group, start=start, stop=stop)
@@ -323,18 +334,23 @@ class RunData:
         """
         names = list(names or [r.meta.get("title") or f"run {i + 1}"
                                for i, r in enumerate(runs)])
-        spans = [r.bounds() or (0.0, 0.0) for r in runs]
+        spans = [r.recorded_span() or (0.0, 0.0) for r in runs]
         if gap is None:
             gap = 0.02 * sum(b - a for a, b in spans)
         merged = cls()
         marks = []
-        for run, name, offset, span in zip(runs, names, gapless_offsets(spans, gap), spans,
-                                           strict=True):
+        offsets = gapless_offsets(spans, gap)
+        for run, name, offset, span in zip(runs, names, offsets, spans, strict=True):
             merged.merge(run.shifted(offset))
             marks.append({"name": str(name), "start": span[0] + offset,
                           "header": run.meta.get("header")})
         merged.meta["runs"] = sorted(marks, key=lambda m: m["start"])
         merged.meta.pop("header", None)  # (each run's is in its mark)
+        # The recording is all of them (not the first's alone: shares of it
+        # would pass 100 %), from the first's start to the last's finish.
+        if any(isinstance(r.meta.get("started"), (int, float)) for r in runs):
+            merged.meta["started"] = min(a + o for (a, _b), o in zip(spans, offsets, strict=True))
+            merged.meta["finished"] = max(b + o for (_a, b), o in zip(spans, offsets, strict=True))
         return merged
 
     def shifted(self, seconds: float) -> RunData:
@@ -365,7 +381,7 @@ class RunData:
                         for r in self.activities],
             samples=[r._replace(time=r.time + seconds) for r in self.samples],
             walls=[(a + seconds, b + seconds) for a, b in self.walls],
-            meta=dict(self.meta),
+            meta=_shifted_meta(self.meta, seconds),
             graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds,
                                submitted=move(g.submitted)) for g in self.graphs],
         )
@@ -448,6 +464,16 @@ def _add_metrics(into: dict, metrics: dict) -> None:
 def _all_samples(p) -> bool:
     results = getattr(p, "results", None)
     return isinstance(results, list) and all(isinstance(r, SampleData) for r in results)
+
+
+def _shifted_meta(meta: dict, seconds: float) -> dict:
+    """``meta`` with the recording's own times moved too."""
+    out = dict(meta)
+    for name in ("started", "finished"):
+        t = out.get(name)
+        if isinstance(t, (int, float)) and not isinstance(t, bool):
+            out[name] = t + seconds
+    return out
 
 
 def _copied(value):
