@@ -1,12 +1,19 @@
-"""The dashboard's summary of a finished run lists its findings."""
+"""The dashboard's summary of a finished run lists its findings: the
+report's, from the same records, computed once off the event loop."""
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+import urllib.request
 
 from localsched.diagnostics.live import Dashboard
 from localsched.diagnostics.live.feed import Feed
+from localsched.diagnostics.live.findings import run_data
+from localsched.diagnostics.live.recorder import RunLog
 from localsched.diagnostics.live.summary import Summary
+from localsched.diagnostics.rundata import RunData
 from localsched.threaded import get
 
 
@@ -26,6 +33,8 @@ def test_a_finished_run_shows_its_findings_under_the_summary():
         feed = Feed(dash.recorder)
         feed.update(force=True)
         summary = Summary(feed, dash)
+        # (computed off the page's thread, once: "computing" until then)
+        assert feed.findings.wait(dash.recorder.runs[-1], timeout=60) is not None
         summary.update()
         text = summary.text + summary.findings.text
         assert "finished" in text and "Findings" in text
@@ -35,5 +44,86 @@ def test_a_finished_run_shows_its_findings_under_the_summary():
         summary.update()
         assert summary.findings.text == "(not recomputed)"  # (once per finished run)
         assert before
+    finally:
+        dash.close()
+
+
+def _get(dash, path: str, timeout: float = 30.0) -> bytes:
+    base = dash.link.rsplit("/", 1)[0]
+    with urllib.request.urlopen(base + path, timeout=timeout) as response:
+        return response.read()
+
+
+def _replayed(n: int) -> RunLog:
+    """A finished run of ``n`` tasks on two workers, as the recorder keeps it."""
+    keys = [("work", i) for i in range(n)]
+    log = RunLog(keys)
+    t0 = log.started
+    log.ends = [(k, t0 + 1e-5 * i, t0 + 1e-5 * i + 8e-6, i % 2) for i, k in enumerate(keys)]
+    log.finished = t0 + 1e-5 * n
+    return log
+
+
+def test_the_pages_answer_while_a_large_runs_findings_are_computed(monkeypatch):
+    """The findings of a 300,000-task run are computed off the event loop:
+    while the computation is provably under way (blocked inside it), the
+    server answers /json/progress.json; every page then shares one result."""
+    from localsched.diagnostics import analysis
+
+    real = analysis.findings
+    inside, release = threading.Event(), threading.Event()
+    calls = []
+
+    def held(run, *args, **kwargs):
+        calls.append(len(run.tasks))
+        inside.set()
+        assert release.wait(120)
+        return real(run, *args, **kwargs)
+
+    monkeypatch.setattr(analysis, "findings", held)
+    dash = Dashboard(quiet=True)
+    pages: list = []
+    try:
+        log = _replayed(300_000)
+        dash.recorder.runs.append(log)
+        page = threading.Thread(target=lambda: pages.append(_get(dash, "/status")))
+        page.start()
+        assert inside.wait(60)  # the page asked for the findings: now computed
+        progress = json.loads(_get(dash, "/json/progress.json"))
+        assert not release.is_set() and progress["done"] == 300_000
+        release.set()
+        page.join(60)
+        assert pages and not page.is_alive()
+        found = dash.feed.findings.wait(log, timeout=120)
+        assert found is not None
+        _get(dash, "/status")  # a second page: the same findings, not recomputed
+        assert calls == [300_000]
+    finally:
+        release.set()
+        dash.close()
+
+
+def test_the_dashboard_reads_the_records_the_report_reads():
+    """A process run's transfers reach the dashboard's findings as they reach
+    the report's (not hand-off overhead): one RunData, the same findings."""
+    from localsched.diagnostics import Profiler
+    from localsched.multiprocessing import get as mp_get
+
+    dsk = {("make", i): (list, (range, 200_000)) for i in range(6)}
+    dsk.update({("total", i): (sum, ("make", i)) for i in range(6)})
+    dash = Dashboard(quiet=True)
+    try:
+        with dash, Profiler() as prof:
+            mp_get(dsk, [("total", i) for i in range(6)], num_workers=2)
+        log = dash.recorder.runs[-1]
+        mine = run_data(log)
+        theirs = RunData.from_profilers([prof])
+        assert mine.transfers and len(mine.transfers) == len(theirs.transfers)
+        assert {(t.key, t.send_start, t.receive_end) for t in mine.transfers} == \
+            {(t.key, t.send_start, t.receive_end) for t in theirs.transfers}
+        assert mine.graphs[0].submitted is not None
+        kinds = [(f.kind, f.groups) for f in mine.findings()]
+        assert kinds == [(f.kind, f.groups) for f in theirs.findings()]
+        assert [f["kind"] for f in dash.feed.findings.wait(log, 60)] == [k for k, _ in kinds]
     finally:
         dash.close()

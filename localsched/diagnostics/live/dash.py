@@ -123,6 +123,7 @@ class Dashboard(Callback):
     def _install_hooks(self) -> None:
         """The recorder's own methods are the hooks (no frame of ours per task)."""
         r = self.recorder
+        self._start = r.start
         self._start_state = r.start_state
         if r.measure_memory:
             self._posttask = r.posttask_hook
@@ -137,7 +138,7 @@ class Dashboard(Callback):
     @property
     def _dask_callback(self) -> tuple:
         r = self.recorder
-        return (None, r.start_state, r.dask_pretask, r.dask_posttask, r.finish)
+        return (r.start, r.start_state, r.dask_pretask, r.dask_posttask, r.finish)
 
     # -- the server --------------------------------------------------------------------
 
@@ -166,6 +167,7 @@ class Dashboard(Callback):
         if server is not None:
             self._finalizer.detach()
             server.stop()
+        self.feed.findings.close()
 
     @property
     def recording(self) -> bool:
@@ -206,16 +208,13 @@ class Dashboard(Callback):
         """A RunData of what was recorded so far: tasks, failures, resources,
         and the records of the FineMetrics / SampleProfiler / CacheProfiler /
         ResourceProfiler active beside the Dashboard."""
-        from ..records import FailedTaskData, ResourceData, TaskData
+        from ..records import ResourceData
         from ..rundata import RunData
+        from .findings import run_data
 
         data = RunData(meta={"title": "localsched dashboard"})
-        for log in list(self.recorder.runs):
-            n = len(log.ends)
-            data.tasks += [TaskData(k, None, s, e, w) for k, s, e, w, *_ in log.ends[:n]]
-            data.failed += [FailedTaskData(k, None, s, e, w, *_split(err))
-                            for k, s, e, w, err in log.failed]
-            data.walls.append((log.started, log.finished or self.feed.clock()))
+        for log in list(self.recorder.runs):  # (what the dashboard's findings read)
+            data.merge(run_data(log, now=self.feed.clock()))
         with self.feed.lock:
             data.resources = [ResourceData(t, mem / 1e6, cpu) for t, cpu, mem
                               in self.feed.resources]
@@ -248,11 +247,6 @@ class Dashboard(Callback):
             return "<Dashboard: starting>"
         state = "serving" if self.running else "closed"
         return f"<Dashboard {self.link}: {state}>"
-
-
-def _split(error: str) -> tuple:
-    kind, _, message = error.partition(": ")
-    return kind, message
 
 
 _shared: Dashboard | None = None

@@ -26,6 +26,7 @@ from ...utils import key_split
 from ..eta import GroupDurations
 from ..naming import printable
 from .bins import merge_tiny
+from .findings import FindingsCache
 from .recorder import Recorder, RunLog
 
 __all__ = ["Feed", "GroupCounts"]
@@ -256,6 +257,9 @@ class Feed:
         self.run: RunLog | None = None
         self.run_rect_start = 0
         self._reset_run(None)
+        #: Each finished run's findings, computed once off the event loop
+        #: and shared by every page (``findings.FindingsCache``).
+        self.findings = FindingsCache()
 
     # -- per run -----------------------------------------------------------
 

@@ -72,7 +72,8 @@ class RunLog:
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts", "state", "measured", "_workers", "graph")
+                 "errored", "link", "dask_starts", "state", "measured", "_workers", "graph",
+                 "submitted")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -89,6 +90,7 @@ class RunLog:
         self.dask_starts: dict = {}
         self._workers: int | None = None
         self.graph: tuple | None = None
+        self.submitted: float | None = None  # (when the caller handed the graph over)
 
     def workers(self) -> int | None:
         """The workers the computation runs on (its scheduler's
@@ -135,6 +137,7 @@ class Recorder:
         self.runs: list = []
         self._live: dict = {}  # id(state) -> RunLog
         self._current: tuple = (None, None)  # (state, RunLog) whose hook fired last
+        self._submitted: float | None = None  # the last start hook's time
 
     def _log(self, state) -> RunLog:
         current = self._current
@@ -144,9 +147,15 @@ class Recorder:
 
     # -- hooks (scheduler thread) ------------------------------------------------
 
+    def start(self, dsk) -> None:
+        # (when the caller handed a graph over, before it is compiled and
+        # ordered: the findings tell that preparation from the caller's time)
+        self._submitted = time.time()
+
     def start_state(self, dsk, state) -> None:
         view = state_view(state)
         log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory)
+        log.submitted, self._submitted = self._submitted, None
         records = view.outcome.records
         if not self.measure_memory and records is not None:
             # localsched's run keeps every task's record (``Needs.records``):

@@ -27,7 +27,6 @@ from bokeh.models.widgets import Div
 from ..advice_html import findings_short_html
 from ..eta import format_clock
 from .component import PAGE_WIDTH, Component
-from .findings import run_findings
 
 __all__ = ["Summary", "summary_html", "format_seconds"]
 
@@ -35,6 +34,9 @@ __all__ = ["Summary", "summary_html", "format_seconds"]
 #: Pixels of the strip's height (fixed: with CSS containment, a new text
 #: makes the browser lay out and paint the strip alone).
 STRIP_HEIGHT = 40
+#: What stands under the strip while a finished run's findings are computed.
+COMPUTING = ("<div class='ls-findings' style='font:13px sans-serif;color:#777'>"
+             "Findings: computing...</div>")
 #: What the strip says while nothing was recorded, recording or not.
 WAITING = "waiting for a computation..."
 NOT_RECORDING = ("not recording: computations run without this Dashboard. Start it with "
@@ -147,10 +149,15 @@ class Summary(Component):
     def _show_findings(self, run: int) -> None:
         if self._findings_of == run:
             return
-        self._findings_of = run
         runs = self.feed.recorder.runs
         log = runs[-1] if runs else None
-        found = run_findings(log) if log is not None and log.finished else []
+        # (computed once per run for every page, off the event loop: until
+        # they are, "computing", and asked again at the next refresh)
+        found = self.feed.findings.get(log) if log is not None and log.finished else []
+        if found is None:
+            self.findings.text = COMPUTING
+            return
+        self._findings_of = run
         self.findings.text = findings_short_html(found)
 
     def _read_now(self) -> dict:
