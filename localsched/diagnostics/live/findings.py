@@ -13,10 +13,11 @@ what the dashboard recorded) is built of the same.
 
 ``FindingsCache`` computes them: a thread per finished run (started when a
 page first shows it, ended once its findings are in; ``close`` waits for
-one under way) runs ``run_data(log).findings()``; ``get(log)`` answers at once -- the findings, or None while
-they are computed (the page shows "computing" and asks again at its next
-refresh) -- so a 300,000-task run's analysis (seconds) never holds up the
-event loop that serves every page and ``/json/progress.json``.  Results
+one under way) runs ``run_data(log).findings()``; ``get(log)`` answers at
+once -- the findings, or None while they are computed (the page shows
+"computing" and asks again at its next refresh) -- so a 300,000-task
+run's analysis (seconds) never holds up the event loop that serves every
+page and ``/json/progress.json``.  Results
 are kept for the last ``KEEP`` runs.
 """
 
