@@ -155,7 +155,8 @@ class Summary(Component):
         # they are, "computing", and asked again at the next refresh)
         found = self.feed.findings.get(log) if log is not None and log.finished else []
         if found is None:
-            self.findings.text = COMPUTING
+            if self.findings.text != COMPUTING:
+                self.findings.text = COMPUTING
             return
         self._findings_of = run
         self.findings.text = findings_short_html(found)
