@@ -82,7 +82,10 @@ class performance_report:
         return profilers
 
     def __enter__(self) -> performance_report:
+        from .machine_load import LoadMeter
+
         self.profilers = self._make_profilers()
+        self._load = LoadMeter().start()  # (the machine's load: the ``busy`` finding)
         self._started = time.time()
         self._pid = os.getpid()
         with ExitStack() as stack:
@@ -98,9 +101,12 @@ class performance_report:
         if os.getpid() != self._pid:
             return  # a forked child: the report is the parent's
         stack.__exit__(*exc)
+        from .machine_load import blas_threads
+
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
-            started=self._started, finished=time.time())
+            started=self._started, finished=time.time(), load=self._load.stop(),
+            blas=blas_threads())
         # Each output on its own: one that cannot be written (its error is
         # raised after) costs none of the others.  The analysis is computed
         # once for both the JSON and the page.

@@ -85,14 +85,17 @@ The rules and their thresholds (module constants, tested on both sides):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 
 from ..naming import format_seconds, shorten
+from . import causes
 from .facts import Facts, union_length
+from .finding import Finding, mb, names, pct
+from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
 
-KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler")
+KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler",
+         "busy", "blas", "start-up")
 
 MIN_SECONDS = 0.05
 OVERHEAD_SHARE = 0.25
@@ -119,23 +122,6 @@ STRAGGLER_FACTOR = 3.0
 STRAGGLER_EXCESS = 0.05
 
 
-@dataclass
-class Finding:
-    """One cause of lost time (or memory), and what to change."""
-
-    kind: str
-    title: str
-    seconds: float
-    groups: list = field(default_factory=list)
-    fix: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"[{self.kind}] {self.title} Fix: {self.fix}"
-
-
 def findings(run, facts: Facts | None = None) -> list:
     """The findings of ``run`` (a ``RunData``), most seconds first
     (``facts``: its ``Facts`` if already at hand)."""
@@ -143,23 +129,26 @@ def findings(run, facts: Facts | None = None) -> list:
     if not run.tasks:
         return []
     out: list = []
-    for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler):
+    for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler,
+                 causes.blas, causes.start_up, causes.more_threads):
         out += rule(facts)
-    out += _idle(facts, chain=any(f.kind == "critical-path" for f in out))
+    # (idle for want of ready tasks: not when a chain or waiting tasks explain it)
+    out += _idle(facts, chain=any(f.kind in ("critical-path", "idle") for f in out))
+    held = [k for k in causes.HELD_BACK if any(f.kind == k for f in out)]
+    busy = causes.busy(facts, held)
+    if busy:  # (a busy machine's waits for a CPU look like these: held back)
+        out = [f for f in out if f.kind not in causes.HELD_BACK] + busy
     out.sort(key=lambda f: -f.seconds)
     return out
 
 
-def _names(groups) -> str:
-    return ", ".join(f"'{shorten(str(g), 40)}'" for g in groups)
+def _where(f: Facts, group) -> str:
+    """`` in udf_score (my_script.py:12)``: the user's code a group ran, if sampled."""
+    code = f.user_code.get(group)
+    return f" in {code}" if code else ""
 
 
-def _pct(part: float, whole: float) -> str:
-    return f"{part / whole:.0%}" if whole > 0 else "-"
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:,.1f} MB"
+_names, _pct, _mb = names, pct, mb
 
 
 # -- the rules -------------------------------------------------------------------------
@@ -189,8 +178,12 @@ def _overhead(f: Facts) -> list:
     factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
     size = f.size(g0)
     if size is not None and size >= 64e3:
+        # (never more than the whole array: all of the group's results)
+        whole = size * s0.tasks
+        factor = min(factor, s0.tasks)
         how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
-               f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)}")
+               f"{_mb(min(size * factor, 256e6, whole))} instead of {_mb(size)} (the "
+               f"whole: {_mb(whole)})")
     else:
         how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
                "chunks or partitions; a bag's items batched; small steps fused)")
@@ -199,8 +192,8 @@ def _overhead(f: Facts) -> list:
         f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
         f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
-        f"{format_seconds(per_task)} of overhead per task.",
-        gaps, groups,
+        f"{format_seconds(per_task)} of overhead per task{_where(f, g0)}.",
+        gaps / f.workers, groups,
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
 
 
@@ -251,13 +244,30 @@ def _gil(f: Facts) -> list:
             continue
         out.append(Finding(
             "gil",
-            f"Python code in '{g}' held the GIL: its tasks ran {running:.1f} at a time on "
-            f"threads but waited {format_seconds(stake)} ({evidence}).",
-            stake, [g],
-            "use the processes scheduler (scheduler='processes') or a cluster for this "
-            f"work, or move the Python loop in '{g}' into code that releases the GIL "
-            "(NumPy, pandas, Numba with nogil=True, Cython)."))
+            f"Python code in '{g}'{_where(f, g)} held the GIL: its tasks ran {running:.1f} "
+            f"at a time on threads but waited {format_seconds(stake)} ({evidence}).",
+            stake / f.workers, [g], _gil_fix(f, g, stake / f.workers)))
     return out
+
+
+#: Pickling Python objects (dicts, lists, strings) between processes, bytes a second.
+PICKLE_RATE = 50e6
+
+
+def _gil_fix(f: Facts, g, saved: float) -> str:
+    """Processes where the bytes that would cross them cost less than they
+    save, else only the GIL-free rewrite."""
+    rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
+               "pandas, Numba with nogil=True, Cython)")
+    size = f.size(g)
+    crossing = size * f.stats[g].tasks if size is not None else None
+    if crossing is not None and crossing / PICKLE_RATE >= 0.5 * saved:
+        return (f"{rewrite}: processes would not pay here, {_mb(crossing)} of results "
+                f"would cross between them (about {format_seconds(crossing / PICKLE_RATE)} "
+                "of pickling).")
+    moved = f" ({_mb(crossing)} of results would cross)" if crossing is not None else ""
+    return (f"run it on localsched's processes: compute(..., "
+            f"scheduler=localsched.multiprocessing.get){moved}, or {rewrite}.")
 
 
 def _group(key) -> str:
@@ -357,8 +367,9 @@ def _transfer(f: Facts) -> list:
     sizes = [x for x in (f.size(g) for g in groups) if x is not None]
     moved = f" (results of about {_mb(max(sizes))} each)" if sizes else ""
     where = "between processes" if f.kind == "processes" else "between workers"
-    fix = ("use the threads scheduler if the work releases the GIL (NumPy, pandas, most "
-           "I/O), or fuse steps so that less data crosses between processes"
+    fix = ("use the threads scheduler (scheduler=localsched.get) if the work releases the "
+           "GIL (NumPy, pandas, most I/O), or fuse steps so that less data crosses between "
+           "processes"
            if f.kind == "processes" else
            "fuse steps so that dependent tasks run where their inputs are, and keep "
            "large intermediate results out of shuffles and gathers")
@@ -367,14 +378,14 @@ def _transfer(f: Facts) -> list:
         f"Moving inputs and results {where} took {format_seconds(travel)} "
         f"({_pct(travel, travel + f.busy)} of travel plus task time), mostly for "
         f"{_names(groups) or 'tasks'}{moved}.",
-        travel, groups, fix + ".")]
+        travel / f.workers, groups, fix + ".")]
 
 
 def _idle(f: Facts, chain: bool) -> list:
     out = []
     caller = f.caller
-    if caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
-        n = len(f.walls)
+    n = len(f.walls)
+    if n > 1 and caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
         out.append(Finding(
             "idle",
             f"Workers waited {format_seconds(caller)} ({_pct(caller, f.block)} of the "
@@ -395,7 +406,7 @@ def _idle(f: Facts, chain: bool) -> list:
         f"Workers had nothing ready to run for {format_seconds(starved)} of worker time "
         f"({_pct(starved, f.worker_seconds)}): too few tasks at once while "
         f"{_names(groups)} ran ({counts} tasks).",
-        starved, groups,
+        starved / f.workers, groups,
         f"split {_names(groups[:1])} into more, smaller tasks (more chunks or "
         f"partitions than the {f.workers} workers), or compute independent results "
         "together so that their tasks fill the gaps."))
@@ -415,16 +426,35 @@ def _straggler(f: Facts) -> list:
         if not len(slow) or len(slow) > 0.1 * s.tasks:
             continue
         excess = float((d[slow] - s.median).sum())
-        if excess < MIN_SECONDS:
+        saved = _saved_by_split(f, {s.keys[i] for i in slow.tolist()}, s.median)
+        if saved is None:  # (dependencies not recorded: its time over the median)
+            saved = excess / f.workers
+        if saved < MIN_SECONDS:
             continue
         worst = int(slow[np.argmax(d[slow])])
         out.append(Finding(
             "straggler",
-            f"{len(slow)} of the {s.tasks} tasks of '{g}' took far longer than the rest: "
-            f"{shorten(repr(s.keys[worst]), 60)} took {format_seconds(float(d[worst]))} "
-            f"against a median {format_seconds(s.median)}.",
-            excess, [g],
+            f"{len(slow)} of the {s.tasks} tasks of '{g}'{_where(f, g)} took far longer "
+            f"than the rest: {shorten(repr(s.keys[worst]), 60)} took "
+            f"{format_seconds(float(d[worst]))} against a median "
+            f"{format_seconds(s.median)}; split evenly, the run would save "
+            f"{format_seconds(saved)}.",
+            saved, [g],
             "look at the slow tasks' inputs: an uneven split (rechunk or repartition "
             "evenly), a slow file or a bigger partition; the rest of the group waits for "
             "them."))
     return out
+
+
+def _saved_by_split(f: Facts, slow: set, median: float) -> float | None:
+    """Seconds the run would save had the ``slow`` tasks' work been split
+    evenly (``replay.even_split_saving``, per computation), or None when
+    dependencies were not recorded."""
+    if not f.comps:
+        return None
+    saved = 0.0
+    for comp in f.comps:
+        mine = {i: median for i, k in enumerate(comp.keys) if k in slow}
+        if mine:
+            saved += even_split_saving(comp, comp.worker_count(), mine)
+    return saved
