@@ -464,7 +464,8 @@ class PoolLoop:
     def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
         """A process task's record (a TaskRecord's fields): its travel, and
         measured, its activities."""
-        transfer = activities = None
+        transfer = None
+        activities: tuple | None = None
         if self.settings.pack_data:
             sent = 0.0
             if flight is not None and flight.batch[0] == i and flight.inputs:

@@ -134,3 +134,22 @@ def test_the_load_and_blas_threads_are_recorded(threads):
     assert run.meta["blas"]["threads"] == threads
     load = run.meta["load"]
     assert load["cores"] >= 1 and load["seconds"] > 0 and load["machine_cpu"] >= 0
+
+
+def test_the_demo_runs_one_blas_thread_per_task(tmp_path):
+    # (the variables used to be set after the report had imported NumPy:
+    # BLAS had read them already, and ran a thread per core in each task)
+    pytest.importorskip("threadpoolctl")
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "localsched.cli", "demo", "--blocks", "2", "--block-size", "60",
+         "--no-progress", "-o", "demo.html", "--json", "demo.json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "demo.json").read_text())["meta"]
+    assert meta["blas"]["threads"] == 1
