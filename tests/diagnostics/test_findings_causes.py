@@ -232,3 +232,10 @@ def test_a_cold_pool_importing_is_start_up_never_transfer():
 
 def test_the_rules_module_lists_its_kinds():
     assert {"busy", "blas", "start-up"} <= set(rules.KINDS)
+
+
+def test_waiting_tasks_on_a_busy_machine_are_not_told_to_add_threads():
+    run = io_run()
+    run.meta["load"] = load(others=1.5, own=0.02)
+    found = kinds(run)
+    assert "busy" in found and "idle" not in found

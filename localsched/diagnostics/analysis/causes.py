@@ -25,7 +25,8 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     Never ``transfer``: nothing of it is data moving.  Seconds: start-up
     over the workers.
 ``idle`` (more threads)
-    On threads, groups holding at least half the task time spent at most
+    On threads, on a machine not ``busy`` and without a ``blas`` finding
+    (waiting for a CPU looks like waiting for I/O), groups holding at least half the task time spent at most
     ``IO_CPU_SHARE`` (20 %) of it on CPU (sleeping, waiting for I/O), and
     the what-if (``replay``) with more threads -- at most
     ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --
@@ -40,7 +41,7 @@ from .facts import Facts
 from .finding import Finding, names, pct
 from .replay import what_if
 
-__all__ = ["busy", "blas", "start_up", "more_threads", "HELD_BACK"]
+__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "HELD_BACK"]
 
 MIN_SECONDS = 0.05
 BUSY_SHARE = 0.25
@@ -66,19 +67,25 @@ def _load(f: Facts) -> dict | None:
     return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own}
 
 
+def is_busy(f: Facts) -> bool:
+    """Whether other processes took ``BUSY_SHARE`` of the machine's CPU."""
+    load = _load(f)
+    return load is not None and load["others"] >= MIN_SECONDS \
+        and load["others"] >= BUSY_SHARE * load["cores"] * load["seconds"]
+
+
 def busy(f: Facts, held: list) -> list:
     """The ``busy`` finding (see the module docstring); ``held``: the kinds
     of the findings it holds back, to name."""
     load = _load(f)
-    if load is None:
+    if load is None or not is_busy(f):
         return []
     capacity = load["cores"] * load["seconds"]
-    if load["others"] < BUSY_SHARE * capacity or load["others"] < MIN_SECONDS:
-        return []
     cores = int(load["cores"])
-    what = (f"its {', '.join(held)} finding{'s' if len(held) > 1 else ''} "
-            "were held back: waiting for a CPU looks like them" if held else
-            "GIL, straggler and overhead findings are held back on a busy machine")
+    what = (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} "
+            "held back: waiting for a CPU looks like them" if held else
+            "GIL, straggler, overhead and more-threads findings are held back on a busy "
+            "machine")
     return [Finding(
         "busy",
         f"The machine was busy: other processes used {pct(load['others'], capacity)} of "
@@ -145,7 +152,9 @@ def start_up(f: Facts) -> list:
 
 
 def more_threads(f: Facts) -> list:
-    if f.kind != "threads" or not f.comps:
+    # (on a busy machine, or with BLAS's threads fighting, tasks wait for a
+    # CPU, which looks like waiting for I/O: more threads would not help)
+    if f.kind != "threads" or not f.comps or is_busy(f) or blas(f):
         return []
     shares = _cpu_shares(f)
     waiting = {g: (c, n) for g, (c, n) in shares.items() if c <= IO_CPU_SHARE * (c + n)}
