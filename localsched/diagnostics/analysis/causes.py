@@ -26,7 +26,8 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     over the workers.
 ``idle`` (more threads)
     On threads, on a machine not ``busy`` and without a ``blas`` finding
-    (waiting for a CPU looks like waiting for I/O), groups holding at least half the task time spent at most
+    (waiting for a CPU looks like waiting for I/O), groups holding at
+    least half the task time spent at most
     ``IO_CPU_SHARE`` (20 %) of it on CPU (sleeping, waiting for I/O), and
     the what-if (``replay``) with more threads -- at most
     ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --

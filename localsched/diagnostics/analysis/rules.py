@@ -1,11 +1,15 @@
 """Findings: what a run's records say to change, one :class:`Finding` per cause.
 
 Each finding has a ``kind``, a ``title`` (one sentence), ``seconds`` (the
-worker- or wall-seconds at stake), ``groups`` (the task groups involved,
+wall seconds the fix would save: worker-seconds over the workers, or the
+what-if's; for ``memory`` how long results waited), ``groups`` (the task groups involved,
 dask's ``key_split`` names) and ``fix`` (what to change).  Every rule reads
 measurements only (``facts.Facts``); a rule whose measurements the run does
 not have (no samples, no sizes, no dependencies: an older JSON) stays
-silent.  Findings come most seconds first.
+silent.  Findings come most seconds first.  The ``busy``, ``blas``,
+``start-up`` and more-threads ``idle`` rules are in ``causes``; a ``busy``
+finding holds back ``causes.HELD_BACK``.  Where the sampler's stacks reach
+the user's own code, titles name its function and line (``usercode``).
 
 The rules and their thresholds (module constants, tested on both sides):
 
@@ -58,9 +62,11 @@ The rules and their thresholds (module constants, tested on both sides):
     ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
     ``MIN_SECONDS``.
 ``idle``
-    Two causes. The caller: time of the recording before and between the
-    computations (graph building, submission, the script's own work; not the
-    time after the last one) is at least ``IDLE_CALLER_SHARE`` (20 %) of the
+    Two causes. The caller: with 2 or more computations, time of the
+    recording before and between them (graph building, submission, the
+    script's own work; not the time after the last one; with one
+    computation, that is its graph being built: nothing to fix) is at
+    least ``IDLE_CALLER_SHARE`` (20 %) of the
     recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the first
     computation's own start-up, the pool's, stays below). Too few ready
     tasks: with 2 or more workers, the worker-seconds in which a worker had
@@ -71,8 +77,10 @@ The rules and their thresholds (module constants, tested on both sides):
 ``straggler``
     In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
     them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
-    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; their time beyond
-    the median is at least ``MIN_SECONDS``.
+    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; what an even split
+    would have saved (``replay.even_split_saving``; without dependencies,
+    their time beyond the median over the workers) is at least
+    ``MIN_SECONDS``.
 
 >>> from localsched.diagnostics.records import TaskData
 >>> from localsched.diagnostics.rundata import RunData
