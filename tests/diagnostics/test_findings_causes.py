@@ -239,3 +239,12 @@ def test_waiting_tasks_on_a_busy_machine_are_not_told_to_add_threads():
     run.meta["load"] = load(others=1.5, own=0.02)
     found = kinds(run)
     assert "busy" in found and "idle" not in found
+
+
+def test_more_workers_than_cores_keeping_them_all_busy_is_a_busy_machine():
+    run = straggling_gil_run(load=load(others=0.0, own=1.9, cores=2))
+    assert "busy" not in kinds(run)  # (2 workers on 2 cores, busy: well shaped)
+    run.graphs = [g._replace(workers=4) for g in run.graphs]
+    found = kinds(run)
+    assert "busy" in found and "4 workers" in found["busy"].title
+    assert not {"gil", "straggler"} & set(found)

@@ -6,6 +6,9 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
 ``busy``
     Other processes took at least ``BUSY_SHARE`` (25 %) of the machine's
     CPU time during the recording (``meta["load"]``: ``machine_load``).
+    Or this run's own workers, more than the cores, kept at least
+    ``OWN_FULL`` (90 %) of them busy (seconds: the wall time beyond what as
+    many workers as cores would take, at best).
     Tasks then wait for a CPU, and that looks like what the ``gil``,
     ``straggler`` and ``overhead`` findings read: those are held back
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
@@ -46,6 +49,7 @@ __all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "HELD_BACK"]
 
 MIN_SECONDS = 0.05
 BUSY_SHARE = 0.25
+OWN_FULL = 0.9
 HELD_BACK = ("gil", "straggler", "overhead")
 BLAS_NONCPU = 0.5
 STARTUP_SHARE = 0.20
@@ -69,31 +73,57 @@ def _load(f: Facts) -> dict | None:
 
 
 def is_busy(f: Facts) -> bool:
-    """Whether other processes took ``BUSY_SHARE`` of the machine's CPU."""
+    """Whether other processes took ``BUSY_SHARE`` of the machine's CPU, or
+    this run's own workers, more than the cores, kept them ``OWN_FULL``."""
+    return _busy_by(f) is not None
+
+
+def _busy_by(f: Facts) -> str | None:
+    """``"others"``, ``"own"`` (see ``is_busy``) or None."""
     load = _load(f)
-    return load is not None and load["others"] >= MIN_SECONDS \
-        and load["others"] >= BUSY_SHARE * load["cores"] * load["seconds"]
+    if load is None:
+        return None
+    capacity = load["cores"] * load["seconds"]
+    if load["others"] >= MIN_SECONDS and load["others"] >= BUSY_SHARE * capacity:
+        return "others"
+    if f.workers > load["cores"] and load["own"] >= OWN_FULL * capacity:
+        return "own"
+    return None
 
 
 def busy(f: Facts, held: list) -> list:
     """The ``busy`` finding (see the module docstring); ``held``: the kinds
     of the findings it holds back, to name."""
-    load = _load(f)
-    if load is None or not is_busy(f):
+    load, by = _load(f), _busy_by(f)
+    if load is None or by is None:
         return []
     capacity = load["cores"] * load["seconds"]
     cores = int(load["cores"])
-    what = (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} "
-            "held back: waiting for a CPU looks like them" if held else
-            "GIL, straggler, overhead and more-threads findings are held back on a busy "
-            "machine")
+    plural = "s" if cores != 1 else ""
+    if by == "own":
+        return [Finding(
+            "busy",
+            f"The machine was busy: this run's {f.workers} workers on {cores} core{plural} "
+            f"kept them all busy (this run: {pct(load['own'], capacity)} of them), so tasks "
+            "waited for a CPU.",
+            max(0.0, load["seconds"] * (1 - cores / f.workers)), [],
+            f"at most {cores} workers for work that keeps a CPU busy (num_workers={cores}); "
+            f"{_held(held)}.")]
     return [Finding(
         "busy",
         f"The machine was busy: other processes used {pct(load['others'], capacity)} of "
-        f"its {cores} core{'s' if cores != 1 else ''} during the run (this run: "
+        f"its {cores} core{plural} during the run (this run: "
         f"{pct(load['own'], capacity)}), so tasks waited for a CPU.",
         min(load["seconds"], load["others"] / load["cores"]), [],
-        f"re-run on a quiet machine before trusting the timings; {what}.")]
+        f"re-run on a quiet machine before trusting the timings; {_held(held)}.")]
+
+
+def _held(held: list) -> str:
+    if not held:
+        return ("GIL, straggler, overhead and more-threads findings are held back on a "
+                "busy machine")
+    return (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} held "
+            "back: waiting for a CPU looks like them")
 
 
 def _cpu_shares(f: Facts) -> dict:
