@@ -95,6 +95,7 @@ def test_python_loops_on_threads_are_a_gil_finding_and_not_on_processes():
     found = verdicts(run)
     assert "gil" in found, [str(f) for f in run.findings()]
     assert found["gil"].groups == ["py"] and "multiprocessing" in found["gil"].fix
+    assert "py_loop (test_findings.py:" in found["gil"].title  # (the user's code)
     on_processes = recorded(lmp.get, dsk, list(dsk), samples=True, num_workers=2)
     assert "gil" not in kinds(on_processes)
 

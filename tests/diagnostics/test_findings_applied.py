@@ -19,6 +19,7 @@ import pytest
 import localsched
 import localsched.multiprocessing as lmp
 from localsched.diagnostics.report import performance_report
+from tests.platform_marks import needs_schedstat
 
 HELD_BACK = {"gil", "straggler", "overhead"}
 
@@ -148,8 +149,33 @@ def test_the_demo_runs_one_blas_thread_per_task(tmp_path):
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     proc = subprocess.run(
         [sys.executable, "-m", "localsched.cli", "demo", "--blocks", "2", "--block-size", "60",
-         "--no-progress", "-o", "demo.html", "--json", "demo.json"],
+         "--no-progress", "--no-samples", "-o", "demo.html", "--json", "demo.json"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
     meta = json.loads((tmp_path / "demo.json").read_text())["meta"]
     assert meta["blas"]["threads"] == 1
+
+
+def parse_records(lines):
+    import json
+
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        out.append(sum(len(str(v)) for v in record.values()))
+    return sum(out)
+
+
+@needs_schedstat
+def test_a_bag_of_json_on_threads_names_the_users_function_and_localscheds_processes():
+    import json
+
+    lines = [json.dumps({"id": i, "name": f"user{i}", "tags": ["a", "b"], "score": i + 0.5})
+             for i in range(8_000)]
+    dsk = {("parse", i): (parse_records, lines) for i in range(40)}
+    run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    f = found["gil"]
+    assert "parse_records (test_findings_applied.py:" in f.title
+    assert "scheduler=localsched.multiprocessing.get" in f.fix and "'processes'" not in f.fix
