@@ -248,3 +248,11 @@ def test_more_workers_than_cores_keeping_them_all_busy_is_a_busy_machine():
     found = kinds(run)
     assert "busy" in found and "4 workers" in found["busy"].title
     assert not {"gil", "straggler"} & set(found)
+
+
+def test_a_comprehension_is_named_by_the_function_around_it():
+    run = gil_run()
+    run.samples = [SampleData(i * 0.02, i % 2, "py", (("/home/me/bag.py", 5, "parse"),
+                                                      ("/home/me/bag.py", 6, "<listcomp>")),
+                              0.03) for i in range(100)]
+    assert "parse (bag.py:5)" in kinds(run)["gil"].title

@@ -4,7 +4,8 @@ rather than a hashed key.
 
 Each sample's innermost frame outside libraries (site-packages, the
 standard library, Python's import machinery, localsched itself but for its
-demo) is where the user's code was; per group, the one with the most
+demo; a comprehension is named by the function around it) is where the
+user's code was; per group, the one with the most
 seconds of samples wins.  The line is the function's first line (what the
 sampler keeps: ``co_firstlineno``).
 
@@ -21,6 +22,8 @@ import os
 import sysconfig
 
 __all__ = ["user_functions", "is_library"]
+
+_COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _STDLIB = tuple({os.path.normcase(p) for p in (sysconfig.get_paths().get("stdlib"),
@@ -47,6 +50,8 @@ def user_functions(samples) -> dict:
             continue
         frame = None
         for fr in reversed(s.stack):
+            if fr[2] in _COMPREHENSIONS:  # (named by the function around it)
+                continue
             known = library.get(fr[0])
             if known is None:
                 known = library[fr[0]] = is_library(fr[0])
