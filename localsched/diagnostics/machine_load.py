@@ -18,7 +18,7 @@ the run.
 
 >>> meter = LoadMeter().start()
 >>> sorted(meter.stop())
-['cores', 'machine_cpu', 'own_cpu', 'seconds']
+['caller_cpu', 'cores', 'machine_cpu', 'own_cpu', 'seconds']
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class LoadMeter:
 
         self._psutil = psutil
         self._me = psutil.Process()
-        self._t0 = self._machine0 = 0.0
+        self._t0 = self._machine0 = self._thread0 = 0.0
         self._own0: dict = {}
 
     def _own(self) -> dict:
@@ -72,17 +72,22 @@ class LoadMeter:
         return out
 
     def start(self) -> LoadMeter:
+        self._thread0 = time.thread_time()
         self._t0 = time.monotonic()
         self._machine0 = _busy(self._psutil.cpu_times())
         self._own0 = self._own()
         return self
 
     def stop(self) -> dict:
-        """``{"cores", "seconds", "machine_cpu", "own_cpu"}`` since ``start()``."""
+        """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu"}``
+        since ``start()`` (``caller_cpu``: the CPU of the thread that started
+        and stops it, the caller's: building graphs, its own work; call
+        ``stop`` from the same thread)."""
         machine = _busy(self._psutil.cpu_times()) - self._machine0
         own = sum(v - self._own0.get(pid, 0.0) for pid, v in self._own().items())
         return {"cores": os.cpu_count() or 1, "seconds": time.monotonic() - self._t0,
-                "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own)}
+                "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own),
+                "caller_cpu": max(0.0, time.thread_time() - self._thread0)}
 
 
 def blas_threads() -> dict | None:

@@ -202,7 +202,8 @@ def blas_run(blas_threads, workers=2, cores=2):
                    ("execute", "matmul", "thread-noncpu", "seconds"): 6.0}
     run.meta["blas"] = {"threads": blas_threads, "source": "threadpoolctl",
                         "libraries": ["openblas"]}
-    run.meta["load"] = load(others=0.0, own=2.0, cores=cores)
+    # (the process's CPU: the tasks' threads' 2 s and BLAS's own threads' 4 s)
+    run.meta["load"] = load(others=0.0, own=6.0, cores=cores, seconds=4.0)
     return run
 
 
@@ -213,6 +214,16 @@ def test_blas_threads_times_workers_beyond_the_cores_is_a_finding_with_its_fix()
     assert f.groups == ["matmul"]
     assert "blas" not in kinds(blas_run(blas_threads=1))
     assert "blas" not in kinds(blas_run(blas_threads=2, workers=1))
+
+
+def test_tasks_waiting_off_their_cpu_for_another_reason_are_no_blas_finding():
+    # (the process spent no CPU beyond its tasks' threads: BLAS's threads did nothing)
+    run = blas_run(blas_threads=2)
+    run.meta["load"] = load(others=0.0, own=2.0, cores=2, seconds=4.0)
+    assert "blas" not in kinds(run)
+    run.meta["load"] = load(others=6.0, own=2.0, cores=2, seconds=4.0)  # (busy)
+    found = kinds(run)
+    assert "blas" not in found and "busy" in found
 
 
 # -- processes: start-up and imports are not transfer --------------------------------

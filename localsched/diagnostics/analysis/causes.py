@@ -18,7 +18,12 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     one thread per call (``meta["blas"]``: threadpoolctl, else the
     environment) and workers x BLAS threads exceed the cores, while groups
     spent at least ``BLAS_NONCPU`` (50 %) of their task time off their own
-    thread's CPU (BLAS's threads, fighting each other, did the work).
+    thread's CPU (BLAS's threads, fighting each other, did the work) and
+    the process spent CPU outside the tasks' threads and the caller's
+    (BLAS's threads) of at least ``BLAS_OUTSIDE`` (50 %) of those groups'
+    own CPU time (the BLAS helpers worked beside the tasks' threads): a
+    machine busy with other processes makes tasks wait off their CPU too,
+    but spends no CPU of this process.
     Seconds: half those groups' non-CPU time over the workers.
 ``start-up``
     On processes, worker processes starting and importing the tasks'
@@ -52,6 +57,7 @@ BUSY_SHARE = 0.25
 OWN_FULL = 0.9
 HELD_BACK = ("gil", "straggler", "overhead")
 BLAS_NONCPU = 0.5
+BLAS_OUTSIDE = 0.5
 STARTUP_SHARE = 0.20
 IO_CPU_SHARE = 0.20
 IO_MAX_THREADS = 64
@@ -69,7 +75,9 @@ def _load(f: Facts) -> dict | None:
         return None
     if cores <= 0 or seconds <= 0:
         return None
-    return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own}
+    caller = load.get("caller_cpu")
+    return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own,
+            "caller": float(caller) if isinstance(caller, (int, float)) else 0.0}
 
 
 def is_busy(f: Facts) -> bool:
@@ -143,13 +151,19 @@ def blas(f: Facts) -> list:
     if not isinstance(threads, int) or threads < 2 or not cores \
             or f.workers * threads <= cores:
         return []
-    heavy = [(g, n) for g, (c, n) in _cpu_shares(f).items()
+    shares = _cpu_shares(f)
+    heavy = [(g, n, c) for g, (c, n) in shares.items()
              if n >= BLAS_NONCPU * (c + n) and n >= MIN_SECONDS]
-    if not heavy:
+    if not heavy or load is None:
         return []
     heavy.sort(key=lambda gn: -gn[1])
-    groups = [g for g, _ in heavy[:3]]
-    noncpu = sum(n for _, n in heavy)
+    groups = [g for g, _, _ in heavy[:3]]
+    noncpu = sum(n for _, n, _ in heavy)
+    # (BLAS's own threads: CPU of this process outside the tasks' threads and
+    # the caller's; a machine's load makes tasks wait without it)
+    outside = load["own"] - sum(c for c, _ in shares.values()) - load["caller"]
+    if outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy)):
+        return []
     libraries = "/".join(info.get("libraries") or []) or "BLAS"
     source = info.get("source")
     said = "" if source == "threadpoolctl" else f" ({source})"
