@@ -7,7 +7,8 @@ Two facts the findings need and the task records cannot give:
   spent, between ``start()`` and ``stop()``.  Their difference is what
   other processes took: a machine busy with them makes tasks wait for a
   CPU, which looks like waiting for the GIL, stragglers and overhead
-  (``analysis.causes``' ``busy`` finding holds those back).
+  (``analysis.causes``' ``busy`` finding holds those back).  Also the CPU
+  of this process's threads that Python did not start (BLAS's pools).
 - ``blas_threads()``: how many threads the BLAS/OpenMP libraries NumPy
   loaded will use per call -- threadpoolctl's answer where it is installed
   (it asks the loaded libraries), else the environment variables, which the
@@ -18,7 +19,7 @@ the run.
 
 >>> meter = LoadMeter().start()
 >>> sorted(meter.stop())
-['caller_cpu', 'cores', 'machine_cpu', 'own_cpu', 'seconds']
+['caller_cpu', 'cores', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds']
 """
 
 from __future__ import annotations
@@ -71,7 +72,15 @@ class LoadMeter:
             out[child.pid] = c.user + c.system
         return out
 
+    def _threads(self) -> dict:
+        """``{native thread id: CPU seconds}`` of this process's threads."""
+        try:
+            return {t.id: t.user_time + t.system_time for t in self._me.threads()}
+        except (self._psutil.AccessDenied, self._psutil.NoSuchProcess, OSError):
+            return {}
+
     def start(self) -> LoadMeter:
+        self._threads0 = self._threads()
         self._thread0 = time.thread_time()
         self._t0 = time.monotonic()
         self._machine0 = _busy(self._psutil.cpu_times())
@@ -79,15 +88,23 @@ class LoadMeter:
         return self
 
     def stop(self) -> dict:
-        """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu"}``
-        since ``start()`` (``caller_cpu``: the CPU of the thread that started
-        and stops it, the caller's: building graphs, its own work; call
-        ``stop`` from the same thread)."""
+        """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu",
+        "native_cpu"}`` since ``start()``: ``caller_cpu``, the CPU of the
+        thread that started and stops it (the caller's: building graphs, its
+        own work; call ``stop`` from the same thread); ``native_cpu``, that of
+        this process's threads that are not Python's (BLAS's and OpenMP's
+        pools: their CPU is no task thread's)."""
+        import threading
+
         machine = _busy(self._psutil.cpu_times()) - self._machine0
         own = sum(v - self._own0.get(pid, 0.0) for pid, v in self._own().items())
+        python = {t.native_id for t in threading.enumerate()}
+        native = sum(v - self._threads0.get(tid, 0.0) for tid, v in self._threads().items()
+                     if tid not in python)
         return {"cores": os.cpu_count() or 1, "seconds": time.monotonic() - self._t0,
                 "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own),
-                "caller_cpu": max(0.0, time.thread_time() - self._thread0)}
+                "caller_cpu": max(0.0, time.thread_time() - self._thread0),
+                "native_cpu": max(0.0, native)}
 
 
 def blas_threads() -> dict | None:

@@ -56,10 +56,12 @@ def test_a_straggler_that_ran_last_is_what_an_even_split_would_save():
 
 # -- the machine was busy ------------------------------------------------------------
 
-def load(others, own=1.0, cores=2, seconds=1.0):
-    """The ``load`` a recording measured: CPU seconds of the machine and of
-    this process (and its workers) over ``seconds``."""
-    return {"cores": cores, "seconds": seconds, "machine_cpu": others + own, "own_cpu": own}
+def load(others, own=1.0, cores=2, seconds=1.0, native=0.0):
+    """The ``load`` a recording measured: CPU seconds of the machine, of
+    this process (and its workers), of its threads Python did not start
+    (BLAS's), over ``seconds``."""
+    return {"cores": cores, "seconds": seconds, "machine_cpu": others + own, "own_cpu": own,
+            "native_cpu": native}
 
 
 def straggling_gil_run(**meta):
@@ -203,7 +205,7 @@ def blas_run(blas_threads, workers=2, cores=2):
     run.meta["blas"] = {"threads": blas_threads, "source": "threadpoolctl",
                         "libraries": ["openblas"]}
     # (the process's CPU: the tasks' threads' 2 s and BLAS's own threads' 4 s)
-    run.meta["load"] = load(others=0.0, own=6.0, cores=cores, seconds=4.0)
+    run.meta["load"] = load(others=0.0, own=6.0, cores=cores, seconds=4.0, native=4.0)
     return run
 
 
@@ -217,7 +219,7 @@ def test_blas_threads_times_workers_beyond_the_cores_is_a_finding_with_its_fix()
 
 
 def test_tasks_waiting_off_their_cpu_for_another_reason_are_no_blas_finding():
-    # (the process spent no CPU beyond its tasks' threads: BLAS's threads did nothing)
+    # (BLAS's threads spent no CPU: the tasks waited for something else)
     run = blas_run(blas_threads=2)
     run.meta["load"] = load(others=0.0, own=2.0, cores=2, seconds=4.0)
     assert "blas" not in kinds(run)

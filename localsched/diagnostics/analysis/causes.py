@@ -14,13 +14,13 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
     seconds over the cores (the wall time they could have taken).
 ``blas``
-    On threads or processes with 2 or more workers, BLAS uses more than
+    On threads with 2 or more workers, BLAS uses more than
     one thread per call (``meta["blas"]``: threadpoolctl, else the
     environment) and workers x BLAS threads exceed the cores, while groups
     spent at least ``BLAS_NONCPU`` (50 %) of their task time off their own
     thread's CPU (BLAS's threads, fighting each other, did the work) and
-    the process spent CPU outside the tasks' threads and the caller's
-    (BLAS's threads) of at least ``BLAS_OUTSIDE`` (50 %) of those groups'
+    the process's threads that Python did not start (BLAS's pools,
+    ``meta["load"]["native_cpu"]``) spent at least ``BLAS_OUTSIDE`` (50 %) of those groups'
     own CPU time (the BLAS helpers worked beside the tasks' threads): a
     machine busy with other processes makes tasks wait off their CPU too,
     but spends no CPU of this process.
@@ -75,9 +75,9 @@ def _load(f: Facts) -> dict | None:
         return None
     if cores <= 0 or seconds <= 0:
         return None
-    caller = load.get("caller_cpu")
+    native = load.get("native_cpu")
     return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own,
-            "caller": float(caller) if isinstance(caller, (int, float)) else 0.0}
+            "native": float(native) if isinstance(native, (int, float)) else None}
 
 
 def is_busy(f: Facts) -> bool:
@@ -144,7 +144,7 @@ def _cpu_shares(f: Facts) -> dict:
 def blas(f: Facts) -> list:
     info = f.run.meta.get("blas")
     load = _load(f)
-    if not isinstance(info, dict) or f.kind not in ("threads", "processes") or f.workers < 2:
+    if not isinstance(info, dict) or f.kind != "threads" or f.workers < 2:
         return []
     threads = info.get("threads")
     cores = load["cores"] if load else None
@@ -159,10 +159,10 @@ def blas(f: Facts) -> list:
     heavy.sort(key=lambda gn: -gn[1])
     groups = [g for g, _, _ in heavy[:3]]
     noncpu = sum(n for _, n, _ in heavy)
-    # (BLAS's own threads: CPU of this process outside the tasks' threads and
-    # the caller's; a machine's load makes tasks wait without it)
-    outside = load["own"] - sum(c for c, _ in shares.values()) - load["caller"]
-    if outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy)):
+    # (BLAS's own threads: the CPU of this process's threads Python did not
+    # start; a machine's load makes tasks wait without it)
+    outside = load["native"]
+    if outside is None or outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy)):
         return []
     libraries = "/".join(info.get("libraries") or []) or "BLAS"
     source = info.get("source")
