@@ -269,3 +269,13 @@ def test_a_comprehension_is_named_by_the_function_around_it():
                                                       ("/home/me/bag.py", 6, "<listcomp>")),
                               0.03) for i in range(100)]
     assert "parse (bag.py:5)" in kinds(run)["gil"].title
+
+
+def test_the_gil_claim_never_exceeds_what_processes_could_save_of_the_tasks_cpu():
+    # 0.5 s of CPU in all the tasks, 3.5 s off it (a loaded machine the load
+    # meter missed): processes could at best run that CPU 2 at a time
+    run = gil_run()
+    run.metrics = {("execute", "py", "thread-cpu", "seconds"): 0.5,
+                   ("execute", "py", "thread-noncpu", "seconds"): 3.5}
+    f = kinds(run)["gil"]
+    assert f.seconds == pytest.approx(0.25)

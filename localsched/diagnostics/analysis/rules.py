@@ -40,7 +40,9 @@ The rules and their thresholds (module constants, tested on both sides):
     (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
     (10 %) of task time and, where fine metrics were taken, spent at most
     80 % of their time on CPU.  Seconds: the group's non-CPU task time
-    (without fine metrics, its time beyond one task at a time).
+    (without fine metrics, its time beyond one task at a time) over the
+    workers, and never more than processes could save of its CPU time
+    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).
 ``memory``
     The bytes held at the peak (``memory.memory_peak``) are at least
     ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
@@ -246,15 +248,19 @@ def _gil(f: Facts) -> list:
             if cpu[g] / (cpu[g] + noncpu.get(g, 0.0)) > GIL_CPU_SHARE:
                 continue
             stake = noncpu.get(g, 0.0)
+            # (processes could at best run the tasks' CPU time side by side:
+            # waits beyond that were for a CPU, not for the GIL)
+            saved = min(stake / f.workers, cpu[g] * (1 - 1 / f.workers))
         else:
             stake = stats.total * (1 - 1 / running)
-        if stake < MIN_SECONDS:
+            saved = stake / f.workers
+        if stake < MIN_SECONDS or saved < MIN_SECONDS / f.workers:
             continue
         out.append(Finding(
             "gil",
             f"Python code in '{g}'{_where(f, g)} held the GIL: its tasks ran {running:.1f} "
             f"at a time on threads but waited {format_seconds(stake)} ({evidence}).",
-            stake / f.workers, [g], _gil_fix(f, g, stake / f.workers)))
+            saved, [g], _gil_fix(f, g, saved)))
     return out
 
 
