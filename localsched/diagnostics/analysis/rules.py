@@ -427,9 +427,10 @@ def _idle(f: Facts, chain: bool) -> list:
             f"recording) on the caller: before and between the {n} computation"
             f"{'s' if n != 1 else ''}, while it built graphs, imported or did other work.",
             caller, [],
-            "build the whole graph first and compute it once (dask.compute(a, b, ...)), "
-            "or persist inputs that several computations share, so that the workers are "
-            "not waiting for the script."))
+            "if the computations share inputs, compute them together "
+            "(dask.compute(a, b, ...)) or persist what they share, so that it is computed "
+            "once; the time between them is the script's own (building graphs, reading, "
+            "its other work), which no scheduler setting shortens."))
     starved, by_group = f.starved
     if chain or f.workers < 2 or starved < MIN_SECONDS \
             or starved < IDLE_SHARE * f.worker_seconds:
