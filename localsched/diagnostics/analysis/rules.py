@@ -21,7 +21,9 @@ The rules and their thresholds (module constants, tested on both sides):
     plus task time, they add up to at least
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
-    inputs is taken out (that is ``transfer``).  Fix: about
+    inputs is taken out (that is ``transfer``).  Seconds: those over the
+    workers, at most those computations' wall time (with their
+    preparation) beyond their work.  Fix: about
     ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
     sizes were measured).
 ``gil``
@@ -168,13 +170,16 @@ def _overhead(f: Facts) -> list:
     # still one whose tiny tasks cost more to hand over than to run)
     gaps = busy = 0.0
     tasks = 0
+    ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
     for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
-        spent = handoffs + preparation * comp.worker_count()
+        n = comp.worker_count()
+        spent = handoffs + preparation * n
         if f.kind in ("processes", "cluster"):
             spent = max(0.0, spent - travel)
         worked = sum(comp.durations)
         if spent >= OVERHEAD_SHARE * (spent + worked):
             gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
+            ceiling += max(0.0, comp.finished - comp.started + preparation - worked / n)
     if gaps < MIN_SECONDS:
         return []
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
@@ -203,7 +208,7 @@ def _overhead(f: Facts) -> list:
         f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
         f"{format_seconds(per_task)} of overhead per task{_where(f, g0)}.",
-        gaps / f.workers, groups,
+        min(gaps / f.workers, ceiling), groups,
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
 
 
