@@ -198,3 +198,30 @@ def test_xarray_rolling_and_groupby_raise_no_false_alarm():
     found = {f.kind: f for f in report.data.findings()}
     assert not ({"transfer", "blas"} | HELD_BACK) & set(found), \
         [str(f) for f in report.data.findings()]
+
+
+def inc(x):
+    return x + 1
+
+
+def inc_range(lo, hi):
+    return [x + 1 for x in range(lo, hi)]
+
+
+def test_tiny_tasks_made_bigger_as_the_overhead_finding_says_gain_what_it_claims():
+    dsk = {("inc", i): (inc, i) for i in range(20_000)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    run = report.data
+    found = verdicts(run)
+    assert "overhead" in found, [str(f) for f in run.findings()]
+    claimed = found["overhead"].seconds
+    # (the computation from its graph's submission: its preparation is saved too)
+    before = max(g.finished for g in run.graphs) - min(g.submitted for g in run.graphs)
+    assert claimed <= before
+    bigger = {("inc", j): (inc_range, j * 10_000, (j + 1) * 10_000) for j in range(2)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(bigger, list(bigger), num_workers=2)
+    after = max(g.finished for g in report.data.graphs) - min(
+        g.submitted for g in report.data.graphs)
+    assert before - after >= 0.5 * claimed
