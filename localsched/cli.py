@@ -535,10 +535,13 @@ def _code_workload(args):
 
 
 def _demo_workload(args):
+    # One BLAS thread per task: the parallelism shown is the scheduler's.
+    # (here, before the report imports NumPy: BLAS reads them when loaded)
+    from .demo import one_blas_thread
+
+    one_blas_thread()
+
     def run():
-        # One BLAS thread per task: the parallelism shown is the scheduler's.
-        for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            os.environ.setdefault(var, "1")
         from .delayed import compute
         from .demo import blocked_workload
 

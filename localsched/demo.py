@@ -3,7 +3,10 @@
 ``C = A @ B`` over a grid of blocks (each block product is a task, summed
 pairwise), then an element-wise identity (sin² + cos² = 1) on every block of
 C, then tree reductions.  Matrix products release the GIL, so the threads
-scheduler keeps every core busy.
+scheduler keeps every core busy -- with one BLAS thread per task
+(``one_blas_thread``, which ``localsched demo`` calls before NumPy is
+imported): a BLAS running a thread per core inside each of the workers
+makes them fight for the cores (the ``blas`` finding).
 
 >>> from localsched import compute
 >>> total, ok = blocked_workload(blocks=2, block_size=8)
@@ -14,7 +17,30 @@ True
 
 from __future__ import annotations
 
+import os
+import sys
+
 from .delayed import delayed
+
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def one_blas_thread() -> bool:
+    """Make BLAS run one thread per call, so that the workers' tasks are the
+    only parallelism.  Before NumPy is imported, the environment variables
+    BLAS reads when loaded (those already set are kept); after, only
+    threadpoolctl can still change it (if installed).  Whether BLAS is
+    limited now."""
+    if "numpy" not in sys.modules:
+        for var in BLAS_VARIABLES:
+            os.environ.setdefault(var, "1")
+        return True
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return False
+    threadpool_limits(1)  # (for the rest of the process, as the variables would)
+    return True
 
 
 def random_block(seed: int, n: int):

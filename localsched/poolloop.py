@@ -464,7 +464,8 @@ class PoolLoop:
     def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
         """A process task's record (a TaskRecord's fields): its travel, and
         measured, its activities."""
-        transfer = activities = None
+        transfer = None
+        activities: tuple | None = None
         if self.settings.pack_data:
             sent = 0.0
             if flight is not None and flight.batch[0] == i and flight.inputs:
@@ -472,9 +473,14 @@ class PoolLoop:
             transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
             arrival = probe[2] if probe is not None else None  # (Probe.received)
             if arrival is not None and flight is not None and flight.sent is not None:
-                (d0, d1), (received, _) = flight.sent, arrival
-                activities = (("serialize", d0, d1), ("transfer", d1, received),
-                              ("deserialize", received, t0))
+                (d0, d1), received = flight.sent, arrival[0]
+                if len(arrival) > 2 and arrival[2]:  # (decoding imported modules)
+                    decoded = min(max(arrival[1], received), t0)
+                    activities = (("serialize", d0, d1), ("transfer", d1, received),
+                                  ("start-up", received, decoded), ("deserialize", decoded, t0))
+                else:
+                    activities = (("serialize", d0, d1), ("transfer", d1, received),
+                                  ("deserialize", received, t0))
         nbytes = probe[5] if probe is not None else None  # (Probe.nbytes)
         return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
 

@@ -68,7 +68,8 @@ class Probe(NamedTuple):
     the list's ``CPU_NOTE``, given when read, ``task_records``); ``metrics``:
     the user metrics it recorded (``localsched.metrics``), or None; for the
     first task of a batch on a measuring worker, ``received`` (in a worker
-    process, the ``(received, decoded)`` epoch seconds of its job, else
+    process, the ``(received, decoded, imported)`` of its job (epoch seconds,
+    whether decoding it imported modules), else
     None), ``started`` (when the batch started) and ``fresh`` (whether the
     worker process was new); ``nbytes``: its result's size (``Needs.sizes``).
     """

@@ -9,8 +9,11 @@ pool for these.
 #: This worker's pid (0 in the caller's process: not a pool worker).
 worker_pid: int = 0
 
-#: ``(received, decoded)`` epoch seconds of the current job, or None.
-arrival: "tuple[float, float] | None" = None
+#: ``(received, decoded, imported)`` of the current job, or None: epoch
+#: seconds, and whether decoding it imported modules (a function pickled
+#: by reference imports its module, and what that imports: its decoding
+#: time is then start-up, not the inputs' travel).
+arrival: "tuple[float, float, bool] | None" = None
 
 #: Warnings this worker could not give itself (shared memory that filled
 #: up): the worker loop sends them to the caller, who warns once.

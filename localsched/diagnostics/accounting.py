@@ -10,7 +10,9 @@ every instant belongs to exactly one activity:
 - before the first task of a batch: ``idle`` (waiting for work), then on
   processes ``transfer`` (the inputs on their way, after the caller pickled
   them) or ``start-up`` (the worker process was not running yet: its first
-  batch ever), then ``deserialize`` (received until the task starts); on
+  batch ever), then ``start-up`` again while decoding the batch imported
+  modules (a function pickled by reference imports its module), then
+  ``deserialize`` (received or imported until the task starts); on
   threads ``hand-off`` from the batch's start to its first task;
 - between two tasks of a batch: ``hand-off`` (storing results, handing
   records over), of which a worker process's pickling of results is
@@ -52,13 +54,15 @@ class Piece(NamedTuple):
 class BatchStart(NamedTuple):
     """What a worker said of a batch at its first task: when the batch
     started running, and on processes when its inputs were pickled in the
-    caller (``sent``), received in the worker (``received``), and whether
-    this was the process's first batch ever (``fresh``)."""
+    caller (``sent``), received in the worker (``received``), whether
+    this was the process's first batch ever (``fresh``), and until when
+    decoding it imported modules (``imported``: start-up, not travel)."""
 
     started: float
     sent: float | None = None
     received: float | None = None
     fresh: bool = False
+    imported: float | None = None
 
 
 def clip_tasks(tasks: list, started: float, finished: float) -> list:
@@ -119,11 +123,13 @@ def _before(key, a: float, b: float, batch: BatchStart | None) -> list:
         s = at(batch.started)
         return [(None, "idle", a, s), (None, "hand-off", s, b)]
     received = at(batch.received)
+    # (modules imported while decoding the batch: the worker starting up)
+    decoded = received if batch.imported is None else at(batch.imported)
     if batch.fresh:
-        return [(key, "start-up", a, received), (key, "deserialize", received, b)]
+        return [(key, "start-up", a, decoded), (key, "deserialize", decoded, b)]
     sent = at(batch.sent)
     return [(None, "idle", a, sent), (key, "transfer", sent, received),
-            (key, "deserialize", received, b)]
+            (key, "start-up", received, decoded), (key, "deserialize", decoded, b)]
 
 
 def _fill(out: list, wid, a: float, b: float, default: list, sends: list) -> None:

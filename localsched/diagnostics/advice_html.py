@@ -22,7 +22,8 @@ __all__ = ["findings_html", "what_if_html", "comparison_html", "findings_short_h
 _CELL = "padding:2px 10px;border-bottom:1px solid #ddd"
 _COLORS = {"overhead": "#b35806", "gil": "#8073ac", "memory": "#2166ac",
            "critical-path": "#b2182b", "transfer": "#1b7837", "idle": "#777777",
-           "straggler": "#e08214"}
+           "straggler": "#e08214", "busy": "#d6604d", "blas": "#5e3c99",
+           "start-up": "#4d9221"}
 
 
 def _badge(kind: str) -> str:

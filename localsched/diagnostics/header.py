@@ -3,14 +3,14 @@ loaded the machine was, and which script -- what distributed's performance
 report opens with, kept in the run's JSON (``meta["header"]``) and shown at
 the top of the report page (``header_html``).
 
-``LoadMeter`` reads the machine's CPU counters at the start and the end of
-a run (psutil: system-wide busy seconds, and this process's with its
-children): ``others_cores`` is how many cores other processes kept busy on
-average -- what ``compare`` reads to tell a slow run from a busy machine.
-``run_header`` gathers the rest once, at the end of a run: versions (read
-from modules already imported, else from the installed metadata: nothing is
-imported for it), cores, BLAS/OpenMP threads (threadpoolctl when it is
-importable, else the environment variables), the scheduler, the script's
+The load comes from ``machine_load.LoadMeter`` (the run's ``meta["load"]``,
+which the ``busy`` finding reads too), shown as cores: ``others_cores`` is
+how many cores other processes kept busy on average -- what ``compare``
+reads to tell a slow run from a busy machine.  BLAS threads are
+``machine_load.blas_threads()`` (``meta["blas"]``) with the environment's
+thread variables.  ``run_header`` gathers the rest once, at the end of a
+run: versions (read from modules already imported, else from the installed
+metadata: nothing is imported for it), cores, the scheduler, the script's
 name and source (up to ``SOURCE_LIMIT`` characters).  Every field may be
 missing (an older file has no header at all): readers use ``.get``.
 
@@ -29,7 +29,7 @@ import os
 import platform
 import sys
 
-__all__ = ["LoadMeter", "run_header", "header_html", "SOURCE_LIMIT"]
+__all__ = ["run_header", "header_html", "SOURCE_LIMIT"]
 
 #: Characters of the script's source the header keeps.
 SOURCE_LIMIT = 20_000
@@ -38,45 +38,18 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
                     "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
-class LoadMeter:
-    """The machine's load over a stretch of time: ``start()``, then ``stop()``
-    returns ``{"others_cores", "own_cores", "cores", "loadavg"}`` (None
-    where it cannot be read)."""
-
-    def __init__(self) -> None:
-        self._mark: tuple | None = None
-
-    @staticmethod
-    def _read() -> tuple | None:
-        import time
-
-        import psutil
-
-        try:
-            total = psutil.cpu_times()
-            busy = sum(total) - total.idle - getattr(total, "iowait", 0.0)
-            me = psutil.Process()
-            own = sum(me.cpu_times()[:4])  # (user, system, children's user and system)
-        except (OSError, psutil.Error):
-            return None
-        return time.monotonic(), busy, own
-
-    def start(self) -> LoadMeter:
-        self._mark = self._read()
-        return self
-
-    def stop(self) -> dict:
-        end, mark = self._read(), self._mark
-        out: dict = {"others_cores": None, "own_cores": None, "cores": os.cpu_count(),
-                     "loadavg": _loadavg()}
-        if end is None or mark is None or end[0] <= mark[0]:
-            return out
-        elapsed = end[0] - mark[0]
-        own = max(end[2] - mark[2], 0.0) / elapsed
-        busy = max(end[1] - mark[1], 0.0) / elapsed
-        out["own_cores"] = round(own, 3)
-        out["others_cores"] = round(max(busy - own, 0.0), 3)
-        return out
+def _cores(load: dict | None) -> dict:
+    """The load of a run as the header shows it: ``machine_load.LoadMeter``'s
+    CPU seconds over its seconds, as ``{"others_cores", "own_cores",
+    "cores", "loadavg"}`` (None where it was not measured)."""
+    out: dict = {"others_cores": None, "own_cores": None, "cores": os.cpu_count(),
+                 "loadavg": _loadavg()}
+    load = _dict(load)
+    seconds, machine, own = (load.get(k) for k in ("seconds", "machine_cpu", "own_cpu"))
+    if all(isinstance(v, (int, float)) for v in (seconds, machine, own)) and seconds > 0:
+        out["own_cores"] = round(own / seconds, 3)
+        out["others_cores"] = round(max(machine - own, 0.0) / seconds, 3)
+    return out
 
 
 def _loadavg() -> list | None:
@@ -99,21 +72,6 @@ def _version(name: str) -> str | None:
         return None
 
 
-def _blas_threads() -> dict:
-    """``{"source": "threadpoolctl"|"environment", "pools": [...], "env": {...}}``."""
-    env = {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ}
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:
-        return {"source": "environment", "pools": [], "env": env}
-    try:
-        pools = [{"api": str(p.get("user_api")), "library": str(p.get("internal_api")),
-                  "threads": p.get("num_threads")} for p in threadpool_info()]
-    except Exception:  # noqa: BLE001 -- a header is a nicety, never an error
-        pools = []
-    return {"source": "threadpoolctl", "pools": pools, "env": env}
-
-
 def _script(path: str | None, code: str | None = None) -> dict | None:
     if code is not None:
         return {"name": "-c", "source": code[:SOURCE_LIMIT]}
@@ -131,6 +89,7 @@ def _script(path: str | None, code: str | None = None) -> dict | None:
 
 def run_header(*, started: float | None, finished: float | None,
                scheduler: str | None = None, load: dict | None = None,
+               blas: dict | None = None,
                script: str | None = None, code: str | None = None,
                name: str | None = None, status: int | None = None) -> dict:
     """The header of a run (module docstring); ``script``: its path (its
@@ -148,18 +107,20 @@ def run_header(*, started: float | None, finished: float | None,
                      "dask": _version("dask"), "numpy": _version("numpy")},
         "platform": platform.platform(terse=True),
         "cores": os.cpu_count(),
-        "blas_threads": _blas_threads(),
+        "blas_threads": {**_dict(blas), "env": {k: os.environ[k] for k in THREAD_VARIABLES
+                                                if k in os.environ}},
         "scheduler": scheduler,
-        "load": load,
+        "load": _cores(load),
         "script": info,
         "status": status,
     }
 
 
 def _threads_text(blas: dict) -> str:
-    pools = blas.get("pools")
-    parts = [f"{p.get('api')} ({p.get('library')}): {p.get('threads')} threads"
-             for p in (pools if isinstance(pools, list) else []) if isinstance(p, dict)]
+    threads, libraries = blas.get("threads"), blas.get("libraries")
+    parts = [f"{threads} per call ({blas.get('source')}"
+             + (f": {', '.join(map(str, libraries))}" if isinstance(libraries, list)
+                and libraries else "") + ")"] if threads is not None else []
     parts += [f"{k}={v}" for k, v in _dict(blas.get("env")).items()]
     return ", ".join(parts) if parts else "not set"
 

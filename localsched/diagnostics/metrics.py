@@ -96,7 +96,8 @@ def _batch_start(probe, acts) -> tuple:
     marks = {name: (a, b) for name, a, b in acts} if acts else {}
     if "transfer" in marks:  # processes: pickled in the caller, received in the worker
         (d0, d1), received = marks["serialize"], marks["transfer"][1]
-        return BatchStart(started, d1, received, fresh), d1 - d0
+        imported = marks["start-up"][1] if "start-up" in marks else None
+        return BatchStart(started, d1, received, fresh, imported), d1 - d0
     return BatchStart(started), None
 
 

@@ -16,7 +16,7 @@ import time
 from contextlib import ExitStack
 from functools import partial
 
-from .header import LoadMeter, run_header
+from .header import run_header
 from .rundata import RunData
 
 __all__ = ["performance_report"]
@@ -87,9 +87,11 @@ class performance_report:
         return profilers
 
     def __enter__(self) -> performance_report:
+        from .machine_load import LoadMeter
+
         self.profilers = self._make_profilers()
+        self._load = LoadMeter().start()  # (the machine's load: ``busy``, the header)
         self._started = time.time()
-        self._load = LoadMeter().start()
         self._pid = os.getpid()
         with ExitStack() as stack:
             for p in self.profilers:
@@ -104,9 +106,12 @@ class performance_report:
         if os.getpid() != self._pid:
             return  # a forked child: the report is the parent's
         stack.__exit__(*exc)
+        from .machine_load import blas_threads
+
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
-            started=self._started, finished=time.time())
+            started=self._started, finished=time.time(), load=self._load.stop(),
+            blas=blas_threads())
         self.data.meta["header"] = self._header()
         # Each output on its own: one that cannot be written (its error is
         # raised after) costs none of the others.  The analysis is computed
@@ -133,7 +138,7 @@ class performance_report:
         if not wanted.get("scheduler"):
             wanted["scheduler"] = _scheduler_name()
         return run_header(started=meta.get("started"), finished=meta.get("finished"),
-                          load=self._load.stop(), **wanted)
+                          load=meta.get("load"), blas=meta.get("blas"), **wanted)
 
     def save_json(self, path) -> None:
         """Save the recorded run (after the block) as JSON."""

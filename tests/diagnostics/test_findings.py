@@ -65,9 +65,18 @@ def kinds(run) -> dict:
     return {f.kind: f for f in run.findings()}
 
 
+def verdicts(run) -> dict:
+    """The rules' verdicts on the records, whatever the machine's load: a
+    busy machine (this one is shared) holds back the gil, straggler and
+    overhead findings, which ``test_findings_causes`` and
+    ``test_findings_applied`` test."""
+    run.meta.pop("load", None)
+    return kinds(run)
+
+
 def test_tiny_tasks_on_threads_are_an_overhead_finding():
     dsk = {("inc", i): (inc, i) for i in range(20_000)}
-    found = kinds(recorded(localsched.get, dsk, list(dsk), num_workers=2))
+    found = verdicts(recorded(localsched.get, dsk, list(dsk), num_workers=2))
     assert "overhead" in found
     f = found["overhead"]
     assert f.groups == ["inc"] and f.seconds > 0 and "more work" in f.fix
@@ -83,9 +92,10 @@ def test_python_loops_on_threads_are_a_gil_finding_and_not_on_processes():
     # to judge; 20 tasks gave 19-34, and the rule fell silent below 20)
     dsk = {("py", i): (py_loop, 400_000) for i in range(40)}
     run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
-    found = kinds(run)
+    found = verdicts(run)
     assert "gil" in found, [str(f) for f in run.findings()]
-    assert found["gil"].groups == ["py"] and "processes" in found["gil"].fix
+    assert found["gil"].groups == ["py"] and "multiprocessing" in found["gil"].fix
+    assert "py_loop (test_findings.py:" in found["gil"].title  # (the user's code)
     on_processes = recorded(lmp.get, dsk, list(dsk), samples=True, num_workers=2)
     assert "gil" not in kinds(on_processes)
 
@@ -152,7 +162,9 @@ def test_too_few_ready_tasks_is_an_idle_finding():
 
 
 def test_one_slow_task_of_many_is_a_straggler_not_a_chain():
-    dsk = {("part", i): (nap, i, 0.5 if i == 3 else 0.02) for i in range(20)}
-    found = kinds(recorded(localsched.get, dsk, list(dsk), num_workers=2))
+    # (last: nothing is left to fill the other worker while it runs; run
+    # first, it costs nothing, test_findings_applied.py)
+    dsk = {("part", i): (nap, i, 0.5 if i == 19 else 0.02) for i in range(20)}
+    found = verdicts(recorded(localsched.get, dsk, list(dsk), num_workers=2))
     assert "straggler" in found and "critical-path" not in found
-    assert found["straggler"].groups == ["part"] and "('part', 3)" in found["straggler"].title
+    assert found["straggler"].groups == ["part"] and "('part', 19)" in found["straggler"].title

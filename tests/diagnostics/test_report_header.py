@@ -31,7 +31,7 @@ def test_a_recorded_run_carries_its_header_into_the_json(tmp_path):
     assert versions["python"] == platform.python_version()
     assert versions["localsched"] and versions["dask"] and versions["numpy"]
     assert header["cores"] == os.cpu_count()
-    assert header["blas_threads"]["source"] in ("threadpoolctl", "environment")
+    assert header["blas_threads"]["threads"] >= 1  # (NumPy is imported: BLAS is loaded)
     assert header["scheduler"]
     load = header["load"]
     assert load["others_cores"] >= 0 and load["own_cores"] >= 0

@@ -13,6 +13,10 @@ One module an idea, imports pointing down only::
     digest       everything below as one JSON-able dict (the JSON, the page)
     rules        the findings: what to change, one Finding per cause (the
                  rules and their thresholds are documented there)
+    causes       the findings around the tasks: a busy machine, BLAS
+                 threads, a cold pool's start-up, waits for I/O
+    finding      the Finding record and its shared phrasings
+    usercode     the user's function and line behind a group (the stacks)
     facts        what the rules read, measured once per run
     comparison   two runs side by side: per-group differences, regressions
     replay       the what-if: the measured durations replayed on N workers

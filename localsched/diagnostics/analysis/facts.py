@@ -17,6 +17,7 @@ from .graphs import computations
 from .groups import group_stats, result_sizes
 from .memory import memory_peak
 from .replay import overhead_per_task, unlimited_makespan
+from .usercode import user_functions
 
 __all__ = ["Facts", "union_length"]
 
@@ -149,6 +150,12 @@ class Facts:
             if act == activity and u == unit:
                 out[group] = out.get(group, 0.0) + float(v)
         return out
+
+    @cached_property
+    def user_code(self) -> dict:
+        """``{group: "function (file:line)"}``: the user's code each group
+        ran, from the sampler's stacks (``usercode``)."""
+        return user_functions(self.run.samples)
 
     @cached_property
     def critical(self):

@@ -38,7 +38,7 @@ from .critical import longest_chain
 from .graphs import Computation, computations
 
 __all__ = ["simulate", "what_if", "overhead_per_task", "makespan", "unlimited_makespan",
-           "ready_times", "WHAT_IF_WORKERS"]
+           "ready_times", "even_split_saving", "WHAT_IF_WORKERS"]
 
 #: The worker counts of the report's what-if table.
 WHAT_IF_WORKERS = (1, 2, 4, 8, 16)
@@ -122,15 +122,31 @@ def unlimited_makespan(comp: Computation, overhead: float) -> float:
     return longest_chain(comp, overhead)[0]
 
 
-def makespan(comp: Computation, workers: int, overhead: float) -> float:
+def even_split_saving(comp: Computation, workers: int, slow: dict) -> float:
+    """Seconds the computation would have saved had the ``slow`` tasks
+    (``{position: a usual duration}``) been split evenly: its replay as it
+    was, less the more of its replay with those tasks as usual and its work
+    (all of it: the slow tasks' too) spread evenly over ``workers``.  Nothing
+    when the rest of the work filled the other workers while they ran."""
+    o = overhead_per_task(comp)
+    durations = list(comp.durations)
+    was = makespan(comp, workers, o)
+    usual = [slow.get(i, d) for i, d in enumerate(durations)]
+    even = (sum(durations) + o * (len(durations) - 1)) / max(1, workers)
+    return max(0.0, was - max(makespan(comp, workers, o, usual), even))
+
+
+def makespan(comp: Computation, workers: int, overhead: float,
+             durations: list | None = None) -> float:
     """Seconds from the first task's start to the last one's end, replayed on
-    ``workers`` workers with localsched's ready stack (module docstring)."""
+    ``workers`` workers with localsched's ready stack (module docstring);
+    ``durations``: the tasks' own, in place of the measured ones."""
     n = len(comp.keys)
     if not n:
         return 0.0
     waiting = list(comp._cached("inputs", lambda: list(map(len, comp.deps))))
     users = comp.users
-    cost = [d + overhead for d in comp.durations]
+    cost = [d + overhead for d in (comp.durations if durations is None else durations)]
     if workers == 1:  # (one worker always has a ready task: it never idles)
         return max(0.0, sum(cost) - overhead)
     ready = [i for i in range(n - 1, -1, -1) if not waiting[i]]  # (first in order on top)

@@ -1,11 +1,15 @@
 """Findings: what a run's records say to change, one :class:`Finding` per cause.
 
 Each finding has a ``kind``, a ``title`` (one sentence), ``seconds`` (the
-worker- or wall-seconds at stake), ``groups`` (the task groups involved,
+wall seconds the fix would save: worker-seconds over the workers, or the
+what-if's; for ``memory`` how long results waited), ``groups`` (the task groups involved,
 dask's ``key_split`` names) and ``fix`` (what to change).  Every rule reads
 measurements only (``facts.Facts``); a rule whose measurements the run does
 not have (no samples, no sizes, no dependencies: an older JSON) stays
-silent.  Findings come most seconds first.
+silent.  Findings come most seconds first.  The ``busy``, ``blas``,
+``start-up`` and more-threads ``idle`` rules are in ``causes``; a ``busy``
+finding holds back ``causes.HELD_BACK``.  Where the sampler's stacks reach
+the user's own code, titles name its function and line (``usercode``).
 
 The rules and their thresholds (module constants, tested on both sides):
 
@@ -17,7 +21,9 @@ The rules and their thresholds (module constants, tested on both sides):
     plus task time, they add up to at least
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
-    inputs is taken out (that is ``transfer``).  Fix: about
+    inputs is taken out (that is ``transfer``).  Seconds: those over the
+    workers, at most those computations' wall time (with their
+    preparation) beyond their work.  Fix: about
     ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
     sizes were measured).
 ``gil``
@@ -36,7 +42,9 @@ The rules and their thresholds (module constants, tested on both sides):
     (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
     (10 %) of task time and, where fine metrics were taken, spent at most
     80 % of their time on CPU.  Seconds: the group's non-CPU task time
-    (without fine metrics, its time beyond one task at a time).
+    (without fine metrics, its time beyond one task at a time) over the
+    workers, and never more than processes could save of its CPU time
+    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).
 ``memory``
     The bytes held at the peak (``memory.memory_peak``) are at least
     ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
@@ -58,9 +66,11 @@ The rules and their thresholds (module constants, tested on both sides):
     ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
     ``MIN_SECONDS``.
 ``idle``
-    Two causes. The caller: time of the recording before and between the
-    computations (graph building, submission, the script's own work; not the
-    time after the last one) is at least ``IDLE_CALLER_SHARE`` (20 %) of the
+    Two causes. The caller: with 2 or more computations, time of the
+    recording before and between them (graph building, submission, the
+    script's own work; not the time after the last one; with one
+    computation, that is its graph being built: nothing to fix) is at
+    least ``IDLE_CALLER_SHARE`` (20 %) of the
     recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the first
     computation's own start-up, the pool's, stays below). Too few ready
     tasks: with 2 or more workers, the worker-seconds in which a worker had
@@ -71,8 +81,10 @@ The rules and their thresholds (module constants, tested on both sides):
 ``straggler``
     In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
     them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
-    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; their time beyond
-    the median is at least ``MIN_SECONDS``.
+    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; what an even split
+    would have saved (``replay.even_split_saving``; without dependencies,
+    their time beyond the median over the workers) is at least
+    ``MIN_SECONDS``.
 
 >>> from localsched.diagnostics.records import TaskData
 >>> from localsched.diagnostics.rundata import RunData
@@ -85,14 +97,17 @@ The rules and their thresholds (module constants, tested on both sides):
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 
 from ..naming import format_seconds, shorten
+from . import causes
 from .facts import Facts, union_length
+from .finding import Finding, mb, names, pct
+from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
 
-KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler")
+KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler",
+         "busy", "blas", "start-up")
 
 MIN_SECONDS = 0.05
 OVERHEAD_SHARE = 0.25
@@ -119,23 +134,6 @@ STRAGGLER_FACTOR = 3.0
 STRAGGLER_EXCESS = 0.05
 
 
-@dataclass
-class Finding:
-    """One cause of lost time (or memory), and what to change."""
-
-    kind: str
-    title: str
-    seconds: float
-    groups: list = field(default_factory=list)
-    fix: str = ""
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-    def __str__(self) -> str:
-        return f"[{self.kind}] {self.title} Fix: {self.fix}"
-
-
 def findings(run, facts: Facts | None = None) -> list:
     """The findings of ``run`` (a ``RunData``), most seconds first
     (``facts``: its ``Facts`` if already at hand)."""
@@ -143,23 +141,26 @@ def findings(run, facts: Facts | None = None) -> list:
     if not run.tasks:
         return []
     out: list = []
-    for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler):
+    for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler,
+                 causes.blas, causes.start_up, causes.more_threads):
         out += rule(facts)
-    out += _idle(facts, chain=any(f.kind == "critical-path" for f in out))
+    # (idle for want of ready tasks: not when a chain or waiting tasks explain it)
+    out += _idle(facts, chain=any(f.kind in ("critical-path", "idle") for f in out))
+    held = [k for k in causes.HELD_BACK if any(f.kind == k for f in out)]
+    busy = causes.busy(facts, held)
+    if busy:  # (a busy machine's waits for a CPU look like these: held back)
+        out = [f for f in out if f.kind not in causes.HELD_BACK] + busy
     out.sort(key=lambda f: -f.seconds)
     return out
 
 
-def _names(groups) -> str:
-    return ", ".join(f"'{shorten(str(g), 40)}'" for g in groups)
+def _where(f: Facts, group) -> str:
+    """`` in udf_score (my_script.py:12)``: the user's code a group ran, if sampled."""
+    code = f.user_code.get(group)
+    return f" in {code}" if code else ""
 
 
-def _pct(part: float, whole: float) -> str:
-    return f"{part / whole:.0%}" if whole > 0 else "-"
-
-
-def _mb(n: float) -> str:
-    return f"{n / 1e6:,.0f} MB" if n >= 10e6 else f"{n / 1e6:,.1f} MB"
+_names, _pct, _mb = names, pct, mb
 
 
 # -- the rules -------------------------------------------------------------------------
@@ -169,13 +170,16 @@ def _overhead(f: Facts) -> list:
     # still one whose tiny tasks cost more to hand over than to run)
     gaps = busy = 0.0
     tasks = 0
+    ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
     for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
-        spent = handoffs + preparation * comp.worker_count()
+        n = comp.worker_count()
+        spent = handoffs + preparation * n
         if f.kind in ("processes", "cluster"):
             spent = max(0.0, spent - travel)
         worked = sum(comp.durations)
         if spent >= OVERHEAD_SHARE * (spent + worked):
             gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
+            ceiling += max(0.0, comp.finished - comp.started + preparation - worked / n)
     if gaps < MIN_SECONDS:
         return []
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
@@ -189,8 +193,12 @@ def _overhead(f: Facts) -> list:
     factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
     size = f.size(g0)
     if size is not None and size >= 64e3:
+        # (never more than the whole array: all of the group's results)
+        whole = size * s0.tasks
+        factor = min(factor, s0.tasks)
         how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
-               f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)}")
+               f"{_mb(min(size * factor, 256e6, whole))} instead of {_mb(size)} (the "
+               f"whole: {_mb(whole)})")
     else:
         how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
                "chunks or partitions; a bag's items batched; small steps fused)")
@@ -199,8 +207,8 @@ def _overhead(f: Facts) -> list:
         f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
         f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
-        f"{format_seconds(per_task)} of overhead per task.",
-        gaps, groups,
+        f"{format_seconds(per_task)} of overhead per task{_where(f, g0)}.",
+        min(gaps / f.workers, ceiling), groups,
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
 
 
@@ -245,19 +253,61 @@ def _gil(f: Facts) -> list:
             if cpu[g] / (cpu[g] + noncpu.get(g, 0.0)) > GIL_CPU_SHARE:
                 continue
             stake = noncpu.get(g, 0.0)
+            # (processes could at best run the tasks' CPU time side by side:
+            # waits beyond that were for a CPU, not for the GIL)
+            saved = min(stake / f.workers, cpu[g] * (1 - 1 / f.workers))
         else:
             stake = stats.total * (1 - 1 / running)
-        if stake < MIN_SECONDS:
+            saved = stake / f.workers
+        if stake < MIN_SECONDS or saved < MIN_SECONDS / f.workers:
             continue
         out.append(Finding(
             "gil",
-            f"Python code in '{g}' held the GIL: its tasks ran {running:.1f} at a time on "
-            f"threads but waited {format_seconds(stake)} ({evidence}).",
-            stake, [g],
-            "use the processes scheduler (scheduler='processes') or a cluster for this "
-            f"work, or move the Python loop in '{g}' into code that releases the GIL "
-            "(NumPy, pandas, Numba with nogil=True, Cython)."))
+            f"Python code in '{g}'{_where(f, g)} held the GIL: its tasks ran {running:.1f} "
+            f"at a time on threads but waited {format_seconds(stake)} ({evidence}).",
+            saved, [g], _gil_fix(f, g, saved)))
     return out
+
+
+#: Bytes a second that cross between processes, of the sizes measured: a
+#: Python container's size is measured shallow (a list of 10,000 dicts:
+#: 85 kB, pickled 429 kB), and such objects pickle at some 50 MB/s.
+PICKLE_RATE = 10e6
+
+
+def _crossing(f: Facts, g) -> float | None:
+    """Bytes of the results of ``g``'s tasks and of their inputs (their
+    dependencies' results), as measured; None where sizes were not."""
+    if f.run.cache_metric not in ("bytes", "nbytes"):
+        return None
+    sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
+    if not sizes:
+        return None
+    total = 0.0
+    for comp in f.comps or ():
+        keys = comp.keys
+        for i, k in enumerate(keys):
+            if _group(k) == g:
+                total += sizes.get(k, 0.0) + sum(sizes.get(keys[j], 0.0) for j in comp.deps[i])
+    if not f.comps:
+        total = sum(v for k, v in sizes.items() if _group(k) == g)
+    return total
+
+
+def _gil_fix(f: Facts, g, saved: float) -> str:
+    """Processes where the bytes that would cross them cost less than they
+    save, else only the GIL-free rewrite."""
+    rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
+               "pandas, Numba with nogil=True, Cython)")
+    crossing = _crossing(f, g)
+    if crossing is not None and crossing / PICKLE_RATE >= 0.5 * saved:
+        return (f"{rewrite}: processes would not pay here, {_mb(crossing)} of results and "
+                f"inputs would cross between them (about "
+                f"{format_seconds(crossing / PICKLE_RATE)} of pickling).")
+    moved = (f" ({_mb(crossing)} of results and inputs would cross)"
+             if crossing is not None else "")
+    return (f"run it on localsched's processes: compute(..., "
+            f"scheduler=localsched.multiprocessing.get){moved}, or {rewrite}.")
 
 
 def _group(key) -> str:
@@ -357,8 +407,9 @@ def _transfer(f: Facts) -> list:
     sizes = [x for x in (f.size(g) for g in groups) if x is not None]
     moved = f" (results of about {_mb(max(sizes))} each)" if sizes else ""
     where = "between processes" if f.kind == "processes" else "between workers"
-    fix = ("use the threads scheduler if the work releases the GIL (NumPy, pandas, most "
-           "I/O), or fuse steps so that less data crosses between processes"
+    fix = ("use the threads scheduler (scheduler=localsched.get) if the work releases the "
+           "GIL (NumPy, pandas, most I/O), or fuse steps so that less data crosses between "
+           "processes"
            if f.kind == "processes" else
            "fuse steps so that dependent tasks run where their inputs are, and keep "
            "large intermediate results out of shuffles and gathers")
@@ -367,23 +418,24 @@ def _transfer(f: Facts) -> list:
         f"Moving inputs and results {where} took {format_seconds(travel)} "
         f"({_pct(travel, travel + f.busy)} of travel plus task time), mostly for "
         f"{_names(groups) or 'tasks'}{moved}.",
-        travel, groups, fix + ".")]
+        travel / f.workers, groups, fix + ".")]
 
 
 def _idle(f: Facts, chain: bool) -> list:
     out = []
     caller = f.caller
-    if caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
-        n = len(f.walls)
+    n = len(f.walls)
+    if n > 1 and caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
         out.append(Finding(
             "idle",
             f"Workers waited {format_seconds(caller)} ({_pct(caller, f.block)} of the "
             f"recording) on the caller: before and between the {n} computation"
             f"{'s' if n != 1 else ''}, while it built graphs, imported or did other work.",
             caller, [],
-            "build the whole graph first and compute it once (dask.compute(a, b, ...)), "
-            "or persist inputs that several computations share, so that the workers are "
-            "not waiting for the script."))
+            "if the computations share inputs, compute them together "
+            "(dask.compute(a, b, ...)) or persist what they share, so that it is computed "
+            "once; the time between them is the script's own (building graphs, reading, "
+            "its other work), which no scheduler setting shortens."))
     starved, by_group = f.starved
     if chain or f.workers < 2 or starved < MIN_SECONDS \
             or starved < IDLE_SHARE * f.worker_seconds:
@@ -395,7 +447,7 @@ def _idle(f: Facts, chain: bool) -> list:
         f"Workers had nothing ready to run for {format_seconds(starved)} of worker time "
         f"({_pct(starved, f.worker_seconds)}): too few tasks at once while "
         f"{_names(groups)} ran ({counts} tasks).",
-        starved, groups,
+        starved / f.workers, groups,
         f"split {_names(groups[:1])} into more, smaller tasks (more chunks or "
         f"partitions than the {f.workers} workers), or compute independent results "
         "together so that their tasks fill the gaps."))
@@ -415,16 +467,35 @@ def _straggler(f: Facts) -> list:
         if not len(slow) or len(slow) > 0.1 * s.tasks:
             continue
         excess = float((d[slow] - s.median).sum())
-        if excess < MIN_SECONDS:
+        saved = _saved_by_split(f, {s.keys[i] for i in slow.tolist()}, s.median)
+        if saved is None:  # (dependencies not recorded: its time over the median)
+            saved = excess / f.workers
+        if saved < MIN_SECONDS:
             continue
         worst = int(slow[np.argmax(d[slow])])
         out.append(Finding(
             "straggler",
-            f"{len(slow)} of the {s.tasks} tasks of '{g}' took far longer than the rest: "
-            f"{shorten(repr(s.keys[worst]), 60)} took {format_seconds(float(d[worst]))} "
-            f"against a median {format_seconds(s.median)}.",
-            excess, [g],
+            f"{len(slow)} of the {s.tasks} tasks of '{g}'{_where(f, g)} took far longer "
+            f"than the rest: {shorten(repr(s.keys[worst]), 60)} took "
+            f"{format_seconds(float(d[worst]))} against a median "
+            f"{format_seconds(s.median)}; split evenly, the run would save "
+            f"{format_seconds(saved)}.",
+            saved, [g],
             "look at the slow tasks' inputs: an uneven split (rechunk or repartition "
             "evenly), a slow file or a bigger partition; the rest of the group waits for "
             "them."))
     return out
+
+
+def _saved_by_split(f: Facts, slow: set, median: float) -> float | None:
+    """Seconds the run would save had the ``slow`` tasks' work been split
+    evenly (``replay.even_split_saving``, per computation), or None when
+    dependencies were not recorded."""
+    if not f.comps:
+        return None
+    saved = 0.0
+    for comp in f.comps:
+        mine = {i: median for i, k in enumerate(comp.keys) if k in slow}
+        if mine:
+            saved += even_split_saving(comp, comp.worker_count(), mine)
+    return saved

@@ -1,0 +1,238 @@
+"""Findings whose cause lies around the tasks: the machine, BLAS, the pool,
+the kind of wait.  Each reads ``facts.Facts`` and returns Findings, like
+``rules``; a run that did not record what a rule needs (a saved run
+without ``meta["load"]``, no fine metrics) leaves it silent.
+
+``busy``
+    Other processes took at least ``BUSY_SHARE`` (25 %) of the machine's
+    CPU time during the recording (``meta["load"]``: ``machine_load``).
+    Or this run's own workers, more than the cores, kept at least
+    ``OWN_FULL`` (90 %) of them busy (seconds: the wall time beyond what as
+    many workers as cores would take, at best).
+    Tasks then wait for a CPU, and that looks like what the ``gil``,
+    ``straggler`` and ``overhead`` findings read: those are held back
+    (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
+    seconds over the cores (the wall time they could have taken).
+``blas``
+    On threads with 2 or more workers, BLAS uses more than
+    one thread per call (``meta["blas"]``: threadpoolctl, else the
+    environment) and workers x BLAS threads exceed the cores, while groups
+    spent at least ``BLAS_NONCPU`` (50 %) of their task time off their own
+    thread's CPU (BLAS's threads, fighting each other, did the work) and
+    the process's threads that Python did not start (BLAS's pools,
+    ``meta["load"]["native_cpu"]``) spent at least ``BLAS_OUTSIDE`` (50 %) of those groups'
+    own CPU time (the BLAS helpers worked beside the tasks' threads): a
+    machine busy with other processes makes tasks wait off their CPU too,
+    but spends no CPU of this process.
+    Seconds: half those groups' non-CPU time over the workers.
+``start-up``
+    On processes, worker processes starting and importing the tasks'
+    modules (fine metrics' ``start-up``: a first batch's wait for its
+    process, and decoding a batch that imported modules) took at least
+    ``STARTUP_SHARE`` (20 %) of start-up plus task time and ``MIN_SECONDS``.
+    Never ``transfer``: nothing of it is data moving.  Seconds: start-up
+    over the workers.
+``idle`` (more threads)
+    On threads, on a machine not ``busy`` and without a ``blas`` finding
+    (waiting for a CPU looks like waiting for I/O), groups holding at
+    least half the task time spent at most
+    ``IO_CPU_SHARE`` (20 %) of it on CPU (sleeping, waiting for I/O), and
+    the what-if (``replay``) with more threads -- at most
+    ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --
+    saves at least ``IO_SAVING`` (20 %) of the recorded time.  The number
+    is the fewest threads within 10 % of the best; seconds: what they save.
+"""
+
+from __future__ import annotations
+
+from ..naming import format_seconds
+from .facts import Facts
+from .finding import Finding, names, pct
+from .replay import what_if
+
+__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "HELD_BACK"]
+
+MIN_SECONDS = 0.05
+BUSY_SHARE = 0.25
+OWN_FULL = 0.9
+HELD_BACK = ("gil", "straggler", "overhead")
+BLAS_NONCPU = 0.5
+BLAS_OUTSIDE = 0.5
+STARTUP_SHARE = 0.20
+IO_CPU_SHARE = 0.20
+IO_MAX_THREADS = 64
+IO_SAVING = 0.20
+
+
+def _load(f: Facts) -> dict | None:
+    load = f.run.meta.get("load")
+    if not isinstance(load, dict):
+        return None
+    try:
+        cores, seconds = float(load["cores"]), float(load["seconds"])
+        machine, own = float(load["machine_cpu"]), float(load["own_cpu"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    if cores <= 0 or seconds <= 0:
+        return None
+    native = load.get("native_cpu")
+    return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own,
+            "native": float(native) if isinstance(native, (int, float)) else None}
+
+
+def is_busy(f: Facts) -> bool:
+    """Whether other processes took ``BUSY_SHARE`` of the machine's CPU, or
+    this run's own workers, more than the cores, kept them ``OWN_FULL``."""
+    return _busy_by(f) is not None
+
+
+def _busy_by(f: Facts) -> str | None:
+    """``"others"``, ``"own"`` (see ``is_busy``) or None."""
+    load = _load(f)
+    if load is None:
+        return None
+    capacity = load["cores"] * load["seconds"]
+    if load["others"] >= MIN_SECONDS and load["others"] >= BUSY_SHARE * capacity:
+        return "others"
+    if f.workers > load["cores"] and load["own"] >= OWN_FULL * capacity:
+        return "own"
+    return None
+
+
+def busy(f: Facts, held: list) -> list:
+    """The ``busy`` finding (see the module docstring); ``held``: the kinds
+    of the findings it holds back, to name."""
+    load, by = _load(f), _busy_by(f)
+    if load is None or by is None:
+        return []
+    capacity = load["cores"] * load["seconds"]
+    cores = int(load["cores"])
+    plural = "s" if cores != 1 else ""
+    if by == "own":
+        return [Finding(
+            "busy",
+            f"The machine was busy: this run's {f.workers} workers on {cores} core{plural} "
+            f"kept them all busy (this run: {pct(load['own'], capacity)} of them), so tasks "
+            "waited for a CPU.",
+            max(0.0, load["seconds"] * (1 - cores / f.workers)), [],
+            f"at most {cores} workers for work that keeps a CPU busy (num_workers={cores}); "
+            f"{_held(held)}.")]
+    return [Finding(
+        "busy",
+        f"The machine was busy: other processes used {pct(load['others'], capacity)} of "
+        f"its {cores} core{plural} during the run (this run: "
+        f"{pct(load['own'], capacity)}), so tasks waited for a CPU.",
+        min(load["seconds"], load["others"] / load["cores"]), [],
+        f"re-run on a quiet machine before trusting the timings; {_held(held)}.")]
+
+
+def _held(held: list) -> str:
+    if not held:
+        return ("GIL, straggler, overhead and more-threads findings are held back on a "
+                "busy machine")
+    return (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} held "
+            "back: waiting for a CPU looks like them")
+
+
+def _cpu_shares(f: Facts) -> dict:
+    """``{group: (CPU seconds, non-CPU seconds)}`` of the tasks' own threads."""
+    cpu, noncpu = f.metric("thread-cpu"), f.metric("thread-noncpu")
+    return {g: (cpu.get(g, 0.0), noncpu.get(g, 0.0)) for g in set(cpu) | set(noncpu)
+            if g is not None and cpu.get(g, 0.0) + noncpu.get(g, 0.0) > 0}
+
+
+def blas(f: Facts) -> list:
+    info = f.run.meta.get("blas")
+    load = _load(f)
+    if not isinstance(info, dict) or f.kind != "threads" or f.workers < 2:
+        return []
+    threads = info.get("threads")
+    cores = load["cores"] if load else None
+    if not isinstance(threads, int) or threads < 2 or not cores \
+            or f.workers * threads <= cores:
+        return []
+    shares = _cpu_shares(f)
+    heavy = [(g, n, c) for g, (c, n) in shares.items()
+             if n >= BLAS_NONCPU * (c + n) and n >= MIN_SECONDS]
+    if not heavy or load is None:
+        return []
+    heavy.sort(key=lambda gn: -gn[1])
+    groups = [g for g, _, _ in heavy[:3]]
+    noncpu = sum(n for _, n, _ in heavy)
+    # (BLAS's own threads: the CPU of this process's threads Python did not
+    # start; a machine's load makes tasks wait without it)
+    outside = load["native"]
+    if outside is None or outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy)):
+        return []
+    libraries = "/".join(info.get("libraries") or []) or "BLAS"
+    source = info.get("source")
+    said = "" if source == "threadpoolctl" else f" ({source})"
+    return [Finding(
+        "blas",
+        f"{libraries} ran {threads} threads per call{said} in each of {f.workers} workers on "
+        f"{int(cores)} cores: {f.workers * threads} threads fought for the cores while "
+        f"{names(groups)} spent {format_seconds(noncpu)} off their own CPU.",
+        noncpu / f.workers / 2, groups,
+        "one BLAS thread per worker: wrap the computation in threadpoolctl's "
+        "`with threadpool_limits(1):` (pip install threadpoolctl), or set "
+        "OPENBLAS_NUM_THREADS=1, MKL_NUM_THREADS=1 and OMP_NUM_THREADS=1 in the "
+        "environment before NumPy is imported (set after, they have no effect).")]
+
+
+def start_up(f: Facts) -> list:
+    if f.kind != "processes":
+        return []
+    seconds = sum(f.metric("start-up").values())
+    if seconds < MIN_SECONDS or seconds < STARTUP_SHARE * (seconds + f.busy):
+        return []
+    return [Finding(
+        "start-up",
+        f"Worker processes took {format_seconds(seconds)} of worker time "
+        f"({pct(seconds, seconds + f.busy)} of it with the tasks) starting and importing "
+        "the tasks' modules before running them: no data was moving.",
+        seconds / f.workers, [],
+        "the pool is started once per script and reused by its later computations "
+        "(localsched keeps it), so a longer script pays it once; for work that releases "
+        "the GIL (NumPy, pandas, I/O), threads (scheduler=localsched.get) start nothing.")]
+
+
+def more_threads(f: Facts) -> list:
+    # (on a busy machine, or with BLAS's threads fighting, tasks wait for a
+    # CPU, which looks like waiting for I/O: more threads would not help)
+    if f.kind != "threads" or not f.comps or is_busy(f) or blas(f):
+        return []
+    shares = _cpu_shares(f)
+    waiting = {g: (c, n) for g, (c, n) in shares.items() if c <= IO_CPU_SHARE * (c + n)}
+    spent = sum(c + n for c, n in waiting.values())
+    if not waiting or spent < 0.5 * f.busy:
+        return []
+    cpu = sum(c + 0.0 for c, _ in shares.values())
+    cpu_per_thread = cpu / max(sum(c + n for c, n in shares.values()), 1e-9)
+    load = _load(f)
+    cores = load["cores"] if load else 1.0
+    limit = min(IO_MAX_THREADS, max(f.workers + 1, int(cores / max(cpu_per_thread, 1e-3))))
+    counts = [n for n in (2, 4, 8, 16, 32, 64) if f.workers < n <= limit]
+    if not counts:
+        return []
+    found = what_if(f.run, counts, comps=f.comps)
+    if found is None:
+        return []
+    recorded = found["recorded"]["seconds"]
+    best = min(found["workers"].values())
+    n = min(c for c, s in found["workers"].items() if s <= 1.1 * best)
+    saved = recorded - found["workers"][n]
+    if saved < MIN_SECONDS or saved < IO_SAVING * recorded:
+        return []
+    groups = sorted(waiting, key=lambda g: -sum(waiting[g]))[:3]
+    share = sum(c for c, _ in waiting.values()) / spent
+    return [Finding(
+        "idle",
+        f"Tasks of {names(groups)} waited (slept, read, fetched) with only {share:.0%} of "
+        f"their time on CPU, {f.workers} at a time: on {n} threads the run would take "
+        f"about {format_seconds(found['workers'][n])} instead of "
+        f"{format_seconds(recorded)} (what-if).",
+        saved, groups,
+        f"run it on {n} threads: compute(..., scheduler=localsched.get, num_workers={n}) "
+        f"(or localsched.get(dsk, keys, num_workers={n})); waiting tasks leave the cores "
+        "to each other.")]
+

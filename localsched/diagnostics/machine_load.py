@@ -1,0 +1,134 @@
+"""The machine around a recording: how busy its cores were, and BLAS's threads.
+
+Two facts the findings need and the task records cannot give:
+
+- ``LoadMeter``: the CPU seconds the whole machine spent (``psutil.cpu_times``:
+  every process's) and this process with its descendants (the workers)
+  spent, between ``start()`` and ``stop()``.  Their difference is what
+  other processes took: a machine busy with them makes tasks wait for a
+  CPU, which looks like waiting for the GIL, stragglers and overhead
+  (``analysis.causes``' ``busy`` finding holds those back).  Also the CPU
+  of this process's threads that Python did not start (BLAS's pools).
+- ``blas_threads()``: how many threads the BLAS/OpenMP libraries NumPy
+  loaded will use per call -- threadpoolctl's answer where it is installed
+  (it asks the loaded libraries), else the environment variables, which the
+  libraries read once, when NumPy is imported.
+
+Both are plain dicts (``RunData.meta["load"]``, ``meta["blas"]``), saved with
+the run.
+
+>>> meter = LoadMeter().start()
+>>> sorted(meter.stop())
+['caller_cpu', 'cores', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds']
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+__all__ = ["LoadMeter", "blas_threads", "BLAS_VARIABLES"]
+
+#: The variables BLAS and OpenMP libraries read when loaded, most specific first.
+BLAS_VARIABLES = ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def _busy(times) -> float:
+    """CPU seconds spent on something other than idling or waiting for I/O."""
+    idle = getattr(times, "idle", 0.0) + getattr(times, "iowait", 0.0)
+    total = sum(times)
+    # (guest time is already counted in user time on Linux)
+    total -= getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
+    return total - idle
+
+
+class LoadMeter:
+    """CPU seconds of the machine and of this process tree over a stretch."""
+
+    def __init__(self):
+        import psutil
+
+        self._psutil = psutil
+        self._me = psutil.Process()
+        self._t0 = self._machine0 = self._thread0 = 0.0
+        self._own0: dict = {}
+
+    def _own(self) -> dict:
+        """``{pid: CPU seconds}`` of this process (its reaped children's
+        included) and its live descendants."""
+        gone = (self._psutil.NoSuchProcess, self._psutil.AccessDenied)
+        t = self._me.cpu_times()
+        out = {self._me.pid: t.user + t.system + t.children_user + t.children_system}
+        try:
+            children = self._me.children(recursive=True)
+        except gone:
+            children = []
+        for child in children:
+            try:
+                c = child.cpu_times()
+            except gone:
+                continue
+            out[child.pid] = c.user + c.system
+        return out
+
+    def _threads(self) -> dict:
+        """``{native thread id: CPU seconds}`` of this process's threads."""
+        try:
+            return {t.id: t.user_time + t.system_time for t in self._me.threads()}
+        except (self._psutil.AccessDenied, self._psutil.NoSuchProcess, OSError):
+            return {}
+
+    def start(self) -> LoadMeter:
+        self._threads0 = self._threads()
+        self._thread0 = time.thread_time()
+        self._t0 = time.monotonic()
+        self._machine0 = _busy(self._psutil.cpu_times())
+        self._own0 = self._own()
+        return self
+
+    def stop(self) -> dict:
+        """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu",
+        "native_cpu"}`` since ``start()``: ``caller_cpu``, the CPU of the
+        thread that started and stops it (the caller's: building graphs, its
+        own work; call ``stop`` from the same thread); ``native_cpu``, that of
+        this process's threads that are not Python's (BLAS's and OpenMP's
+        pools: their CPU is no task thread's)."""
+        import threading
+
+        machine = _busy(self._psutil.cpu_times()) - self._machine0
+        own = sum(v - self._own0.get(pid, 0.0) for pid, v in self._own().items())
+        python = {t.native_id for t in threading.enumerate()}
+        native = sum(v - self._threads0.get(tid, 0.0) for tid, v in self._threads().items()
+                     if tid not in python)
+        return {"cores": os.cpu_count() or 1, "seconds": time.monotonic() - self._t0,
+                "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own),
+                "caller_cpu": max(0.0, time.thread_time() - self._thread0),
+                "native_cpu": max(0.0, native)}
+
+
+def blas_threads() -> dict | None:
+    """``{"threads", "source", "libraries"}``: the threads a BLAS call of
+    NumPy will use (the most of its loaded libraries), or None when NumPy
+    is not imported (no BLAS loaded: nothing to say)."""
+    if "numpy" not in sys.modules:
+        return None
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        threadpool_info = None
+    if threadpool_info is not None:
+        try:
+            info = threadpool_info()
+        except Exception:  # (a library it cannot ask: fall back on the environment)
+            info = []
+        if info:
+            return {"threads": max(int(i.get("num_threads") or 1) for i in info),
+                    "source": "threadpoolctl",
+                    "libraries": sorted({str(i.get("internal_api")) for i in info})}
+    for var in BLAS_VARIABLES:
+        value = os.environ.get(var, "").strip().split(",")[0]
+        if value.isdigit() and int(value) > 0:
+            return {"threads": int(value), "source": var, "libraries": []}
+    # (unset: OpenBLAS and OpenMP start a thread per core)
+    return {"threads": os.cpu_count() or 1, "source": "default", "libraries": []}

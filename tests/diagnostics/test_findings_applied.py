@@ -1,0 +1,227 @@
+"""Findings on real workloads of each cause (issue #36), and their fixes
+applied as written: the gain measured is at least half the one claimed.
+
+Tasks sleep where a gain is measured: sleeping tasks leave the cores to
+each other, so what is compared is the work's shape, which the load of
+this shared machine does not change (the hogs' test is about that load).
+Each hog and pool a test starts it stops (``finally``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import localsched
+import localsched.multiprocessing as lmp
+from localsched.diagnostics.report import performance_report
+from tests.platform_marks import needs_schedstat
+
+HELD_BACK = {"gil", "straggler", "overhead"}
+
+
+def nap(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+def recorded(get, dsk, keys, samples=False, **kwargs):
+    with performance_report(None, samples=samples) as report:
+        get(dsk, keys, **kwargs)
+    return report.data
+
+
+def wall(run) -> float:
+    return sum(b - a for a, b in run.walls)
+
+
+def verdicts(run) -> dict:
+    """The rules' verdicts whatever the machine's load (see test_findings)."""
+    run.meta.pop("load", None)
+    return {f.kind: f for f in run.findings()}
+
+
+def parts(durations):
+    """Independent sleeping tasks, run in the order given (keys in that order)."""
+    return {("part", i): (nap, i, d) for i, d in enumerate(durations)}
+
+
+def test_a_straggler_last_claims_what_an_even_split_saves_and_splitting_gains_it():
+    dsk = parts([0.03] * 20 + [0.6])
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    found = verdicts(run)
+    assert "straggler" in found, [str(f) for f in run.findings()]
+    claimed = found["straggler"].seconds
+    assert claimed > 0.15
+    even = parts([0.03] * 40)  # (the slow one's 0.6 s split into 20 usual pieces)
+    after = recorded(localsched.get, even, list(even), num_workers=2)
+    assert wall(run) - wall(after) >= 0.5 * claimed
+
+
+def test_a_straggler_first_while_the_rest_fill_the_other_worker_is_no_finding():
+    dsk = parts([0.6] + [0.03] * 20)
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    assert "straggler" not in verdicts(run), [str(f) for f in run.findings()]
+
+
+def test_sleeping_io_on_two_threads_names_the_threads_and_they_gain_it():
+    dsk = {("fetch", i): (nap, i, 0.05) for i in range(48)}
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    found = verdicts(run)
+    assert "idle" in found, [str(f) for f in run.findings()]
+    f = found["idle"]
+    n = int(f.fix.split("num_workers=")[1].split(")")[0])
+    assert n >= 8 and "straggler" not in found and "overhead" not in found
+    after = recorded(localsched.get, dsk, list(dsk), num_workers=n)
+    assert wall(run) - wall(after) >= 0.5 * f.seconds
+
+
+def matmul_block(seed):
+    a = np.random.default_rng(seed).random((300, 300))
+    return float((a @ a).sum())
+
+
+def test_beside_cpu_hogs_the_machine_was_busy_and_nothing_false_is_said():
+    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(3)]
+    try:
+        dsk = {("block", i): (matmul_block, i) for i in range(16)}
+        run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    finally:
+        for h in hogs:
+            h.kill()
+        for h in hogs:
+            h.wait(timeout=30)
+    found = {f.kind: f for f in run.findings()}
+    assert "busy" in found, [str(f) for f in run.findings()]
+    assert not ({"transfer"} | HELD_BACK) & set(found), [str(f) for f in run.findings()]
+
+
+COLD_MODULE = """
+import pandas, pandas.core.frame  # (a heavy import: what a cold worker pays)
+
+def score(i):
+    return i + 1
+"""
+
+
+def test_a_cold_pool_importing_the_tasks_module_is_start_up_never_transfer(tmp_path,
+                                                                          monkeypatch):
+    (tmp_path / "cold_udfs.py").write_text(textwrap.dedent(COLD_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import cold_udfs
+
+    pool = lmp.ProcessPool(2)
+    try:
+        dsk = {("score", i): (cold_udfs.score, i) for i in range(8)}
+        run = recorded(lmp.get, dsk, list(dsk), num_workers=2, pool=pool)
+    finally:
+        pool.shutdown()
+        sys.modules.pop("cold_udfs", None)
+    found = verdicts(run)
+    assert "transfer" not in found, [str(f) for f in run.findings()]
+    assert "start-up" in found, [str(f) for f in run.findings()]
+
+
+@pytest.mark.parametrize("threads", [1])
+def test_the_load_and_blas_threads_are_recorded(threads):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads):
+        run = recorded(localsched.get, {"a": (nap, 1, 0.01)}, "a")
+    assert run.meta["blas"]["threads"] == threads
+    load = run.meta["load"]
+    assert load["cores"] >= 1 and load["seconds"] > 0 and load["machine_cpu"] >= 0
+    assert load["native_cpu"] >= 0 and load["caller_cpu"] >= 0
+
+
+def test_the_demo_runs_one_blas_thread_per_task(tmp_path):
+    # (the variables used to be set after the report had imported NumPy:
+    # BLAS had read them already, and ran a thread per core in each task)
+    pytest.importorskip("threadpoolctl")
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "localsched.cli", "demo", "--blocks", "2", "--block-size", "60",
+         "--no-progress", "--no-samples", "-o", "demo.html", "--json", "demo.json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "demo.json").read_text())["meta"]
+    assert meta["blas"]["threads"] == 1
+
+
+def parse_records(lines):
+    import json
+
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        out.append(sum(len(str(v)) for v in record.values()))
+    return sum(out)
+
+
+@needs_schedstat
+def test_a_bag_of_json_on_threads_names_the_users_function_and_localscheds_processes():
+    import json
+
+    lines = [json.dumps({"id": i, "name": f"user{i}", "tags": ["a", "b"], "score": i + 0.5})
+             for i in range(8_000)]
+    dsk = {("parse", i): (parse_records, lines) for i in range(40)}
+    run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    f = found["gil"]
+    assert "parse_records (test_findings_applied.py:" in f.title
+    assert "scheduler=localsched.multiprocessing.get" in f.fix and "'processes'" not in f.fix
+
+
+def test_xarray_rolling_and_groupby_raise_no_false_alarm():
+    # (well-shaped chunks: no overhead, gil, straggler, transfer or blas,
+    # loaded or not -- on a busy machine the busy finding holds back the first three)
+    xr = pytest.importorskip("xarray")
+    import dask.array as da
+    import pandas as pd
+
+    time_ = pd.date_range("2000-01-01", periods=730, freq="D")
+    data = da.random.RandomState(0).random_sample((730, 60, 60), chunks=(183, 60, 60))
+    x = xr.DataArray(data, dims=("time", "lat", "lon"), coords={"time": time_})
+    with performance_report(None) as report:
+        x.rolling(time=7).mean().groupby("time.month").mean().compute(
+            scheduler=localsched.get)
+    found = {f.kind: f for f in report.data.findings()}
+    assert not ({"transfer", "blas"} | HELD_BACK) & set(found), \
+        [str(f) for f in report.data.findings()]
+
+
+def inc(x):
+    return x + 1
+
+
+def inc_range(lo, hi):
+    return [x + 1 for x in range(lo, hi)]
+
+
+def test_tiny_tasks_made_bigger_as_the_overhead_finding_says_gain_what_it_claims():
+    dsk = {("inc", i): (inc, i) for i in range(20_000)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    run = report.data
+    found = verdicts(run)
+    assert "overhead" in found, [str(f) for f in run.findings()]
+    claimed = found["overhead"].seconds
+    # (the computation from its graph's submission: its preparation is saved too)
+    before = max(g.finished for g in run.graphs) - min(g.submitted for g in run.graphs)
+    assert claimed <= before
+    bigger = {("inc", j): (inc_range, j * 10_000, (j + 1) * 10_000) for j in range(2)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(bigger, list(bigger), num_workers=2)
+    after = max(g.finished for g in report.data.graphs) - min(
+        g.submitted for g in report.data.graphs)
+    assert before - after >= 0.5 * claimed
