@@ -286,7 +286,8 @@ def _write_all(fd: int, views: Sequence[memoryview]) -> None:
     pending = [v.cast("B") if v.ndim != 1 or v.format != "B" else v for v in views if v.nbytes]
     i = 0
     while i < len(pending):
-        batch, total = [], 0
+        batch: list[memoryview] = []
+        total = 0
         for v in pending[i:i + _IOV_MAX]:
             if total + v.nbytes > _CHUNK and batch:
                 break
