@@ -124,9 +124,12 @@ _MAX_TIME = 1e11
 
 
 def _number(value, time: bool = False) -> bool:
-    if not isinstance(value, Real) or isinstance(value, bool) or not math.isfinite(value):
+    if not isinstance(value, Real) or isinstance(value, bool):
         return False
-    return abs(value) <= _MAX_TIME if time else value >= 0
+    x = float(value)
+    if not math.isfinite(x):
+        return False
+    return abs(x) <= _MAX_TIME if time else x >= 0
 
 
 def check_budgets(items, fail: Callable, nkeys: int) -> None:

@@ -142,7 +142,7 @@ def encode_run(run) -> dict:
                       "started": _float(g.started), "finished": _float(g.finished),
                       "workers": g.workers, "submitted": _float(g.submitted)}
                      for g in getattr(run, "graphs", ())]
-    out["budgets"] = encode_budgets(getattr(run, "budgets", ()), keys.codes)
+    out["budgets"] = encode_budgets(getattr(run, "budgets", []), keys.codes)
     out["keys"] = keys.values
     out["workers"] = workers.values
     out["task_reprs"] = reprs.values
