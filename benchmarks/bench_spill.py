@@ -114,7 +114,10 @@ def main() -> None:
                   f"({rr / sr:4.2f}x)")
     w = statistics.median(rw / sw for rw, sw, _, _ in rows)
     rd = statistics.median(rr / sr for _, _, rr, sr in rows)
-    print(f"median spill/raw speed: write {w:.2f}x, read {rd:.2f}x "
+    best = [min(column) for column in zip(*rows, strict=True)]
+    print(f"median spill/raw speed: write {w:.2f}x, read {rd:.2f}x; best of each: write raw "
+          f"{gb / best[0]:.2f} spill {gb / best[1]:.2f} GB/s ({best[0] / best[1]:.2f}x), read "
+          f"raw {gb / best[2]:.2f} spill {gb / best[3]:.2f} GB/s ({best[2] / best[3]:.2f}x) "
           f"(load average {os.getloadavg()[0]:.1f})")
 
 

@@ -233,7 +233,24 @@ def test_live_memory_view_shows_memory_against_the_budget():
         view = MemoryByGroup(d.feed, d)
         title = view.root.title.text
         assert "budget 40.0 MB" in title and "spilled" in title, title
-        names = {r.name for r in view.root.renderers}
-        assert "budget-limit" in names
+        (limit,) = view.root.select(name="budget-limit")
+        assert limit.visible and limit.location == 40.0
+        assert list(view.source.data["group"][:2]) == ["(all held)", "(spilled)"]
+    finally:
+        d.close()
+
+
+def test_live_memory_view_without_budget_hides_the_budget():
+    from localsched.diagnostics.live import Dashboard
+    from localsched.diagnostics.live.memory import MemoryByGroup
+
+    d = Dashboard(memory=True, quiet=True)
+    try:
+        with d:
+            get_sync(_graph(3), "total")
+        view = MemoryByGroup(d.feed, d)
+        (limit,) = view.root.select(name="budget-limit")
+        assert not limit.visible and "budget" not in view.root.title.text
+        assert "(all held)" not in view.source.data["group"]
     finally:
         d.close()
