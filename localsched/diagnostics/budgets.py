@@ -9,7 +9,8 @@ diagnostics read it here, and only here:
 - ``disk_metrics(record, span)``: fine metrics per task group, with
   dask.distributed's activity names ``disk-write`` and ``disk-read`` in
   three units: ``caller-seconds`` (the scheduler's thread moves the values,
-  not a worker: booked like the caller's ``serialize``, so the workers'
+  not a worker: the wall seconds of each write and read, beside the
+  caller's ``scheduler`` CPU seconds, which include their CPU; the workers'
   seconds still add up to wall × workers), ``bytes`` and ``count``;
 - ``encode_budgets`` / ``decode_budgets`` / ``check_budgets``: the run's
   JSON (``codec``, ``runcheck``), key codes shared with the other records;
@@ -65,11 +66,6 @@ def disk_metrics(record: BudgetRecord | None, span: tuple = ()) -> dict:
             k = (span, group, activity, unit)
             out[k] = out.get(k, 0) + value
     return out
-
-
-def disk_seconds(metrics: dict) -> float:
-    """The caller-seconds of disk activities in a fine-metrics mapping."""
-    return sum(v for k, v in metrics.items() if k[2] in ACTIVITIES and k[3] == _CALLER)
 
 
 def shifted(record: BudgetRecord, seconds: float) -> BudgetRecord:

@@ -52,8 +52,9 @@ tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
 too), and on processes ``serialize``, the part of it spent pickling inputs.
 Under a memory budget (``memory_limit=``) the values it spilled and read
 back are ``disk-write`` and ``disk-read`` of the task group whose result
-moved (dask.distributed's names), in ``caller-seconds`` (out of
-``scheduler``), ``bytes`` and ``count`` (``localsched.diagnostics.budgets``).
+moved (dask.distributed's names), in ``caller-seconds`` (wall seconds of
+the writes and reads: the CPU they took is in ``scheduler`` too), ``bytes``
+and ``count`` (``localsched.diagnostics.budgets``).
 
 Collecting costs under a microsecond per task, only while a FineMetrics is
 active: a worker reads its thread's CPU clock (a system call) once per
@@ -70,7 +71,7 @@ from ..callbacks import Needs
 from ..utils import key_split
 from ..view import TaskRecord, state_view
 from .accounting import BatchStart, clip_tasks, gaps
-from .budgets import disk_metrics, disk_seconds, snapshot
+from .budgets import disk_metrics, snapshot
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
 
@@ -199,7 +200,6 @@ class FineMetrics(Collector):
         if overhead is not None:  # caller-seconds: the caller's thread, not a worker's
             scheduler = overhead[0]
             pickling = min(caller_pickling, scheduler)
-            scheduler -= min(disk_seconds(disk), scheduler - pickling)
             add(None, "scheduler", scheduler - pickling, CALLER)
             if pickling:
                 add(None, "serialize", pickling, CALLER)

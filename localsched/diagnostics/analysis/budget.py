@@ -20,7 +20,8 @@ had no budget)
     inputs and its result, all in memory while it runs -- under the
     target: ``footprint / TARGET``.  Its cost: what is held above the
     target at the peak is written and read back once, at ``DISK_SPEED``
-    (an assumed 500 MB/s; ``benchmarks/bench_spill.py`` measures a disk).
+    (an assumed 500 MB/s; ``benchmarks/bench_spill.py`` measures a disk);
+    spilling is opt-in (``localsched.memory.spill``), so the sentence says so.
 
 Both read measurements only: the budget's record, result sizes
 (``CacheData`` in bytes) and the graphs' dependencies; without them they
@@ -138,8 +139,9 @@ def budget_advice(f) -> str:
     smallest = footprint / TARGET
     spilled = max(0.0, peak.bytes - footprint)
     cost = 2 * spilled / DISK_SPEED
-    return (f" Or run it within a memory budget: memory_limit={_limit_text(smallest)} would "
-            f"have held it (its largest task, '{key_split(key)}', needs {_mb(footprint)} "
-            f"with its inputs) by spilling about {_mb(spilled)} at the peak, about "
-            f"{format_seconds(cost)} of disk at {DISK_SPEED / 1e6:,.0f} MB/s; "
-            f"memory_limit={no_spill} or more needs no spilling.")
+    return (f" Or run it within a memory budget: memory_limit={_limit_text(smallest)} with "
+            f"spilling on (localsched.memory.spill=True) would have held it (its largest "
+            f"task, '{key_split(key)}', needs {_mb(footprint)} with its inputs) by spilling "
+            f"about {_mb(spilled)} at the peak, about {format_seconds(cost)} of disk at "
+            f"{DISK_SPEED / 1e6:,.0f} MB/s; memory_limit={no_spill} or more needs no "
+            "spilling.")

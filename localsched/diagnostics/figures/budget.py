@@ -21,7 +21,7 @@ THRESHOLDS = (
     ("pause", "budget-pause", "pause: new work waits", "#ef8a62", "dashed"),
     ("target", "budget-target", "target: spilling starts", "#666666", "dotted"),
 )
-SPILLED_COLOR = "#7b3294"
+SPILLED_COLOR = "#000000"
 
 
 def _steps(points: list, t0: float) -> tuple[list, list]:
@@ -59,13 +59,14 @@ def draw_budget(fig, budgets: list, t0: float, held_line: bool = False) -> list:
                         line_color=color, line_dash=dash, line_width=2, name=name)
         items.append((label, r, None))
     first = budgets[0]
-    fig.add_layout(Label(x=first.timeline[0][0] - t0, y=float(first.limit), y_offset=3,
+    fig.add_layout(Label(x=first.timeline[0][0] - t0, y=float(first.limit), x_offset=4,
+                         y_offset=-16,
                          text_font_size="9pt", text_color=THRESHOLDS[0][3],
                          name="budget-label",
                          text=f"memory_limit {first.limit / 1e6:,.1f} MB"))
     spilled = _series(budgets, 2, t0)
     r = fig.line(x="x", y="y", source=ColumnDataSource(spilled), line_color=SPILLED_COLOR,
-                 line_width=2, name="spilled")
+                 line_width=2.5, line_dash="dashdot", name="spilled")
     items.append(("spilled to disk", r, None))
     if held_line:
         held = _series(budgets, 1, t0)
