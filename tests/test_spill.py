@@ -29,12 +29,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from localsched import spill
 from localsched.budget_record import BudgetRecord
 from localsched.spill import LOCK_NAME, LOCKLESS_GRACE, PREFIX, SpillError, SpillStore, reap_stale
 from tests.platform_marks import kill_session, needs_fork, needs_posix_signals
 
-pytestmark = pytest.mark.skipif(os.open not in os.supports_dir_fd or not hasattr(os, "readv"),
-                                reason="the spill store needs dir_fd and readv (POSIX)")
+#: POSIX owners and modes (Windows has neither: the temp directory is the user's own).
+needs_posix_owners = pytest.mark.skipif(not hasattr(os, "geteuid"),
+                                        reason="POSIX file owners and modes")
+needs_fifos_and_links = pytest.mark.skipif(not hasattr(os, "mkfifo"),
+                                           reason="fifos and symbolic links to plant")
 
 
 @pytest.fixture
@@ -148,6 +152,7 @@ def test_put_makes_no_copy_of_large_buffers(store):
 
 # -- the directory ----------------------------------------------------------------------
 
+@needs_posix_owners
 def test_directory_is_private_made_on_first_put_and_removed_by_close(root):
     s = SpillStore(root)
     assert s.directory is None and _spill_dirs(root) == []  # nothing before a spill
@@ -302,6 +307,7 @@ def test_lockless_directory_reaped_only_when_old(root):
     assert os.path.isdir(young) and not os.path.exists(old)
 
 
+@needs_fifos_and_links
 def test_planted_names_are_neither_followed_deleted_nor_waited_on(root, tmp_path):
     # a directory elsewhere that looks dead (an unlocked lock file)
     victim = tmp_path / "victim"
@@ -441,6 +447,62 @@ def test_unpicklable_value_raises_pickles_error_and_leaves_nothing(store):
     with pytest.raises((TypeError, pickle.PicklingError)):
         store.put(1, threading.Lock())
     assert 1 not in store and store.spilled_bytes == 0
+
+
+# -- where the platform has no *at calls, writev or flock (Windows) ----------------
+
+@pytest.fixture
+def portable(monkeypatch):
+    """The store as it runs on Windows: directories by path, one write per
+    buffer (simulated here: the checks that stay are the platform's own)."""
+    monkeypatch.setattr(spill, "_AT", False)
+    monkeypatch.setattr(spill, "_WRITEV", False)
+
+
+def test_portable_path_round_trips_and_cleans_up(root, portable):
+    df = pd.DataFrame({"x": np.arange(1000), "s": ["a"] * 1000})
+    with SpillStore(root) as s:
+        s.put(1, np.arange(100_000.0))
+        s.put(2, df)
+        s.put(3, {"k": b"v" * 10})
+        np.testing.assert_array_equal(s.get(1), np.arange(100_000.0))
+        pd.testing.assert_frame_equal(s.get(2), df)
+        assert s.get(3) == {"k": b"v" * 10}
+        s.drop(1)
+        assert sorted(os.listdir(s.directory)) == sorted([LOCK_NAME, "2.spill", "3.spill"])
+    assert _spill_dirs(root) == []
+
+
+@needs_posix_signals
+@needs_fifos_and_links
+def test_portable_reaper_without_file_locks_takes_a_removable_lock_as_a_dead_owner(
+        root, portable, monkeypatch):
+    with _running(root, _WAIT_NO_FINALLY) as (dead, dead_path):
+        dead.send_signal(signal.SIGKILL)
+        dead.wait(timeout=60)
+    # (on Windows the lock file of a live owner cannot be removed; here the
+    # owner is dead, and its lock file goes, then its directory)
+    monkeypatch.setattr(spill, "FILE_LOCKS", False)
+    link = os.path.join(root, PREFIX + "link")
+    os.symlink(dead_path, link)
+    assert reap_stale(root) == 1
+    assert not os.path.exists(dead_path) and os.path.islink(link)
+
+
+def test_write_all_handles_partial_writes_and_many_buffers(tmp_path, monkeypatch):
+    """writev may write less than asked (a signal, a pipe, 2 GiB per call):
+    every byte still lands once, in order."""
+    real = os.writev
+    monkeypatch.setattr(os, "writev", lambda fd, bufs: real(fd, bufs[:1] if len(bufs) > 1
+                                                           else [bufs[0][:7]]))
+    views = [memoryview(bytes([i % 256]) * (i % 97 + 1)) for i in range(2000)]
+    path = tmp_path / "out"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        spill._write_all(fd, views)
+    finally:
+        os.close(fd)
+    assert path.read_bytes() == b"".join(bytes(v) for v in views)
 
 
 # -- the record the diagnostics read -----------------------------------------------
