@@ -254,3 +254,31 @@ def test_live_memory_view_without_budget_hides_the_budget():
         assert "(all held)" not in view.source.data["group"]
     finally:
         d.close()
+
+
+# -- a spilled result is not held while it is on disk -------------------------------
+
+def test_spilled_results_are_not_held_while_on_disk():
+    run = _budget_run()  # 4 x 8 MB held until 104.0; ('make', 1) on disk 102.2-103.0
+    assert run.memory_peak().bytes == 32e6  # at 103.5: all four in memory again
+    run.budgets[0].events[:] = [(101.0, 101.2, "disk-write", ("make", 0), 8 * MB)]
+    peak = run.memory_peak()  # ('make', 0) never read back: off from 101.2 on
+    assert peak.bytes == 24e6 and peak.by_group == {"make": 24e6}
+
+
+# -- the workers' wait while the scheduler spilled is not scheduling overhead --------
+
+def test_workers_waiting_for_spills_are_not_an_overhead_finding():
+    from tests.diagnostics.test_findings_thresholds import back_to_back, independent
+
+    duration = 0.001
+    gap = duration * 0.5 / (1 - 0.5)  # 50 % gaps on 1 ms tasks: an overhead finding...
+    run = independent(back_to_back(200, duration, gap), workers=1)
+    assert "overhead" in {f.kind for f in run.findings()}
+    t = run.tasks
+    events = [(a.end_time, b.start_time, "disk-write", a.key, MB)  # ...that spilling made
+              for a, b in zip(t, t[1:], strict=False)]
+    run.budgets = [BudgetRecord(100 * MB, 60 * MB, 80 * MB,
+                                [(t[0].start_time, 0, 0), (t[-1].end_time, 0, 0)], events, 0.0)]
+    found = {f.kind for f in run.findings()}
+    assert "overhead" not in found and "spill" in found

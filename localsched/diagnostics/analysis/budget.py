@@ -23,7 +23,12 @@ had no budget)
     (an assumed 500 MB/s; ``benchmarks/bench_spill.py`` measures a disk);
     spilling is opt-in (``localsched.memory.spill``), so the sentence says so.
 
-Both read measurements only: the budget's record, result sizes
+``disk_stall`` (read by ``facts.Facts.overheads``)
+    The workers' wait while the scheduler spilled: the disk's seconds
+    inside a computation times its workers, taken out of its hand-off gaps
+    so that the ``overhead`` rule does not blame the tasks' size for it.
+
+All read measurements only: the budget's record, result sizes
 (``CacheData`` in bytes) and the graphs' dependencies; without them they
 stay silent.  They return plain tuples ``(kind, title, seconds, groups,
 fix)``: ``rules`` makes them findings (this module does not import it).
@@ -35,7 +40,8 @@ from ...budget_record import DISK_READ, DISK_WRITE
 from ...utils import key_split
 from ..naming import format_seconds
 
-__all__ = ["spill_finding", "budget_advice", "SPILL_SHARE", "TARGET", "DISK_SPEED"]
+__all__ = ["spill_finding", "budget_advice", "disk_stall", "SPILL_SHARE", "TARGET",
+           "DISK_SPEED"]
 
 SPILL_SHARE = 0.20
 MIN_SECONDS = 0.05
@@ -97,6 +103,15 @@ def spill_finding(f) -> list:
            "persist the intermediate that is read back (to disk: to_zarr/to_parquet) and "
            "read back what each step needs.")
     return [("spill", title, disk, groups, fix)]
+
+
+def disk_stall(run, comp) -> float:
+    """Worker-seconds of computation ``comp`` spent waiting while its
+    scheduler wrote or read spilled values (it dispatches nothing then):
+    the disk's seconds inside the computation times its workers."""
+    seconds = sum(max(0.0, min(e[1], comp.finished) - max(e[0], comp.started))
+                  for b in getattr(run, "budgets", None) or () for e in b.events)
+    return seconds * comp.worker_count() if seconds else 0.0
 
 
 def _footprints(run) -> tuple[float, object]:
