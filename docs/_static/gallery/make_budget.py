@@ -1,7 +1,7 @@
 """Render the memory panel of the memory-budget guide's worked example
 (``docs/guides/memory-budget.md``): the example recorded with
-performance_report, the page opened in headless Chromium and the memory
-panel saved as budget.png.
+performance_report, its memory panel drawn as the report draws it, alone
+on a page opened in headless Chromium, saved as budget.png.
 
     .venv/bin/python docs/_static/gallery/make_budget.py
 
@@ -90,40 +90,58 @@ class StandInBudget(Callback):
         self.store.close()
 
 
-def example(page: str) -> None:
+def example(page: str):
+    """The guide's example, its report written to ``page``; its RunData."""
     x = da.random.random((6_000, 6_000), chunks=(1_000, 1_000))  # 288 MB
     anomaly = x - x.mean()  # all of x waits for the mean
     budget = "memory_limit" in inspect.signature(localsched.get).parameters
-    with performance_report(page, title="A computation within a memory budget"):
+    with performance_report(page, title="A computation within a memory budget") as report:
         if budget:
             with dask.config.set({"localsched.memory.spill": True}):
-                dask.compute(anomaly.std(axis=0), scheduler=localsched.get,
-                             memory_limit=LIMIT)
+                dask.compute(anomaly.std(), scheduler=localsched.get, memory_limit=LIMIT)
         else:
             with StandInBudget(LIMIT):
-                dask.compute(anomaly.std(axis=0), scheduler=localsched.get)
+                dask.compute(anomaly.std(), scheduler=localsched.get)
+    return report.data
+
+
+def panel_page(run, path: str) -> None:
+    """The report's memory panel alone, as the report draws it, in one page."""
+    from bokeh.embed import file_html
+    from bokeh.models import Range1d
+    from bokeh.resources import INLINE
+
+    from localsched.diagnostics.figures.base import group_colors
+    from localsched.diagnostics.figures.memory import plot_held
+    from localsched.diagnostics.naming import groups_of
+
+    t0 = min(t.start_time for t in run.tasks)
+    span = max(t.end_time for t in run.tasks) - t0
+    colors = group_colors(set(groups_of(t.key for t in run.tasks)))
+    fig = plot_held(run, run.memory_peak(), Range1d(0.0, span), t0, colors)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(file_html(fig, resources=INLINE, title="memory panel"))
 
 
 def main() -> None:
     from browser import open_in_chromium
 
-    page = os.path.join(tempfile.mkdtemp(), "report.html")
-    example(page)
-    shot = os.path.join(tempfile.mkdtemp(), "page.png")
-    result = open_in_chromium(page, width=1100, screenshot=shot, timeout=120,
+    workdir = tempfile.mkdtemp()
+    run = example(os.path.join(workdir, "report.html"))
+    page = os.path.join(workdir, "panel.html")
+    panel_page(run, page)
+    shot = os.path.join(workdir, "panel.png")
+    result = open_in_chromium(page, width=1000, screenshot=shot, timeout=120,
                               wait_for="window.Bokeh && Object.keys(Bokeh.index).length > 0"
                               " && Object.values(Bokeh.index).every((v) => v.has_finished())")
     assert not result.errors, result.errors
-    from PIL import Image
+    from PIL import Image, ImageChops
 
-    image = Image.open(shot)
-    if os.environ.get("LOCALSCHED_WHOLE_PAGE"):  # (the whole page, to look at)
-        image.save(os.environ["LOCALSCHED_WHOLE_PAGE"])
-    box = os.environ.get("LOCALSCHED_CROP")  # "top,bottom" in pixels: the memory panel
-    if box:
-        top, bottom = (int(v) for v in box.split(","))
-        image = image.crop((0, top, image.width, bottom))
-    image.save(os.path.join(HERE, "budget.png"), optimize=True)
+    image = Image.open(shot).convert("RGB")
+    # (the page's white margin below the figure goes)
+    box = ImageChops.difference(image, Image.new("RGB", image.size, "white")).getbbox()
+    bottom = min(image.height, box[3] + 8) if box else image.height
+    image.crop((0, 0, image.width, bottom)).save(os.path.join(HERE, "budget.png"), optimize=True)
 
 
 if __name__ == "__main__":

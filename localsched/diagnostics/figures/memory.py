@@ -32,8 +32,10 @@ def plot_held(run, peak, x_range, t0: float, colors: dict, label_size: int = LAB
         field = f"g{i}"
         data[field] = np.asarray(by_group[g], dtype=float)
         fields.append(field)
-    fig = new_figure("Memory held by task group (bytes of results, measured in the workers)",
-                     "Bytes held", x_range, {"height": 220})
+    title = ("Memory held by task group within the memory budget (bytes of results in "
+             "memory, measured in the workers; dash-dot: bytes spilled to disk)" if budgets
+             else "Memory held by task group (bytes of results, measured in the workers)")
+    fig = new_figure(title, "Bytes held", x_range, {"height": 220})
     fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
     source = ColumnDataSource(data)
     fill = [colors.get(g, OTHER_COLORS[i % len(OTHER_COLORS)]) for i, g in enumerate(names)]
