@@ -35,7 +35,8 @@ pandas' blocks, ``bytes``-like values): one file per value, a header (the
 lengths), the pickle stream, then each buffer as it lies in memory,
 written with ``os.writev`` straight from the buffers (no copy into one
 bytes object).  Reading allocates one fresh ``bytearray`` per buffer and
-fills it with ``readinto``; the unpickled arrays own it (writable).  Values
+fills it with ``readinto``; the unpickled arrays own it (as writable as the
+originals were).  Values
 pickle cannot take fall back to ``cloudpickle`` where installed.
 
 Errors.  A write refused by the disk (full ``ENOSPC``, quota ``EDQUOT``,
@@ -45,11 +46,14 @@ read-only ``EROFS``, unwritable ``EACCES``/``EPERM``, file too large
 partial file is removed and the value stays with the caller: nothing is
 lost.  A value that cannot be pickled raises pickle's own error.
 
-Why not ``zict``.  ``zict.File`` (dask.distributed's spill) stores frames
-under a directory it makes with ``os.makedirs`` (no exclusive private
-directory, no owner lock, nothing reaps a killed owner's files) and leaves
-serialization and eviction to its callers (``zict.Buffer`` evicts the
-least recently used; here the scheduler chooses exactly).  What this store
+Why not ``zict``.  ``zict.File`` (dask.distributed's spill; zict 3.0)
+writes a list of frames per key (``writelines``) and reads them back as
+one buffer (``readinto``), in a directory it makes with
+``os.makedirs(exist_ok=True)``: no exclusive private directory, no owner
+lock, nothing reaps a killed owner's files; serialization and eviction are
+its callers' (``zict.Buffer`` evicts the least recently used; here the
+scheduler chooses exactly), and one buffer per value would still have to be
+split into the arrays' own.  What this store
 needs from it, writing a list of buffers to a file and reading them back,
 is a few lines of ``os.writev``/``readinto``; the directory's life is the
 part that matters, and zict has none of it.  So: our own code, no new
