@@ -45,7 +45,7 @@ _CALLER = "caller-seconds"  # (metrics.CALLER; not imported: metrics reads this 
 
 def snapshot(state) -> BudgetRecord | None:
     """A copy of the computation's budget record (None without a budget)."""
-    record = getattr(state_view(state).outcome, "memory", None)
+    record = state_view(state).outcome.memory
     if record is None:
         return None
     return BudgetRecord(int(record.limit), int(record.target), int(record.pause),

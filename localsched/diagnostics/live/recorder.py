@@ -107,7 +107,7 @@ class RunLog:
         filled as it runs; None without a budget)."""
         state = self.state
         if state is not None:
-            return getattr(state_view(state).outcome, "memory", None)
+            return state_view(state).outcome.memory
         return self.memory
 
     def running_now(self) -> list | None:
@@ -217,6 +217,6 @@ class Recorder:
         log.workers()  # (read while the state is there)
         view = state_view(state)
         log.graph = (view.task_graph(), view.outcome.extra.get("workers"))
-        log.memory = getattr(view.outcome, "memory", None)
+        log.memory = view.outcome.memory
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)
