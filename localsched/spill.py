@@ -76,7 +76,6 @@ import errno
 import io
 import os
 import pickle
-import secrets
 import stat
 import struct
 import threading
@@ -247,7 +246,7 @@ def _owned_dir(name: str, parent: _Place, check_private: bool) -> _Place | None:
 def _make_private_dir(root: str) -> _Dir:
     """Create and lock a fresh spill directory under ``root``."""
     for _ in range(100):
-        name = PREFIX + secrets.token_hex(8)
+        name = PREFIX + os.urandom(8).hex()
         try:
             os.mkdir(os.path.join(root, name), 0o700)
         except FileExistsError:
