@@ -282,3 +282,22 @@ def test_workers_waiting_for_spills_are_not_an_overhead_finding():
                                 [(t[0].start_time, 0, 0), (t[-1].end_time, 0, 0)], events, 0.0)]
     found = {f.kind for f in run.findings()}
     assert "overhead" not in found and "spill" in found
+
+
+def test_memory_finding_counts_only_results_in_memory_at_the_peak():
+    tasks = [TaskData(("make", i), None, 100.0 + 0.1 * i, 100.1 + 0.1 * i, 1) for i in range(8)]
+    tasks.append(TaskData("total", None, 102.0, 103.0, 1))
+    cache = [CacheData(("make", i), None, 16e6, 100.1 + 0.1 * i, 103.0) for i in range(8)]
+    events = [(100.11 + 0.1 * i, 100.12 + 0.1 * i, "disk-write", ("make", i), 16 * MB)
+              for i in range(4)]  # (each spilled just after it was made)
+    events += [(101.9, 102.0, "disk-read", ("make", i), 16 * MB) for i in range(4)]
+    run = RunData(tasks=tasks, cache=cache, cache_metric="bytes", walls=[(100.0, 103.0)],
+                  budgets=[BudgetRecord(200 * MB, 120 * MB, 160 * MB,
+                                        [(100.0, 0, 0), (103.0, 0, 0)], events, 0.0)])
+    found = {f.kind: f for f in run.findings()}
+    assert found["memory"].title.startswith("At the peak 128 MB")
+    assert "8 results" in found["memory"].title
+    run.budgets[0].events[4:] = []  # never read back: 4 stay on disk
+    found = {f.kind: f for f in run.findings()}
+    assert found["memory"].title.startswith("At the peak 64 MB")
+    assert "4 results" in found["memory"].title

@@ -34,7 +34,7 @@ from typing import NamedTuple
 from ...budget_record import DISK_READ, DISK_WRITE
 from ..naming import groups_of
 
-__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "BYTE_METRICS"]
+__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "held_records", "BYTE_METRICS"]
 
 #: Cache metrics that are sizes in bytes.
 BYTE_METRICS = ("bytes", "nbytes")
@@ -82,6 +82,12 @@ def _in_memory(run, cache: list) -> list:
         if start < r.free_time or start == r.cache_time:
             out.append(r._replace(cache_time=start))
     return out
+
+
+def held_records(run) -> list:
+    """The run's cache records of results in memory: under a budget, cut
+    where their results were on disk (see the module docstring)."""
+    return _in_memory(run, list(run.cache))
 
 
 def _columns(run):

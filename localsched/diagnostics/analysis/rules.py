@@ -95,6 +95,7 @@ from dataclasses import asdict, dataclass, field
 from ..naming import format_seconds, shorten
 from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length
+from .memory import held_records
 
 __all__ = ["Finding", "findings", "KINDS"]
 
@@ -278,7 +279,8 @@ def _memory(f: Facts) -> list:
     peak = f.peak
     if peak is None or peak.bytes < MEMORY_BYTES:
         return []
-    held = [r for r in f.run.cache if r.cache_time <= peak.time <= r.free_time and r.metric]
+    held = [r for r in held_records(f.run)  # (under a budget: not while on disk)
+            if r.cache_time <= peak.time <= r.free_time and r.metric]
     if len(held) < MEMORY_RESULTS * f.workers:
         return []
     top = list(peak.by_group.items())[:2]
