@@ -128,13 +128,16 @@ def _number(value, time: bool = False) -> bool:
     return abs(x) <= _MAX_TIME if time else x >= 0
 
 
-def check_budgets(items, fail: Callable, nkeys: int) -> None:
+def check_budgets(items, fail: Callable, key_weights: list) -> int:
     """Raise ``fail(where, what)`` for the first malformed budget object
-    (``nkeys``: the size of the run's key table); None or absent is fine."""
+    (``key_weights``: the text length of each entry of the run's key
+    table); None or absent is fine.  Returns the text the events reference
+    (``runcheck``'s expansion limit counts it)."""
     if items is None:
-        return
+        return 0
     if not isinstance(items, list):
         raise fail("budgets", "expected a list")
+    text = 0
     for i, b in enumerate(items):
         where = f"budgets[{i}]"
         if not isinstance(b, dict):
@@ -150,7 +153,9 @@ def check_budgets(items, fail: Callable, nkeys: int) -> None:
             if len({len(cols[c]) for c in columns}) > 1:
                 raise fail(f"{where}.{section}", "columns of different lengths")
             for c in columns:
-                _check_column(cols[c], c, f"{where}.{section}.{c}", fail, nkeys)
+                _check_column(cols[c], c, f"{where}.{section}.{c}", fail, len(key_weights))
+        text += sum(key_weights[k] for k in b["events"]["key"])
+    return text
 
 
 def _check_column(values: list, column: str, where: str, fail: Callable, nkeys: int) -> None:

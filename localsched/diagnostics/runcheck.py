@@ -151,7 +151,7 @@ class _Checker:
             if len(times) != 2:
                 raise self.fail(f"walls[{i}]", f"expected [start, finish], got {len(times)} "
                                                "values")
-        check_budgets(data.get("budgets"), self.fail, len(data["keys"]))
+        text += check_budgets(data.get("budgets"), self.fail, weights["keys"])
         self.budget(text, "text referenced by the records", "characters")
         self.budget(frames, "stack frames referenced by the samples", "frames")
 
