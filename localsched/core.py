@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from . import budget as _budget
 from .callbacks import in_computation
 from .inline import run_inline
 from .lifecycle import Computation
@@ -97,6 +98,7 @@ def get_async(
     on_interrupt: Callable[[list], None] | None = None,
     cache: dict | None = None,
     transport: Any = None,
+    memory_limit: Any = None,
 ):
     """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
 
@@ -136,6 +138,11 @@ def get_async(
         shared memory: the cache keeps the handles, posttask callbacks and
         the caller get the values, and a computation that stops releases
         the handles it holds.
+    memory_limit : int, str or float, optional
+        Keep the computation within this many bytes (``"4GB"``, a fraction
+        of the machine's memory, ``"auto"``); default: the config key
+        ``localsched.memory-limit``, else no budget.  See
+        ``localsched.budget``.
 
     Examples
     --------
@@ -158,21 +165,27 @@ def get_async(
         comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
+        budget = _budget.for_run(memory_limit, machine, comp, transport, pack_data)
         try:
             if submit is None:
-                inline_cpu = run_inline(machine, comp)
+                inline_cpu = run_inline(machine, comp, budget)
             else:
                 loop = PoolLoop(machine, comp, submit, num_workers, pack_data=pack_data,
                                 stream=stream, unpack_exception=unpack_exception,
                                 chunksize=chunksize,
                                 rerun_exceptions_locally=rerun_exceptions_locally,
-                                on_interrupt=on_interrupt, transport=transport)
+                                on_interrupt=on_interrupt, transport=transport,
+                                budget=budget)
                 try:
                     loop.run()
                 finally:
                     idle = loop.idle_seconds
                     del loop
+            if budget is not None:
+                budget.finish()
         finally:
+            if budget is not None:
+                budget.close()
             if measure:
                 # The scheduler's own overhead: CPU time of the caller's thread
                 # in this call (the loop, the callbacks), minus the tasks it ran

@@ -24,12 +24,13 @@ from .view import TaskRecord
 __all__ = ["run_inline"]
 
 
-def run_inline(machine: RunState, comp: Computation) -> float:
+def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     """Run every task of ``machine`` in this thread; returns the CPU seconds
-    the tasks took when ``comp.needs.measure`` (else 0)."""
+    the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
+    ``localsched.budget.Budget`` (the measured loop runs: its hooks are there)."""
     needs = comp.needs
-    if needs.measure or needs.sample:
-        return _run_measured(machine, comp)
+    if needs.measure or needs.sample or budget is not None:
+        return _run_measured(machine, comp, budget)
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -94,8 +95,8 @@ def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
         state.outcome.running_since[key] = (t0, wid)  # interrupted
 
 
-def _run_measured(machine: RunState, comp: Computation) -> float:
-    """``run_inline`` while a callback measures or samples."""
+def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
+    """``run_inline`` while a callback measures or samples, or a budget holds."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -122,6 +123,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
                 raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
             status[i] = RUNNING
             machine.current = i
+            if budget is not None:  # (its inputs back from disk, room for its output)
+                budget.prepare(i)
             for f in pretasks:
                 f(key, dsk, state)
             if measure:
@@ -142,6 +145,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
                 probe = (c, sink or None, None, None, None, None)  # (a records_wire.Probe)
             machine.current = None
             freed = complete(i, value)
+            if budget is not None:
+                budget.completed(i)
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
                 if keep_row is not None:

@@ -126,8 +126,10 @@ class PoolLoop:
     def __init__(self, machine: RunState, comp: Computation, submit: Callable, num_workers: int,
                  *, pack_data: bool, stream: bool, unpack_exception: Callable | None = None,
                  chunksize: int | None = None, rerun_exceptions_locally: bool = False,
-                 on_interrupt: Callable | None = None, transport: Any = None):
+                 on_interrupt: Callable | None = None, transport: Any = None,
+                 budget: Any = None):
         self.machine, self.comp, self.submit = machine, comp, submit
+        self.budget = budget  # (a memory budget: one task per batch, see localsched.budget)
         self.unpack_exception, self.on_interrupt = unpack_exception, on_interrupt
         self.transport = transport
         # Every choice made once for the run (which results travel back,
@@ -140,7 +142,8 @@ class PoolLoop:
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
-                               max_inputs=_batching.MAX_INPUTS if pack_data else None)
+                               max_inputs=_batching.MAX_INPUTS if pack_data else None,
+                               budget=0.0 if budget is not None else _batching.BATCH_BUDGET)
         self.events: SimpleQueue = SimpleQueue()
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
@@ -201,8 +204,10 @@ class PoolLoop:
 
     def dispatch(self) -> None:
         """Hand batches to the free workers while tasks are ready."""
-        planner = self.planner
+        planner, budget = self.planner, self.budget
         while self.idle and planner.has_ready():
+            if budget is not None and not budget.admit(self):
+                break  # (paused: a running task will free memory or let it spill)
             # (spare: the other workers idle now, not counting the queue-ahead
             # slots of processes; the batch leaves them as many ready tasks)
             self._dispatch_one(planner, max(0, self.idle - self.settings.ahead - 1))
@@ -342,6 +347,8 @@ class PoolLoop:
             self.handle_plain(records)
         else:
             self.handle_records(records)
+        if self.budget is not None:
+            self.budget.completed_records(records)
 
     def handle_plain(self, records: list) -> None:
         """``handle_records`` when nothing watches each task (see
