@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from .budget_record import BudgetRecord
 from .machine import DONE, WAITING, RunState
 from .task_records import TaskRecords
 
@@ -102,7 +103,9 @@ class RunOutcome:
     a sequence of tuples of :class:`TaskRecord`'s fields
     (``TaskRecord._make(r)`` names them; read ``r[1]`` or unpack in hot
     loops), kept by column so that a long run's records are no objects for
-    the garbage collector to track.
+    the garbage collector to track.  ``memory``: None, or with a memory
+    budget (``memory_limit=``) its :class:`~localsched.budget_record.BudgetRecord`
+    (thresholds, held and spilled bytes over time, spill events).
     """
 
     ntasks: int = 0
@@ -114,6 +117,7 @@ class RunOutcome:
     overhead: tuple | None = None
     extra: dict = field(default_factory=dict)
     records: TaskRecords | None = None
+    memory: BudgetRecord | None = None
 
 
 _NO_TASK = TaskRecord(None, 0.0, 0.0, None, [])
