@@ -41,11 +41,13 @@ shared-memory store holds), and spills against the larger of the two.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
 from . import budget_limits
 from .budget_limits import Thresholds
+from .budget_record import DISK_READ, DISK_WRITE, BudgetRecord
 from .machine import DONE, RUNNING, RunState
 from .metrics import nbytes
 from .utils import key_split
@@ -60,7 +62,11 @@ MIN_SPILL = 16 * 1024
 # Scanned from the top of the ready stack for a task that frees memory,
 # when the budget pauses.
 SCAN = 64
+# Below ``target`` by this share of the limit once spilling starts, so that
+# results are written in bursts, not one per task.
+HYSTERESIS = 0.1
 _NEVER = float("inf")
+_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 
 
 class MemoryBudgetError(MemoryError):
@@ -117,8 +123,11 @@ class Budget:
         self.release = getattr(transport, "release", None)
         self.shared_type = getattr(transport, "SharedValue", None)
         self.processes = processes
-        self.events: list = []  # (start, end, "disk-write"|"disk-read", key, bytes)
-        self.timeline: list = []  # (time, held bytes, spilled bytes)
+        # What the run shows (``state.outcome.memory``): its events and timeline.
+        self.record = outcome.memory = BudgetRecord(t.limit, t.target, t.pause)
+        self.events = self.record.events  # (start, end, "disk-write"|"disk-read", key, bytes)
+        self.timeline = self.record.timeline  # (time, held bytes, spilled bytes)
+        self.paused_since: float | None = None
         self.peak_measured = 0
         self.warned = False
         self._proc: Any = None
@@ -127,7 +136,6 @@ class Budget:
         self.pinned: Any = ()  # the inputs of the task being prepared
         self.baseline = 0
         self.baseline = self._real_memory()
-        self.record = self._make_record(outcome)
 
     # -- the hooks ------------------------------------------------------------------
 
@@ -147,8 +155,10 @@ class Budget:
             for d in m.deps[i]:
                 if d in self.spilled:
                     self._read_back(d)
-            self.reserved[i] = expected
-            self.reserved_bytes += expected
+            # (on processes a task's inputs travel: a second copy while it runs)
+            reserve = expected + inputs if self.processes else expected
+            self.reserved[i] = reserve
+            self.reserved_bytes += reserve
             self._fit(self.t.target)
         finally:
             self.pinned = ()
@@ -167,7 +177,12 @@ class Budget:
                     ready.remove(j)
                     ready.append(j)
                 elif loop.inflight:
+                    if self.paused_since is None:
+                        self.paused_since = time.time()
                     return False
+        if self.paused_since is not None:
+            self.record.paused_seconds += time.time() - self.paused_since
+            self.paused_since = None
         self.prepare(ready[-1])
         return True
 
@@ -216,7 +231,7 @@ class Budget:
         """The run succeeded: spilled outputs back into the cache."""
         m = self.machine
         for i in [d for d in self.spilled if m.is_output[d]]:
-            self._read_back(i)
+            self._read_back(i, make_room=False)  # (the caller asked for them all)
         self._note()
 
     def close(self) -> None:
@@ -239,6 +254,13 @@ class Budget:
             return int(value.size)
         if type(value) is Spilled:
             return value.nbytes
+        if type(value) in _CONTAINERS:  # (their items too: dask's sizeof samples them)
+            sizeof = sys.modules.get("dask.sizeof")
+            if sizeof is not None:
+                try:
+                    return int(sizeof.sizeof(value))
+                except Exception:  # noqa: BLE001 -- a size is an estimate, never an error
+                    pass
         n = nbytes(value)
         return n if n is not None else 0
 
@@ -295,10 +317,14 @@ class Budget:
         excess = self.pressure() - under
         if excess <= 0:
             return
+        excess += int(self.t.limit * HYSTERESIS)
+        freed = 0
         for d in self._victims():
-            if excess <= 0:
+            if freed >= excess:
                 break
-            excess -= self._spill(d)
+            freed += self._spill(d)
+        # (the real memory's last reading drops by as much, until the next one)
+        self._measured = max(0, self._measured - freed)
 
     def _victims(self) -> list:
         """Held results that may be spilled, furthest next use first."""
@@ -345,19 +371,20 @@ class Budget:
         value = None
         self.held_bytes -= n
         self.spilled[d] = n
-        self.events.append((t0, time.time(), "disk-write", key, written))
+        self.events.append((t0, time.time(), DISK_WRITE, key, written))
         return n
 
-    def _read_back(self, d: int) -> None:
+    def _read_back(self, d: int, make_room: bool = True) -> None:
         """Read result d back into the cache (room made first; the inputs
         of the task being prepared are kept)."""
         m = self.machine
         n = self.spilled[d]
-        self.reserved_bytes += n  # (counted while making room for it)
-        try:
-            self._fit(self.t.target)
-        finally:
-            self.reserved_bytes -= n
+        if make_room:
+            self.reserved_bytes += n  # (counted while making room for it)
+            try:
+                self._fit(self.t.target)
+            finally:
+                self.reserved_bytes -= n
         t0 = time.time()
         value = self.store.get(d)
         self.store.drop(d)
@@ -365,7 +392,7 @@ class Budget:
         m.cache[m.keys[d]] = value
         self.held[d] = n
         self.held_bytes += n
-        self.events.append((t0, time.time(), "disk-read", m.keys[d], n))
+        self.events.append((t0, time.time(), DISK_READ, m.keys[d], n))
 
     def _consumer(self, ready: list) -> int | None:
         """A ready task near the top that is the last user of a held result."""
@@ -389,13 +416,6 @@ class Budget:
             f"raise memory_limit or make this task's chunks smaller")
 
     # -- what it records ---------------------------------------------------------------
-
-    def _make_record(self, outcome) -> Any:
-        try:
-            outcome.memory = self
-        except AttributeError:
-            pass
-        return None
 
     def _note(self) -> None:
         spilled = self.store.spilled_bytes if self.store is not None else 0

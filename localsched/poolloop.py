@@ -143,7 +143,8 @@ class PoolLoop:
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
                                max_inputs=_batching.MAX_INPUTS if pack_data else None,
-                               budget=0.0 if budget is not None else _batching.BATCH_BUDGET)
+                               **({"budget": 0.0, "large_budget": 0.0} if budget is not None
+                                  else {}))
         self.events: SimpleQueue = SimpleQueue()
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
