@@ -32,6 +32,16 @@ results a running task reads are never spilled).  A spilled result leaves a
 ``Spilled`` placeholder in the cache, so the cache's own bookkeeping
 (release when the last user ends) is unchanged.
 
+Watching, then counting.  A budget the run never comes near must cost
+next to nothing per task (issue #34: at most 0.3 us): so a run starts
+*watching*, its loops unchanged but for a reading of the real memory
+(below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
+more, and none of the hooks above run.  Once the real memory reaches
+``ARM`` x ``target`` the budget *arms*: every result in the cache is
+measured and held from then on, the hooks run, and a pool's batches shrink
+to one task each (every result comes back to be counted, and a batch
+never reads a spilled input).
+
 The real memory.  Sizes miss what tasks allocate while they run and what
 the allocator keeps; so every ``POLL`` seconds (not per task) the budget
 reads the process's RSS (on processes, its workers' too, and the bytes its
@@ -48,6 +58,7 @@ from typing import Any
 from . import budget_limits
 from .budget_limits import Thresholds
 from .budget_record import DISK_READ, DISK_WRITE, BudgetRecord
+from .graph import DATA
 from .machine import DONE, RUNNING, RunState
 from .metrics import nbytes
 from .utils import key_split
@@ -56,6 +67,11 @@ __all__ = ["Budget", "MemoryBudgetError", "Spilled", "for_run", "POLL"]
 
 # Seconds between two readings of the real memory (RSS) while a budget runs.
 POLL = 0.05
+# Watching, the budget also reads it after a task of this many seconds or
+# more (a task that makes a large result takes a while: its pages fault in).
+LONG = 1e-3
+# Counting starts when the real memory reaches this share of ``target``.
+ARM = 0.5
 # Results smaller than this are never spilled: a file per value would cost
 # more than the bytes it frees.
 MIN_SPILL = 16 * 1024
@@ -107,6 +123,9 @@ def _fmt(n: float) -> str:
 class Budget:
     """One computation's memory budget (see the module docstring)."""
 
+    poll = POLL
+    long = LONG
+
     def __init__(self, t: Thresholds, machine: RunState, outcome, *, transport: Any = None,
                  processes: bool = False):
         self.t = t
@@ -136,12 +155,20 @@ class Budget:
         self.pinned: Any = ()  # the inputs of the task being prepared
         self.baseline = 0
         self.baseline = self._real_memory()
+        # Watching (see "Watching, then counting"): armed once the real memory
+        # reaches ``arm_at``; until then, a reading every ``POLL`` s or after
+        # a task of ``LONG`` s or more.
+        self.armed = False
+        self.arm_at = int(t.target * ARM)
+        self.due = 0.0
 
     # -- the hooks ------------------------------------------------------------------
 
     def prepare(self, i: int) -> None:
         """Task i is about to start: its inputs in memory, room for its
         output (spilling others), or ``MemoryBudgetError``."""
+        if not self.armed:
+            return
         m = self.machine
         size = self.size
         inputs = 0
@@ -167,6 +194,11 @@ class Budget:
         """The pool loop may start the top of the ready stack (after
         ``prepare``); False: wait for a running task to end (pause).  May
         put another ready task on top: one that frees memory."""
+        if not self.armed and not self.watch(False):
+            return True
+        planner = loop.planner
+        if planner.budget:  # (counting: one task per batch, every result seen)
+            planner.budget = planner.large_budget = 0.0
         m = self.machine
         ready = m.ready
         if self.pressure() > self.t.pause:
@@ -186,28 +218,68 @@ class Budget:
         self.prepare(ready[-1])
         return True
 
-    def completed(self, i: int) -> None:
-        """Task i's result is in the cache: count it, forget what it released."""
+    def watch(self, long: bool) -> bool:
+        """Watching: read the real memory if due (or after a ``long``
+        task) and arm once it reaches ``arm_at``; whether armed."""
+        now = time.monotonic()
+        if not long and now < self.due:
+            return False
+        self.due = now + POLL
+        self._last_poll = 0.0  # (read now)
+        if self._measure() >= self.arm_at:
+            self.arm()
+        return self.armed
+
+    def arm(self) -> None:
+        """Start counting: every result in the cache now is held."""
+        self.armed = True
         m = self.machine
-        key = m.keys[i]
-        value = m.cache.get(key)
+        index, status, specs = m.index, m.status, m.specs
+        for key, value in list(m.cache.items()):
+            i = index.get(key)
+            if i is None or status[i] != DONE or specs[i][0] == DATA or i in self.held:
+                continue
+            self._count(i, value)
+
+    def _count(self, i: int, value) -> int:
         n = self._size_of(value)
         self.size[i] = n
         self.held[i] = n
         self.held_bytes += n
-        self.reserved_bytes -= self.reserved.pop(i, 0)
-        g = self.groups.get(key_split(key))
+        name = key_split(self.machine.keys[i])
+        g = self.groups.get(name)
         if g is None:
-            self.groups[key_split(key)] = [n, 1]
+            self.groups[name] = [n, 1]
         else:
             g[0] += n
             g[1] += 1
+        return n
+
+    def completed(self, i: int, long: bool = False) -> None:
+        """Task i's result is in the cache: count it, forget what it
+        released (watching: read the memory when due; ``long``: the task
+        took ``LONG`` s or more)."""
+        if not self.armed:
+            if self.watch(long):
+                self._check(i)  # (arming counted it)
+            return
+        m = self.machine
+        self._count(i, m.cache.get(m.keys[i]))
+        self.reserved_bytes -= self.reserved.pop(i, 0)
         refs, is_output = m.refs, m.is_output
-        inputs = 0
         for d in m.deps[i]:
-            inputs += self.size.get(d, 0)
             if not refs[d] and not is_output[d]:
                 self._forget(d)
+        self._check(i)
+
+    def _check(self, i: int) -> None:
+        """After task i: its inputs and output fit the limit, and what is
+        held fits under the target (spilling)."""
+        size = self.size
+        inputs = 0
+        for d in self.machine.deps[i]:
+            inputs += size.get(d, 0)
+        n = size.get(i, 0)
         if inputs + n > self.t.limit:
             self._refuse(i, inputs, n, ran=True)
         self._fit(self.t.target)
@@ -222,6 +294,18 @@ class Budget:
     def completed_records(self, records: list) -> None:
         """``completed`` for each finished task of a list of pool records."""
         status = self.machine.status
+        if not self.armed:
+            long = False
+            for r in records:
+                if r[1] and r[4] - r[3] >= LONG:
+                    long = True
+                    break
+            if not self.watch(long):
+                return
+            for r in records:  # (arming counted them)
+                if r[0] >= 0 and r[1] and status[r[0]] == DONE:
+                    self._check(r[0])
+            return
         for r in records:
             i = r[0]
             if i >= 0 and r[1] and status[i] == DONE:

@@ -29,8 +29,12 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
     ``localsched.budget.Budget`` (the measured loop runs: its hooks are there)."""
     needs = comp.needs
-    if needs.measure or needs.sample or budget is not None:
+    if needs.measure or needs.sample:
         return _run_measured(machine, comp, budget)
+    if budget is not None:
+        if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
+            return _run_measured(machine, comp, budget)
+        return 0.0
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -75,6 +79,62 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
                     f(key, value, dsk, state, wid)
         value = None
     return 0.0
+
+
+def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
+    """The plain loop while a memory budget only watches (see
+    ``localsched.budget``: "Watching, then counting"): the real memory is
+    read every ``budget.POLL`` s or after a task of ``budget.LONG`` s or
+    more; returns True once the budget arms (tasks may be left)."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.view, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    complete = machine.mover()
+    now = time.time
+    wid = threading.get_ident()
+    keep, sizes = _keeper(state, comp)
+    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
+    make_records = bool(posttasks) or keep is not None
+    watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
+    while ready:
+        i = ready.pop()
+        key = keys[i]
+        if status[i] != READY:
+            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+        status[i] = RUNNING
+        machine.current = i
+        for f in pretasks:
+            f(key, dsk, state)
+        t0 = now()
+        try:
+            value = execute(specs[i], cache)
+        except BaseException as exc:
+            _failed(state, key, exc, t0, now(), wid)
+            raise
+        t1 = now()
+        machine.current = None
+        freed = complete(i, value)
+        if make_records:
+            size = _metrics.nbytes(value) if sizes else None
+            if keep_row is not None:
+                if freed:
+                    keep_freed(freed)
+                if sizes:
+                    keep_size(size)
+                keep_row((key, t0, t1, wid, len(freed)))
+            if posttasks:
+                state.task = TaskRecord._make((key, t0, t1, wid, tuple(freed) if freed else (),
+                                               None, None, None, size))
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+        value = None
+        if t1 >= due or t1 - t0 >= long:
+            watch(i, True)
+            if budget.armed:
+                return bool(ready)
+            due = t1 + poll
+    return False
 
 
 def _keeper(state, comp: Computation) -> tuple:
@@ -124,7 +184,7 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
             status[i] = RUNNING
             machine.current = i
             if budget is not None:  # (its inputs back from disk, room for its output)
-                budget.prepare(i)
+                budget.prepare(i)  # (nothing until the budget arms)
             for f in pretasks:
                 f(key, dsk, state)
             if measure:
@@ -146,7 +206,7 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
             machine.current = None
             freed = complete(i, value)
             if budget is not None:
-                budget.completed(i)
+                budget.completed(i, t1 - t0 >= budget.long)
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
                 if keep_row is not None:

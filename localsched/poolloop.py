@@ -129,7 +129,7 @@ class PoolLoop:
                  on_interrupt: Callable | None = None, transport: Any = None,
                  budget: Any = None):
         self.machine, self.comp, self.submit = machine, comp, submit
-        self.budget = budget  # (a memory budget: one task per batch, see localsched.budget)
+        self.budget = budget  # (a memory budget, see localsched.budget)
         self.unpack_exception, self.on_interrupt = unpack_exception, on_interrupt
         self.transport = transport
         # Every choice made once for the run (which results travel back,
@@ -142,9 +142,7 @@ class PoolLoop:
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
-                               max_inputs=_batching.MAX_INPUTS if pack_data else None,
-                               **({"budget": 0.0, "large_budget": 0.0} if budget is not None
-                                  else {}))
+                               max_inputs=_batching.MAX_INPUTS if pack_data else None)
         self.events: SimpleQueue = SimpleQueue()
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
