@@ -412,26 +412,33 @@ class Budget:
 
     def _victims(self) -> list:
         """Held results that may be spilled, furthest next use first."""
-        m = self.machine
-        status, priority, dependents, is_output = m.status, m.priority, m.dependents, m.is_output
         ranked = []
-        pinned = self.pinned
+        pinned, next_use = self.pinned, self._next_use
         for d, n in self.held.items():
             if n < MIN_SPILL or d in pinned:
                 continue
-            nxt = _NEVER if is_output[d] else -1.0
-            for c in dependents[d]:
-                s = status[c]
-                if s == RUNNING:
-                    nxt = None
-                    break
-                if s != DONE and (nxt == _NEVER or nxt < 0 or priority[c] < nxt):
-                    nxt = priority[c]
-            if nxt is None or nxt == -1.0:
-                continue  # read by a running task / nobody wants it any more
-            ranked.append((nxt, d))
+            nxt = next_use(d)
+            if nxt is not None:
+                ranked.append((nxt, d))
         ranked.sort(reverse=True)
         return [d for _, d in ranked]
+
+    def _next_use(self, d: int) -> float | None:
+        """The position in the planned order of result d's next use (never:
+        an output nobody else needs); None when a running task reads it or
+        nothing will (it is about to be released)."""
+        m = self.machine
+        status, priority = m.status, m.priority
+        nxt = _NEVER
+        for c in m.dependents[d]:
+            s = status[c]
+            if s == RUNNING:
+                return None
+            if s != DONE and priority[c] < nxt:
+                nxt = priority[c]
+        if nxt == _NEVER and not m.is_output[d]:
+            return None
+        return nxt
 
     def _spill(self, d: int) -> int:
         """Write result d to disk; the bytes freed."""

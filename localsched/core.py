@@ -83,6 +83,25 @@ def _configured_cache() -> dict | None:
     return cache if isinstance(cache, dict) else None
 
 
+def _check_sizes(num_workers: int, chunksize: int | None) -> None:
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
+    if chunksize is not None and chunksize < 1:
+        raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
+
+
+def _run_pool(machine: RunState, comp: Computation, submit: Callable, num_workers: int,
+              budget: Any, options: dict) -> float:
+    """Run the graph on a pool (``PoolLoop``); the worker-seconds idle."""
+    loop = PoolLoop(machine, comp, submit, num_workers, budget=budget, **options)
+    try:
+        loop.run()
+    finally:
+        idle = loop.idle_seconds
+        del loop
+    return idle
+
+
 def get_async(
     submit: Callable[..., Future] | None,
     num_workers: int,
@@ -139,10 +158,8 @@ def get_async(
         the caller get the values, and a computation that stops releases
         the handles it holds.
     memory_limit : int, str or float, optional
-        Keep the computation within this many bytes (``"4GB"``, a fraction
-        of the machine's memory, ``"auto"``); default: the config key
-        ``localsched.memory-limit``, else no budget.  See
-        ``localsched.budget``.
+        A memory budget (bytes, ``"4GB"``, a fraction, ``"auto"``; default:
+        ``localsched.memory-limit``, else none): see ``localsched.budget``.
 
     Examples
     --------
@@ -150,10 +167,7 @@ def get_async(
     >>> get_async(None, 1, {'a': 1, 'b': (add, 'a', 1)}, ['b', ['a']])
     (2, (1,))
     """
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
-    if chunksize is not None and chunksize < 1:
-        raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
+    _check_sizes(num_workers, chunksize)
     comp = Computation(dsk, callbacks)
     if cache is None:
         cache = _configured_cache()
@@ -170,17 +184,10 @@ def get_async(
             if submit is None:
                 inline_cpu = run_inline(machine, comp, budget)
             else:
-                loop = PoolLoop(machine, comp, submit, num_workers, pack_data=pack_data,
-                                stream=stream, unpack_exception=unpack_exception,
-                                chunksize=chunksize,
-                                rerun_exceptions_locally=rerun_exceptions_locally,
-                                on_interrupt=on_interrupt, transport=transport,
-                                budget=budget)
-                try:
-                    loop.run()
-                finally:
-                    idle = loop.idle_seconds
-                    del loop
+                idle = _run_pool(machine, comp, submit, num_workers, budget, dict(
+                    pack_data=pack_data, stream=stream, unpack_exception=unpack_exception,
+                    chunksize=chunksize, rerun_exceptions_locally=rerun_exceptions_locally,
+                    on_interrupt=on_interrupt, transport=transport))
             if budget is not None:
                 budget.finish()
         finally:

@@ -14,7 +14,6 @@ read back): 12 runs.  dask's own peaks are measured by
 from __future__ import annotations
 
 import pytest
-
 from budget_workloads import BUDGET, MB, WORKLOADS, run_measured
 
 ALLOWED = int(1.1 * BUDGET) + 100 * MB
