@@ -4,7 +4,10 @@ The synchronous scheduler's loop.  It pops the top of the ready stack
 (``RunState.ready``), runs the task here, completes it and fires the hooks;
 a failing task raises its own exception with its own frames first.
 A finished task's record is built when posttask hooks or the run's
-records (``state.outcome.records``) want it.
+records (``state.outcome.records``) want it.  Under a memory budget
+(``localsched.budget``), a copy of the plain loop reads the real memory now
+and then until the budget arms; from then on the measured loop calls the
+budget before and after each task.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ __all__ = ["run_inline"]
 def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     """Run every task of ``machine`` in this thread; returns the CPU seconds
     the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
-    ``localsched.budget.Budget`` (the measured loop runs: its hooks are there)."""
+    ``localsched.budget.Budget``, watched by ``_run_watched`` until it arms,
+    then the measured loop runs, where its hooks are."""
     needs = comp.needs
     if needs.measure or needs.sample:
         return _run_measured(machine, comp, budget)

@@ -39,6 +39,11 @@ stays in the worker (unless it is tiny and the worker writes the shared
 cache itself: ``direct``, see ``batching``'s "Tiny results"). Results in
 shared memory (``transport``) arrive as handles: the cache keeps the
 handles; posttask hooks and the caller get the values.
+
+Memory budget.  With one (``localsched.budget``), ``dispatch`` asks it
+before each batch (``admit``: it may pause, or put a task that frees memory
+on top) and ``handle`` tells it what each list of records completed; once
+the budget arms, batches are one task each.
 """
 
 from __future__ import annotations
