@@ -35,7 +35,8 @@ pandas' blocks, ``bytes``-like values): one file per value, a header (the
 lengths), the pickle stream, then each buffer as it lies in memory,
 written with ``os.writev`` straight from the buffers (no copy into one
 bytes object).  Reading allocates one fresh ``bytearray`` per buffer and
-fills it with ``readinto``; the unpickled arrays own it (writable).  Values
+fills it with ``readinto``; the unpickled arrays own it (as writable as the
+originals were).  Values
 pickle cannot take fall back to ``cloudpickle`` where installed.
 
 Errors.  A write refused by the disk (full ``ENOSPC``, quota ``EDQUOT``,
@@ -45,15 +46,24 @@ read-only ``EROFS``, unwritable ``EACCES``/``EPERM``, file too large
 partial file is removed and the value stays with the caller: nothing is
 lost.  A value that cannot be pickled raises pickle's own error.
 
-Why not ``zict``.  ``zict.File`` (dask.distributed's spill) stores frames
-under a directory it makes with ``os.makedirs`` (no exclusive private
-directory, no owner lock, nothing reaps a killed owner's files) and leaves
-serialization and eviction to its callers (``zict.Buffer`` evicts the
-least recently used; here the scheduler chooses exactly).  What this store
+Why not ``zict``.  ``zict.File`` (dask.distributed's spill; zict 3.0)
+writes a list of frames per key (``writelines``) and reads them back as
+one buffer (``readinto``), in a directory it makes with
+``os.makedirs(exist_ok=True)``: no exclusive private directory, no owner
+lock, nothing reaps a killed owner's files; serialization and eviction are
+its callers' (``zict.Buffer`` evicts the least recently used; here the
+scheduler chooses exactly), and one buffer per value would still have to be
+split into the arrays' own.  What this store
 needs from it, writing a list of buffers to a file and reading them back,
 is a few lines of ``os.writev``/``readinto``; the directory's life is the
 part that matters, and zict has none of it.  So: our own code, no new
 dependency.
+
+Portability.  Where the platform lacks the ``*at`` calls or ``writev``
+(Windows), the directory is used by path and each buffer takes its own
+``os.write``; without ``flock``, an owner's liveness is its open lock file,
+which Windows refuses to remove while it is open: a reaper that can remove
+it knows the owner is gone.
 
 Not thread-safe per task number: the budget calls ``put``/``get``/``drop``
 for one task from one thread at a time; the bookkeeping (bytes, events,
@@ -63,9 +73,9 @@ the directory's creation) is under a lock.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import pickle
-import secrets
 import stat
 import struct
 import threading
@@ -94,11 +104,17 @@ _LEN = struct.Struct("<Q")
 #: Errors of a disk that refuses the bytes: SpillError, not a crash.
 _DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES,
                           errno.EPERM, errno.EFBIG})
+#: Whether ``os.writev`` is there (not on Windows: one ``os.write`` per buffer).
+_WRITEV = hasattr(os, "writev")
 #: Buffers per ``writev`` call (POSIX guarantees at least 16; Linux takes 1024).
 _IOV_MAX = 1024
 #: Largest single write/read: Linux moves at most 0x7ffff000 bytes per call.
 _CHUNK = 1 << 30
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)  # (Windows: no newline translation)
+#: Whether directories are used by descriptor (the ``*at`` calls), else by path.
+_AT = (os.open in os.supports_dir_fd and os.unlink in os.supports_dir_fd
+       and os.rmdir in os.supports_dir_fd and os.listdir in os.supports_fd)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 
@@ -109,83 +125,150 @@ class SpillError(OSError):
     the caller still holds it."""
 
 
+class _Place:
+    """A directory, by descriptor where the platform has the ``*at`` calls
+    (files opened and removed relative to it: nothing swapped in under its
+    name is followed), else by path (Windows)."""
+
+    __slots__ = ("path", "fd")
+
+    def __init__(self, path: str, fd: int | None):
+        self.path, self.fd = path, fd
+
+    def open(self, name: str, flags: int, mode: int = 0o600) -> int:
+        if self.fd is not None:
+            return os.open(name, flags | _BINARY, mode, dir_fd=self.fd)
+        return os.open(os.path.join(self.path, name), flags | _BINARY, mode)
+
+    def unlink(self, name: str) -> None:
+        if self.fd is not None:
+            os.unlink(name, dir_fd=self.fd)
+        else:
+            os.unlink(os.path.join(self.path, name))
+
+    def rmdir(self, name: str) -> None:
+        if self.fd is not None:
+            os.rmdir(name, dir_fd=self.fd)
+        else:
+            os.rmdir(os.path.join(self.path, name))
+
+    def names(self) -> list[str]:
+        return os.listdir(self.fd if self.fd is not None else self.path)
+
+    def mtime(self) -> float:
+        return (os.fstat(self.fd) if self.fd is not None else os.stat(self.path)).st_mtime
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
 class _Dir:
-    """The directory's descriptors and path: what the finalizer needs (no
+    """The store's directory and its lock: what the finalizer needs (no
     reference back to the store)."""
 
-    __slots__ = ("path", "fd", "lock_fd", "pid")
+    __slots__ = ("place", "lock_fd", "pid", "open")
 
-    def __init__(self, path: str, fd: int, lock_fd: int):
-        self.path, self.fd, self.lock_fd, self.pid = path, fd, lock_fd, os.getpid()
+    def __init__(self, place: _Place, lock_fd: int):
+        self.place, self.lock_fd, self.pid, self.open = place, lock_fd, os.getpid(), True
+
+    @property
+    def path(self) -> str:
+        return self.place.path
 
 
 def _remove_dir(d: _Dir) -> None:
     """Remove the directory's files, the lock last, then the directory
     (in the process that made it only)."""
-    if d.fd < 0 or d.pid != os.getpid():
+    if not d.open or d.pid != os.getpid():
         return
+    d.open = False
     try:
-        _empty(d.fd)
+        _empty(d.place, d.lock_fd)
         try:
             os.rmdir(d.path)
         except OSError:
             pass
     finally:
-        os.close(d.fd)
-        if d.lock_fd >= 0:
-            os.close(d.lock_fd)
-        d.fd = d.lock_fd = -1
+        d.place.close()
 
 
-def _empty(dir_fd: int) -> None:
+def _empty(place: _Place, lock_fd: int | None = None) -> None:
     """Unlink every entry but subdirectories (none are made), the lock file
-    last; never follows a link (unlink removes the link itself)."""
-    names = os.listdir(dir_fd)
+    last (closed first where given: Windows removes no open file); never
+    follows a link (unlink removes the link itself)."""
+    names = place.names()
     names.sort(key=lambda n: n == LOCK_NAME)
     for name in names:
+        if name == LOCK_NAME and lock_fd is not None:
+            os.close(lock_fd)
+            lock_fd = None
         try:
-            os.unlink(name, dir_fd=dir_fd)
+            place.unlink(name)
         except OSError:
             pass
+    if lock_fd is not None:
+        os.close(lock_fd)
 
 
-def _owned_dir(name: str, root_fd: int | None, check_private: bool) -> int | None:
-    """A descriptor of directory ``name`` if it is one, owned by this user
+def _mine(st: os.stat_result) -> bool:
+    """A directory (not a link, nor a Windows junction) this user owns."""
+    if not stat.S_ISDIR(st.st_mode):
+        return False
+    if getattr(st, "st_file_attributes", 0) & 0x400:  # (FILE_ATTRIBUTE_REPARSE_POINT)
+        return False
+    return not hasattr(os, "geteuid") or st.st_uid == os.geteuid()
+
+
+def _owned_dir(name: str, parent: _Place, check_private: bool) -> _Place | None:
+    """Directory ``name`` of ``parent`` if it is one, owned by this user
     (and, when asked, closed to others); None otherwise.  Never follows a
     link nor blocks (a fifo under the name is refused, not opened)."""
+    path = os.path.join(parent.path, name)
+    if not _AT:
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        return _Place(path, None) if _mine(st) else None
     try:
-        fd = os.open(name, _DIR_FLAGS | _NONBLOCK, dir_fd=root_fd)
+        fd = os.open(name, _DIR_FLAGS | _NONBLOCK, dir_fd=parent.fd)
     except OSError:
         return None
     st = os.fstat(fd)
-    mine = stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
-    if not mine or (check_private and st.st_mode & 0o077):
+    if not _mine(st) or (check_private and st.st_mode & 0o077):
         os.close(fd)
         return None
-    return fd
+    return _Place(path, fd)
 
 
 def _make_private_dir(root: str) -> _Dir:
     """Create and lock a fresh spill directory under ``root``."""
     for _ in range(100):
-        name = PREFIX + secrets.token_hex(8)
-        path = os.path.join(root, name)
+        name = PREFIX + os.urandom(8).hex()
         try:
-            os.mkdir(path, 0o700)
+            os.mkdir(os.path.join(root, name), 0o700)
         except FileExistsError:
             continue
         break
     else:  # pragma: no cover - 100 collisions of 64 random bits
         raise FileExistsError(errno.EEXIST, "no fresh spill directory name", root)
-    fd = _owned_dir(path, None, check_private=True)
-    if fd is None:
+    parent = _Place(root, None)
+    if _AT:
+        parent.fd = os.open(root, _DIR_FLAGS)
+    try:
+        place = _owned_dir(name, parent, check_private=True)
+    finally:
+        parent.close()
+    path = os.path.join(root, name)
+    if place is None:
         raise SpillError(errno.EPERM, f"spill directory {path} is not a private directory "
                          "of this user after creation", path)
     try:
-        lock_fd = os.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600,
-                          dir_fd=fd)
+        lock_fd = place.open(LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW)
     except BaseException:
-        os.close(fd)
+        place.close()
         try:
             os.rmdir(path)
         except OSError:
@@ -193,25 +276,33 @@ def _make_private_dir(root: str) -> _Dir:
         raise
     if FILE_LOCKS:
         flock(lock_fd, LOCK_EX | LOCK_NB)
-    return _Dir(path, fd, lock_fd)
+    return _Dir(place, lock_fd)
 
 
-def _take_if_dead(dir_fd: int) -> int | None:
+def _take_if_dead(place: _Place) -> int | None:
     """Whether the directory's owner is gone: its lock held exclusively (a
-    descriptor to close after the removal; -2 when there is no lock file
-    and the directory is old enough), None when the owner lives or it is
-    not ours to judge."""
+    descriptor to close after the removal), -2 when there is no lock file
+    any more (the directory old enough, or, without file locks, the lock
+    file removable: Windows removes no file its owner has open), None when
+    the owner lives or it is not ours to judge."""
     try:
-        lock_fd = os.open(LOCK_NAME, os.O_RDWR | _NOFOLLOW | _NONBLOCK, dir_fd=dir_fd)
+        lock_fd = place.open(LOCK_NAME, os.O_RDWR | _NOFOLLOW | _NONBLOCK)
     except FileNotFoundError:
-        age = time.time() - os.fstat(dir_fd).st_mtime
+        age = time.time() - place.mtime()
         return -2 if age > LOCKLESS_GRACE else None
     except OSError:
         return None
     st = os.fstat(lock_fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or not FILE_LOCKS:
+    if not stat.S_ISREG(st.st_mode) or hasattr(os, "geteuid") and st.st_uid != os.geteuid():
         os.close(lock_fd)
         return None
+    if not FILE_LOCKS:
+        os.close(lock_fd)
+        try:
+            place.unlink(LOCK_NAME)
+        except OSError:
+            return None
+        return -2
     try:
         flock(lock_fd, LOCK_EX | LOCK_NB)
     except OSError:
@@ -229,40 +320,41 @@ def reap_stale(root: str | None = None) -> int:
         import tempfile
 
         root = tempfile.gettempdir()
+    parent = _Place(root, None)
     try:
-        root_fd = os.open(root, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        if _AT:
+            parent.fd = os.open(root, _DIR_FLAGS)
+        names = parent.names()
     except OSError:
+        parent.close()
         return 0
     n = 0
     try:
-        for name in os.listdir(root_fd):
-            if name.startswith(PREFIX) and _reap_one(name, root_fd):
+        for name in names:
+            if name.startswith(PREFIX) and _reap_one(name, parent):
                 n += 1
     finally:
-        os.close(root_fd)
+        parent.close()
     return n
 
 
-def _reap_one(name: str, root_fd: int) -> bool:
+def _reap_one(name: str, parent: _Place) -> bool:
     """Reap one candidate directory if its owner is gone."""
-    dir_fd = _owned_dir(name, root_fd, check_private=False)
-    if dir_fd is None:
+    place = _owned_dir(name, parent, check_private=False)
+    if place is None:
         return False
     try:
-        lock_fd = _take_if_dead(dir_fd)
+        lock_fd = _take_if_dead(place)
         if lock_fd is None:
             return False
         try:
-            _empty(dir_fd)
-            os.rmdir(name, dir_fd=root_fd)
+            _empty(place, lock_fd if lock_fd >= 0 else None)
+            parent.rmdir(name)
         except OSError:
             return False
-        finally:
-            if lock_fd >= 0:
-                os.close(lock_fd)
         return True
     finally:
-        os.close(dir_fd)
+        place.close()
 
 
 def _dumps(value: Any) -> tuple[bytes, list[memoryview]]:
@@ -293,7 +385,7 @@ def _write_all(fd: int, views: Sequence[memoryview]) -> None:
                 break
             batch.append(v[:_CHUNK - total] if total + v.nbytes > _CHUNK else v)
             total += batch[-1].nbytes
-        written = os.writev(fd, batch) if hasattr(os, "writev") else os.write(fd, batch[0])
+        written = os.writev(fd, batch) if _WRITEV else os.write(fd, batch[0])
         while written:
             v = pending[i]
             if written >= v.nbytes:
@@ -305,13 +397,14 @@ def _write_all(fd: int, views: Sequence[memoryview]) -> None:
 
 
 def _read_exactly(fd: int, view: memoryview) -> None:
-    """Fill ``view`` from ``fd`` (``readv``, short reads handled)."""
+    """Fill ``view`` from ``fd`` (``readinto``, short reads handled)."""
     got, n = 0, view.nbytes
-    while got < n:
-        k = os.readv(fd, [view[got:got + _CHUNK]])
-        if k == 0:
-            raise EOFError("spill file ended early")
-        got += k
+    with io.FileIO(fd, "rb", closefd=False) as f:
+        while got < n:
+            k = f.readinto(view[got:got + _CHUNK])
+            if not k:
+                raise EOFError("spill file ended early")
+            got += k
 
 
 class SpillStore:
@@ -341,7 +434,7 @@ class SpillStore:
     @property
     def directory(self) -> str | None:
         d = self._dir
-        return d.path if d is not None and d.fd >= 0 else None
+        return d.path if d is not None and d.open else None
 
     def __contains__(self, task_id: int) -> bool:
         return task_id in self._sizes
@@ -392,8 +485,7 @@ class SpillStore:
         start = time.time()
         name = f"{task_id}{_SUFFIX}"
         try:
-            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW, 0o600,
-                         dir_fd=d.fd)
+            fd = d.place.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NOFOLLOW)
             try:
                 _write_all(fd, [memoryview(head), memoryview(lengths), memoryview(data), *raws])
             finally:
@@ -416,7 +508,7 @@ class SpillStore:
     @staticmethod
     def _forget_file(name: str, d: _Dir) -> None:
         try:
-            os.unlink(name, dir_fd=d.fd)
+            d.place.unlink(name)
         except OSError:
             pass
 
@@ -427,7 +519,7 @@ class SpillStore:
             raise KeyError(task_id)
         d = self._opened()
         start = time.time()
-        fd = os.open(f"{task_id}{_SUFFIX}", os.O_RDONLY | _NOFOLLOW, dir_fd=d.fd)
+        fd = d.place.open(f"{task_id}{_SUFFIX}", os.O_RDONLY | _NOFOLLOW)
         try:
             head = bytearray(_HEAD.size)
             _read_exactly(fd, memoryview(head))
@@ -460,7 +552,7 @@ class SpillStore:
                 return
             self.spilled_bytes -= n
             d = self._dir
-        if d is not None and d.fd >= 0:
+        if d is not None and d.open:
             self._forget_file(f"{task_id}{_SUFFIX}", d)
 
     def close(self) -> None:

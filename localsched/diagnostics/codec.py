@@ -19,6 +19,8 @@
   positions in ``keys``, ``deps`` as positions in its own ``keys``, ``order``
   the positions that ran in run order, or null), ``started``, ``finished``,
   ``workers``, ``submitted``; absent in runs saved before they were kept (read as none);
+* ``budgets``: one object per computation run within a memory budget
+  (``localsched.diagnostics.budgets``); absent in older runs (none);
 * ``analysis`` (written, never read back: recomputed from the records):
   what ``localsched.diagnostics.analysis.overview`` says of the run --
   findings, critical path, memory peak, what-if -- for readers without
@@ -38,6 +40,7 @@ import math
 import numbers
 from collections.abc import Iterable
 
+from .budgets import decode_budgets, encode_budgets
 from .naming import short_repr
 from .records import (
     ActivityData,
@@ -139,6 +142,7 @@ def encode_run(run) -> dict:
                       "started": _float(g.started), "finished": _float(g.finished),
                       "workers": g.workers, "submitted": _float(g.submitted)}
                      for g in getattr(run, "graphs", ())]
+    out["budgets"] = encode_budgets(getattr(run, "budgets", []), keys.codes)
     out["keys"] = keys.values
     out["workers"] = workers.values
     out["task_reprs"] = reprs.values
@@ -202,6 +206,7 @@ def decode_run(data: dict) -> dict:
                            col(stacks, t["stack"]), seconds))
     run["walls"] = [tuple(floats(w)) for w in data["walls"]]
     run["graphs"] = [_graph(g, keys) for g in data.get("graphs") or ()]
+    run["budgets"] = decode_budgets(data.get("budgets"), keys)
     return run
 
 

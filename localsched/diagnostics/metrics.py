@@ -50,6 +50,11 @@ The caller's own costs are ``caller-seconds`` (group None): ``scheduler``,
 the CPU time the caller's thread spent in the computation besides running
 tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
 too), and on processes ``serialize``, the part of it spent pickling inputs.
+Under a memory budget (``memory_limit=``) the values it spilled and read
+back are ``disk-write`` and ``disk-read`` of the task group whose result
+moved (dask.distributed's names), in ``caller-seconds`` (wall seconds of
+the writes and reads: the CPU they took is in ``scheduler`` too), ``bytes``
+and ``count`` (``localsched.diagnostics.budgets``).
 
 Collecting costs under a microsecond per task, only while a FineMetrics is
 active: a worker reads its thread's CPU clock (a system call) once per
@@ -66,6 +71,7 @@ from ..callbacks import Needs
 from ..utils import key_split
 from ..view import TaskRecord, state_view
 from .accounting import BatchStart, clip_tasks, gaps
+from .budgets import disk_metrics, snapshot
 from .collector import Collector, FinishedRun
 from .records import ActivityData, MetricData
 
@@ -140,11 +146,15 @@ class FineMetrics(Collector):
         view = state_view(state)
         outcome = view.outcome  # (dask's schedulers: an empty one)
         return (outcome.span, outcome.overhead, list(outcome.late), view.cluster_metrics,
-                outcome.extra.get("workers", 1))
+                outcome.extra.get("workers", 1), snapshot(state))
 
     def _build(self, run: FinishedRun) -> None:
-        span, overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
+        span, overhead, late, cluster, workers, budget = (run.extra
+                                                          or ((), None, [], None, 1, None))
         metrics, activities = self._metrics, self._built
+        disk = disk_metrics(budget, span)  # (a budget's spilling: the caller's)
+        for k, v in disk.items():
+            metrics[k] = metrics.get(k, 0.0) + v
         events = _task_rows(run)
         if cluster is not None:
             # A localsched.distributed run: the workers' own fine metrics
@@ -220,7 +230,8 @@ class FineMetrics(Collector):
         with self._build_lock:
             runs = list(self._raw)
         for run in runs:
-            _span, _overhead, late, cluster, workers = run.extra or ((), None, [], None, 1)
+            _span, _overhead, late, cluster, workers, _budget = (run.extra
+                                                                 or ((), None, [], None, 1, None))
             events = _task_rows(run)
             if cluster is not None or not events or any(e[4] is None for e in events):
                 continue

@@ -25,6 +25,7 @@ import time
 
 from ..callbacks import Needs
 from ..view import TaskRecord, state_view
+from .budgets import snapshot
 from .collector import Collector, FinishedRun
 from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
@@ -86,6 +87,7 @@ class Profiler(Collector):
         self._transfers: list = []
         self._walls: list = []  # (start_state, finish) epoch seconds per computation
         self._graphs: list = []  # GraphData per computation (its dependencies)
+        self._budgets: list = []  # BudgetRecord per computation run with a memory budget
         self._submitted: float | None = None  # when the last graph was handed over
         self.dashboard: str | None = None  # a cluster run's own dashboard link
 
@@ -120,7 +122,7 @@ class Profiler(Collector):
         if submitted is None or submitted > run[3]:  # (another computation's start)
             submitted = None
         workers = view.outcome.extra.get("workers")
-        return failed, stopped, graph_of(state), workers, submitted
+        return failed, stopped, graph_of(state), workers, submitted, snapshot(state)
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -133,7 +135,10 @@ class Profiler(Collector):
                 key, t0, t1, w = task[0], task[1], task[2], task[3]
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
-        failed, running, graph, workers, submitted = run.extra or ((), (), None, None, None)
+        failed, running, graph, workers, submitted, budget = (run.extra
+                                                              or ((), (), None, None, None, None))
+        if budget is not None:
+            self._budgets.append(budget)
         if graph is not None:
             keys, deps, order = graph
             self._graphs.append(GraphData(keys, deps, order, run.started, run.finished,
@@ -178,6 +183,12 @@ class Profiler(Collector):
         """:class:`GraphData` of every finished computation: its dependencies
         and run order, kept once per computation (the analysis reads them)."""
         return self._read("_graphs")
+
+    @property
+    def budgets(self) -> list:
+        """:class:`~localsched.budget_record.BudgetRecord` of every finished
+        computation that ran within a memory budget (``memory_limit=``)."""
+        return self._read("_budgets")
 
     def summary(self, top: int = 10) -> Summary:
         """The numbers to read first: wall time, tasks, workers, efficiency, top groups.

@@ -56,6 +56,7 @@ from __future__ import annotations
 import math
 from numbers import Real
 
+from .budgets import check_budgets
 from .codec import FORMAT, VERSION
 from .naming import TEXT_LIMIT
 
@@ -150,6 +151,7 @@ class _Checker:
             if len(times) != 2:
                 raise self.fail(f"walls[{i}]", f"expected [start, finish], got {len(times)} "
                                                "values")
+        text += check_budgets(data.get("budgets"), self.fail, weights["keys"])
         self.budget(text, "text referenced by the records", "characters")
         self.budget(frames, "stack frames referenced by the samples", "frames")
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .aggregate import gapless_offsets
+from .budgets import shifted
 from .codec import decode_run, embedded_json, encode_run
 from .outputs import write_text
 from .records import (
@@ -57,7 +58,9 @@ class RunData:
     plus ``metrics`` (the fine-metrics mapping ``(span, group, activity,
     unit) -> value``), ``walls`` (``(start, finish)`` epoch seconds per
     computation), ``cache_metric`` (the unit of ``CacheData.metric``) and
-    ``meta`` (a JSON-able dict: title, scheduler, ...).
+    ``meta`` (a JSON-able dict: title, scheduler, ...) and ``budgets``
+    (a :class:`~localsched.budget_record.BudgetRecord` per computation run
+    within a memory budget).
 
     >>> RunData().tasks, RunData().cache_metric
     ([], 'tasks')
@@ -76,6 +79,7 @@ class RunData:
     walls: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
     graphs: list = field(default_factory=list)
+    budgets: list = field(default_factory=list)
 
     # -- building ----------------------------------------------------------
 
@@ -108,6 +112,7 @@ class RunData:
                 run.transfers += list(getattr(p, "transfers", ()))
                 run.walls += [tuple(w) for w in getattr(p, "walls", ()) or ()]
                 run.graphs += list(getattr(p, "graphs", ()) or ())
+                run.budgets += list(getattr(p, "budgets", ()) or ())
                 if getattr(p, "dashboard", None):
                     run.meta.setdefault("dashboard", p.dashboard)
             elif kind is ResourceData:
@@ -137,7 +142,7 @@ class RunData:
     def merge(self, other: RunData) -> RunData:
         """Add ``other``'s records to this one's (metrics are summed); returns self."""
         for name in ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-                     "activities", "samples", "walls", "graphs"):
+                     "activities", "samples", "walls", "graphs", "budgets"):
             getattr(self, name).extend(getattr(other, name))
         if other.cache:
             self.cache_metric = other.cache_metric
@@ -365,6 +370,7 @@ class RunData:
             meta=dict(self.meta),
             graphs=[g._replace(started=g.started + seconds, finished=g.finished + seconds,
                                submitted=move(g.submitted)) for g in self.graphs],
+            budgets=[shifted(b, seconds) for b in self.budgets],
         )
 
     # -- tables ------------------------------------------------------------
@@ -453,7 +459,8 @@ def _copied(value):
 
 
 _FIELDS = ("tasks", "failed", "interrupted", "transfers", "resources", "cache",
-           "cache_metric", "metrics", "activities", "samples", "walls", "meta", "graphs")
+           "cache_metric", "metrics", "activities", "samples", "walls", "meta", "graphs",
+           "budgets")
 
 _RECORD_TYPES = {
     "tasks": TaskData, "failed": FailedTaskData, "interrupted": InterruptedTaskData,

@@ -12,6 +12,7 @@ from functools import cached_property
 
 from ...utils import key_split
 from ..summary import union_length
+from .budget import disk_stall
 from .critical import critical_path
 from .graphs import computations
 from .groups import group_stats, result_sizes
@@ -118,7 +119,9 @@ class Facts:
     @cached_property
     def overheads(self) -> list:
         """Per computation (as ``comps``): ``(hand-off gaps, seconds its graph
-        was prepared, seconds its tasks' inputs and results travelled)``."""
+        was prepared, seconds its tasks' inputs and results travelled)``; the
+        gaps without the workers' wait while a memory budget spilled or read
+        back (``budget.disk_stall``: the ``spill`` finding's matter)."""
         prepared = {g.started: g.started - g.submitted for g in self.run.graphs
                     if g.submitted is not None and g.submitted <= g.started}
         travel: dict = {}
@@ -128,7 +131,8 @@ class Facts:
         out = []
         for comp in self.comps or ():
             moved = sum(v for t, v in travel.items() if comp.started <= t <= comp.finished)
-            out.append((comp.handoffs[0], prepared.get(comp.started, 0.0), moved))
+            gaps = max(0.0, comp.handoffs[0] - disk_stall(self.run, comp))
+            out.append((gaps, prepared.get(comp.started, 0.0), moved))
         return out
 
     @cached_property

@@ -9,6 +9,10 @@ come first, since a task stores its result before it releases its inputs.
 The peak is the largest total (the first, if it recurs); ``by_group`` is
 what each task group (dask's ``key_split``) held then, most first.
 
+Under a memory budget (``RunData.budgets``) a result is not held while it
+is on disk: from the end of its ``disk-write`` to the end of the
+``disk-read`` that brought it back (or its release, if none did).
+
 Only runs whose cache metric is bytes (``performance_report``,
 ``CacheProfiler(metric="nbytes")``) have sizes: any other run gives None,
 "not measured".
@@ -24,11 +28,13 @@ MemoryPeak(time=1.0, bytes=200.0, by_group={'x': 200.0})
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
+from ...budget_record import DISK_READ, DISK_WRITE
 from ..naming import groups_of
 
-__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "BYTE_METRICS"]
+__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "held_records", "BYTE_METRICS"]
 
 #: Cache metrics that are sizes in bytes.
 BYTE_METRICS = ("bytes", "nbytes")
@@ -42,10 +48,53 @@ class MemoryPeak(NamedTuple):
     by_group: dict
 
 
+def _on_disk(run) -> dict:
+    """``{key: [(off, back), ...]}``: when each spilled result was on disk
+    (``back`` infinite when it was never read back)."""
+    off: dict = {}
+    for budget in getattr(run, "budgets", None) or ():
+        written: dict = {}
+        for _start, end, activity, key, _n in sorted(budget.events, key=lambda e: e[0]):
+            if activity == DISK_WRITE:
+                written[key] = end
+            elif activity == DISK_READ and key in written:
+                off.setdefault(key, []).append((written.pop(key), end))
+        for key, end in written.items():
+            off.setdefault(key, []).append((end, math.inf))
+    return off
+
+
+def _in_memory(run, cache: list) -> list:
+    """The cache records cut where a budget had their results on disk."""
+    off = _on_disk(run)
+    if not off:
+        return cache
+    out = []
+    for r in cache:
+        start = r.cache_time
+        for a, b in sorted(off.get(r.key, ())):
+            a, b = max(a, r.cache_time), min(b, r.free_time)
+            if a >= b:
+                continue
+            if a > start:
+                out.append(r._replace(cache_time=start, free_time=a))
+            start = max(start, b)
+        if start < r.free_time or start == r.cache_time:
+            out.append(r._replace(cache_time=start))
+    return out
+
+
+def held_records(run) -> list:
+    """The run's cache records of results in memory: under a budget, cut
+    where their results were on disk (see the module docstring)."""
+    return _in_memory(run, list(run.cache))
+
+
 def _columns(run):
     import numpy as np
 
-    cache = [r for r in run.cache if r.metric is not None and r.free_time is not None]
+    cache = _in_memory(run, [r for r in run.cache
+                             if r.metric is not None and r.free_time is not None])
     size = np.fromiter((r.metric for r in cache), dtype=float, count=len(cache))
     enter = np.fromiter((r.cache_time for r in cache), dtype=float, count=len(cache))
     leave = np.fromiter((r.free_time for r in cache), dtype=float, count=len(cache))

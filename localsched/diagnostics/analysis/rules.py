@@ -42,7 +42,12 @@ The rules and their thresholds (module constants, tested on both sides):
     ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
     worker were held then (more than the working set), and at most 2 groups
     hold ``MEMORY_SHARE`` (60 %) of them.  Seconds: how long those results
-    waited, on average.  The fix names the groups whose tasks released them.
+    waited, on average.  The fix names the groups whose tasks released them,
+    and for a run without a memory budget which ``memory_limit`` would have
+    held it and at what cost (``budget.budget_advice``).
+``spill``
+    A memory budget's spilling took a large share of the run: see
+    ``budget.spill_finding``.
 ``critical-path``
     The longest chain with the measured hand-off after each task (what no
     number of workers shortens, ``replay.unlimited_makespan``) is at least
@@ -88,11 +93,14 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..naming import format_seconds, shorten
+from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length
+from .memory import held_records
 
 __all__ = ["Finding", "findings", "KINDS"]
 
-KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler")
+KINDS = ("overhead", "gil", "memory", "critical-path", "transfer", "idle", "straggler",
+         "spill")
 
 MIN_SECONDS = 0.05
 OVERHEAD_SHARE = 0.25
@@ -146,6 +154,7 @@ def findings(run, facts: Facts | None = None) -> list:
     for rule in (_overhead, _gil, _memory, _critical_path, _transfer, _straggler):
         out += rule(facts)
     out += _idle(facts, chain=any(f.kind == "critical-path" for f in out))
+    out += [Finding(*t) for t in spill_finding(facts)]  # (analysis.budget: a budget's cost)
     out.sort(key=lambda f: -f.seconds)
     return out
 
@@ -270,7 +279,8 @@ def _memory(f: Facts) -> list:
     peak = f.peak
     if peak is None or peak.bytes < MEMORY_BYTES:
         return []
-    held = [r for r in f.run.cache if r.cache_time <= peak.time <= r.free_time and r.metric]
+    held = [r for r in held_records(f.run)  # (under a budget: not while on disk)
+            if r.cache_time <= peak.time <= r.free_time and r.metric]
     if len(held) < MEMORY_RESULTS * f.workers:
         return []
     top = list(peak.by_group.items())[:2]
@@ -299,7 +309,7 @@ def _memory(f: Facts) -> list:
         (f"let {_names(consumers)} use them sooner: " if consumers else "")
         + f"smaller chunks of {_names(groups)}, a reduction in steps "
         "(split_every=...) instead of one wide task, or persist them on disk "
-        "and read back what each step needs.")]
+        "and read back what each step needs." + budget_advice(f))]
 
 
 def _critical_path(f: Facts) -> list:

@@ -1,7 +1,8 @@
 """Memory: the bytes of results held over time, stacked by task group, the
 peak marked (``analysis.memory``: sizes measured in the workers, lifetimes
-from the keys each task's end released), and the critical path outlined on
-the task stream (``mark_critical_path``)."""
+from the keys each task's end released), a memory budget's limit,
+thresholds and spilled bytes over it (``figures.budget``), and the critical
+path outlined on the task stream (``mark_critical_path``)."""
 
 from __future__ import annotations
 
@@ -10,16 +11,19 @@ from bokeh.models import ColumnDataSource, Label, NumeralTickFormatter, Span
 
 from ..analysis.memory import held_over_time
 from .base import LABEL_SIZE, OTHER_COLORS, add_legend, new_figure, point_hover
+from .budget import budget_figure, draw_budget
 
 __all__ = ["plot_held", "mark_critical_path"]
 
 
 def plot_held(run, peak, x_range, t0: float, colors: dict, label_size: int = LABEL_SIZE):
     """The stacked area of bytes held by group (None when sizes were not
-    measured), with a dashed line and a label at ``peak`` (a ``MemoryPeak``)."""
+    measured and no budget was set), with a dashed line and a label at
+    ``peak`` (a ``MemoryPeak``), and the run's memory budgets."""
     series = held_over_time(run)
+    budgets = getattr(run, "budgets", None) or []
     if series is None:
-        return None
+        return budget_figure(budgets, x_range, t0, label_size) if budgets else None
     times, by_group = series
     names = list(by_group)
     data = {"x": np.asarray(times, dtype=float) - t0}
@@ -28,14 +32,18 @@ def plot_held(run, peak, x_range, t0: float, colors: dict, label_size: int = LAB
         field = f"g{i}"
         data[field] = np.asarray(by_group[g], dtype=float)
         fields.append(field)
-    fig = new_figure("Memory held by task group (bytes of results, measured in the workers)",
-                     "Bytes held", x_range, {"height": 220})
+    title = ("Memory held by task group within the memory budget (bytes of results in "
+             "memory, measured in the workers; dash-dot: bytes spilled to disk)" if budgets
+             else "Memory held by task group (bytes of results, measured in the workers)")
+    fig = new_figure(title, "Bytes held", x_range, {"height": 220})
     fig.yaxis.formatter = NumeralTickFormatter(format="0.0 b")
     source = ColumnDataSource(data)
     fill = [colors.get(g, OTHER_COLORS[i % len(OTHER_COLORS)]) for i, g in enumerate(names)]
     areas = fig.varea_stack(stackers=fields, x="x", color=fill, source=source,
                             fill_alpha=0.8, name="held")
-    add_legend(fig, [(g, r, None) for g, r in zip(names, areas, strict=True)], label_size)
+    items = [(g, r, None) for g, r in zip(names, areas, strict=True)]
+    items += draw_budget(fig, budgets, t0)
+    add_legend(fig, items, label_size)
     top = fig.line(x="x", y="total", source=ColumnDataSource(
         {"x": data["x"], "total": np.sum([data[f] for f in fields], axis=0)}),
                    line_color="#333333", line_width=1, name="held-total")

@@ -72,7 +72,8 @@ class RunLog:
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
-                 "errored", "link", "dask_starts", "state", "measured", "_workers", "graph")
+                 "errored", "link", "dask_starts", "state", "measured", "_workers", "graph",
+                 "memory")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -89,6 +90,7 @@ class RunLog:
         self.dask_starts: dict = {}
         self._workers: int | None = None
         self.graph: tuple | None = None
+        self.memory: Any = None  # (the BudgetRecord, kept at the finish)
 
     def workers(self) -> int | None:
         """The workers the computation runs on (its scheduler's
@@ -99,6 +101,14 @@ class RunLog:
             if isinstance(n, int) and n > 0:
                 self._workers = n
         return self._workers
+
+    def budget(self) -> Any:
+        """The computation's memory budget record (``state.outcome.memory``,
+        filled as it runs; None without a budget)."""
+        state = self.state
+        if state is not None:
+            return state_view(state).outcome.memory
+        return self.memory
 
     def running_now(self) -> list | None:
         """Keys of the tasks running now (from the live state), [] once
@@ -207,5 +217,6 @@ class Recorder:
         log.workers()  # (read while the state is there)
         view = state_view(state)
         log.graph = (view.task_graph(), view.outcome.extra.get("workers"))
+        log.memory = view.outcome.memory
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)
