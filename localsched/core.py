@@ -54,6 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from . import budget as _budget
 from .callbacks import in_computation
 from .inline import run_inline
 from .lifecycle import Computation
@@ -82,6 +83,25 @@ def _configured_cache() -> dict | None:
     return cache if isinstance(cache, dict) else None
 
 
+def _check_sizes(num_workers: int, chunksize: int | None) -> None:
+    if num_workers < 1:
+        raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
+    if chunksize is not None and chunksize < 1:
+        raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
+
+
+def _run_pool(machine: RunState, comp: Computation, submit: Callable, num_workers: int,
+              budget: Any, options: dict) -> float:
+    """Run the graph on a pool (``PoolLoop``); the worker-seconds idle."""
+    loop = PoolLoop(machine, comp, submit, num_workers, budget=budget, **options)
+    try:
+        loop.run()
+    finally:
+        idle = loop.idle_seconds
+        del loop
+    return idle
+
+
 def get_async(
     submit: Callable[..., Future] | None,
     num_workers: int,
@@ -97,6 +117,7 @@ def get_async(
     on_interrupt: Callable[[list], None] | None = None,
     cache: dict | None = None,
     transport: Any = None,
+    memory_limit: Any = None,
 ):
     """Compute ``keys`` of the graph ``dsk``; the core of every scheduler.
 
@@ -136,6 +157,9 @@ def get_async(
         shared memory: the cache keeps the handles, posttask callbacks and
         the caller get the values, and a computation that stops releases
         the handles it holds.
+    memory_limit : int, str or float, optional
+        A memory budget (bytes, ``"4GB"``, a fraction, ``"auto"``; default:
+        ``localsched.memory-limit``, else none): see ``localsched.budget``.
 
     Examples
     --------
@@ -143,10 +167,7 @@ def get_async(
     >>> get_async(None, 1, {'a': 1, 'b': (add, 'a', 1)}, ['b', ['a']])
     (2, (1,))
     """
-    if num_workers < 1:
-        raise ValueError(f"num_workers must be at least 1, got {num_workers!r}")
-    if chunksize is not None and chunksize < 1:
-        raise ValueError(f"chunksize must be at least 1, got {chunksize!r}")
+    _check_sizes(num_workers, chunksize)
     comp = Computation(dsk, callbacks)
     if cache is None:
         cache = _configured_cache()
@@ -158,21 +179,20 @@ def get_async(
         comp.view.outcome.extra["workers"] = 1 if submit is None else num_workers
         cpu_start = thread_time() if measure else 0.0
         inline_cpu = idle = 0.0
+        budget = _budget.for_run(memory_limit, machine, comp, transport, pack_data)
         try:
             if submit is None:
-                inline_cpu = run_inline(machine, comp)
+                inline_cpu = run_inline(machine, comp, budget)
             else:
-                loop = PoolLoop(machine, comp, submit, num_workers, pack_data=pack_data,
-                                stream=stream, unpack_exception=unpack_exception,
-                                chunksize=chunksize,
-                                rerun_exceptions_locally=rerun_exceptions_locally,
-                                on_interrupt=on_interrupt, transport=transport)
-                try:
-                    loop.run()
-                finally:
-                    idle = loop.idle_seconds
-                    del loop
+                idle = _run_pool(machine, comp, submit, num_workers, budget, dict(
+                    pack_data=pack_data, stream=stream, unpack_exception=unpack_exception,
+                    chunksize=chunksize, rerun_exceptions_locally=rerun_exceptions_locally,
+                    on_interrupt=on_interrupt, transport=transport))
+            if budget is not None:
+                budget.finish()
         finally:
+            if budget is not None:
+                budget.close()
             if measure:
                 # The scheduler's own overhead: CPU time of the caller's thread
                 # in this call (the loop, the callbacks), minus the tasks it ran

@@ -4,7 +4,10 @@ The synchronous scheduler's loop.  It pops the top of the ready stack
 (``RunState.ready``), runs the task here, completes it and fires the hooks;
 a failing task raises its own exception with its own frames first.
 A finished task's record is built when posttask hooks or the run's
-records (``state.outcome.records``) want it.
+records (``state.outcome.records``) want it.  Under a memory budget
+(``localsched.budget``), a copy of the plain loop reads the real memory now
+and then until the budget arms; from then on the measured loop calls the
+budget before and after each task.
 """
 
 from __future__ import annotations
@@ -24,12 +27,18 @@ from .view import TaskRecord
 __all__ = ["run_inline"]
 
 
-def run_inline(machine: RunState, comp: Computation) -> float:
+def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     """Run every task of ``machine`` in this thread; returns the CPU seconds
-    the tasks took when ``comp.needs.measure`` (else 0)."""
+    the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
+    ``localsched.budget.Budget``, watched by ``_run_watched`` until it arms,
+    then the measured loop runs, where its hooks are."""
     needs = comp.needs
     if needs.measure or needs.sample:
-        return _run_measured(machine, comp)
+        return _run_measured(machine, comp, budget)
+    if budget is not None:
+        if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
+            return _run_measured(machine, comp, budget)
+        return 0.0
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -76,6 +85,62 @@ def run_inline(machine: RunState, comp: Computation) -> float:
     return 0.0
 
 
+def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
+    """The plain loop while a memory budget only watches (see
+    ``localsched.budget``: "Watching, then counting"): the real memory is
+    read every ``budget.POLL`` s or after a task of ``budget.LONG`` s or
+    more; returns True once the budget arms (tasks may be left)."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.view, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    complete = machine.mover()
+    now = time.time
+    wid = threading.get_ident()
+    keep, sizes = _keeper(state, comp)
+    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
+    make_records = bool(posttasks) or keep is not None
+    watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
+    while ready:
+        i = ready.pop()
+        key = keys[i]
+        if status[i] != READY:
+            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+        status[i] = RUNNING
+        machine.current = i
+        for f in pretasks:
+            f(key, dsk, state)
+        t0 = now()
+        try:
+            value = execute(specs[i], cache)
+        except BaseException as exc:
+            _failed(state, key, exc, t0, now(), wid)
+            raise
+        t1 = now()
+        machine.current = None
+        freed = complete(i, value)
+        if make_records:
+            size = _metrics.nbytes(value) if sizes else None
+            if keep_row is not None:
+                if freed:
+                    keep_freed(freed)
+                if sizes:
+                    keep_size(size)
+                keep_row((key, t0, t1, wid, len(freed)))
+            if posttasks:
+                state.task = TaskRecord._make((key, t0, t1, wid, tuple(freed) if freed else (),
+                                               None, None, None, size))
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+        value = None
+        if t1 >= due or t1 - t0 >= long:
+            watch(i, True)
+            if budget.armed:
+                return bool(ready)
+            due = t1 + poll
+    return False
+
+
 def _keeper(state, comp: Computation) -> tuple:
     """(the run's records' writer or None, whether records carry sizes)."""
     records = state.outcome.records
@@ -94,8 +159,8 @@ def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
         state.outcome.running_since[key] = (t0, wid)  # interrupted
 
 
-def _run_measured(machine: RunState, comp: Computation) -> float:
-    """``run_inline`` while a callback measures or samples."""
+def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
+    """``run_inline`` while a callback measures or samples, or a budget holds."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -122,6 +187,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
                 raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
             status[i] = RUNNING
             machine.current = i
+            if budget is not None:  # (its inputs back from disk, room for its output)
+                budget.prepare(i)  # (nothing until the budget arms)
             for f in pretasks:
                 f(key, dsk, state)
             if measure:
@@ -142,6 +209,8 @@ def _run_measured(machine: RunState, comp: Computation) -> float:
                 probe = (c, sink or None, None, None, None, None)  # (a records_wire.Probe)
             machine.current = None
             freed = complete(i, value)
+            if budget is not None:
+                budget.completed(i, t1 - t0 >= budget.long)
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
                 if keep_row is not None:

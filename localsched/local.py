@@ -25,6 +25,7 @@ def get_sync(
     *,
     callbacks: Iterable | None = None,
     cache: dict | None = None,
+    memory_limit: Any = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` in this thread, in the scheduler's priority order.
@@ -41,7 +42,8 @@ def get_sync(
     """
     if options:
         check_options(options, "localsched.local.get_sync")
-    return get_async(None, 1, dsk, keys, callbacks=callbacks, cache=cache)
+    return get_async(None, 1, dsk, keys, callbacks=callbacks, cache=cache,
+                     memory_limit=memory_limit)
 
 
 get = get_sync

@@ -134,6 +134,7 @@ def get(
     cache: dict | None = None,
     func_dumps: Callable | None = None,
     func_loads: Callable | None = None,
+    memory_limit: Any = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` on worker processes.
@@ -159,7 +160,7 @@ def get(
     func_dumps, func_loads
         Accepted for dask compatibility (dask's config keys too); localsched
         always ships tasks with pickle, falling back to cloudpickle.
-    callbacks, rerun_exceptions_locally, cache
+    callbacks, rerun_exceptions_locally, cache, memory_limit
         See ``localsched.core.get_async``.
     **options
         Keywords other dask schedulers take (``optimize_graph=``, ...), as
@@ -208,4 +209,5 @@ def get(
         on_interrupt=runner.on_interrupt,
         # localsched's own pool sends large results through shared memory.
         transport=shm if isinstance(pool, ProcessPool) or pool is None else None,
+        memory_limit=memory_limit,
     )

@@ -40,6 +40,7 @@ __all__ = ["check_options", "dask_config", "pool_size", "resolve_pool_options",
 OWN_OPTIONS = frozenset({
     "num_workers", "pool", "chunksize", "callbacks", "rerun_exceptions_locally",
     "cache", "context", "initializer", "initargs", "func_dumps", "func_loads",
+    "memory_limit",
 })
 
 # Keywords known to some dask scheduler, that a dask user (or dask.compute

@@ -39,6 +39,11 @@ stays in the worker (unless it is tiny and the worker writes the shared
 cache itself: ``direct``, see ``batching``'s "Tiny results"). Results in
 shared memory (``transport``) arrive as handles: the cache keeps the
 handles; posttask hooks and the caller get the values.
+
+Memory budget.  With one (``localsched.budget``), ``dispatch`` asks it
+before each batch (``admit``: it may pause, or put a task that frees memory
+on top) and ``handle`` tells it what each list of records completed; once
+the budget arms, batches are one task each.
 """
 
 from __future__ import annotations
@@ -126,8 +131,10 @@ class PoolLoop:
     def __init__(self, machine: RunState, comp: Computation, submit: Callable, num_workers: int,
                  *, pack_data: bool, stream: bool, unpack_exception: Callable | None = None,
                  chunksize: int | None = None, rerun_exceptions_locally: bool = False,
-                 on_interrupt: Callable | None = None, transport: Any = None):
+                 on_interrupt: Callable | None = None, transport: Any = None,
+                 budget: Any = None):
         self.machine, self.comp, self.submit = machine, comp, submit
+        self.budget = budget  # (a memory budget, see localsched.budget)
         self.unpack_exception, self.on_interrupt = unpack_exception, on_interrupt
         self.transport = transport
         # Every choice made once for the run (which results travel back,
@@ -201,8 +208,10 @@ class PoolLoop:
 
     def dispatch(self) -> None:
         """Hand batches to the free workers while tasks are ready."""
-        planner = self.planner
+        planner, budget = self.planner, self.budget
         while self.idle and planner.has_ready():
+            if budget is not None and not budget.admit(self):
+                break  # (paused: a running task will free memory or let it spill)
             # (spare: the other workers idle now, not counting the queue-ahead
             # slots of processes; the batch leaves them as many ready tasks)
             self._dispatch_one(planner, max(0, self.idle - self.settings.ahead - 1))
@@ -342,6 +351,8 @@ class PoolLoop:
             self.handle_plain(records)
         else:
             self.handle_records(records)
+        if self.budget is not None:
+            self.budget.completed_records(records)
 
     def handle_plain(self, records: list) -> None:
         """``handle_records`` when nothing watches each task (see

@@ -204,6 +204,7 @@ def get(
     rerun_exceptions_locally: bool | None = None,
     chunksize: int | None = None,
     cache: dict | None = None,
+    memory_limit: Any = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` on a thread pool.
@@ -218,9 +219,9 @@ def get(
         config).  A process Executor (``ProcessPoolExecutor``, localsched's
         ``ProcessPool``) runs the graph as ``localsched.multiprocessing.get``
         does on it: each batch is sent its inputs.
-    callbacks, rerun_exceptions_locally, chunksize, cache
+    callbacks, rerun_exceptions_locally, chunksize, cache, memory_limit
         See ``localsched.core.get_async``; unset, dask's config supplies
-        ``rerun_exceptions_locally`` and ``chunksize``.
+        ``rerun_exceptions_locally``, ``chunksize`` and ``localsched.memory-limit``.
     **options
         Keywords other dask schedulers take (``optimize_graph=``, ...), as
         ``dask.compute`` forwards them: accepted and ignored.  Anything else
@@ -250,7 +251,8 @@ def get(
 
         return get_processes(dsk, keys, num_workers=num_workers, pool=pool,
                              callbacks=callbacks, chunksize=chunksize, cache=cache,
-                             rerun_exceptions_locally=rerun_exceptions_locally)
+                             rerun_exceptions_locally=rerun_exceptions_locally,
+                             memory_limit=memory_limit)
     temporary = None
     shared = False
     if pool is None:
@@ -281,6 +283,7 @@ def get(
             chunksize=chunksize,
             cache=cache,
             on_interrupt=on_interrupt,
+            memory_limit=memory_limit,
         )
     except KeyboardInterrupt:
         interrupted = True
