@@ -248,6 +248,35 @@ def test_macos_a_killed_callers_objects_are_reaped_from_its_journal(macos_env):
     assert _registry_left(tmp) == []
 
 
+def test_macos_a_script_moving_temporary_files_keeps_shared_memory(macos_env):
+    """``tempfile.tempdir`` set by a script (the documented in-process way
+    to move temporary files) moves the owner's lock and journal; its
+    workers, started with the environment's temporary directory, must still
+    find them, or every value silently takes the pipes (issue #35)."""
+    env, tmp = macos_env
+    moved = tmp / "moved"
+    moved.mkdir()
+    script = textwrap.dedent(f"""
+        import tempfile
+        tempfile.tempdir = {str(moved)!r}
+        import numpy as np
+        from localsched import multiprocessing as lmp
+
+        def how(a):
+            base = a
+            while isinstance(base, np.ndarray) and base.base is not None:
+                base = base.base
+            return type(getattr(base, "obj", base)).__name__
+
+        result = lmp.get({{"a": (np.arange, 200_000)}}, "a", num_workers=1)
+        print("ARRIVED", "shared" if "mmap" in how(result).lower() else how(result), flush=True)
+        """)
+    proc = _run_macos(env, script)
+    assert proc.returncode == 0, proc.stderr_text[-2000:]
+    assert "ARRIVED shared" in proc.stdout_text, proc.stdout_text + proc.stderr_text[-2000:]
+    assert _registry_left(tmp) == []
+
+
 # -- /dev/shm missing, read-only, small, full, out of inodes -------------------------------
 
 # Shell set-ups run in the private mount namespace before the computation.

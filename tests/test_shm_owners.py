@@ -257,3 +257,81 @@ def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
     owner.adopt(name)
     with pytest.raises(FileNotFoundError):
         owner.read_private(name, 4096)
+
+
+# -- the edges of the owner lock and the journal (issue #35) --------------------------
+
+
+def _fork_and_look_for_lock_files(_a) -> list:
+    """(a task) Fork a child, as a task's own multiprocessing would, and
+    report which lock files the child holds open."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        held = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.endswith(".lock"):
+                held.append(target)
+        os.write(write, "\n".join(held).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return [line for line in out.split("\n") if line]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="/proc/self/fd")
+def test_a_process_forked_in_a_worker_holds_no_owner_lock():
+    """A worker holds its owner's lock (the owner counts as alive while it
+    may write segments); a process a task forks from it must not: it would
+    keep a dead owner's segments from ever being reaped while it lives."""
+    dsk = {"a": (make, "f8"), "b": (_fork_and_look_for_lock_files, "a")}
+    assert lmp.get(dsk, "b", num_workers=1, chunksize=1) == []
+
+
+def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, monkeypatch):
+    """A worker may make an object while its owner compacts the journal
+    (a computation abandoned after an error still runs its jobs): its name
+    must survive the compaction, or a later kill leaks the object."""
+    if segment_kind != "posix":
+        pytest.skip("POSIX objects' journal")
+    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+
+    store = shm.store()
+    kind = store.kind
+    journal = os.path.join(kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
+    for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
+        kind.register(f"{store.prefix}9-9-{i}")
+    made: list = []
+    writer = shm.WorkerSegments(store.job_prefix(9, 11), [])
+
+    def worker_writes():
+        made.append(shm.share(make("f8"), writer))
+
+    looked = kind.open_for_reading
+    started: list = []
+
+    def look_and_let_a_worker_write(name):
+        if not started:  # the compaction has read the journal: a worker writes now
+            started.append(threading.Thread(target=worker_writes))
+            started[0].start()
+            started[0].join(timeout=2)  # (it may have to wait for the compaction)
+        return looked(name)
+
+    kind.open_for_reading = look_and_let_a_worker_write  # (this object's alone)
+    try:
+        store.begin()
+        store.end()
+    finally:
+        del kind.open_for_reading
+    started[0].join(timeout=30)
+    (value,) = made
+    with open(journal) as f:
+        assert value.name in f.read().split()
+    shm.SharedValue(value.name, value.size, value.meta, value.layout, store).release()
