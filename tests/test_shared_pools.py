@@ -28,7 +28,7 @@ for config in range(3):  # an initializer made per call
     assert lmp.get(dsk, "x", num_workers=2, initializer=functools.partial(setup, config)) == 3
 me = psutil.Process()
 deadline = time.monotonic() + 60
-while len(me.children()) > 2 and time.monotonic() < deadline:
+while len(me.children()) > 4 and time.monotonic() < deadline:
     time.sleep(0.05)  # (idle pools reaped: their workers exit)
 print(len(me.children()), flush=True)
 """
@@ -38,5 +38,5 @@ def test_idle_shared_pools_do_not_pile_up():
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(_SCRIPT)], capture_output=True,
                          text=True, timeout=240, env=dict(os.environ, PYTHONPATH=ROOT))
     assert out.returncode == 0, out.stderr
-    # the last pool's two workers at most, not 1+2+3+4+2+2+2
-    assert int(out.stdout.split()[-1]) <= 2, out.stdout
+    # the last two pools' workers at most (KEEP_POOLS), not 1+2+3+4+2+2+2
+    assert int(out.stdout.split()[-1]) <= 4, out.stdout

@@ -218,14 +218,15 @@ class ProcessPool(_Listener, Executor):
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
         # Streaming jobs (the scheduler's batches) exchange large values
         # through shared memory when there is room; plain jobs use the pipe.
-        prefix = store = lent = None
+        prefix = store = lent = shm = None
         if emit is not None:
             store = segments.usable_store()  # (None: the pipes, after one warning)
         if store is not None:
-            prefix = store.job_prefix(self._token, job_id)
+            shm = store.for_workers(self._token, job_id)
+            prefix = shm[0]
             lent = store.lend()
         try:  # may raise: not sendable
-            body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, prefix, lent),
+            body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, shm, lent),
                                          prefix, dumps, store)
         except BaseException:
             if lent and store is not None:

@@ -205,7 +205,8 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
 
     A streaming job's function gets an ``emit`` that sends each list of
     records at once, tagged with the job's id; large results travel in
-    shared-memory segments named ``shm_prefix...`` when the pool gave one.
+    shared-memory segments named after the job's prefix when the pool gave
+    one (``shm``: the prefix and where the owner's lock is).
     The task slot (``slot``) names the job, and a streaming job's batch
     runner finds it in ``job.task_slot`` to name each task it starts.
     """
@@ -231,13 +232,13 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
     let_go_of_last_job()
     try:
         received = time.time()
-        fn, args, kwargs, streams, shm_prefix, lent = loads_job(body)
+        fn, args, kwargs, streams, shm, lent = loads_job(body)
         del body
         _job.arrival = (received, time.time())  # (read by fine metrics)
         # (an owner already gone gets its values through the pipe: its
         # reaper may have run, and would never remove what this job wrote)
-        if shm_prefix is not None and hold_owner_lock(shm_prefix):
-            writer = WorkerSegments(shm_prefix, lent)
+        if shm is not None and hold_owner_lock(*shm):
+            writer = WorkerSegments(shm[0], lent)
         if streams:
             _job.task_slot = slot
             try:
