@@ -47,11 +47,11 @@ from ._pool import (
     RemoteTraceback,
     WorkerDiedError,
     dumps,
-    shm,
     submitter_for,
     unpack_exception,
 )
 from ._pool.workers import max_workers
+from ._shm import transport as shm
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 

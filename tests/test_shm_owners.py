@@ -15,7 +15,9 @@ import pytest
 
 from localsched import multiprocessing as lmp
 from localsched._platform import LOCK_EX, LOCK_UN
-from localsched._pool import segments, shm
+from localsched._shm import store as segments
+from localsched._shm import transport as shm
+from localsched._shm import worker_side
 from tests import shm_kinds
 from tests.macos_sim import objects_of
 from tests.platform_marks import needs_posix_signals
@@ -123,32 +125,32 @@ def test_a_lock_file_removed_while_the_worker_waits_for_it_is_not_held(monkeypat
     path = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
     prefix = f"{segment_kind.prefix}{owner}-1-1-"
     reaper = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    real_flock, asked = segments.flock, threading.Event()
+    real_flock, asked = worker_side.flock, threading.Event()
 
     def flock(fd, op):
         if fd != reaper:
             asked.set()  # (the worker's side has the file open, and asks)
         return real_flock(fd, op)
 
-    monkeypatch.setattr(segments, "flock", flock)
+    monkeypatch.setattr(worker_side, "flock", flock)
     held: list = []
     try:
         flock(reaper, LOCK_EX)
-        worker = threading.Thread(target=lambda: held.append(segments.hold_owner_lock(prefix)))
+        worker = threading.Thread(target=lambda: held.append(worker_side.hold_owner_lock(prefix)))
         worker.start()
         assert asked.wait(30)
         os.unlink(path)  # the reaper removes the lock file, then lets go
         flock(reaper, LOCK_UN)
         worker.join(30)
         assert held == [False]
-        assert path not in segments._owner_locks
+        assert owner not in worker_side._owner_locks
         # A live owner's lock file is held (the control).
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-        assert segments.hold_owner_lock(prefix) is True
-        assert path in segments._owner_locks
+        assert worker_side.hold_owner_lock(prefix) is True
+        assert owner in worker_side._owner_locks
     finally:
         os.close(reaper)
-        fd = segments._owner_locks.pop(path, None)
+        fd = worker_side._owner_locks.pop(owner, None)
         if fd is not None:
             os.close(fd)
         if os.path.exists(path):
@@ -179,7 +181,7 @@ def _unused_pid() -> int:
 
 
 def test_what_a_dead_owner_left_is_swept_by_the_next_store():
-    from localsched._pool.segments import kind
+    from localsched._shm.store import kind
 
     segment_kind = kind()
     if not segment_kind.owner_lock:
@@ -200,7 +202,7 @@ def test_what_a_dead_owner_left_is_swept_by_the_next_store():
 def test_posix_object_names_fit_macos_31_characters(segment_kind):
     if segment_kind != "posix":
         pytest.skip("POSIX objects' names")
-    from localsched._pool.segment_kinds import PosixObjects
+    from localsched._shm.kinds import PosixObjects
 
     kind = PosixObjects()
     owner = kind.owner_label(4_194_304)  # (Linux's largest pid)
@@ -212,7 +214,7 @@ def test_posix_object_names_fit_macos_31_characters(segment_kind):
 def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
     if segment_kind != "posix":
         pytest.skip("POSIX objects' journal")
-    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+    from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
 
     store = shm.store()
     journal = os.path.join(store.kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
@@ -237,7 +239,7 @@ def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
     the owner has adopted them."""
     if segment_kind != "named" or not SIMULATES:
         pytest.skip("Windows' named mappings (simulated)")
-    from localsched._pool.named_mappings import SimulatedNamedMappings
+    from localsched._shm.named_mappings import SimulatedNamedMappings
 
     writer, owner = SimulatedNamedMappings(), SimulatedNamedMappings()
     name = f"{writer.prefix}{writer.owner_label(os.getpid())}-9-9-0"
@@ -301,7 +303,7 @@ def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, m
     must survive the compaction, or a later kill leaks the object."""
     if segment_kind != "posix":
         pytest.skip("POSIX objects' journal")
-    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+    from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
 
     store = shm.store()
     kind = store.kind

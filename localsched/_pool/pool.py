@@ -65,7 +65,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 
 from .. import _platform
-from . import oob, segments
+from .._shm import oob
+from .._shm import store as segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
 from .protocol import Kind, dumps, encode

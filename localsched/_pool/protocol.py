@@ -30,8 +30,8 @@ from typing import Any
 
 import cloudpickle
 
-from . import oob
-from .segments import WorkerSegments
+from .._shm import oob
+from .._shm.worker_side import WorkerSegments
 
 __all__ = ["Kind", "encode", "decode", "dumps", "dump_records", "pack_exception",
            "unpack_exception", "RemoteTraceback", "RemoteError"]

@@ -29,11 +29,12 @@ import time
 from collections.abc import Callable
 
 from .. import _platform
+from .._shm import store as _shm_store
+from .._shm.oob import loads_job
+from .._shm.worker_side import WorkerSegments, hold_owner_lock, let_go_of_last_job
 from . import job as _job
 from . import taskslot
-from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
-from .segments import WorkerSegments, hold_owner_lock, let_go_of_last_job
 
 __all__ = ["main", "BOOT", "run_packed"]
 
@@ -134,6 +135,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     from ..callbacks import Callback
 
     _job.worker_pid = os.getpid()
+    _shm_store.notes_to = _job.notes  # (shared memory's warnings: to the caller)
     slot = taskslot.attach(task_slot)
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes

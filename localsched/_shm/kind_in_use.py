@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 from .. import _platform
+from .kinds import DevShmFiles, PosixObjects, SegmentKind
 from .named_mappings import NamedMappings, SimulatedNamedMappings
-from .segment_kinds import DevShmFiles, PosixObjects, SegmentKind
 
 __all__ = ["kind"]
 

@@ -87,14 +87,12 @@ from typing import Any
 
 from .. import _platform
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
-from . import job as _job
 from .kind_in_use import kind
-from .segment_kinds import LOCK_SUFFIX
+from .kinds import LOCK_SUFFIX
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
-           "write_segment", "WorkerSegments", "sweep", "sweep_stale", "live_segments",
-           "unlink", "hold_owner_lock", "usable_store", "SHM_DIR", "PREFIX", "ALIGN",
-           "FREE_MAX", "kind", "let_go_of_last_job"]
+           "write_segment", "sweep", "sweep_stale", "live_segments", "unlink", "usable_store",
+           "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX", "kind"]
 
 PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
 DEFAULT_THRESHOLD = 64 * 1024
@@ -128,17 +126,22 @@ def settings() -> tuple[bool, int, int]:
     return enabled, threshold, reserve
 
 
+#: In a pool worker, where its warnings go instead (set by the worker loop:
+#: the job's notes, which it hands to the caller); None elsewhere.
+notes_to: list | None = None
+
+
 def warn_once(message: str) -> None:
     """One warning per process: a RuntimeWarning in the caller; in a pool
-    worker, a note its job hands to the caller (``job.notes``), who warns
+    worker, a note its job hands to the caller (``notes_to``), who warns
     once for all its workers (the user sees one line, not one per worker)."""
     global _warned
     with _warn_lock:
         if _warned:
             return
         _warned = True
-    if _job.worker_pid:
-        _job.notes.append(message)
+    if notes_to is not None:
+        notes_to.append(message)
     else:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
@@ -325,6 +328,13 @@ class SegmentStore:
         except OSError:
             return None
 
+    @property
+    def lock_path(self) -> str | None:
+        """Where this owner's lock file is (for people and tests), or None."""
+        if self._lock_fd is None:
+            return None
+        return os.path.join(self.kind.directory, self.kind.lock_name(self.owner))
+
     def job_prefix(self, pool_token: int, job_id: int) -> str:
         text = self.kind.number_text
         return f"{self.prefix}{text(pool_token)}-{text(job_id)}-"
@@ -338,6 +348,15 @@ class SegmentStore:
 
     def number(self) -> int:
         return next(self._numbers)
+
+    def bytes_held(self) -> int:
+        """Bytes held here in no process's resident set (``bytes_held``):
+        handles this process does not map, and the free list.  Read from
+        any thread without the lock: each ``list()`` is one C call."""
+        mapped = self.mapped
+        held = sum([size for name, size in list(self.owned.items()) if name not in mapped])
+        spare = [entry[0] for entry in [*list(self.free.values()), *list(self.lent.values())]]
+        return held + sum(spare)
 
     # -- events in, decisions out -------------------------------------------
 
@@ -558,102 +577,10 @@ def _after_fork_in_child() -> None:
         _store.forget_in_child()
     _store = None
     _store_lock = threading.Lock()
-    # A worker's hold on its owner's lock is the worker's alone: a process a
-    # task forks must not keep a dead owner alive.
-    for fd in _owner_locks.values():
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-    _owner_locks.clear()
-    _held_for_owner.clear()  # (the parent's)
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# -- the worker's side -------------------------------------------------------------
-
-_owner_locks: dict = {}  # owner -> descriptor of its lock file (shared lock held)
-
-
-def hold_owner_lock(prefix: str, directory: str | None = None) -> bool:
-    """In a worker: hold the lock of the owner named by job ``prefix`` (in
-    ``directory``, where the owner keeps it) for the worker's life, so
-    that the owner counts as alive while this process may still write
-    segments under its name.  False if the owner is gone -- its lock file
-    removed, by its reaper or at its exit, before this worker held it:
-    then nothing would remove what the job wrote, and its values must take
-    the pipe -- or if the name is not a lock file of this user's.  (The lock
-    file can go while this worker waits for the lock -- the reaper holds
-    it exclusively as it removes what the owner left -- so having it is not
-    enough: the file must still be the one the lock is on.)"""
-    segment_kind = kind()
-    if segment_kind is None or not segment_kind.owner_lock:
-        return True
-    owner = _owner_of(prefix)
-    if owner in _owner_locks:
-        return True
-    try:
-        if directory is not None:
-            segment_kind.use_directory(directory)
-        fd = segment_kind.open_lock(owner)
-    except OSError:
-        return False  # the owner is gone: this worker is about to be
-    if fd is None:
-        return False  # (not a lock file of this user's: never waited on)
-    try:
-        flock(fd, LOCK_SH)
-        held = segment_kind.lock_still_named(owner, fd)
-    except OSError:
-        held = False
-    if not held:
-        os.close(fd)  # (removed while this worker waited; maybe made anew since)
-        return False
-    _owner_locks[owner] = fd
-    return True
-
-
-class WorkerSegments:
-    """The segments one job writes in a worker: names under the job's
-    prefix, the free segments it was lent, and which of them it used."""
-
-    __slots__ = ("prefix", "lent", "used", "_numbers")
-
-    def __init__(self, prefix: str, lent: list):
-        self.prefix = prefix
-        self.lent = list(lent)
-        self.used: list = []
-        self._numbers = itertools.count()
-
-    def write(self, buffers: list, reserve: int) -> tuple[str, int, tuple]:
-        """A new segment holding ``buffers``: ``(name, size, layout)``."""
-        segment_kind = kind()
-        n = next(self._numbers)
-        proposed = f"{self.prefix}{segment_kind.number_text(n) if segment_kind else n}"
-        name, size, layout = write_segment(proposed, buffers, reserve, self.lent)
-        if name != proposed:  # (a lent free segment, rewritten in place)
-            self.used.append(name)
-        if segment_kind is not None and segment_kind.writer_holds:
-            _held_for_owner.append(name)
-        return name, size, layout
-
-
-# Segments this worker wrote and holds until its owner holds them too
-# (``writer_holds`` kinds: Windows' named mappings).
-_held_for_owner: list = []
-
-
-def let_go_of_last_job() -> None:
-    """In a worker, as its next job arrives: the owner has adopted every
-    segment of the jobs before (see ``named_mappings``); let them go."""
-    if _held_for_owner:
-        names = _held_for_owner[:]
-        del _held_for_owner[:len(names)]
-        segment_kind = kind()
-        if segment_kind is not None:
-            segment_kind.let_go(names)
 
 
 # -- sweeps ------------------------------------------------------------------------

@@ -56,10 +56,9 @@ from __future__ import annotations
 
 from .handles import Inbox, SharedValue, load, release, release_records
 from .oob import dump_records, dumps_job, dumps_oob, loads_job, loads_records, share
-from .segments import (
+from .store import (
                        PREFIX,
                        SHM_DIR,
-                       WorkerSegments,
                        available,
                        current,
                        live_segments,
@@ -68,6 +67,7 @@ from .segments import (
                        sweep,
                        sweep_stale,
 )
+from .worker_side import WorkerSegments
 
 __all__ = ["SharedValue", "Inbox", "load", "release", "release_records", "dumps_oob",
            "dump_records", "dumps_job", "loads_job", "loads_records", "share", "available",

@@ -38,8 +38,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._platform import descriptorless_mmap
-from . import segments
-from .segments import SegmentStore, kind
+from . import store as segments
+from .store import SegmentStore, kind
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
            "Inbox", "from_wire"]

@@ -38,9 +38,10 @@ from typing import Any
 
 import cloudpickle
 
-from . import segments
+from . import store as segments
 from .handles import SharedValue, from_wire, map_locked
-from .segments import SegmentStore, WorkerSegments, settings, warn_once
+from .store import SegmentStore, settings, warn_once
+from .worker_side import WorkerSegments
 
 __all__ = ["dumps_oob", "share", "dump_records", "dumps_job", "loads_job", "loads_records"]
 
