@@ -24,7 +24,7 @@ Windows            named mappings,      (none needed:    psutil alone
                    (else the pipes)     them)
 =================  ===================  ===============  ===================
 
-Three kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
+Three kinds of segment (``localsched/_shm/kinds.py``), chosen by
 ``shared_memory_kind()``:
 
 - **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
@@ -49,7 +49,7 @@ Three kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
   OS frees with their last handle or view (nothing to reap, no owner lock),
   but which die the moment the worker that wrote one lets go, before the
   scheduler holds it: the writer holds what it wrote until the pool has
-  read the job to its end (``localsched/_pool/named_mappings.py``).  None
+  read the job to its end (``localsched/_shm/named_mappings.py``).  None
   of it has run on Windows here: a self-test at first use sends the values
   through the pipes, with one warning, if a call fails.
 

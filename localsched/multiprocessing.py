@@ -11,7 +11,7 @@ On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
 through shared memory: a worker writes them once into ``/dev/shm``, the
 scheduler keeps a handle, and the next worker maps them without copying
-(``localsched/_pool/shm.py``).  Small objects keep the pipe.  The
+(``localsched/_shm/``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
 Where there is no such shared memory (macOS, Windows, a ``/dev/shm`` that

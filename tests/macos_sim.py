@@ -122,8 +122,8 @@ def objects_of(pid: int) -> list:
     """The POSIX shared-memory objects process ``pid`` owns, as Linux's
     /dev/shm shows them (the code under test never looks there): macOS's,
     and the simulated Windows named mappings (tests/windows_sim.py)."""
-    from localsched._shm.named_mappings import SimulatedNamedMappings
     from localsched._shm.kinds import PosixObjects, base36
+    from localsched._shm.named_mappings import SimulatedNamedMappings
 
     labels = tuple(f"{kind.prefix}{base36(pid)}_"
                    for kind in (PosixObjects, SimulatedNamedMappings))

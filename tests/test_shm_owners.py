@@ -7,6 +7,7 @@ on every kind of segment (tests/shm_kinds.py)."""
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 
@@ -337,3 +338,28 @@ def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, m
     with open(journal) as f:
         assert value.name in f.read().split()
     shm.SharedValue(value.name, value.size, value.meta, value.layout, store).release()
+
+
+def test_the_owner_rewrites_a_free_segment_through_the_descriptor_it_holds():
+    """A released segment waits in the free list under its own name, held
+    by a descriptor of the owner's; the owner's next job input rewrites it
+    in place through that descriptor (never renamed, never reopened by
+    name), and the worker reads the new value."""
+    from localsched._shm import oob
+
+    store = shm.store()
+    if not store.kind.reuse:
+        pytest.skip("no free list for this kind")
+    store.begin()
+    try:
+        first = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 20), []))
+        shm.SharedValue(first.name, first.size, first.meta, first.layout, store).release()
+        assert first.name in store.free
+        new = make("f8") + 1
+        body, handle = oob.dumps_job(("args", new), store.job_prefix(9, 21), pickle.dumps, store)
+        assert handle is not None and handle.name == first.name  # (reused in place)
+        _, value = oob.loads_job(body)
+        np.testing.assert_array_equal(value, new)
+        handle.release()
+    finally:
+        store.end()

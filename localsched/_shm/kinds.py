@@ -1,7 +1,7 @@
 """Where a segment's bytes live, and how to reach them by name: the kinds
 of segment (``localsched._platform`` says which this platform has).
 
-Every kind answers the calls of ``SegmentKind``; ``segments`` (the store)
+Every kind answers the calls of ``SegmentKind``; ``store``
 holds one of them, ``kind_in_use.kind()``, and asks only through those
 calls and the class flags (``reuse``: a free list; ``owner_lock``: an
 owner lock, a reaper and sweeps; ``maps_by_descriptor``: readers map a
@@ -173,7 +173,7 @@ class SegmentKind:
     def free_bytes(self) -> int | None:
         return None
 
-    # -- the owner lock (``segments``: who holds it, and what it means) -----------
+    # -- the owner lock (``store``: who holds it, and what it means) -----------
 
     def lock_name(self, owner: str) -> str:
         return f"{self.prefix}{owner}{LOCK_SUFFIX}"
@@ -334,7 +334,8 @@ class DevShmFiles(SegmentKind):
         return fd
 
     def hold(self, name: str) -> int:
-        return open_checked(os.path.join(SHM_DIR, name), os.O_RDONLY)
+        # (read and write: the owner rewrites its own job's inputs through it)
+        return open_checked(os.path.join(SHM_DIR, name), os.O_RDWR)
 
     def write(self, fd: Any, size: int, layout: tuple, buffers: list) -> None:
         _write_buffers(fd, layout, buffers)

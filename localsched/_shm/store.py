@@ -2,16 +2,20 @@
 they are written, reused, released and reaped.
 
 A segment is a file in ``/dev/shm`` on Linux, a POSIX shared-memory object
-on macOS and the BSDs (``segment_kinds``: what each kind can do, and why
-the second has no free list and keeps a journal of names).  What follows
-describes the files; the objects differ where ``segment_kinds`` says.
+on macOS and the BSDs, a named mapping on Windows (``kinds`` and
+``named_mappings``: what each kind can do, and why the objects have no
+free list and keep a journal of names).  The store holds its kind and asks
+only through the kind's calls: it names no directory and touches no file
+itself, so the rules every kind keeps beside other users (``kinds``: made
+exclusively, never followed, never waited on, used and removed only when
+ours, never renamed) hold for the store too.
 
 Names.  Every segment of an *owner* (a process that runs a process pool
 and so receives results in shared memory) starts with
 ``localsched-<pid>_<nonce>-``: the pid is a label for people and for the
 ResourceProfiler, never a liveness test; the random nonce makes the owner
 unique across PID namespaces sharing ``/dev/shm``.  A job's segments add
-``<pool>-<job>-``; segments waiting in the free list add ``free-``.
+``<pool>-<job>-``; a segment keeps its name for life (the free list too).
 
 Liveness: the owner lock.  Each owner creates ``localsched-<owner>.lock``
 before any segment and holds a shared ``flock`` on it for its lifetime; so
@@ -25,11 +29,12 @@ writes no segment for that owner, whose reaper may have run already --
 the job's values take the pipe.
 
 Reaping: a reaper process per owner.  The owner starts one small process
-(``segment_kinds``' reaper script, a few lines of Python, detached in its
+(``kinds``' reaper script, a few lines of Python, detached in its
 own session) that waits
 for an exclusive lock on the owner's lock file, i.e. until the owner and
 all its workers are gone however they went (SIGKILL included), then
-unlinks the owner's segments and lock file and exits.  Measured
+unlinks the owner's segments and lock file -- those that are this user's
+regular files -- and exits.  Measured
 (``benchmarks/bench_shm_lifetime.py``, 2 cores, load average 12-24, two
 runs): starting it costs the owner 3-14 ms once; it costs nothing per
 segment (no registration message: the name prefix says what to remove);
@@ -54,23 +59,32 @@ waits, each dispatch, the pool's listener after each message, an explicit
 included: it only appends.
 
 Where it runs.  ``usable_store`` asks the segment kind whether it works
-now (files: one ``statvfs`` of ``/dev/shm``, present, writable, inodes and
-room left; objects: the registry directory is writable) before this
-process creates its lock file or reaper, and ``None`` sends the caller to
-the pipes after one warning (``warn_once``; a worker's warning becomes a
-note its job hands to the caller).  A platform with no kind (Windows: see
-``localsched._platform``) always takes the pipes.
+now (files: one ``statvfs`` of ``/dev/shm``, present, writable, sticky,
+inodes and room left; objects: the registry directory is this user's
+private directory; named mappings: a self-test) before this process
+creates its lock file or reaper, and ``None`` sends the caller to the
+pipes after one warning (``warn_once``; in a worker, whose loop sets
+``notes_to``, a note its job hands to the caller).  A platform with no
+kind (no file locks: see ``localsched._platform``) always takes the pipes.
 
-The free list.  While a computation runs, a released segment is renamed
-``...free-<n>`` and kept (at most ``FREE_MAX``) instead of unlinked: a new
-8 MB segment costs about 1.5 ms of page allocation and as much to free.
-The store counts its free list in memory (never by listing the
-directory), lends a few free segments to each job it sends
-(``lend``), and the worker reports which it used (``DONE``).  A worker
-overwrites a lent segment only under an exclusive ``flock`` taken without
-waiting: worker-side mappings hold a shared lock for as long as they live,
-and this process never lends a segment it still maps (``mapped``).  When
-the last computation ends, the free list is unlinked.
+The free list.  While a computation runs, a released segment is kept (at
+most ``FREE_MAX``) instead of unlinked: a new 8 MB segment costs about
+1.5 ms of page allocation and as much to free.  It keeps its name, and the
+store holds a descriptor of it, opened while the name was surely still its
+own (a live handle's: nobody else can remove or replace it in a sticky
+directory) and checked; a job's input, whose name its worker removed once
+mapped, cannot be held again and goes.  The store counts its free list in
+memory (never by listing the directory), lends a few free segments to
+each job it sends (``lend``), and the worker reports which it used
+(``DONE``): it rewrites one in place, under its own name, opened by name
+and checked to be this user's; the store rewrites one for its own job's
+inputs through the descriptor it holds (``claim_lent``), never reopening
+the name.  Either overwrites only under an exclusive ``flock`` taken
+without waiting: worker-side mappings hold a shared lock for as long as
+they live, and this process never lends a segment it still maps
+(``mapped``).  When the last computation ends, the free list is unlinked.
+``bytes_held`` says what the store holds in no process's resident set
+(``localsched._shm.bytes_held``: diagnostics, the memory budget).
 """
 
 from __future__ import annotations
