@@ -8,7 +8,7 @@ Four figures, printed with the machine's load:
   the two must match;
 - one fresh hand-off of a value (write, pass, map, unpickle) through a
   named segment, against ``memfd_create`` passed with ``SCM_RIGHTS`` (the
-  alternative the design note in ``localsched/_pool/segments.py`` weighs);
+  alternative the design note in ``localsched/_shm/store.py`` weighs);
 - starting this process's store (its owner lock and its detached reaper);
 - how long after a SIGKILL of an owner holding 16 segments of 4 MB its
   reaper has removed them.
@@ -29,7 +29,8 @@ import time
 
 import numpy as np
 
-from localsched._pool import handles, segments
+from localsched._shm import handles
+from localsched._shm import store as segments
 
 D = segments.SHM_DIR
 _jobs = itertools.count()
@@ -93,7 +94,7 @@ def hand_offs(store) -> None:
 
 _OWNER = """
 import os, time
-from localsched._pool import segments
+from localsched._shm import store as segments
 s = segments.store()
 w = segments.WorkerSegments(s.job_prefix(1, 1), [])
 for i in range(16):

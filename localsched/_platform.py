@@ -24,7 +24,7 @@ Windows            named mappings,      (none needed:    psutil alone
                    (else the pipes)     them)
 =================  ===================  ===============  ===================
 
-Three kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
+Three kinds of segment (``localsched/_shm/kinds.py``), chosen by
 ``shared_memory_kind()``:
 
 - **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
@@ -49,7 +49,7 @@ Three kinds of segment (``localsched/_pool/segment_kinds.py``), chosen by
   OS frees with their last handle or view (nothing to reap, no owner lock),
   but which die the moment the worker that wrote one lets go, before the
   scheduler holds it: the writer holds what it wrote until the pool has
-  read the job to its end (``localsched/_pool/named_mappings.py``).  None
+  read the job to its end (``localsched/_shm/named_mappings.py``).  None
   of it has run on Windows here: a self-test at first use sends the values
   through the pipes, with one warning, if a call fails.
 
@@ -85,6 +85,8 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+import sys
 from typing import Any
 
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "SHM_DIR",
@@ -95,7 +97,8 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "S
            "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "SIMULATE_MACOS",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
-           "named_mapping_view"]
+           "named_mapping_view", "open_private_dir", "euid", "is_ours", "O_NOFOLLOW",
+           "O_NONBLOCK", "O_CLOEXEC", "O_DIRECTORY", "O_CAREFUL"]
 
 #: ``LOCALSCHED_SIMULATE_MACOS=1``: a Linux process answers the shared-memory
 #: and ``/proc`` questions as macOS would (see the table above).  Read once,
@@ -153,6 +156,13 @@ def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
         return None, f"{SHM_DIR} is missing ({exc.strerror})"
     if st.f_flag & _READ_ONLY:
         return None, f"{SHM_DIR} is read-only"
+    try:
+        mode = os.stat(SHM_DIR).st_mode
+    except OSError as exc:
+        return None, f"{SHM_DIR} is missing ({exc.strerror})"
+    if mode & 0o002 and not mode & stat.S_ISVTX:
+        # (without the sticky bit anyone could rename or remove our files)
+        return None, f"{SHM_DIR} is writable by all but not sticky"
     if st.f_files and st.f_favail < inodes:  # (f_files 0: no inode limit)
         return None, f"{SHM_DIR} has no free inodes"
     return st, ""
@@ -163,6 +173,8 @@ def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
 #: The longest name a POSIX shared-memory object may have on every platform
 #: (macOS: ``PSHMNAMLEN``, 31, the leading slash included).
 SHM_NAME_MAX = 31
+
+_LINUX = sys.platform.startswith("linux")
 
 try:
     import _posixshmem  # (CPython's, on POSIX; what multiprocessing.shared_memory uses)
@@ -193,11 +205,15 @@ def shared_memory_kind() -> str | None:
 
 def shm_open(name: str, flags: int, mode: int = 0o600) -> int:
     """A descriptor of POSIX shared-memory object ``name`` (no slash:
-    added here).  ENAMETOOLONG for names longer than macOS allows."""
+    added here).  ENAMETOOLONG for names longer than macOS allows.  Never
+    waits: on Linux an object is a file in ``/dev/shm``, where another
+    user may plant a FIFO (glibc adds ``O_NOFOLLOW`` itself)."""
     if _posixshmem is None:
         raise OSError(errno.ENOSYS, "this platform has no POSIX shared memory")
     if len(name) + 1 > SHM_NAME_MAX:
         raise OSError(errno.ENAMETOOLONG, f"shared-memory name too long: {name}")
+    if _LINUX:
+        flags |= O_NONBLOCK
     return _posixshmem.shm_open("/" + name, flags, mode)
 
 
@@ -261,21 +277,57 @@ def named_mapping_view(name: str, size: int, private: bool):
     return make(-1, size, tagname=name, access=access)
 
 
-def registry_dir() -> str:
+def registry_dir(base: str | None = None) -> tuple[str, int]:
     """This user's directory for owner locks and segment journals where
-    segments are POSIX objects (created, private, on first use)."""
-    import tempfile
+    segments are POSIX objects, ``(path, descriptor)``: ``base`` (an owner's
+    directory, passed to its workers) or ``localsched-<uid>`` in the
+    temporary directory, created private on first use.  Used through the
+    descriptor (``dir_fd=``), never its path again: ``open_private_dir``."""
+    if base is None:
+        import tempfile
 
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = os.path.join(tempfile.gettempdir(), f"localsched-{uid}")
-    try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
-    st = os.stat(path)
-    if st.st_uid != uid or st.st_mode & 0o077:  # (someone else's, or open to others)
+        uid = os.getuid() if hasattr(os, "getuid") else 0
+        base = os.path.join(tempfile.gettempdir(), f"localsched-{uid}")
+        try:
+            os.mkdir(base, 0o700)
+        except FileExistsError:
+            pass
+    return base, open_private_dir(base)
+
+
+def open_private_dir(path: str) -> int:
+    """A descriptor of directory ``path`` if it is a real directory (not a
+    link to one), this user's, and closed to everyone else (mode 0700);
+    PermissionError if not.  Checked on the open descriptor: a link
+    re-pointed after the check changes nothing."""
+    fd = os.open(path, os.O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    st = os.fstat(fd)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != euid() or st.st_mode & 0o077:
+        os.close(fd)
         raise PermissionError(errno.EACCES, f"{path} is not this user's private directory")
-    return path
+    return fd
+
+
+def euid() -> int:
+    """This process's effective user id (0 where there are none)."""
+    return os.geteuid() if hasattr(os, "geteuid") else 0
+
+
+def is_ours(st: os.stat_result) -> bool:
+    """Whether ``st`` (of an open descriptor, or ``lstat``) is a regular file
+    of this user's: what localsched made, never another user's file, link,
+    FIFO or device planted at the same name."""
+    return stat.S_ISREG(st.st_mode) and st.st_uid == euid()
+
+
+#: Flags for opening a name in a shared directory (absent: 0): never follow
+#: a link, never wait on a FIFO, never leak into an exec'd child.
+O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+#: How to open a name someone else may have planted (see ``is_ours``).
+O_CAREFUL = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
 
 
 # -- /proc ---------------------------------------------------------------------------

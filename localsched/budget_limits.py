@@ -189,9 +189,6 @@ def shm_bytes_held() -> int:
     """Bytes this process's segment store holds in shared memory: live
     segments and its free list (RAM, though in no process's private RSS).
     The one place the budget reads the store."""
-    from ._pool import segments
+    from ._shm import bytes_held
 
-    store = segments.current()
-    if store is None:
-        return 0
-    return sum(store.owned.values()) + sum(store.free.values())
+    return bytes_held()

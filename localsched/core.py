@@ -153,7 +153,7 @@ def get_async(
         Results known already (key -> value): those tasks do not run.  The
         computation stores its live results here, as dask's ``cache=`` does.
     transport : module, optional
-        ``localsched._pool.shm`` when results may arrive as handles to
+        ``localsched._shm.transport`` when results may arrive as handles to
         shared memory: the cache keeps the handles, posttask callbacks and
         the caller get the values, and a computation that stops releases
         the handles it holds.

@@ -11,7 +11,7 @@ On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
 through shared memory: a worker writes them once into ``/dev/shm``, the
 scheduler keeps a handle, and the next worker maps them without copying
-(``localsched/_pool/shm.py``).  Small objects keep the pipe.  The
+(``localsched/_shm/``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
 Where there is no such shared memory (macOS, Windows, a ``/dev/shm`` that
@@ -47,11 +47,11 @@ from ._pool import (
     RemoteTraceback,
     WorkerDiedError,
     dumps,
-    shm,
     submitter_for,
     unpack_exception,
 )
 from ._pool.workers import max_workers
+from ._shm import transport as shm
 from .core import get_async
 from .options import check_options, dask_config, resolve_pool_options
 
@@ -59,9 +59,16 @@ __all__ = ["get", "ProcessPool", "WorkerDiedError", "BrokenProcessPool", "Remote
            "RemoteError", "dumps", "default_pool", "shutdown", "START_METHODS"]
 
 
-# Shared pools by (num_workers, start method, initializer, initargs);
-# _pools_lock guards _pools.
+# Shared pools by (num_workers, start method, initializer, initargs), the
+# most recently used last; _pools_lock guards _pools and _in_use (how many
+# ``get`` calls run on each key's pool now).  At most KEEP_POOLS are kept:
+# a script sweeping ``num_workers``, or making an initializer per call,
+# must not pile up idle workers (dask's own ``multiprocessing.get`` keeps
+# no pool at all; keeping the last two spares the start-up of a pool that
+# is used again, alternating included).  A pool in use is never retired.
+KEEP_POOLS = 2
 _pools: dict = {}
+_in_use: dict = {}
 _pools_lock = threading.Lock()
 
 
@@ -71,6 +78,7 @@ def _reset_after_fork() -> None:
     instead of waiting on a listener thread that does not exist here."""
     global _pools_lock
     _pools.clear()
+    _in_use.clear()
     _pools_lock = threading.Lock()
 
 
@@ -81,21 +89,51 @@ if hasattr(os, "register_at_fork"):
 def default_pool(num_workers: int, context: str = "spawn", initializer=None,
                  initargs: tuple = ()) -> ProcessPool:
     """The shared pool for these settings, created on first use (and created
-    afresh if the last one broke, e.g. its initializer failed)."""
+    afresh if the last one broke, e.g. its initializer failed); the least
+    recently used of the others not in use stop once more than
+    ``KEEP_POOLS`` are kept."""
+    return _shared_pool(_pool_key(num_workers, context, initializer, initargs),
+                        num_workers, context, initializer, initargs)
+
+
+def _pool_key(num_workers: int, context: str, initializer, initargs: tuple) -> tuple:
     # By value: a new lambda with the same code is the same initializer, and
     # unhashable initargs are fine.
     init_key = dumps((initializer, tuple(initargs))) if initializer is not None else None
-    key = (num_workers, context, init_key)
+    return (num_workers, context, init_key)
+
+
+def _shared_pool(key: tuple, num_workers: int, context: str, initializer,
+                 initargs: tuple, use: int = 0) -> ProcessPool:
+    retired = []
     with _pools_lock:
-        pool = _pools.get(key)
+        pool = _pools.pop(key, None)
         if pool is not None and pool.broken is not None:
             pool.shutdown(wait=False)
             pool = None
         if pool is None:
-            pool = _pools[key] = ProcessPool(
-                num_workers, context=context, initializer=initializer, initargs=initargs
-            )
-        return pool
+            pool = ProcessPool(num_workers, context=context, initializer=initializer,
+                               initargs=initargs)
+        _pools[key] = pool  # (the most recently used, last)
+        _in_use[key] = _in_use.get(key, 0) + use
+        for old in list(_pools):
+            if len(_pools) <= KEEP_POOLS:
+                break
+            if old != key and not _in_use.get(old):
+                retired.append(_pools.pop(old))
+                _in_use.pop(old, None)
+    for old_pool in retired:
+        old_pool.shutdown(wait=False)  # (idle: its workers stop as told)
+    return pool
+
+
+def _done_with(key: tuple) -> None:
+    with _pools_lock:
+        n = _in_use.get(key, 0) - 1
+        if n > 0:
+            _in_use[key] = n
+        else:
+            _in_use.pop(key, None)
 
 
 def shutdown() -> None:
@@ -193,7 +231,20 @@ def get(
         limit = max_workers(not _platform.FD_PASSING)
         if limit is not None:
             num_workers = min(num_workers, limit)
-        runner = submitter_for(default_pool(num_workers, context, initializer, initargs))
+        key = _pool_key(num_workers, context, initializer, initargs)
+        runner = submitter_for(_shared_pool(key, num_workers, context, initializer, initargs,
+                                            use=1))
+        try:
+            return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally,
+                        chunksize, cache, pool)
+        finally:
+            _done_with(key)
+    return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, chunksize,
+                cache, pool)
+
+
+def _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, chunksize, cache,
+         pool):
     return get_async(
         runner.submit,
         num_workers,

@@ -93,7 +93,8 @@ def simulate_macos(monkeypatch) -> None:
     POSIX shared-memory objects, no /proc details."""
     from localsched import _platform
     from localsched import multiprocessing as lmp
-    from localsched._pool import kind_in_use, segments
+    from localsched._shm import kind_in_use
+    from localsched._shm import store as segments
 
     lmp.shutdown()  # (a pool started natively must not serve the simulation)
     for name, value in ENV.items():
@@ -109,7 +110,7 @@ def end_simulation() -> None:
     """Stop the simulation's pools and close its store (before the
     monkeypatch goes): its lock, journal and objects go."""
     from localsched import multiprocessing as lmp
-    from localsched._pool import segments
+    from localsched._shm import store as segments
 
     lmp.shutdown()
     store = segments.current()
@@ -121,8 +122,8 @@ def objects_of(pid: int) -> list:
     """The POSIX shared-memory objects process ``pid`` owns, as Linux's
     /dev/shm shows them (the code under test never looks there): macOS's,
     and the simulated Windows named mappings (tests/windows_sim.py)."""
-    from localsched._pool.named_mappings import SimulatedNamedMappings
-    from localsched._pool.segment_kinds import PosixObjects, base36
+    from localsched._shm.kinds import PosixObjects, base36
+    from localsched._shm.named_mappings import SimulatedNamedMappings
 
     labels = tuple(f"{kind.prefix}{base36(pid)}_"
                    for kind in (PosixObjects, SimulatedNamedMappings))

@@ -18,7 +18,8 @@ import pytest
 
 from localsched import _platform
 from localsched import multiprocessing as lmp
-from localsched._pool import segments, shm
+from localsched._shm import store as segments
+from localsched._shm import transport as shm
 from tests.macos_sim import end_simulation, objects_of, simulate_macos
 from tests.windows_sim import simulate_windows
 

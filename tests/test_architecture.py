@@ -179,6 +179,24 @@ def test_no_import_circle():
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_shared_memory_sits_between_the_pool_and_the_platform():
+    """Imports run ``_pool -> _shm -> _platform``, never back: the shared
+    memory package knows nothing of the process pool or the scheduler, and
+    the platform nothing of either (issue #35)."""
+    graph = import_graph()
+    wrong = []
+    for module, imported in graph.items():
+        for target in imported:
+            if module.startswith("localsched._shm") and not (
+                    target.startswith("localsched._shm") or target == "localsched._platform"):
+                wrong.append(f"{module} -> {target}")
+            if module == "localsched._platform" and target != module:
+                wrong.append(f"{module} -> {target}")
+    assert not wrong, wrong
+    assert any(t.startswith("localsched._shm") for m, ts in graph.items()
+               if m.startswith("localsched._pool") for t in ts)
+
+
 def _long_functions() -> list[str]:
     found = []
     for name, (_path, tree) in _sources().items():

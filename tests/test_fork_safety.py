@@ -308,12 +308,12 @@ SAMPLER_IMPORTS = """\
 import json, os, signal, sys, threading
 from localsched.diagnostics import ResourceProfiler
 
-assert "localsched._pool.segments" not in sys.modules
+assert "localsched._shm.store" not in sys.modules
 seen, parked, go = {}, threading.Event(), threading.Event()
 sample_until = ResourceProfiler._sample_until
 
 def first_step(self, stop):
-    module = sys.modules.get("localsched._pool.segments")
+    module = sys.modules.get("localsched._shm.store")
     seen["whole"] = module is not None and hasattr(module, "live_segments")  # (its last def)
     parked.set()
     go.wait(30)

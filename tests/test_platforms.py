@@ -39,10 +39,10 @@ COMPUTATION = """
 import json, operator, os, sys, warnings
 import numpy as np
 import localsched.multiprocessing as lmp
-from localsched._pool import segments
+from localsched._shm import store as segments
 from localsched.diagnostics import ResourceProfiler
 
-from localsched._pool import handles
+from localsched._shm import handles
 
 owned = set()  # (the segments this process owned: values that crossed in shared memory)
 _init = handles.SharedValue.__init__
@@ -245,6 +245,36 @@ def test_macos_a_killed_callers_objects_are_reaped_from_its_journal(macos_env):
     while (objects_of(pid) or _registry_left(tmp)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert objects_of(pid) == []
+    assert _registry_left(tmp) == []
+
+
+def test_macos_a_script_moving_temporary_files_keeps_shared_memory(macos_env):
+    """``tempfile.tempdir`` set by a script (the documented in-process way
+    to move temporary files) moves the owner's lock and journal; its
+    workers, started with the environment's temporary directory, must still
+    find them, or every value silently takes the pipes (issue #35)."""
+    env, tmp = macos_env
+    moved = tmp / "moved"
+    moved.mkdir()
+    script = textwrap.dedent(f"""
+        import tempfile
+        tempfile.tempdir = {str(moved)!r}
+        import numpy as np
+        from localsched import multiprocessing as lmp
+
+        def how(a):
+            base = a
+            while isinstance(base, np.ndarray) and base.base is not None:
+                base = base.base
+            return type(getattr(base, "obj", base)).__name__
+
+        result = lmp.get({{"a": (np.arange, 200_000)}}, "a", num_workers=1)
+        piped = how(result) in ("bytes", "bytearray", "ndarray")  # (not a mapping)
+        print("ARRIVED", how(result) if piped else "shared", flush=True)
+        """)
+    proc = _run_macos(env, script)
+    assert proc.returncode == 0, proc.stderr_text[-2000:]
+    assert "ARRIVED shared" in proc.stdout_text, proc.stdout_text + proc.stderr_text[-2000:]
     assert _registry_left(tmp) == []
 
 

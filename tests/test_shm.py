@@ -1,4 +1,4 @@
-"""Zero-copy transport through shared memory (localsched/_pool/shm.py, #10).
+"""Zero-copy transport through shared memory (localsched/_shm/, #10).
 
 Every test runs on real worker processes, on each kind of segment
 (tests/shm_kinds.py), and checks, through an autouse fixture, that no
@@ -19,7 +19,8 @@ import pytest
 
 from localsched import batching
 from localsched import multiprocessing as lmp
-from localsched._pool import segments, shm
+from localsched._shm import store as segments
+from localsched._shm import transport as shm
 from localsched.callbacks import Callback
 from tests import shm_kinds
 from tests.platform_marks import needs_posix_signals

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from localsched import multiprocessing as lmp
-from localsched._pool import shm
+from localsched._shm import transport as shm
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
 

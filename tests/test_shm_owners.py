@@ -7,6 +7,7 @@ on every kind of segment (tests/shm_kinds.py)."""
 from __future__ import annotations
 
 import os
+import pickle
 import threading
 import time
 
@@ -15,7 +16,9 @@ import pytest
 
 from localsched import multiprocessing as lmp
 from localsched._platform import LOCK_EX, LOCK_UN
-from localsched._pool import segments, shm
+from localsched._shm import store as segments
+from localsched._shm import transport as shm
+from localsched._shm import worker_side
 from tests import shm_kinds
 from tests.macos_sim import objects_of
 from tests.platform_marks import needs_posix_signals
@@ -123,32 +126,32 @@ def test_a_lock_file_removed_while_the_worker_waits_for_it_is_not_held(monkeypat
     path = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
     prefix = f"{segment_kind.prefix}{owner}-1-1-"
     reaper = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    real_flock, asked = segments.flock, threading.Event()
+    real_flock, asked = worker_side.flock, threading.Event()
 
     def flock(fd, op):
         if fd != reaper:
             asked.set()  # (the worker's side has the file open, and asks)
         return real_flock(fd, op)
 
-    monkeypatch.setattr(segments, "flock", flock)
+    monkeypatch.setattr(worker_side, "flock", flock)
     held: list = []
     try:
         flock(reaper, LOCK_EX)
-        worker = threading.Thread(target=lambda: held.append(segments.hold_owner_lock(prefix)))
+        worker = threading.Thread(target=lambda: held.append(worker_side.hold_owner_lock(prefix)))
         worker.start()
         assert asked.wait(30)
         os.unlink(path)  # the reaper removes the lock file, then lets go
         flock(reaper, LOCK_UN)
         worker.join(30)
         assert held == [False]
-        assert path not in segments._owner_locks
+        assert owner not in worker_side._owner_locks
         # A live owner's lock file is held (the control).
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-        assert segments.hold_owner_lock(prefix) is True
-        assert path in segments._owner_locks
+        assert worker_side.hold_owner_lock(prefix) is True
+        assert owner in worker_side._owner_locks
     finally:
         os.close(reaper)
-        fd = segments._owner_locks.pop(path, None)
+        fd = worker_side._owner_locks.pop(owner, None)
         if fd is not None:
             os.close(fd)
         if os.path.exists(path):
@@ -179,7 +182,7 @@ def _unused_pid() -> int:
 
 
 def test_what_a_dead_owner_left_is_swept_by_the_next_store():
-    from localsched._pool.segments import kind
+    from localsched._shm.store import kind
 
     segment_kind = kind()
     if not segment_kind.owner_lock:
@@ -200,7 +203,7 @@ def test_what_a_dead_owner_left_is_swept_by_the_next_store():
 def test_posix_object_names_fit_macos_31_characters(segment_kind):
     if segment_kind != "posix":
         pytest.skip("POSIX objects' names")
-    from localsched._pool.segment_kinds import PosixObjects
+    from localsched._shm.kinds import PosixObjects
 
     kind = PosixObjects()
     owner = kind.owner_label(4_194_304)  # (Linux's largest pid)
@@ -212,7 +215,7 @@ def test_posix_object_names_fit_macos_31_characters(segment_kind):
 def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
     if segment_kind != "posix":
         pytest.skip("POSIX objects' journal")
-    from localsched._pool.segment_kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+    from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
 
     store = shm.store()
     journal = os.path.join(store.kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
@@ -237,7 +240,7 @@ def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
     the owner has adopted them."""
     if segment_kind != "named" or not SIMULATES:
         pytest.skip("Windows' named mappings (simulated)")
-    from localsched._pool.named_mappings import SimulatedNamedMappings
+    from localsched._shm.named_mappings import SimulatedNamedMappings
 
     writer, owner = SimulatedNamedMappings(), SimulatedNamedMappings()
     name = f"{writer.prefix}{writer.owner_label(os.getpid())}-9-9-0"
@@ -257,3 +260,106 @@ def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
     owner.adopt(name)
     with pytest.raises(FileNotFoundError):
         owner.read_private(name, 4096)
+
+
+# -- the edges of the owner lock and the journal (issue #35) --------------------------
+
+
+def _fork_and_look_for_lock_files(_a) -> list:
+    """(a task) Fork a child, as a task's own multiprocessing would, and
+    report which lock files the child holds open."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        held = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink(f"/proc/self/fd/{fd}")
+            except OSError:
+                continue
+            if target.endswith(".lock"):
+                held.append(target)
+        os.write(write, "\n".join(held).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        out = f.read().decode()
+    os.waitpid(pid, 0)
+    return [line for line in out.split("\n") if line]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="/proc/self/fd")
+def test_a_process_forked_in_a_worker_holds_no_owner_lock():
+    """A worker holds its owner's lock (the owner counts as alive while it
+    may write segments); a process a task forks from it must not: it would
+    keep a dead owner's segments from ever being reaped while it lives."""
+    dsk = {"a": (make, "f8"), "b": (_fork_and_look_for_lock_files, "a")}
+    assert lmp.get(dsk, "b", num_workers=1, chunksize=1) == []
+
+
+def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, monkeypatch):
+    """A worker may make an object while its owner compacts the journal
+    (a computation abandoned after an error still runs its jobs): its name
+    must survive the compaction, or a later kill leaks the object."""
+    if segment_kind != "posix":
+        pytest.skip("POSIX objects' journal")
+    from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
+
+    store = shm.store()
+    kind = store.kind
+    journal = os.path.join(kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
+    for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
+        kind.register(f"{store.prefix}9-9-{i}")
+    made: list = []
+    writer = shm.WorkerSegments(store.job_prefix(9, 11), [])
+
+    def worker_writes():
+        made.append(shm.share(make("f8"), writer))
+
+    looked = kind.open_for_reading
+    started: list = []
+
+    def look_and_let_a_worker_write(name):
+        if not started:  # the compaction has read the journal: a worker writes now
+            started.append(threading.Thread(target=worker_writes))
+            started[0].start()
+            started[0].join(timeout=2)  # (it may have to wait for the compaction)
+        return looked(name)
+
+    kind.open_for_reading = look_and_let_a_worker_write  # (this object's alone)
+    try:
+        store.begin()
+        store.end()
+    finally:
+        del kind.open_for_reading
+    started[0].join(timeout=30)
+    (value,) = made
+    with open(journal) as f:
+        assert value.name in f.read().split()
+    shm.SharedValue(value.name, value.size, value.meta, value.layout, store).release()
+
+
+def test_the_owner_rewrites_a_free_segment_through_the_descriptor_it_holds():
+    """A released segment waits in the free list under its own name, held
+    by a descriptor of the owner's; the owner's next job input rewrites it
+    in place through that descriptor (never renamed, never reopened by
+    name), and the worker reads the new value."""
+    from localsched._shm import oob
+
+    store = shm.store()
+    if not store.kind.reuse:
+        pytest.skip("no free list for this kind")
+    store.begin()
+    try:
+        first = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 20), []))
+        shm.SharedValue(first.name, first.size, first.meta, first.layout, store).release()
+        assert first.name in store.free
+        new = make("f8") + 1
+        body, handle = oob.dumps_job(("args", new), store.job_prefix(9, 21), pickle.dumps, store)
+        assert handle is not None and handle.name == first.name  # (reused in place)
+        _, value = oob.loads_job(body)
+        np.testing.assert_array_equal(value, new)
+        handle.release()
+    finally:
+        store.end()

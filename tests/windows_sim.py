@@ -3,7 +3,7 @@ as Windows would (no pipe descriptors passed by number nor waited on, no
 PDEATHSIG, no pidfd, 63 handles per wait, named mappings for shared
 memory), so the process pool takes the path it takes on Windows
 (``localsched/_pool/workers.py``: ``_MPWorker``, portable) and its
-segments follow Windows' rules (``localsched/_pool/named_mappings.py``:
+segments follow Windows' rules (``localsched/_shm/named_mappings.py``:
 ``SimulatedNamedMappings``).  Workers spawned meanwhile inherit the
 environment variable and answer the same.  ``end_simulation()`` (from
 tests/macos_sim.py) closes the simulation's store."""
@@ -26,7 +26,8 @@ class _PopenWithoutPassFds(subprocess.Popen):
 def simulate_windows(monkeypatch) -> None:
     from localsched import _platform
     from localsched import multiprocessing as lmp
-    from localsched._pool import kind_in_use, segments
+    from localsched._shm import kind_in_use
+    from localsched._shm import store as segments
 
     lmp.shutdown()  # (a pool started natively must not serve the simulation)
     for name, value in ENV.items():
@@ -46,7 +47,7 @@ def simulate_windows(monkeypatch) -> None:
 def my_segments() -> dict:
     """This process's localsched segments now, as the store sees them and
     as /dev/shm shows them (none where there is no /dev/shm)."""
-    from localsched._pool import shm
+    from localsched._shm import transport as shm
     from tests.macos_sim import objects_of
 
     found = dict(shm.live_segments(pids=[os.getpid()]))

@@ -1,29 +1,25 @@
-"""localsched's process pool, and the shared-memory transport it carries.
+"""localsched's process pool.
 
 The rooms, lowest first (each imports only those above it; none imports the
 scheduler, ``localsched.core``)::
 
     job        what a worker process knows of its current job (pid, arrival,
                pickling seconds): globals the batch runner reads
-    segment_kinds  where a segment's bytes live: files in /dev/shm (Linux)
-               or POSIX shared-memory objects with a journal of names (macOS)
-    named_mappings  Windows' named mappings (a writer holds what it wrote
-               until its owner does), and their simulation on Linux
-    kind_in_use  the kind this process uses, chosen once per process
-    segments   the segment store: owner names and lock, the reaper, writing,
-               the free list, releases applied from an event queue, sweeps
-    handles    SharedValue, mapping a segment (no descriptor kept in the
-               owner), the Inbox a computation's records arrive in
-    oob        out-of-band pickling; value or handle, chosen per unpickler
-    shm        the transport facade the scheduler is given (``transport=shm``)
     protocol   the messages between the pool and its workers, exceptions
     taskslot   the few shared bytes where a worker says which task it runs,
                read by the pool when it dies
     worker     the worker process's main loop
     workers    worker handles as the pool sees them: states, start methods
+    jobs       a job as the pool sees it, and what it held when it ends
     listener   the listener thread: routes messages, reaps, hands out work
     pool       ProcessPool, the concurrent.futures Executor facade
     submit     how ``localsched.multiprocessing.get`` runs batches on any pool
+
+Large values travel in shared memory, ``localsched._shm`` (its own
+package: the pool imports it, never the reverse); the pool carries the
+handles in its messages, holds a job's inputs and lent free segments
+(``jobs``), and sweeps a dead worker's unreported segments by its job's
+name prefix.
 
 ``submitter_for(pool)`` says how the process scheduler runs batches on a
 pool, ours or a foreign one; ``pool_size(pool)`` how many tasks that pool

@@ -13,9 +13,9 @@ from concurrent.futures import Future, InvalidStateError
 from concurrent.futures.process import BrokenProcessPool as _CPythonBrokenProcessPool
 from typing import Any
 
+from .._shm import store as segments
+from .._shm.handles import SharedValue
 from ..utils import name_tasks
-from . import segments
-from .handles import SharedValue
 
 __all__ = ["WorkerDiedError", "BrokenProcessPool"]
 

@@ -65,7 +65,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 
 from .. import _platform
-from . import oob, segments
+from .._shm import oob
+from .._shm import store as segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
 from .protocol import Kind, dumps, encode
@@ -218,14 +219,15 @@ class ProcessPool(_Listener, Executor):
         job_id = next(self._ids)  # (atomic: itertools.count is a C iterator)
         # Streaming jobs (the scheduler's batches) exchange large values
         # through shared memory when there is room; plain jobs use the pipe.
-        prefix = store = lent = None
+        prefix = store = lent = shm = None
         if emit is not None:
             store = segments.usable_store()  # (None: the pipes, after one warning)
         if store is not None:
-            prefix = store.job_prefix(self._token, job_id)
+            shm = store.for_workers(self._token, job_id)
+            prefix = shm[0]
             lent = store.lend()
         try:  # may raise: not sendable
-            body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, prefix, lent),
+            body, inputs = oob.dumps_job((fn, args, kwargs, emit is not None, shm, lent),
                                          prefix, dumps, store)
         except BaseException:
             if lent and store is not None:

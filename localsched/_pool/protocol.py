@@ -30,8 +30,8 @@ from typing import Any
 
 import cloudpickle
 
-from . import oob
-from .segments import WorkerSegments
+from .._shm import oob
+from .._shm.worker_side import WorkerSegments
 
 __all__ = ["Kind", "encode", "decode", "dumps", "dump_records", "pack_exception",
            "unpack_exception", "RemoteTraceback", "RemoteError"]
@@ -42,10 +42,11 @@ class Kind(enum.IntEnum):
 
     Parent to worker:
 
-    - ``RUN``: body ``(fn, args, kwargs, streams, shm_prefix, lent)``
+    - ``RUN``: body ``(fn, args, kwargs, streams, shm, lent)``
       (pickled, or with its large buffers in a shared-memory segment:
-      ``oob.dumps_job``; ``lent``: free segments the job may rewrite); run
-      it as job ``job id``.
+      ``oob.dumps_job``; ``shm``: None, or the job's segment name prefix and
+      the directory of its owner's lock; ``lent``: free segments the job may
+      rewrite); run it as job ``job id``.
     - ``STOP``: no body; the worker exits (sent only to a worker with no job).
     - ``LET_GO``: no body; the pool has read job ``job id`` to its end, so its
       owner holds every segment the worker wrote for it: the worker lets

@@ -30,11 +30,12 @@ import time
 from collections.abc import Callable
 
 from .. import _platform
+from .._shm import store as _shm_store
+from .._shm.oob import loads_job
+from .._shm.worker_side import WorkerSegments, hold_owner_lock, let_go_of_last_job
 from . import job as _job
 from . import taskslot
-from .oob import loads_job
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
-from .segments import WorkerSegments, hold_owner_lock, let_go_of_last_job
 
 __all__ = ["main", "BOOT", "run_packed"]
 
@@ -135,6 +136,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     from ..callbacks import Callback
 
     _job.worker_pid = os.getpid()
+    _shm_store.notes_to = _job.notes  # (shared memory's warnings: to the caller)
     slot = taskslot.attach(task_slot)
     Callback.active.clear()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
@@ -206,7 +208,8 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
 
     A streaming job's function gets an ``emit`` that sends each list of
     records at once, tagged with the job's id; large results travel in
-    shared-memory segments named ``shm_prefix...`` when the pool gave one.
+    shared-memory segments named after the job's prefix when the pool gave
+    one (``shm``: the prefix and where the owner's lock is).
     The task slot (``slot``) names the job, and a streaming job's batch
     runner finds it in ``job.task_slot`` to name each task it starts.
     """
@@ -233,14 +236,14 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
     try:
         received = time.time()
         modules = len(sys.modules)
-        fn, args, kwargs, streams, shm_prefix, lent = loads_job(body)
+        fn, args, kwargs, streams, shm, lent = loads_job(body)
         del body
         # (read by fine metrics; modules imported while decoding: start-up)
         _job.arrival = (received, time.time(), len(sys.modules) > modules)
         # (an owner already gone gets its values through the pipe: its
         # reaper may have run, and would never remove what this job wrote)
-        if shm_prefix is not None and hold_owner_lock(shm_prefix):
-            writer = WorkerSegments(shm_prefix, lent)
+        if shm is not None and hold_owner_lock(*shm):
+            writer = WorkerSegments(shm[0], lent)
         if streams:
             _job.task_slot = slot
             try:

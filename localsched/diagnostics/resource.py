@@ -107,7 +107,7 @@ class _ProcessTree:
 # objects, which readers copy out).
 # Summing RSS counts a shared page once per process mapping it: the process
 # scheduler's workers map the same shared-memory segments
-# (localsched/_pool/shm.py), so a sum of RSS would grow with every worker
+# (localsched/_shm/), so a sum of RSS would grow with every worker
 # that reads an input.  Instead, per process:
 #
 #     RSS - RssShmem (/proc/pid/status)  +  Pss_Shmem (/proc/pid/smaps_rollup)
@@ -122,20 +122,16 @@ class _ProcessTree:
 
 
 def _held_unmapped() -> int:
-    """Bytes of the segments this process holds as handles where no
-    process keeps them mapped (POSIX objects: readers copy them), so no
-    RSS counts them; 0 where segments are mapped (their pages are in the
-    RSS of whoever maps them)."""
-    from .._pool import segments
+    """Bytes of the segments this process holds where no process keeps
+    them mapped (``localsched._shm.bytes_held``: POSIX objects, which
+    readers copy; the free list), so no RSS counts them."""
+    from .._shm import bytes_held
 
-    store = segments.current()
-    if store is None or not store.kind.held_outside_rss:
-        return 0
-    return sum(list(store.owned.values()))  # (list(): one C call, no Python in between)
+    return bytes_held()
 
 
 def _shared_once(pids: list) -> int:
-    from .._pool import segments
+    from .._shm import store as segments
 
     total = 0
     mapped: set = set()
@@ -312,7 +308,7 @@ class ResourceProfiler(Callback):
             # Imported here, not first in the sampler thread: a process
             # forked while that thread imports would find the module half
             # made in the child ("partially initialized module").
-            from .._pool import segments  # noqa: F401
+            from .._shm import store  # noqa: F401
             stop = threading.Event()
             thread = threading.Thread(
                 target=self._sample_until, args=(stop,), name=THREAD_NAME, daemon=True

@@ -50,7 +50,7 @@ from typing import Any
 
 from .. import _platform
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN, flock
-from .segment_kinds import PosixObjects, SegmentKind
+from .kinds import PosixObjects, SegmentKind
 
 __all__ = ["NamedMappings", "SimulatedNamedMappings"]
 

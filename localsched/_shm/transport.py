@@ -1,13 +1,15 @@
 """Zero-copy transport: large buffers travel through shared memory, not the pipe.
 
 The facade the scheduler uses (``transport=shm`` in ``localsched.core``:
-``load``, ``release``, ``SharedValue``, ``Inbox``) over three modules:
+``load``, ``release``, ``SharedValue``, ``Inbox``) over the package's
+rooms:
 
 - ``oob``: out-of-band pickling, and which unpickler makes a value or a
   handle;
-- ``segments``: the segment store (names, the owner lock, the reaper, the
-  free list, sweeps), over ``segment_kinds`` (files in ``/dev/shm`` on
-  Linux, POSIX shared-memory objects on macOS and the BSDs);
+- ``store``: the segment store (names, the owner lock, the reaper, the
+  free list, sweeps), kind-neutral, over ``kinds`` (files in ``/dev/shm``
+  on Linux, POSIX shared-memory objects on macOS and the BSDs) and
+  ``named_mappings`` (Windows); ``worker_side``: what a worker writes;
 - ``handles``: ``SharedValue``, mapping a segment without pinning a file
   descriptor, and the ``Inbox`` a computation's records arrive in.
 
@@ -33,11 +35,13 @@ threshold, object arrays (pickle sends their items in-band), plain
 ``bytes`` nested inside a result (a ``bytes`` result itself travels through
 shared memory and is copied out on arrival).  Everything takes the pipe
 when shared memory is switched off, or the platform has none that works
-(``localsched._platform``: Windows, no file locks, ``/dev/shm`` missing, read-only,
-too small or out of inodes), decided when a computation starts and at each
-job, before any file is made; a value that does not fit later takes the
-pipe alone.  One warning per process, the caller's (a worker's failure
-reaches it as a ``NOTE`` message).
+(``localsched._platform``: no file locks, ``/dev/shm`` missing, read-only,
+not sticky, too small or out of inodes; a macOS registry directory that is
+not the user's own; Windows' named mappings failing their self-test),
+decided when a computation starts and at each job, before any file is
+made; a value that does not fit later takes the pipe alone.  One warning
+per process, the caller's (a worker's failure reaches it as a ``NOTE``
+message).
 
 Knobs (environment variables, read when used; workers read theirs at
 start-up, so set them before the pool starts):
@@ -56,10 +60,9 @@ from __future__ import annotations
 
 from .handles import Inbox, SharedValue, load, release, release_records
 from .oob import dump_records, dumps_job, dumps_oob, loads_job, loads_records, share
-from .segments import (
+from .store import (
                        PREFIX,
                        SHM_DIR,
-                       WorkerSegments,
                        available,
                        current,
                        live_segments,
@@ -68,6 +71,7 @@ from .segments import (
                        sweep,
                        sweep_stale,
 )
+from .worker_side import WorkerSegments
 
 __all__ = ["SharedValue", "Inbox", "load", "release", "release_records", "dumps_oob",
            "dump_records", "dumps_job", "loads_job", "loads_records", "share", "available",

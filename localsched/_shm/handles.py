@@ -21,7 +21,7 @@ Mapping, two ways:
 Both map copy-on-write (``MAP_PRIVATE``): a task that writes into an input
 gets private copies of the pages it writes and never changes what other
 tasks see.  That is the files of Linux; the other kinds read through
-their ``read_private`` (``segment_kinds``): POSIX objects on macOS are
+their ``read_private`` (``kinds``): POSIX objects on macOS are
 copied once into private memory, Windows' named mappings are mapped
 copy-on-write by name.
 """
@@ -38,8 +38,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .._platform import descriptorless_mmap
-from . import segments
-from .segments import SegmentStore, kind
+from . import store as segments
+from .store import SegmentStore, kind
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
            "Inbox", "from_wire"]

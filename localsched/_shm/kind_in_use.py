@@ -1,4 +1,4 @@
-"""The kind of segment this process uses (``segment_kinds``,
+"""The kind of segment this process uses (``kinds``,
 ``named_mappings``), chosen once from what ``localsched._platform`` says the
 platform has; a forked child chooses afresh (the parent's kind object holds
 the parent's handles)."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 from .. import _platform
+from .kinds import DevShmFiles, PosixObjects, SegmentKind
 from .named_mappings import NamedMappings, SimulatedNamedMappings
-from .segment_kinds import DevShmFiles, PosixObjects, SegmentKind
 
 __all__ = ["kind"]
 

@@ -2,16 +2,20 @@
 they are written, reused, released and reaped.
 
 A segment is a file in ``/dev/shm`` on Linux, a POSIX shared-memory object
-on macOS and the BSDs (``segment_kinds``: what each kind can do, and why
-the second has no free list and keeps a journal of names).  What follows
-describes the files; the objects differ where ``segment_kinds`` says.
+on macOS and the BSDs, a named mapping on Windows (``kinds`` and
+``named_mappings``: what each kind can do, and why the objects have no
+free list and keep a journal of names).  The store holds its kind and asks
+only through the kind's calls: it names no directory and touches no file
+itself, so the rules every kind keeps beside other users (``kinds``: made
+exclusively, never followed, never waited on, used and removed only when
+ours, never renamed) hold for the store too.
 
 Names.  Every segment of an *owner* (a process that runs a process pool
 and so receives results in shared memory) starts with
 ``localsched-<pid>_<nonce>-``: the pid is a label for people and for the
 ResourceProfiler, never a liveness test; the random nonce makes the owner
 unique across PID namespaces sharing ``/dev/shm``.  A job's segments add
-``<pool>-<job>-``; segments waiting in the free list add ``free-``.
+``<pool>-<job>-``; a segment keeps its name for life (the free list too).
 
 Liveness: the owner lock.  Each owner creates ``localsched-<owner>.lock``
 before any segment and holds a shared ``flock`` on it for its lifetime; so
@@ -25,11 +29,12 @@ writes no segment for that owner, whose reaper may have run already --
 the job's values take the pipe.
 
 Reaping: a reaper process per owner.  The owner starts one small process
-(``segment_kinds``' reaper script, a few lines of Python, detached in its
+(``kinds``' reaper script, a few lines of Python, detached in its
 own session) that waits
 for an exclusive lock on the owner's lock file, i.e. until the owner and
 all its workers are gone however they went (SIGKILL included), then
-unlinks the owner's segments and lock file and exits.  Measured
+unlinks the owner's segments and lock file -- those that are this user's
+regular files -- and exits.  Measured
 (``benchmarks/bench_shm_lifetime.py``, 2 cores, load average 12-24, two
 runs): starting it costs the owner 3-14 ms once; it costs nothing per
 segment (no registration message: the name prefix says what to remove);
@@ -54,45 +59,54 @@ waits, each dispatch, the pool's listener after each message, an explicit
 included: it only appends.
 
 Where it runs.  ``usable_store`` asks the segment kind whether it works
-now (files: one ``statvfs`` of ``/dev/shm``, present, writable, inodes and
-room left; objects: the registry directory is writable) before this
-process creates its lock file or reaper, and ``None`` sends the caller to
-the pipes after one warning (``warn_once``; a worker's warning becomes a
-note its job hands to the caller).  A platform with no kind (Windows: see
-``localsched._platform``) always takes the pipes.
+now (files: one ``statvfs`` of ``/dev/shm``, present, writable, sticky,
+inodes and room left; objects: the registry directory is this user's
+private directory; named mappings: a self-test) before this process
+creates its lock file or reaper, and ``None`` sends the caller to the
+pipes after one warning (``warn_once``; in a worker, whose loop sets
+``notes_to``, a note its job hands to the caller).  A platform with no
+kind (no file locks: see ``localsched._platform``) always takes the pipes.
 
-The free list.  While a computation runs, a released segment is renamed
-``...free-<n>`` and kept (at most ``FREE_MAX``) instead of unlinked: a new
-8 MB segment costs about 1.5 ms of page allocation and as much to free.
-The store counts its free list in memory (never by listing the
-directory), lends a few free segments to each job it sends
-(``lend``), and the worker reports which it used (``DONE``).  A worker
-overwrites a lent segment only under an exclusive ``flock`` taken without
-waiting: worker-side mappings hold a shared lock for as long as they live,
-and this process never lends a segment it still maps (``mapped``).  When
-the last computation ends, the free list is unlinked.
+The free list.  While a computation runs, a released segment is kept (at
+most ``FREE_MAX``) instead of unlinked: a new 8 MB segment costs about
+1.5 ms of page allocation and as much to free.  It keeps its name, and the
+store holds a descriptor of it, opened while the name was surely still its
+own (a live handle's: nobody else can remove or replace it in a sticky
+directory) and checked; a job's input, whose name its worker removed once
+mapped, cannot be held again and goes.  The store counts its free list in
+memory (never by listing the directory), lends a few free segments to
+each job it sends (``lend``), and the worker reports which it used
+(``DONE``): it rewrites one in place, under its own name, opened by name
+and checked to be this user's; the store rewrites one for its own job's
+inputs through the descriptor it holds (``claim_lent``), never reopening
+the name.  Either overwrites only under an exclusive ``flock`` taken
+without waiting: worker-side mappings hold a shared lock for as long as
+they live, and this process never lends a segment it still maps
+(``mapped``).  When the last computation ends, the free list is unlinked.
+``bytes_held`` says what the store holds in no process's resident set
+(``localsched._shm.bytes_held``: diagnostics, the memory budget).
 """
 
 from __future__ import annotations
 
 import collections
+import errno
 import itertools
 import os
 import subprocess
 import sys
 import threading
 import warnings
+from typing import Any
 
 from .. import _platform
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
-from . import job as _job
 from .kind_in_use import kind
-from .segment_kinds import LOCK_SUFFIX
+from .kinds import LOCK_SUFFIX
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
-           "write_segment", "WorkerSegments", "sweep", "sweep_stale", "live_segments",
-           "unlink", "hold_owner_lock", "usable_store", "SHM_DIR", "PREFIX", "ALIGN",
-           "FREE_MAX", "kind", "let_go_of_last_job"]
+           "write_segment", "sweep", "sweep_stale", "live_segments", "unlink", "usable_store",
+           "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX", "kind"]
 
 PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
 DEFAULT_THRESHOLD = 64 * 1024
@@ -126,17 +140,22 @@ def settings() -> tuple[bool, int, int]:
     return enabled, threshold, reserve
 
 
+#: In a pool worker, where its warnings go instead (set by the worker loop:
+#: the job's notes, which it hands to the caller); None elsewhere.
+notes_to: list | None = None
+
+
 def warn_once(message: str) -> None:
     """One warning per process: a RuntimeWarning in the caller; in a pool
-    worker, a note its job hands to the caller (``job.notes``), who warns
+    worker, a note its job hands to the caller (``notes_to``), who warns
     once for all its workers (the user sees one line, not one per worker)."""
     global _warned
     with _warn_lock:
         if _warned:
             return
         _warned = True
-    if _job.worker_pid:
-        _job.notes.append(message)
+    if notes_to is not None:
+        notes_to.append(message)
     else:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
@@ -207,58 +226,53 @@ def _layout(buffers: list) -> tuple[int, tuple]:
     return offset, tuple(layout)
 
 
-def write_segment(name: str, buffers: list, reserve: int,
-                  reusable: list | None = None) -> tuple[int, tuple, str | None]:
-    """Write ``buffers`` into segment ``name``: ``(size, layout, reused)``,
-    ``reused`` the name of the free segment it took from ``reusable``
-    (``[(name, size)]``, taken out of that list) or None.  OSError (the
-    segment removed again) when it does not fit."""
+def write_segment(name: str, buffers: list, reserve: int, reusable: list | None = None,
+                  claim=None) -> tuple[str, int, tuple]:
+    """Write ``buffers`` into a new segment ``name``, or into a free one of
+    about the right size from ``reusable`` (``[(name, size)]``: the one
+    taken is removed from that list), which keeps its own name:
+    ``(name, size, layout)``.  ``claim(name, size)`` opens a free segment to
+    rewrite (default: the kind's ``open_to_rewrite``, by name, checked).
+    OSError (the segment removed again) when it does not fit, or the name
+    is taken."""
     segment_kind = kind()
     if segment_kind is None:
-        raise OSError(38, "this platform has no shared memory")
+        raise OSError(errno.ENOSYS, "this platform has no shared memory")
     size, layout = _layout(buffers)
-    reused: str | None = None
-    claimed = _claim(name, size, reusable) if reusable and segment_kind.reuse else None
+    claimed = None
+    if reusable and segment_kind.reuse:
+        claimed = _claim(size, reusable, claim or segment_kind.open_to_rewrite)
     if claimed is not None:
-        fd, reused = claimed
+        token, name = claimed
     else:
         free = free_bytes()
         if free is not None and free < size + reserve:
-            raise OSError(28, "not enough free space in " + SHM_DIR)
-        segment_kind.register(name)
-        fd = segment_kind.create(name, size)
+            raise OSError(errno.ENOSPC, "not enough free space for shared memory")
+        with segment_kind.registering(name):
+            token = segment_kind.create(name, size)
     try:
-        segment_kind.write(fd, size, layout, buffers)
+        segment_kind.write(token, size, layout, buffers)
     except BaseException:
-        segment_kind.done_writing(fd)
-        unlink(name)
+        segment_kind.done_writing(token)
+        if claimed is None:
+            unlink(name)
         raise
-    segment_kind.done_writing(fd)
-    return size, layout, reused
+    segment_kind.done_writing(token)
+    return name, size, layout
 
 
-def _claim(name: str, size: int, reusable: list) -> tuple[int, str] | None:
-    """Take a free segment of about ``size`` bytes from ``reusable`` as
-    ``name``: its descriptor, locked exclusively and truncated, and its old
-    name; or None."""
+def _claim(size: int, reusable: list, claim) -> tuple[Any, str] | None:
+    """A free segment of about ``size`` bytes from ``reusable``, opened to
+    be rewritten in place (locked exclusively: nobody maps it), and its
+    name; or None.  One that cannot be had stays where it is (unused, it
+    returns to the free list or goes with it)."""
     fits = sorted((s, n) for n, s in reusable if size <= s <= 2 * size + ALIGN)
     for free_size, free in fits:
         reusable.remove((free, free_size))
-        path = os.path.join(SHM_DIR, name)
         try:
-            os.rename(os.path.join(SHM_DIR, free), path)  # the claim: one claimer wins
-        except OSError:
+            return claim(free, size), free
+        except OSError:  # still mapped somewhere, or not ours any more
             continue
-        fd = os.open(path, os.O_RDWR)
-        try:
-            flock(fd, LOCK_EX | LOCK_NB)
-        except OSError:  # still mapped somewhere: its pages are not ours to write
-            os.close(fd)
-            unlink(name)
-            continue
-        if free_size != size:
-            os.ftruncate(fd, size)
-        return fd, free
     return None
 
 
@@ -271,41 +285,48 @@ class SegmentStore:
     def __init__(self) -> None:
         segment_kind = kind()
         if segment_kind is None:
-            raise OSError(38, "this platform has no shared memory")
+            raise OSError(errno.ENOSYS, "this platform has no shared memory")
         self.kind = segment_kind
         self.pid = os.getpid()
-        self.owner = segment_kind.owner_label(self.pid)
-        self.prefix = f"{segment_kind.prefix}{self.owner}-"
         # (appended to by finalizers, from any thread: ("r", name, size) a
         # handle went, ("m", name) a mapping was made, ("u", name) it went)
         self.events: collections.deque = collections.deque()
         self._lock = threading.Lock()  # drain's, never a finalizer's
         self.running = 0  # computations running (``Inbox``)
-        self.free: dict = {}  # name -> size: the free list
-        self.lent: set = set()  # free segments lent to jobs not yet ended
+        # The free list: name -> (size, a descriptor this process holds).
+        self.free: dict = {}
+        self.lent: dict = {}  # the same, lent to jobs not yet ended
         self.deferred: list = []  # released names to unlink when the loop waits
         self.owned: dict = {}  # name -> size of the live handles of this process
         self.mapped: dict = {}  # name -> live mappings of it in this process
         self._numbers = itertools.count()
-        self.lock_path: str | None = None
         self._lock_fd: int | None = None
         self.reaper: int | None = None
+        self.owner = segment_kind.owner_label(self.pid)
         if segment_kind.owner_lock:
             self._hold_lock_and_start_reaper()
+        self.prefix = f"{segment_kind.prefix}{self.owner}-"
 
     def _hold_lock_and_start_reaper(self) -> None:
-        self.lock_path = lock_path = os.path.join(
-            self.kind.directory, f"{self.kind.prefix}{self.owner}{LOCK_SUFFIX}")
-        self._lock_fd = os.open(lock_path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        # The name is random: taken, it was planted (a fresh one, twice).
+        for attempt in range(3):
+            try:
+                self._lock_fd = self.kind.create_lock(self.owner)
+                break
+            except FileExistsError:
+                if attempt == 2:
+                    raise
+                self.owner = self.kind.owner_label(self.pid)
+        assert self._lock_fd is not None
         try:
             flock(self._lock_fd, LOCK_SH)
         except OSError:
+            self.kind.remove_lock(self.owner, self._lock_fd)
             os.close(self._lock_fd)
-            _remove(lock_path)
             raise
-        self.reaper = self._start_reaper(lock_path)
+        self.reaper = self._start_reaper()
 
-    def _start_reaper(self, lock_path: str) -> int | None:
+    def _start_reaper(self) -> int | None:
         """Start the reaper, detached: a shell starts it in the background
         and exits at once, so it is no child of this process (nothing
         waits for it, and it outlives this process by design).  Its exit
@@ -313,19 +334,43 @@ class SegmentStore:
         later process cleans up)."""
         try:
             return subprocess.call(
-                ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3" &',
-                 sys.executable, self.kind.reaper_script(), lock_path, self.prefix],
+                ["/bin/sh", "-c", 'exec "$0" -I -S -c "$1" "$2" "$3" "$4" &',
+                 sys.executable, self.kind.reaper_script(), self.kind.directory,
+                 self.kind.lock_name(self.owner), f"{self.kind.prefix}{self.owner}-"],
                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
             return None
 
+    @property
+    def lock_path(self) -> str | None:
+        """Where this owner's lock file is (for people and tests), or None."""
+        if self._lock_fd is None:
+            return None
+        return os.path.join(self.kind.directory, self.kind.lock_name(self.owner))
+
     def job_prefix(self, pool_token: int, job_id: int) -> str:
         text = self.kind.number_text
         return f"{self.prefix}{text(pool_token)}-{text(job_id)}-"
 
+    def for_workers(self, pool_token: int, job_id: int) -> tuple[str, str | None]:
+        """What a job's worker needs to write segments for this owner: the
+        job's name prefix and where this owner's lock is (a worker's own
+        temporary directory may differ: ``tempfile.tempdir`` set here)."""
+        directory = self.kind.directory if self.kind.owner_lock else None
+        return self.job_prefix(pool_token, job_id), directory
+
     def number(self) -> int:
         return next(self._numbers)
+
+    def bytes_held(self) -> int:
+        """Bytes held here in no process's resident set (``bytes_held``):
+        handles this process does not map, and the free list.  Read from
+        any thread without the lock: each ``list()`` is one C call."""
+        mapped = self.mapped
+        held = sum([size for name, size in list(self.owned.items()) if name not in mapped])
+        spare = [entry[0] for entry in [*list(self.free.values()), *list(self.lent.values())]]
+        return held + sum(spare)
 
     # -- events in, decisions out -------------------------------------------
 
@@ -354,15 +399,16 @@ class SegmentStore:
                     self._retire(name, event[2])
 
     def _retire(self, name: str, size: int) -> None:
-        """(under _lock) A released segment: into the free list while a
-        computation runs, it has room and nothing here maps it; else
-        unlinked (later, while a computation runs)."""
+        """(under _lock) A released segment: into the free list, under its
+        own name and held by a descriptor, while a computation runs, it has
+        room and nothing here maps it; else unlinked (later, while a
+        computation runs).  (A job's input, whose name its worker removed
+        once mapped, cannot be held again: it goes.)"""
         if self.running:
-            if self.kind.reuse and len(self.free) < FREE_MAX and name not in self.mapped:
-                free = f"{self.prefix}free-{self.number()}"
+            if self.kind.reuse and len(self.free) < FREE_MAX and name not in self.mapped \
+                    and name not in self.free and name not in self.lent:
                 try:
-                    self.kind.rename(name, free)
-                    self.free[free] = size
+                    self.free[name] = (size, self.kind.hold(name))
                     return
                 except OSError:
                     pass
@@ -395,11 +441,11 @@ class SegmentStore:
             self.running -= 1
             free: list = []
             if not self.running:  # (lent ones too: a worker may still claim one, or not)
-                free = [*self.free, *self.lent]
+                free = [*self.free.items(), *self.lent.items()]
                 self.free = {}
-                self.lent = set()
-        for name in free:
-            unlink(name)
+                self.lent = {}
+        for name, (_, fd) in free:
+            _unlink_held(name, fd)
         self.unlink_deferred()
         if not self.running:
             self.kind.compact(self.owner)
@@ -412,24 +458,50 @@ class SegmentStore:
             return []
         with self._lock:
             names = list(self.free)[:LEND_MAX]
-            self.lent.update(names)
-            return [(n, self.free.pop(n)) for n in names]
+            for n in names:
+                self.lent[n] = self.free.pop(n)
+            return [(n, self.lent[n][0]) for n in names]
+
+    def claim_lent(self, name: str, size: int) -> int:
+        """(``write_segment``'s ``claim`` in this process) a free segment
+        lent to this process's own job, rewritten through the descriptor
+        the free list holds (a duplicate, locked exclusively): never
+        reopened by name."""
+        with self._lock:
+            held = self.lent[name][1]
+        fd = os.dup(held)
+        try:
+            flock(fd, LOCK_EX | LOCK_NB)  # (fails while anyone maps it)
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def give_back(self, lent: list, used=(), lost: bool = False) -> None:
         """A job ended: the segments it did not use return to the free list
-        (unlinked if its worker died, or no computation runs)."""
+        (unlinked if its worker died, or no computation runs); those it used
+        hold values now (their handles own them)."""
+        gone = []
         with self._lock:
-            self.lent.difference_update(n for n, _ in lent)
-            unused = [(n, s) for n, s in lent if n not in used]
             keep = self.running and not lost
-            for n, s in unused:
-                if keep and len(self.free) < FREE_MAX:
-                    self.free[n] = s
+            for n, _ in lent:
+                entry = self.lent.pop(n, None)
+                if entry is None:
+                    continue
+                if n in used:
+                    gone.append((None, entry[1]))
+                elif keep and len(self.free) < FREE_MAX:
+                    self.free[n] = entry
                 else:
-                    unlink(n)
+                    gone.append((n, entry[1]))
+        for n, fd in gone:
+            _unlink_held(n, fd)
 
     def take_free(self) -> list:
-        """Free segments this process may rewrite itself (a job's inputs)."""
+        """Free segments this process may rewrite itself (a job's inputs:
+        ``claim_lent``)."""
         return self.lend()
 
     # -- the end --------------------------------------------------------------
@@ -437,10 +509,13 @@ class SegmentStore:
     def close(self) -> None:
         """At exit: remove every segment of this owner, then the lock."""
         self.owned.clear()
+        for name, (_, fd) in [*self.free.items(), *self.lent.items()]:
+            _unlink_held(name, fd)
+        self.free, self.lent = {}, {}
         sweep(self.prefix)
         self.kind.forget(self.owner)
-        if self.lock_path is not None and self._lock_fd is not None:
-            _remove(self.lock_path)
+        if self._lock_fd is not None:
+            self.kind.remove_lock(self.owner, self._lock_fd)
             try:
                 os.close(self._lock_fd)
             except OSError:
@@ -448,13 +523,27 @@ class SegmentStore:
 
     def forget_in_child(self) -> None:
         """In a forked child: this store is the parent's (the lock stays
-        the parent's: closing a copy of its descriptor releases nothing)."""
-        if self._lock_fd is None:
-            return
-        try:
-            os.close(self._lock_fd)
-        except OSError:
-            pass
+        the parent's: closing a copy of its descriptor releases nothing,
+        and keeping it would keep the parent's lock after the parent)."""
+        for fd in [self._lock_fd, *(fd for _, fd in self.free.values()),
+                   *(fd for _, fd in self.lent.values())]:
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+
+
+def _unlink_held(name: str | None, fd: int) -> None:
+    """Unlink free segment ``name`` (if given, and this user's) and close
+    ``fd``, the free list's descriptor of it."""
+    try:
+        if name is not None:
+            segment_kind = kind()
+            if segment_kind is not None:
+                segment_kind.unlink(name)
+    finally:
+        os.close(fd)
 
 
 _store: SegmentStore | None = None
@@ -496,109 +585,16 @@ def _close_at_exit(s: SegmentStore) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _store, _store_lock, _owner_locks, _warn_lock
+    global _store, _store_lock, _warn_lock
     _warn_lock = threading.Lock()
     if _store is not None:
         _store.forget_in_child()
     _store = None
     _store_lock = threading.Lock()
-    _owner_locks = {}
-    _held_for_owner.clear()  # (the parent's)
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-# -- the worker's side -------------------------------------------------------------
-
-_owner_locks: dict = {}  # owner lock path -> descriptor (shared lock held)
-
-
-def _remove(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
-
-
-def hold_owner_lock(prefix: str) -> bool:
-    """In a worker: hold the lock of the owner named by job ``prefix`` for
-    the worker's life, so that the owner counts as alive while this
-    process may still write segments under its name.  False if the owner
-    is gone -- its lock file removed, by its reaper or at its exit, before
-    this worker held it: then nothing would remove what the job wrote, and
-    its values must take the pipe.  (The lock file can go while this worker
-    waits for the lock -- the reaper holds it exclusively as it removes
-    what the owner left -- so having it is not enough: the file must still
-    be the one the lock is on.)"""
-    segment_kind = kind()
-    if segment_kind is None or not segment_kind.owner_lock:
-        return True
-    owner = _owner_of(prefix)
-    try:
-        path = os.path.join(segment_kind.directory,
-                            f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}")
-    except OSError:
-        return False
-    if path in _owner_locks:
-        return True
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False  # the owner is gone: this worker is about to be
-    try:
-        flock(fd, LOCK_SH)
-        held, named = os.fstat(fd), os.stat(path)
-    except OSError:
-        os.close(fd)
-        return False
-    if (held.st_dev, held.st_ino) != (named.st_dev, named.st_ino):
-        os.close(fd)  # (removed while this worker waited; maybe made anew since)
-        return False
-    _owner_locks[path] = fd
-    return True
-
-
-class WorkerSegments:
-    """The segments one job writes in a worker: names under the job's
-    prefix, the free segments it was lent, and which of them it used."""
-
-    __slots__ = ("prefix", "lent", "used", "_numbers")
-
-    def __init__(self, prefix: str, lent: list):
-        self.prefix = prefix
-        self.lent = list(lent)
-        self.used: list = []
-        self._numbers = itertools.count()
-
-    def write(self, buffers: list, reserve: int) -> tuple[str, int, tuple]:
-        """A new segment holding ``buffers``: ``(name, size, layout)``."""
-        segment_kind = kind()
-        n = next(self._numbers)
-        name = f"{self.prefix}{segment_kind.number_text(n) if segment_kind else n}"
-        size, layout, reused = write_segment(name, buffers, reserve, self.lent)
-        if reused is not None:
-            self.used.append(reused)
-        if segment_kind is not None and segment_kind.writer_holds:
-            _held_for_owner.append(name)
-        return name, size, layout
-
-
-# Segments this worker wrote and holds until its owner holds them too
-# (``writer_holds`` kinds: Windows' named mappings).
-_held_for_owner: list = []
-
-
-def let_go_of_last_job() -> None:
-    """In a worker, as its next job arrives: the owner has adopted every
-    segment of the jobs before (see ``named_mappings``); let them go."""
-    if _held_for_owner:
-        names = _held_for_owner[:]
-        del _held_for_owner[:len(names)]
-        segment_kind = kind()
-        if segment_kind is not None:
-            segment_kind.let_go(names)
 
 
 # -- sweeps ------------------------------------------------------------------------
@@ -631,7 +627,10 @@ def _owner_of(name: str) -> str:
 
 def sweep_stale() -> int:
     """Unlink what owners that no longer run left (killed, their reaper
-    too); how many names.  An owner is judged by its lock, never its pid."""
+    too); how many names.  An owner is judged by its lock, never its pid;
+    a lock file that is not this user's regular file (another user's, a
+    FIFO, a link) is never opened to wait, never removed: its owner counts
+    as alive."""
     segment_kind = kind()
     if segment_kind is None:
         return 0
@@ -652,25 +651,26 @@ def sweep_stale() -> int:
     for owner, fd in verdict.items():
         if fd is not None:
             segment_kind.forget(owner)
-            _remove(os.path.join(segment_kind.directory,
-                                 f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}"))
+            segment_kind.remove_lock(owner, fd)
             os.close(fd)
     return n
 
 
 def _take_if_dead(owner: str) -> int | None:
     """The owner's lock, held exclusively, if the owner is dead (a
-    descriptor to close once its names are gone); None if it lives.  No
-    lock file at all: it was never made, or its reaper removed it after
-    its segments (a descriptor of /dev/null stands in)."""
+    descriptor to close once its names are gone); None if it lives, or its
+    lock file is not one of this user's.  No lock file at all: it was never
+    made, or its reaper removed it after its segments (a descriptor of
+    /dev/null stands in)."""
     segment_kind = kind()
     assert segment_kind is not None
-    path = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}{LOCK_SUFFIX}")
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = segment_kind.open_lock(owner)
     except FileNotFoundError:
-        return os.open(os.devnull, os.O_RDONLY)
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
+        return None
+    if fd is None:
         return None
     try:
         flock(fd, LOCK_EX | LOCK_NB)

@@ -38,9 +38,10 @@ from typing import Any
 
 import cloudpickle
 
-from . import segments
+from . import store as segments
 from .handles import SharedValue, from_wire, map_locked
-from .segments import SegmentStore, WorkerSegments, settings, warn_once
+from .store import SegmentStore, settings, warn_once
+from .worker_side import WorkerSegments
 
 __all__ = ["dumps_oob", "share", "dump_records", "dumps_job", "loads_job", "loads_records"]
 
@@ -256,24 +257,27 @@ def dumps_job(obj: Any, prefix: str | None, dumps: Callable,
               store: SegmentStore | None = None) -> tuple[bytes, SharedValue | None]:
     """A RUN message's body: ``obj`` pickled, its large buffers (inputs
     shipped to the worker) in a segment ``prefix + "in"`` owned by
-    ``store``; ``(body, handle or None)``.  Release the handle when the job
-    ends (the worker unlinks the name once it has mapped it: ``loads_job``)."""
+    ``store`` (or a free segment of ``store``'s, rewritten in place);
+    ``(body, handle or None)``.  Release the handle when the job ends (the
+    worker unlinks the name once it has mapped it: ``loads_job``; the
+    store then never uses that name again, whoever takes it)."""
     if prefix is None or store is None:
         return dumps(obj), None
     threshold, reserve = settings()[1:]
     meta, buffers = dumps_oob(obj, threshold, arrays=False)
     if not buffers:
         return meta, None
-    name = prefix + "in"
-    reusable = store.take_free()
+    offered = store.take_free()
+    reusable = list(offered)
     try:
-        size, layout, reused = segments.write_segment(name, buffers, reserve, reusable)
+        name, size, layout = segments.write_segment(prefix + "in", buffers, reserve, reusable,
+                                                    store.claim_lent)
     except OSError as exc:
-        store.give_back(reusable)
+        store.give_back(offered)
         warn_once(f"shared memory is full or unavailable ({exc.strerror or exc}); "
                   f"some data goes through pipes")
         return dumps(obj), None
-    store.give_back(reusable)
+    store.give_back(offered, used=(name,))
     handle = SharedValue(name, size, b"", layout, store)
     head = pickle.dumps((name, size, layout), protocol=5)
     return b"S" + _JOB_HEAD.pack(len(head)) + head + meta, handle
