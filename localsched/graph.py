@@ -8,7 +8,9 @@ A value is
   keys, literals, nested tasks, and lists/tuples/dicts containing them;
 * an **alias**: a value that is itself a key of the graph;
 * a dask ``GraphNode`` (``dask._task_spec.Task``, ``Alias``, ``DataNode``...),
-  when dask is installed -- they carry their own dependencies;
+  when dask is installed -- they carry their own dependencies; a task dask
+  fused from several (``_execute_subgraph``) runs with its inner order
+  found here, once (``localsched.fused``);
 * anything else is **data**, used as it is.
 
 ``compile_graph`` turns a graph into integer-indexed dependency lists plus one
@@ -32,6 +34,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
+
+from .fused import datanode_type, fuse, subgraph_function
 
 __all__ = [
     "compile_graph",
@@ -164,6 +168,8 @@ class CompiledGraph:
 
 _POS_0 = (0,)
 _POS_01 = (0, 1)
+# Argument types that are a key or a literal, never a structure to walk.
+_SCALARS = frozenset({str, bytes, int, float, bool, type(None)})
 
 
 def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
@@ -176,61 +182,58 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
     keys, index = _keys_and_index(dsk, known)
     node_type = _graph_node_type()
     taskref = _taskref_type()
+    subgraph = subgraph_function()
     deps: list = [()] * len(keys)
     specs: list = [None] * len(keys)
     is_data = [False] * len(keys)
     get = index.get
-    items: Iterable[tuple[Any, Any]]
+    items: Iterable[tuple[int, Any]]
     if known:
         for k, v in known.items():
             i = index[k]
             specs[i] = (DATA, v)
             is_data[i] = True
-        items = ((k, v) for k, v in dsk.items() if k not in known)
+        items = ((index[k], v) for k, v in dsk.items() if k not in known)
     else:
-        items = dsk.items()
+        items = enumerate(dsk.values())  # (keys is list(dsk): i is the index)
     # This loop runs once per task: the common shapes are handled inline.
-    for key, value in items:
-        i = index[key]
+    # A task's argument that is found in the index is a key (as in
+    # ``_compile_task``); a list, or a tuple that is not a key, takes the
+    # general path.
+    for i, value in items:
         tv = type(value)
         if tv is tuple and value and callable(value[0]):
             n = len(value)
             if n == 3:  # (func, x, y): the commonest task shape
-                a, b = value[1], value[2]
-                ta, tb = type(a), type(b)
-                if (ta is str or ta is tuple and a and not callable(a[0])) and (
-                    tb is str or tb is tuple and b and not callable(b[0])
-                ):
-                    try:
-                        ja, jb = get(a), get(b)
-                    except TypeError:
-                        ja = jb = -1  # an unhashable literal tuple: general path
-                    if ja is not None and jb is not None and ja != -1:
+                try:
+                    ja, jb = get(value[1]), get(value[2])
+                except TypeError:
+                    ja = None  # an unhashable literal: general path
+                else:
+                    if ja is not None and jb is not None:
                         deps[i] = (ja, jb) if ja != jb else (ja,)
                         specs[i] = (CALL, value[0], value[1:], _POS_01)
                         continue
             elif n == 2:  # (func, x)
                 a = value[1]
-                ta = type(a)
-                if ta is str or ta is tuple and a and not callable(a[0]):
-                    try:
-                        ja = get(a)
-                    except TypeError:
-                        ja = -1
-                    if ja is not None and ja != -1:
+                try:
+                    ja = get(a)
+                except TypeError:
+                    ja = None
+                    ta = list  # (the general path)
+                else:
+                    if ja is not None:
                         deps[i] = (ja,)
                         specs[i] = (CALL, value[0], value[1:], _POS_0)
                         continue
-                elif ta is int or ta is float:  # a number: a key, or a literal
-                    ja = get(a)
-                    if ja is None:
-                        specs[i] = (CALL, value[0], value[1:], ())
-                    else:
-                        deps[i] = (ja,)
-                        specs[i] = (CALL, value[0], value[1:], _POS_0)
+                    ta = type(a)
+                if ta in _SCALARS:  # not a key: a literal
+                    specs[i] = (CALL, value[0], value[1:], ())
                     continue
-            specs[i], deps[i] = _compile_task(value, index, key, taskref)
-        elif node_type is not None and isinstance(value, node_type):
+            specs[i], deps[i] = _compile_task(value, index, keys[i], taskref)
+            continue
+        key = keys[i]
+        if node_type is not None and isinstance(value, node_type):
             # A set: sorted, so the order (which walks dependencies as
             # listed) does not change with the hash of random key tokens.
             dep_keys = tuple(sorted(value.dependencies, key=str))
@@ -239,6 +242,8 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
             except KeyError:
                 missing = next(k for k in dep_keys if k not in index)
                 raise MissingDependencyError(missing, key) from None
+            if getattr(value, "func", None) is subgraph and subgraph is not None:
+                value = fuse(value, taskref, datanode_type())  # (its inner order found once)
             specs[i] = (NODE, value, dep_keys)
         elif tv is taskref and taskref is not None:
             if value.key not in index:
@@ -267,7 +272,7 @@ def _keys_and_index(dsk: Mapping, known: Mapping | None) -> tuple[list, dict]:
     keys = list(dsk)
     if known:
         keys += [k for k in known if k not in dsk]
-    index = {k: i for i, k in enumerate(keys)}
+    index = dict(zip(keys, range(len(keys)), strict=True))
     if len(index) != len(keys):  # only a strange Mapping can do this
         raise ValueError("graph has duplicate keys")
     return keys, index

@@ -28,6 +28,15 @@ a stack, ``ready``: those a finished task made ready go on top, sorted so
 the lowest priority is taken first.  The branch just advanced is continued
 before older ready work (dask's rule).
 
+Preparation (``RunState(...)``: compile, order, initial state) runs with
+the garbage collector paused: it makes several containers per task and
+frees none, so the collector's passes over them (for a large graph, ~20
+intermediate ones and a full one) would find nothing.  It is switched back
+on in a ``finally`` if it was on, so an error or Ctrl-C leaves it as the
+caller had it; tasks always run with the collector as the caller set it.
+Gets preparing in several threads at once: one may re-enable it while
+another still prepares (that one merely collects); none leaves it off.
+
 Nothing here points back at whoever drives it: a ``RunState`` holds the
 graph, the cache and plain containers, so dropping the computation's last
 reference frees its results at once, without the cyclic collector.
@@ -45,7 +54,10 @@ reference frees its results at once, without the cyclic collector.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable, Mapping
+from itertools import compress
+from operator import not_ as _not
 from typing import Any
 
 from .graph import DATA, compile_graph, flatten_keys
@@ -91,6 +103,21 @@ class RunState:
         for k in flat:
             if k not in dsk and not (known and k in known):
                 raise KeyError(f"key {k!r} is not in the graph")
+        # The collector is paused while the graph is prepared (see the
+        # module docstring); as the caller left it on every exit path.
+        collecting = gc.isenabled()
+        try:
+            gc.disable()
+            self._prepare(dsk, known, flat)
+        finally:
+            if collecting:
+                gc.enable()
+        self.remaining = self.ntasks
+        self.in_flight: dict = {}  # batch id -> task indices (pool loops)
+        self.current: int | None = None  # the task running inline (sync)
+
+    def _prepare(self, dsk: Mapping, known: dict | None, flat: list) -> None:
+        """Compile, cull and order the graph; the tasks' initial states."""
         g = compile_graph(dsk, known)
         self.keys = g.keys
         self.index = g.index
@@ -106,48 +133,40 @@ class RunState:
         self.finished: set = set()  # keys of finished tasks
         self.released: set = set()  # keys whose results left the cache
         self._initial_state(g.is_data, [g.index[k] for k in flat])
-        self.remaining = self.ntasks
-        self.in_flight: dict = {}  # batch id -> task indices (pool loops)
-        self.current: int | None = None  # the task running inline (sync)
 
     def _initial_state(self, is_data, outputs: list) -> None:
+        # (Built with C-level loops, map and compress, where they can be:
+        # this runs once per computation, over every task.)
         keys, deps, specs, run_order = self.keys, self.deps, self.specs, self.order
+        dependents = self.dependents
         n = len(keys)
         self.priority = priority = [0] * n
+        self.in_run = in_run = bytearray(n)  # runs, or is data it uses
         for p, i in enumerate(run_order):
             priority[i] = p
+            in_run[i] = 1
         self.is_output = is_output = bytearray(n)
         for i in outputs:
             is_output[i] = 1
         self.status = status = bytearray(n)  # all WAITING
-        # refs[i]: the dependents of i that will run.  Data they need goes
-        # into the cache up front, as does requested data.
-        self.refs = refs = [0] * n
-        self.in_run = in_run = bytearray(n)  # runs, or is data it uses
-        self.waiting = waiting = [0] * n
+        # refs[i]: the dependents of i that will run (the order's consumers).
+        self.refs = list(map(len, dependents))
+        # waiting[i]: the inputs of i that are tasks.  Data the tasks use
+        # goes into the cache up front, as does requested data.
+        self.waiting = waiting = list(map(len, deps))
         cache = self.cache
-        ready = []
-        for i in run_order:  # (deps come before their dependents here)
-            in_run[i] = 1
-            w = 0
-            for d in deps[i]:
-                refs[d] += 1
-                if is_data[d]:
-                    if not in_run[d]:
-                        in_run[d] = 1
-                        status[d] = DONE
-                        cache[keys[d]] = specs[d][1]
-                else:
-                    w += 1
-            waiting[i] = w
-            if not w:
-                status[i] = READY
-                ready.append(i)
-        for i in outputs:
-            if is_data[i]:
-                in_run[i] = 1
-                status[i] = DONE
-                cache[keys[i]] = specs[i][1]
+        for d in compress(range(n), is_data):
+            users = dependents[d]
+            if users or is_output[d]:
+                in_run[d] = 1
+                status[d] = DONE
+                cache[keys[d]] = specs[d][1]
+                for i in users:
+                    waiting[i] -= 1
+        # The ready stack: the tasks waiting for nothing, the first to run on top.
+        ready = list(compress(run_order, map(_not, map(waiting.__getitem__, run_order))))
+        for i in ready:
+            status[i] = READY
         ready.reverse()
         self.ready: list = ready  # next on top
 

@@ -33,6 +33,7 @@ localsched.graph.CycleError: cycle in graph: 0 -> 1 -> 0
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress
 
 from .graph import CycleError
 
@@ -54,25 +55,42 @@ def order_and_consumers(deps: list[tuple[int, ...]], is_data: Sequence[bool], ou
                         keys: list | None = None) -> tuple[list[int], list[list[int]]]:
     """``order(...)`` and, for each index, the tasks in it that consume it
     (the schedulers need both; the walk builds both)."""
+    out, consumers, need, resort, shared = _post_order(deps, is_data, outputs, keys)
+    if not (resort or shared):
+        return out, consumers  # a forest: the walk already is the order
+    return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out)), consumers
+
+
+def _post_order(deps: list[tuple[int, ...]], is_data: Sequence[bool], outputs: list[int],
+                keys: list | None) -> tuple[list[int], list[list[int]], list[int], bool, bool]:
+    """Pass 1: depth-first post-order from the outputs, children as listed.
+
+    It culls, finds cycles (an edge back to a task still on the walk),
+    computes each task's Sethi-Ullman need when its children are done, and
+    who consumes each result among the tasks that run.  Returns the order,
+    the consumers, the needs, whether some task lists a less hungry
+    dependency first (``resort``) and whether some result has several
+    consumers (``shared``).
+
+    Children are pushed in reverse, so the first-listed is walked first
+    (for trees and dask.array graphs this holds fewer results than the
+    other way round).  Except when every child is a leaf (no inputs of its
+    own): then the order cannot change memory, and the last-listed goes
+    first, as in dask's order -- users (and dask's own tests) see a task's
+    independent inputs computed last-to-first.
+    """
     n = len(deps)
-    # Pass 1: depth-first post-order from the outputs, children as listed.
-    # It culls, finds cycles (an edge back to a task still on the walk), and
-    # computes each task's Sethi-Ullman need when its children are done.
-    # state: 0 unseen, 1 on the walk, 2 emitted.
-    state = bytearray(n)
+    state = bytearray(n)  # 0 unseen, 1 on the walk, 2 emitted
     need = [0] * n
-    for i in range(n):
-        if is_data[i]:
-            state[i] = 2  # need 0: in memory before the run starts
-    # Children are pushed in reverse, so the first-listed is walked first
-    # (for trees and dask.array graphs this holds fewer results than the
-    # other way round).  Except when every child is a leaf (no inputs of its
-    # own): then the order cannot change memory, and the last-listed goes
-    # first, as in dask's order -- users (and dask's own tests) see a task's
-    # independent inputs computed last-to-first.
+    for i in compress(range(n), is_data):
+        state[i] = 2  # need 0: in memory before the run starts
     out: list = []
     append = out.append
-    resort = False  # does any task list a less hungry dependency first?
+    consumers: list = [[] for _ in range(n)]
+    resort = shared = False
+    # (This loop runs once per task: one and two dependencies are spelled
+    # out; a task none of whose dependencies is left to walk is emitted at
+    # once, without a second visit.)
     for root in outputs:
         if state[root]:
             continue
@@ -81,44 +99,76 @@ def order_and_consumers(deps: list[tuple[int, ...]], is_data: Sequence[bool], ou
             v = walk[-1]
             s = state[v]
             if s == 0:
-                state[v] = 1
                 ds = deps[v]
-                if len(ds) > 1 and not _all_leaves(ds, deps):
-                    ds = ds[::-1]
-                for d in ds:
-                    sd = state[d]
-                    if sd == 0:
-                        walk.append(d)
-                    elif sd == 1:
-                        raise CycleError(_cycle_names(find_cycle(deps, d, v), keys))
-            else:
-                walk.pop()
-                if s == 1:
-                    state[v] = 2
-                    append(v)
-                    ds = deps[v]
-                    if not ds:
-                        need[v] = 1
-                    elif len(ds) == 1:
-                        need[v] = need[ds[0]] or 1
+                if ds:
+                    state[v] = 1
+                    top = len(walk)
+                    if len(ds) == 1:
+                        d = ds[0]
+                        sd = state[d]
+                        if sd == 0:
+                            walk.append(d)
+                        elif sd == 1:
+                            raise _cycle(deps, d, v, keys)
                     else:
-                        needs = [need[d] for d in ds]
-                        ns = sorted(needs, reverse=True)
-                        if ns != needs:
-                            resort = True
-                        need[v] = max([x + j for j, x in enumerate(ns)])
-    # Who consumes each result, among the tasks that run.
-    consumers: list = [[] for _ in range(n)]
-    shared = False
-    for v in out:
-        for d in deps[v]:
-            c = consumers[d]
-            c.append(v)
-            if len(c) == 2:
-                shared = True
-    if not (resort or shared):
-        return out, consumers  # a forest: the walk already is the order
-    return _release_walk(deps, consumers, is_data, outputs, need, resort, len(out)), consumers
+                        if len(ds) == 2:
+                            if deps[ds[0]] or deps[ds[1]]:
+                                ds = ds[::-1]
+                        elif not _all_leaves(ds, deps):
+                            ds = ds[::-1]
+                        for d in ds:
+                            sd = state[d]
+                            if sd == 0:
+                                walk.append(d)
+                            elif sd == 1:
+                                raise _cycle(deps, d, v, keys)
+                    if len(walk) != top:
+                        continue  # emitted when its dependencies are
+                    ds = deps[v]
+            elif s == 2:
+                walk.pop()  # (pushed twice, emitted already)
+                continue
+            else:
+                ds = deps[v]
+            # Emit v: its dependencies are all done.
+            walk.pop()
+            state[v] = 2
+            append(v)
+            if not ds:
+                need[v] = 1
+                continue
+            if len(ds) == 1:
+                need[v] = need[ds[0]] or 1
+            elif len(ds) == 2:
+                a, b = need[ds[0]], need[ds[1]]
+                if a < b:
+                    resort = True
+                    need[v] = b
+                else:
+                    need[v] = a + 1 if a == b else a
+            else:
+                need[v], unsorted = _need_of(ds, need)
+                resort = resort or unsorted
+            for d in ds:
+                c = consumers[d]
+                if c:
+                    shared = True
+                c.append(v)
+    return out, consumers, need, resort, shared
+
+
+def _need_of(ds: Sequence[int], need: list[int]) -> tuple[int, bool]:
+    """The Sethi-Ullman need of a task with dependencies ``ds`` (hungriest
+    first: each one's need plus the results already held), and whether
+    ``ds`` does not list them hungriest first."""
+    needs = [need[d] for d in ds]
+    ns = sorted(needs, reverse=True)
+    return max([x + j for j, x in enumerate(ns)]), ns != needs
+
+
+def _cycle(deps: list[tuple[int, ...]], d: int, v: int, keys: list | None) -> CycleError:
+    """The error for the edge ``v -> d`` that closes a cycle."""
+    return CycleError(_cycle_names(find_cycle(deps, d, v), keys))
 
 
 def _release_walk(deps: list[tuple[int, ...]], consumers: list[list[int]],
