@@ -236,15 +236,15 @@ def get(
                                             use=1))
         try:
             return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally,
-                        chunksize, cache, pool)
+                        chunksize, cache, pool, memory_limit)
         finally:
             _done_with(key)
     return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, chunksize,
-                cache, pool)
+                cache, pool, memory_limit)
 
 
 def _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, chunksize, cache,
-         pool):
+         pool, memory_limit):
     return get_async(
         runner.submit,
         num_workers,
