@@ -45,8 +45,11 @@ def _cores(load: dict | None) -> dict:
     out: dict = {"others_cores": None, "own_cores": None, "cores": os.cpu_count(),
                  "loadavg": _loadavg()}
     load = _dict(load)
-    seconds, machine, own = (load.get(k) for k in ("seconds", "machine_cpu", "own_cpu"))
-    if all(isinstance(v, (int, float)) for v in (seconds, machine, own)) and seconds > 0:
+    numbers = [load.get(k) for k in ("seconds", "machine_cpu", "own_cpu")]
+    if not all(isinstance(v, (int, float)) for v in numbers):
+        return out
+    seconds, machine, own = (float(v) for v in numbers)  # type: ignore[arg-type]
+    if seconds > 0:
         out["own_cores"] = round(own / seconds, 3)
         out["others_cores"] = round(max(machine - own, 0.0) / seconds, 3)
     return out
