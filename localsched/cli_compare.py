@@ -4,8 +4,9 @@ Reads two saved runs (``--json``, ``RunData.save_json``, a report page),
 prints the per-group table of ``RunData.compare`` and exits 1 when a group
 regressed -- its task seconds grew by more than ``--threshold`` (a share,
 default 0.10) and by more than ``--min-seconds`` (default 0.05) -- so it can
-gate a CI job; 0 otherwise, 2 when a file cannot be read.  ``cli`` only
-wires it in.
+gate a CI job; 0 otherwise, 2 when a file cannot be read.  Names and
+messages are printed through ``termsafe`` (shown, never obeyed).  ``cli``
+only wires it in.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+from .termsafe import terminal_text
 
 __all__ = ["add_compare_parser", "run_compare"]
 
@@ -64,10 +67,11 @@ def run_compare(args) -> int:
         try:
             runs.append(RunData.load_json(path))
         except OSError as exc:
-            print(f"localsched: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"localsched: cannot read {terminal_text(path)}: "
+                  f"{terminal_text(exc.strerror or exc)}", file=sys.stderr)
             return 2
         except ValueError as exc:
-            print(f"localsched: {exc}", file=sys.stderr)
+            print(f"localsched: {terminal_text(exc)}", file=sys.stderr)
             return 2
     result = runs[0].compare(runs[1], rel=args.threshold, min_seconds=args.min_seconds)
     names = (os.path.basename(args.before), os.path.basename(args.after))

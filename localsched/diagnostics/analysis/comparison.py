@@ -28,6 +28,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import NamedTuple
 
+from ...termsafe import terminal_text
 from ..naming import format_seconds, shorten
 from ..summary import summarize
 from .groups import group_stats
@@ -71,7 +72,9 @@ class Comparison(NamedTuple):
     wall_after: float | None
 
     def table(self, names: tuple = ("before", "after")) -> str:
-        """The comparison as a plain-text table (what the command prints)."""
+        """The comparison as a plain-text table (what the command prints;
+        names escaped for a terminal: ``termsafe``)."""
+        names = tuple(terminal_text(n) for n in names)
         rows = [("group", f"tasks {names[0]}", f"tasks {names[1]}", names[0], names[1],
                  "change", "")]
         flagged = {r.group for r in self.regressions}
@@ -80,7 +83,8 @@ class Comparison(NamedTuple):
                          format_seconds(self.wall_after), _change(self.wall_before,
                                                                  self.wall_after), ""))
         for r in self.groups:
-            rows.append((shorten(str(r.group), 40), str(r.before_tasks), str(r.after_tasks),
+            rows.append((shorten(terminal_text(r.group), 40), str(r.before_tasks),
+                         str(r.after_tasks),
                          format_seconds(r.before), format_seconds(r.after),
                          _change(r.before, r.after),
                          "REGRESSION" if r.group in flagged else ""))
@@ -89,7 +93,8 @@ class Comparison(NamedTuple):
                            for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in rows]
         verdict = (f"{len(self.regressions)} regression(s): "
-                   + ", ".join(r.group for r in self.regressions) if self.regressions
+                   + ", ".join(terminal_text(r.group) for r in self.regressions)
+                   if self.regressions
                    else "no regression")
         lines.append(f"{verdict} (threshold: +{self.rel:.0%} and "
                      f"+{format_seconds(self.min_seconds)})")
