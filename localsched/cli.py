@@ -322,7 +322,8 @@ def _run_profiled(args, workload) -> int:
     else:
         _written(args, _elapsed_line(report.data, elapsed))
     if dash is not None:
-        _serve_until_interrupted(args, dash)
+        written = os.path.abspath(args.output) if writing.error is None else None
+        _serve_until_interrupted(args, dash, written)
     return status
 
 
@@ -369,8 +370,9 @@ def _start_dashboard(args):
     return dash
 
 
-def _serve_until_interrupted(args, dash) -> None:
-    """``--wait``: the page stays up until Ctrl-C; then (always) it closes."""
+def _serve_until_interrupted(args, dash, report: str | None) -> None:
+    """``--wait``: the page stays up until Ctrl-C; then (always) it closes,
+    an open page's last update naming the report written (``report``)."""
     import threading
 
     try:
@@ -383,7 +385,8 @@ def _serve_until_interrupted(args, dash) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        dash.close()
+        where = f"; its report: {report}" if report else ""
+        dash.close(ended=f"the script ended: this page no longer updates{where}")
 
 
 def _written(args, what: str) -> None:
