@@ -155,3 +155,22 @@ def test_profile_dashboard_ends_its_page_with_the_report_path(tmp_path):
     args = cli.build_parser().parse_args(["profile", "job.py"])
     cli._serve_until_interrupted(args, dash, str(tmp_path / "report.html"))
     assert "no longer updates" in dash.ended and str(tmp_path / "report.html") in dash.ended
+
+
+def test_the_rate_counts_from_the_run_start_not_from_the_first_look():
+    """A page's first look at a run that already finished 44 tasks in its
+    first second (one long batch) reads 44 tasks/s, not 0.0 for another second."""
+    from localsched.diagnostics.live.feed import Feed
+    from localsched.diagnostics.live.recorder import Recorder, RunLog
+
+    recorder = Recorder()
+    log = RunLog([("t", i) for i in range(201)])
+    log.started = 1000.0
+    recorder.runs.append(log)
+    now = [1001.0]
+    feed = Feed(recorder, clock=lambda: now[0])
+    log.ends = [(("t", i), 1000.0, 1000.9, i % 2) for i in range(44)]
+    p = feed.progress()
+    assert (p["status"], p["done"], p["rate"]) == ("running", 44, 44.0)
+    now[0] = 1001.5  # (no batch ended since: the rate goes on, lower)
+    assert 0 < feed.progress()["rate"] < 44.0
