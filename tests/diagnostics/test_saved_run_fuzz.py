@@ -16,7 +16,17 @@ import tracemalloc
 import pytest
 
 from localsched.diagnostics.analysis.comparison import split_side_by_side
-from localsched.diagnostics.records import CacheData, GraphData, TaskData
+from localsched.diagnostics.records import (
+    ActivityData,
+    CacheData,
+    FailedTaskData,
+    GraphData,
+    InterruptedTaskData,
+    ResourceData,
+    SampleData,
+    TaskData,
+    TransferData,
+)
 from localsched.diagnostics.report import RunData, RunFileError
 
 T0 = 1.7e9
@@ -30,8 +40,17 @@ def base_run() -> RunData:
     cache = [CacheData(k, None, 1e6, T0 + i + 1.0, T0 + 7.0) for i, k in enumerate(keys)]
     graph = GraphData(keys, [(), (), (), (), (0, 1, 2, 3), (4,)], [0, 1, 2, 3, 4, 5],
                       T0, T0 + 7.0, 2, T0 - 0.5)
+    stack = (("job.py", 3, "main"), ("job.py", 9, "load"))
     return RunData(tasks=tasks, cache=cache, cache_metric="bytes", graphs=[graph],
                    walls=[(T0, T0 + 7.0)],
+                   failed=[FailedTaskData("bad", "(f, 1)", T0, T0 + 1, 0, "ValueError", "no")],
+                   interrupted=[InterruptedTaskData("cut", None, T0, T0 + 2, 1)],
+                   transfers=[TransferData("b", 0, T0 + 4, T0 + 4.1, T0 + 5, T0 + 5.1)],
+                   resources=[ResourceData(T0 + i, 100.0 + i, 50.0) for i in range(3)],
+                   metrics={(("span",), "a", "thread-cpu", "seconds"): 1.5,
+                            (("span",), "a", "thread-noncpu", "seconds"): 0.5},
+                   activities=[ActivityData(("a", 1), "I/O", T0 + 1, T0 + 1.2, 1)],
+                   samples=[SampleData(T0 + i / 10, 0, "a", stack, 0.01) for i in range(3)],
                    meta={"title": "base", "started": T0 - 1, "finished": T0 + 8,
                          "scheduler": "threads", "sample_interval": 0.01,
                          "gil_waits": {"a": [3, 1, 0.002]},
@@ -253,8 +272,6 @@ def many_graphs_and_transfers(n: int) -> dict:
     """``n`` computations and ``n`` transfers: each computation once summed
     every transfer (n * n)."""
     run = base_run()
-    from localsched.diagnostics.records import TransferData
-
     run.graphs = [GraphData(["x"], [()], [0], T0 + i, T0 + i + 0.5, 1) for i in range(n)]
     run.tasks = [TaskData("x", None, T0 + i, T0 + i + 0.1, 0) for i in range(n)]
     run.transfers = [TransferData("x", 0, T0 + i, T0 + i + 0.01, T0 + i + 0.02,
