@@ -285,10 +285,17 @@ def _end_pages(server, finals: dict, end: dict, note: str) -> None:
     written: list = []
     if getattr(server, "_thread", None) is threading.current_thread():
         finals = {}  # (closed from a page's own callback: no waiting on itself)
+
+    def queue_all() -> None:
+        for final in list(finals.values()):
+            try:
+                written.append(final())
+            except Exception:  # noqa: BLE001 -- (a page going away meanwhile)
+                pass
+
     try:
-        server.call(lambda: written.extend(f() for f in list(finals.values())),
-                    timeout=END_TIMEOUT)
-    except Exception:  # noqa: BLE001 -- (stopped already, or a page's update failed)
+        server.call(queue_all, timeout=END_TIMEOUT)
+    except Exception:  # noqa: BLE001 -- (the server stopped already)
         pass
     deadline = time.monotonic() + END_TIMEOUT
     for event in written:

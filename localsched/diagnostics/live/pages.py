@@ -282,8 +282,8 @@ def _schedule(doc, components: list, feed: Feed, soon, finals: dict | None = Non
         finally:
             cadence.spent(kind, time.thread_time() - cpu)
 
-    def full_update(now: float) -> None:
-        feed.update()
+    def full_update(now: float, force: bool = False) -> None:
+        feed.update(force=force)
         shown[0] = feed.settled()
         for i, c in enumerate(components):
             if now >= due[i] or c.fast:
@@ -299,7 +299,9 @@ def _schedule(doc, components: list, feed: Feed, soon, finals: dict | None = Non
 
         written = threading.Event()
         timer.stop()
-        doc.add_next_tick_callback(lambda: update(FULL, full_update, time.monotonic()))
+        # (forced: whatever another page took in a moment ago, every task is in)
+        doc.add_next_tick_callback(lambda: update(FULL, partial(full_update, force=True),
+                                                  time.monotonic()))
         # (bokeh runs a document's callbacks one at a time, each after the
         # writes of the one before: this one runs once the update is sent)
         doc.add_next_tick_callback(written.set)
