@@ -150,6 +150,13 @@ def test_an_output_that_is_the_script_is_refused_before_it_runs(tmp_path, option
         assert not (tmp_path / "ran.txt").exists()
 
 
+def test_a_trailing_output_that_is_the_script_is_refused_too(tmp_path):
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
+    proc = run_cli("profile", "job.py", "--json", "job.py", cwd=tmp_path)
+    assert proc.returncode not in (0, 3) and "would overwrite" in err_lines(proc)[0]
+    assert (tmp_path / "job.py").read_text(encoding="utf-8") == MARKER_SCRIPT
+
+
 def test_two_outputs_on_one_file_are_refused(tmp_path):
     (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
     proc = run_cli("profile", "-o", "r.out", "--json", "./r.out", "job.py", cwd=tmp_path)
