@@ -371,3 +371,18 @@ def _leaves(node, path=()):
     elif isinstance(node, list):
         for i, v in enumerate(node[:3]):
             yield from _leaves(v, (*path, i))
+
+
+def test_keys_that_decode_equal_count_one_task(tmp_path):
+    """``"b"`` and ``{"repr": "b"}`` are one key once read: its task counts once."""
+    data = base()
+    data["keys"].append({"repr": "b"})
+    g = data["graphs"][0]
+    g["keys"].append(len(data["keys"]) - 1)
+    g["deps"].append([4])
+    g["order"].append(6)
+    run = RunData.load_json(write(tmp_path, "twice", data)[0])
+    assert read_everything(run, tmp_path)["critical_path"]["seconds"] == pytest.approx(3.0)
+    from localsched.diagnostics.analysis.graphs import computations
+
+    assert computations(run)[0].keys == computations(base_run())[0].keys  # (6, not 7)
