@@ -274,7 +274,7 @@ class Dashboard(Callback):
 CLOSED = "the dashboard was closed: this page no longer updates"
 EXITED = "the program ended: this page no longer updates"
 #: Seconds the end waits at most for the open pages' last update to be written.
-END_TIMEOUT = 3.0
+END_TIMEOUT = 10.0
 
 
 def _end_pages(server, finals: dict, end: dict, note: str) -> None:
