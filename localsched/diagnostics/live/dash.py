@@ -4,6 +4,7 @@ serves the pages from a BackgroundServer until ``close()``."""
 from __future__ import annotations
 
 import html
+import logging
 import os
 import socket
 import sys
@@ -22,6 +23,8 @@ from .routes import routes
 from .server import BackgroundServer, parse_address
 
 __all__ = ["Dashboard", "dashboard", "from_environment", "ENV_VAR"]
+
+logger = logging.getLogger(__name__)
 
 #: ``LOCALSCHED_DASHBOARD=1`` (or an address) turns the shared dashboard on
 #: at ``import localsched``; so does dask's config key ``localsched.dashboard``
@@ -291,7 +294,7 @@ def _end_pages(server, finals: dict, end: dict, note: str) -> None:
             try:
                 written.append(final())
             except Exception:  # noqa: BLE001 -- (a page going away meanwhile)
-                pass
+                logger.exception("localsched dashboard: a page's last update failed")
 
     try:
         server.call(queue_all, timeout=END_TIMEOUT)
