@@ -5,9 +5,10 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: demo test lint docs browser venv
+.PHONY: demo test lint docs gallery browser venv
 
-## demo: install localsched (with numpy for the demo) and run the main job: writes report.html
+## demo: install localsched (with numpy for the demo, dask for getting started's examples)
+## and run the main job: writes report.html
 demo: venv
 	$(PY) -m pip install -q -e ".[demo]"
 	$(VENV)/bin/localsched demo -o report.html
@@ -29,6 +30,13 @@ docs: venv
 	$(PY) -m pip install -q -e ".[docs]"
 	$(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 	@echo "the site: docs/_build/html/index.html"
+
+## gallery: refresh the screenshots the README and the docs show (docs/_static/gallery;
+## `make test` writes its own to temporary directories and leaves the tree clean)
+gallery: venv browser
+	$(PY) -m pip install -q -e ".[test]"
+	LOCALSCHED_WRITE_GALLERY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_gallery.py tests/diagnostics/test_gallery.py
+	$(PY) docs/_static/gallery/make_findings.py
 
 ## venv: the project-local virtual environment (Debian's python3 needs python3-venv for it)
 venv: $(PY)

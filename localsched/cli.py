@@ -1,6 +1,7 @@
 """The ``localsched`` command: profile a script, or run the bundled demo.
 
     localsched profile [-o report.html] [--json run.json] [--trace trace.json] SCRIPT.py [ARGS...]
+    localsched profile SCRIPT.py [ARGS...] [-o report.html] [--json run.json] [--trace FILE]
     localsched profile [--dashboard[=ADDR] [--wait]] (SCRIPT.py | -m MODULE | -c CODE) [ARGS...]
     localsched demo [-o report.html]
     localsched report run.json [-o report.html] [--trace trace.json]
@@ -18,8 +19,9 @@ script runs (``--wait``: until Ctrl-C after it ends).  ``python -m
 localsched`` is the same command.  ``localsched <command> --help`` lists
 every option.
 
-Before any work, the output paths are checked (``outputs.check_writable``)
-and so are the script or ``-m`` module: a problem is one line and a
+Before any work, the output paths are checked (``outputs.check_writable``;
+none may be an input -- the script, a run ``report`` reads -- or another
+output) and so are the script or ``-m`` module: a problem is one line and a
 non-zero status, and nothing runs.  Outputs are written whole or not at
 all (``outputs.write_text``); one that fails after the run is one line,
 and the status stays the script's.  What the command prints itself goes
@@ -103,9 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "localsched as the scheduler -- also for dask collections, when "
                     "dask is installed -- and every profiler on; then write the report. "
                     "The report is written even when the script fails; the exit status "
-                    "is then non-zero. Options for localsched go before SCRIPT.py, except "
-                    "that a final '-o FILE' is also localsched's; everything else after "
-                    "SCRIPT.py goes to the script (after '--', everything does).",
+                    "is then non-zero. Options for localsched go before SCRIPT.py; the "
+                    "output options (-o, --json, --trace) may also come last, after the "
+                    "script's arguments; everything else after SCRIPT.py goes to the "
+                    "script (after '--', everything does). An output that would "
+                    "overwrite the script (or another output) is refused before it runs.",
     )
     _common_options(prof)
     prof.add_argument("--dashboard", default=None, metavar="ADDR",
@@ -173,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .cli_compare import run_compare
 
         return run_compare(args)
+    _check_not_inputs(args)
     _check_outputs(args)  # (before any work: a bad path must not cost a run)
     if args.command == "demo":
         return _run_profiled(args, _demo_workload(args))
@@ -319,7 +324,8 @@ def _run_profiled(args, workload) -> int:
     else:
         _written(args, _elapsed_line(report.data, elapsed))
     if dash is not None:
-        _serve_until_interrupted(args, dash)
+        written = os.path.abspath(args.output) if writing.error is None else None
+        _serve_until_interrupted(args, dash, written)
     return status
 
 
@@ -381,8 +387,9 @@ def _start_dashboard(args):
     return dash
 
 
-def _serve_until_interrupted(args, dash) -> None:
-    """``--wait``: the page stays up until Ctrl-C; then (always) it closes."""
+def _serve_until_interrupted(args, dash, report: str | None) -> None:
+    """``--wait``: the page stays up until Ctrl-C; then (always) it closes,
+    an open page's last update naming the report written (``report``)."""
     import threading
 
     try:
@@ -395,7 +402,8 @@ def _serve_until_interrupted(args, dash) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        dash.close()
+        where = f"; its report: {report}" if report else ""
+        dash.close(ended=f"the script ended: this page no longer updates{where}")
 
 
 def _written(args, what: str) -> None:
@@ -445,19 +453,91 @@ def _elapsed_line(run, elapsed: float) -> str:
     return line
 
 
+#: localsched's output options a command line may also give after SCRIPT.py.
+_TRAILING = {"-o": "output", "--output": "output", "--json": "json", "--trace": "trace"}
+
+
 def _take_trailing_output(args, fenced: bool) -> None:
-    """``localsched profile SCRIPT.py ARGS -o FILE``: a final ``-o FILE`` (or
-    ``--output FILE`` / ``--output=FILE``) is localsched's, unless the command
-    line has a ``--`` (argparse drops it; then all of ARGS is the script's)."""
-    rest = args.args
+    """``localsched profile SCRIPT.py ARGS -o FILE --json FILE``: the output
+    options (``-o``/``--output``, ``--json``, ``--trace``, each also as
+    ``--opt=FILE``) at the end of the command line are localsched's, unless
+    it has a ``--`` (argparse drops it; then all of ARGS is the script's).
+    One of them amid the script's arguments is ambiguous: one line, status
+    2, nothing runs (pyinstrument and memray give the script everything
+    after it; here the end of the line is localsched's too)."""
+    rest = list(args.args)
     if rest[:1] == ["--"]:
         args.args = rest[1:]
     if fenced:
         return
-    if len(rest) >= 2 and rest[-2] in ("-o", "--output"):
-        args.output, args.args = rest[-1], rest[:-2]
-    elif rest and rest[-1].startswith("--output="):
-        args.output, args.args = rest[-1].split("=", 1)[1], rest[:-1]
+    while rest:
+        if len(rest) >= 2 and rest[-2] in _TRAILING:
+            setattr(args, _TRAILING[rest[-2]], rest[-1])
+            rest = rest[:-2]
+            continue
+        name, eq, value = rest[-1].partition("=")
+        if eq and name in _TRAILING and name.startswith("--"):
+            setattr(args, _TRAILING[name], value)
+            rest = rest[:-1]
+            continue
+        break
+    args.args = rest
+    for token in rest:
+        name = token.partition("=")[0]
+        if token in _TRAILING or (name in _TRAILING and name.startswith("--")):
+            print(f"localsched: {terminal_text(repr(name))} after SCRIPT.py is followed by the "
+                  "script's own arguments: put localsched's options before SCRIPT.py or at "
+                  "the end, or give the script its arguments after '--'", file=sys.stderr)
+            raise SystemExit(2)
+
+
+def _check_not_inputs(args) -> None:
+    """Exit with one line, before any work, if an output would overwrite an
+    input (the script, ``-m``'s module, a run ``report`` reads) or another
+    output: compared as real paths (links resolved) and, for files that
+    exist, as the same file (hard links)."""
+    inputs = []
+    if getattr(args, "script", None):
+        inputs.append(("the script", args.script))
+    if getattr(args, "module", None):
+        origin = _module_file(args.module)
+        if origin:
+            inputs.append(("the module's file", origin))
+    for path in getattr(args, "data", None) or ():
+        inputs.append(("the run it reads", path))
+    outputs = [(option, path) for option, path in (
+        ("-o", args.output), ("--json", getattr(args, "json", None)),
+        ("--trace", getattr(args, "trace", None))) if path is not None]
+    for i, (option, path) in enumerate(outputs):
+        others = inputs + [(f"the {o} output", p) for o, p in outputs[:i]]
+        for what, other in others:
+            if _same_file(path, other):
+                raise SystemExit(f"localsched: {option} {terminal_text(path)} would overwrite "
+                                 f"{what} ({terminal_text(other)}): choose another file")
+
+
+def _same_file(a, b) -> bool:
+    try:
+        if os.path.realpath(a) == os.path.realpath(b):
+            return True
+        return os.path.exists(a) and os.path.exists(b) and os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def _module_file(module: str) -> str | None:
+    """The file ``-m module`` runs, when finding it is harmless (a top-level
+    module: no parent package imported), else None."""
+    if "." in module:
+        return None
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    origin = getattr(spec, "origin", None)
+    return origin if origin and os.path.isfile(origin) else None
 
 
 def _script_workload(args):

@@ -6,7 +6,8 @@ side or ``--repeats N`` a side, prints the table of
 the noise of the repeats) and exits with its status, so it can gate a CI
 job: 0 no regression; 1 a regression, or a run with failed or interrupted
 tasks (or none at all); 2 bad input (a file that cannot be read, the wrong
-number of files).  ``cli`` only wires it in.
+number of files).  Names and messages are printed through ``termsafe``
+(shown, never obeyed).  ``cli`` only wires it in.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+
+from .termsafe import terminal_text
 
 __all__ = ["add_compare_parser", "run_compare"]
 
@@ -85,10 +88,11 @@ def run_compare(args) -> int:
         try:
             runs.append(RunData.load_json(path))
         except OSError as exc:
-            print(f"localsched: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"localsched: cannot read {terminal_text(path)}: "
+                  f"{terminal_text(exc.strerror or exc)}", file=sys.stderr)
             return 2
         except ValueError as exc:
-            print(f"localsched: {exc}", file=sys.stderr)
+            print(f"localsched: {terminal_text(exc)}", file=sys.stderr)
             return 2
     from .diagnostics.analysis import compare
 

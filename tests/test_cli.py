@@ -88,7 +88,7 @@ def test_profile_scheduler_applies_to_every_thread_of_the_script(tmp_path):
         print("other thread ran in a worker process:", out["pid"] != os.getpid())
     """), encoding="utf-8")
     proc = run_cli("profile", "--scheduler", "processes", "--num-workers", "1",
-                   "threads.py", "-o", "t.html", "--no-progress", cwd=tmp_path)
+                   "--no-progress", "threads.py", "-o", "t.html", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "other thread ran in a worker process: True" in proc.stdout
 

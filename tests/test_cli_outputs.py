@@ -132,3 +132,89 @@ def test_an_output_that_fails_costs_none_of_the_others(tmp_path):
     assert (tmp_path / "r.html").stat().st_size > 10_000
     json.loads((tmp_path / "t.json").read_text(encoding="utf-8"))
     assert report.data is not None
+
+
+# -- outputs that would overwrite an input; options after the script; names escaped
+
+
+@pytest.mark.parametrize("option", ["-o", "--json", "--trace"])
+def test_an_output_that_is_the_script_is_refused_before_it_runs(tmp_path, option):
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
+    (tmp_path / "link.py").symlink_to(tmp_path / "job.py")
+    for target in ("job.py", "./job.py", str(tmp_path / "job.py"), "link.py"):
+        proc = run_cli("profile", "--no-progress", option, target, "job.py", cwd=tmp_path)
+        lines = err_lines(proc)
+        assert proc.returncode not in (0, 3) and len(lines) == 1, lines
+        assert "would overwrite" in lines[0] and "the script" in lines[0], lines
+        assert (tmp_path / "job.py").read_text(encoding="utf-8") == MARKER_SCRIPT
+        assert not (tmp_path / "ran.txt").exists()
+
+
+def test_a_trailing_output_that_is_the_script_is_refused_too(tmp_path):
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
+    proc = run_cli("profile", "job.py", "--json", "job.py", cwd=tmp_path)
+    assert proc.returncode not in (0, 3) and "would overwrite" in err_lines(proc)[0]
+    assert (tmp_path / "job.py").read_text(encoding="utf-8") == MARKER_SCRIPT
+
+
+def test_two_outputs_on_one_file_are_refused(tmp_path):
+    (tmp_path / "job.py").write_text(MARKER_SCRIPT, encoding="utf-8")
+    proc = run_cli("profile", "-o", "r.out", "--json", "./r.out", "job.py", cwd=tmp_path)
+    assert proc.returncode != 0 and "--json" in err_lines(proc)[0]
+    assert not (tmp_path / "ran.txt").exists()
+
+
+@pytest.mark.parametrize("option", ["-o", "--trace"])
+def test_report_refuses_to_write_over_the_run_it_reads(tmp_path, option):
+    RunData().save_json(tmp_path / "run.json")
+    before = (tmp_path / "run.json").read_bytes()
+    proc = run_cli("report", "run.json", option, "run.json", cwd=tmp_path)
+    lines = err_lines(proc)
+    assert proc.returncode != 0 and len(lines) == 1 and "would overwrite" in lines[0], lines
+    assert (tmp_path / "run.json").read_bytes() == before
+
+
+ECHO = "import sys\nprint('argv', sys.argv[1:])\n"
+
+
+def test_localsched_options_after_the_script_are_honoured(tmp_path):
+    (tmp_path / "echo.py").write_text(ECHO, encoding="utf-8")
+    proc = run_cli("profile", "--no-progress", "echo.py", "-o", "r.html", "--json", "r.json",
+                   "--trace=t.json", cwd=tmp_path)
+    assert proc.returncode == 0, err_lines(proc)
+    assert b"argv []" in proc.stdout
+    assert all((tmp_path / n).exists() for n in ("r.html", "r.json", "t.json"))
+    assert not (tmp_path / "report.html").exists()
+    proc = run_cli("profile", "--no-progress", "echo.py", "a", "--json", "s.json", cwd=tmp_path)
+    assert b"argv ['a']" in proc.stdout and (tmp_path / "s.json").exists()
+
+
+def test_an_output_option_amid_the_scripts_arguments_is_a_clear_error(tmp_path):
+    (tmp_path / "echo.py").write_text(ECHO, encoding="utf-8")
+    proc = run_cli("profile", "echo.py", "-o", "r.html", "--verbose", cwd=tmp_path)
+    lines = err_lines(proc)
+    assert proc.returncode == 2 and len(lines) == 1, lines
+    assert "'-o'" in lines[0] and "'--'" in lines[0], lines
+    assert b"argv" not in proc.stdout and not (tmp_path / "report.html").exists()
+    # (after '--' everything is the script's)
+    proc = run_cli("profile", "echo.py", "--", "-o", "r.html", "--verbose", cwd=tmp_path)
+    assert b"argv ['-o', 'r.html', '--verbose']" in proc.stdout
+
+
+def test_compare_and_the_summary_print_names_escaped(tmp_path):
+    from localsched.diagnostics.records import TaskData
+
+    evil = "load\x1b]0;pwned\x07\x1b[2J"
+    a = RunData(tasks=[TaskData((evil, i), None, 1.0, 1.1, 0) for i in range(3)])
+    b = RunData(tasks=[TaskData((evil, i), None, 1.0, 3.0, 0) for i in range(3)])
+    a.save_json(tmp_path / "a.json")
+    b.save_json(tmp_path / "b.json")
+    proc = run_cli("compare", "a.json", "b.json", cwd=tmp_path)
+    assert proc.returncode == 1 and b"REGRESSION" in proc.stdout
+    assert b"\x1b" not in proc.stdout + proc.stderr and b"\x07" not in proc.stdout
+    assert b"\\x1b]0;pwned" in proc.stdout
+    b.meta["dashboard"] = "http://h:8787/\x1b[2J"
+    from localsched.diagnostics.summary import summarize
+
+    text = str(summarize(b.tasks, dashboard=b.meta["dashboard"]))
+    assert "\x1b" not in text and "\\x1b[2J" in text

@@ -238,6 +238,28 @@ def test_readme_gives_the_two_commands():
     assert re.search(r"^demo:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
 
 
+def test_make_demo_installs_what_getting_started_imports():
+    """After ``make demo`` (``pip install -e ".[demo]"``), getting started's
+    first dask example runs: every module its first Python block imports is
+    localsched's own, a core dependency or the demo extra's."""
+    tomllib = pytest.importorskip("tomllib")  # (Python 3.11+)
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    assert '.[demo]"' in makefile
+    wanted = project["dependencies"] + project["optional-dependencies"]["demo"]
+    brought = {re.split(r"[\[<>=; ]", w, maxsplit=1)[0].lower() for w in wanted}
+    extras = {w.split("[", 1)[1].split("]", 1)[0] for w in wanted if "[" in w}
+    page = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+    first = re.search(r"^```python\n(.*?)^```", page, re.S | re.M).group(1)
+    imported = set(re.findall(r"^\s*(?:import|from)\s+([\w.]+)", first, re.M))
+    assert "dask.array" in imported
+    for name in imported:
+        top = name.split(".")[0]
+        assert top in brought | {"localsched"}, f"{name}: not installed by make demo"
+    assert "array" in ",".join(extras), "dask.array needs dask[array]"
+
+
 def test_readme_links_and_pictures_resolve():
     text = README.read_text(encoding="utf-8")
     targets = re.findall(r"\]\(([^)\s]+)\)", text)

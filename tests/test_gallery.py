@@ -1,22 +1,23 @@
 """The README's picture: the first screen of the real report of the demo.
 
 The documentation and the README show pictures of what localsched draws;
-none is made by hand.  ``tests/diagnostics/test_gallery.py`` (where it
-exists) writes the report and the live page whole; this test runs the
-bundled demo's workload, opens the performance report it writes in headless
-Chromium, checks that it rendered with no console error, and keeps the top of
-the page (summary, task stream, resources, cache) as ``report-top.png``, the
-picture of the README and the front page.  By default the PNG goes to a
-temporary directory (the test checks it and leaves the working tree alone);
-with ``LOCALSCHED_WRITE_GALLERY=1`` it is written to ``docs/_static/gallery/``::
-
-    LOCALSCHED_WRITE_GALLERY=1 .venv/bin/python -m pytest tests/test_gallery.py
+none is made by hand.  ``tests/diagnostics/test_gallery.py`` writes the
+report and the live page whole; this test runs the bundled demo as ``make
+demo`` does (``localsched demo``), opens the performance report it writes
+in headless Chromium, checks that it rendered with no console error, and
+keeps the top of the page (findings, summary, task stream, resources) as
+``report-top.png``, the picture of the README and the front page.  By
+default the PNG goes to a temporary directory (the test checks it and
+leaves the working tree alone); ``make gallery`` (``LOCALSCHED_WRITE_GALLERY=1``)
+writes it to ``docs/_static/gallery/``.
 """
 
 from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,21 +46,15 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def demo_workload():
-    from localsched.demo import blocked_workload
-
-    return blocked_workload(blocks=4, block_size=200)
-
-
 @pytest.mark.timeout(600)
 def test_report_first_screen(gallery, tmp_path):
+    """The report ``make demo`` writes (``localsched demo``, its defaults)."""
     chromium = require_chromium()
-    import localsched
-
     report_path = tmp_path / "report.html"
-    total, ok = demo_workload()
-    with localsched.performance_report(str(report_path), title="localsched demo"):
-        assert localsched.compute(total, ok)[1]
+    proc = subprocess.run([sys.executable, "-m", "localsched.cli", "demo", "--no-progress",
+                           "-o", str(report_path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=500)
+    assert proc.returncode == 0, proc.stderr
     shot = tmp_path / "report.png"
     result = open_in_chromium(report_path, wait_for=BOKEH_RENDERED, width=1280,
                               screenshot=shot, executable=chromium, timeout=300)

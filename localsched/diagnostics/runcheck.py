@@ -21,6 +21,8 @@ What is checked:
   amounts >= 0: memory, CPU and sample seconds finite (``seconds`` may be
   null), the cache metric also NaN (unknown size) or infinite;
   ``free_time`` may be NaN, infinite (never freed) or null;
+* ``graphs`` and ``meta``: ``runcheck_graphs`` (positions, repeats, cycles,
+  times, counts);
 * keys: JSON scalars, arrays (tuples) nested at most ``MAX_KEY_DEPTH``
   deep, ``{"bytes": hex}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"repr": str}``.
 
@@ -59,6 +61,7 @@ from numbers import Real
 from .budgets import check_budgets
 from .codec import FORMAT, VERSION
 from .naming import TEXT_LIMIT
+from .runcheck_graphs import check_graphs, check_meta
 
 __all__ = ["RunFileError", "check_run", "EXPANSION", "EXPANSION_SLACK", "TEXT_LIMIT",
            "MAX_KEY_DEPTH", "MAX_TIME"]
@@ -135,8 +138,10 @@ class _Checker:
         if version > _VERSION:
             raise self.fail("", f"version {version} is newer than this localsched reads "
                                 f"({_VERSION}); upgrade localsched")
-        if not isinstance(data.get("meta") or {}, dict):
-            raise self.fail("meta", f"expected an object, got {_shown(data['meta'])}")
+        meta = data.get("meta")
+        if not isinstance({} if meta is None else meta, dict):
+            raise self.fail("meta", f"expected an object, got {_shown(meta)}")
+        check_meta(self, meta or {})
         if not isinstance(data.get("cache_metric", "tasks"), str):
             raise self.fail("cache_metric", f"expected text, got {_shown(data['cache_metric'])}")
         weights = self.tables(data)
@@ -152,6 +157,7 @@ class _Checker:
                 raise self.fail(f"walls[{i}]", f"expected [start, finish], got {len(times)} "
                                                "values")
         text += check_budgets(data.get("budgets"), self.fail, weights["keys"])
+        check_graphs(self, data, len(weights["keys"]))
         self.budget(text, "text referenced by the records", "characters")
         self.budget(frames, "stack frames referenced by the samples", "frames")
 

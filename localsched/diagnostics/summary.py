@@ -88,7 +88,7 @@ class Summary:
             f"busy {format_seconds(self.busy)}, parallel efficiency {eff}",
         ]
         if self.dashboard:
-            out.append(f"cluster dashboard {self.dashboard}")
+            out.append(f"cluster dashboard {terminal_text(self.dashboard)}")
         if self.groups:  # (names escaped: the lines are for a terminal)
             names = [terminal_text(g.name) for g in self.groups]
             width = max(len("group"), *map(len, names))

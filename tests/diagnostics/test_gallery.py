@@ -1,6 +1,8 @@
 """The screenshot gallery: the live page mid-run and the report of a real
-multi-group session, as a user sees them in Chromium, written to
-``docs/_static/gallery/`` (the docs show them; commit them when they change).
+multi-group session, as a user sees them in Chromium.  By default the PNGs
+go to the test's temporary directory (checked there: the working tree stays
+clean); ``make gallery`` (``LOCALSCHED_WRITE_GALLERY=1``) writes them to
+``docs/_static/gallery/``, which the docs show (commit them when they change).
 
 What a user reads is checked in the page itself at the moment of the
 screenshot: busy workers while tasks run, the summary strip agreeing with
@@ -28,6 +30,17 @@ except ImportError:
     from live_tab import LiveTab  # type: ignore[no-redef]
 
 GALLERY = pathlib.Path(__file__).resolve().parents[2] / "docs" / "_static" / "gallery"
+
+
+@pytest.fixture
+def gallery(tmp_path) -> pathlib.Path:
+    """Where the screenshots go: docs/_static/gallery with
+    ``LOCALSCHED_WRITE_GALLERY=1`` (``make gallery``), else a temporary directory."""
+    if os.environ.get("LOCALSCHED_WRITE_GALLERY", "") not in ("", "0"):
+        GALLERY.mkdir(parents=True, exist_ok=True)
+        return GALLERY
+    return tmp_path
+
 DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "
              "Bokeh.documents[0].get_model_by_name('task_stream') !== null")
 BOKEH_RENDERED = ("window.Bokeh && Object.keys(Bokeh.index).length > 0"
@@ -119,9 +132,8 @@ def _check_live_page(state: dict) -> None:
 
 
 @pytest.mark.timeout(600)
-def test_gallery_live_page_mid_run(chromium_path):
+def test_gallery_live_page_mid_run(chromium_path, gallery):
     pytest.importorskip("dask.array")
-    GALLERY.mkdir(parents=True, exist_ok=True)
     dash = Dashboard(quiet=True)
     stop = threading.Event()
     runs: list = []
@@ -152,7 +164,7 @@ def test_gallery_live_page_mid_run(chromium_path):
                     seen = tab.evaluate(PAGE_STATE)
                     if _mid_run(seen):
                         state = seen
-                        tab.screenshot(GALLERY / "dashboard-status.png", full_page=True)
+                        tab.screenshot(gallery / "dashboard-status.png", full_page=True)
                         break
                 time.sleep(0.1)
             assert state is not None, "no run was caught mid-way"
@@ -168,11 +180,10 @@ def test_gallery_live_page_mid_run(chromium_path):
 
 
 @pytest.mark.timeout(600)
-def test_gallery_report_of_a_multi_group_session(chromium_path, tmp_path):
+def test_gallery_report_of_a_multi_group_session(chromium_path, tmp_path, gallery):
     pytest.importorskip("dask.array")
     from tests.diagnostics.real_session import run_session
 
-    GALLERY.mkdir(parents=True, exist_ok=True)
     data = run_session(2, title="gallery: arrays, a bag, a dataframe groupby")
     groups = {s.group for s in data.samples if s.group}
     assert len(groups) >= 5 and data.metrics
@@ -187,7 +198,7 @@ def test_gallery_report_of_a_multi_group_session(chromium_path, tmp_path):
           return {name: Array.from(col('name')), depth: Array.from(col('depth')),
                   share: Array.from(col('share')), where: Array.from(col('where'))};
         })()""")
-        tab.screenshot(GALLERY / "report.png", full_page=True)
+        tab.screenshot(gallery / "report.png", full_page=True)
     assert tab.errors == [], tab.errors
     # the "all" flame graph's first row names the task groups, and they hold
     # the time sampled in tasks (C code included)
@@ -196,4 +207,4 @@ def test_gallery_report_of_a_multi_group_session(chromium_path, tmp_path):
                  if d == 1 and w == "task group"]
     assert {n for n, _ in first_row} & groups
     assert sum(s for n, s in first_row if n in groups) > 0.5
-    assert os.path.getsize(GALLERY / "report.png") > 50_000
+    assert os.path.getsize(gallery / "report.png") > 50_000

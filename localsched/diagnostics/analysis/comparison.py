@@ -55,6 +55,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import NamedTuple
 
+from ...termsafe import terminal_text
 from ..naming import format_seconds, shorten
 from ..summary import summarize
 from .groups import group_stats
@@ -131,16 +132,17 @@ class Comparison(NamedTuple):
     def verdict(self) -> str:
         """One line: what was found, and the bound used."""
         if self.problems:
-            head = "FAILED: " + "; ".join(self.problems)
+            head = "FAILED: " + "; ".join(terminal_text(p) for p in self.problems)
         elif self.regressions or self.wall_regressed:
-            names = [r.group for r in self.regressions]
+            names = [terminal_text(r.group) for r in self.regressions]
             if self.wall_regressed:
                 names.insert(0, "(wall time)")
             head = f"{len(names)} regression(s): " + ", ".join(names)
         elif self.faster:
             head = "no regression: the after-run is faster"
             if self.grown:
-                head += " (work moved into " + ", ".join(r.group for r in self.grown) + ")"
+                head += " (work moved into " + ", ".join(terminal_text(r.group)
+                                                         for r in self.grown) + ")"
         else:
             head = "no regression"
         noise = "" if self.repeats == (1, 1) else \
@@ -149,7 +151,9 @@ class Comparison(NamedTuple):
                 f"+{format_seconds(self.min_seconds)}{noise})")
 
     def table(self, names: tuple = ("before", "after")) -> str:
-        """The comparison as a plain-text table (what the command prints)."""
+        """The comparison as a plain-text table (what the command prints;
+        names escaped for a terminal: ``termsafe``)."""
+        names = tuple(terminal_text(n) for n in names)
         rows = [("group", f"tasks {names[0]}", f"tasks {names[1]}", "measure", names[0],
                  names[1], "change", "noise", "")]
         flagged = {r.group for r in self.regressions}
@@ -161,7 +165,8 @@ class Comparison(NamedTuple):
                          "REGRESSION" if self.wall_regressed else self.wall_note))
         for r in self.groups:
             mark = "REGRESSION" if r.group in flagged else "moved" if r.group in moved else ""
-            rows.append((shorten(str(r.group), 40), str(r.before_tasks), str(r.after_tasks),
+            rows.append((shorten(terminal_text(r.group), 40), str(r.before_tasks),
+                         str(r.after_tasks),
                          r.measure, format_seconds(r.before), format_seconds(r.after),
                          _change(r.before, r.after), _noise(r.noise), mark))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]

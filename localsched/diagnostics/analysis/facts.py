@@ -8,7 +8,9 @@ or empty (an older JSON, dask's schedulers, a cluster without metrics).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from functools import cached_property
+from itertools import accumulate
 
 from ...utils import key_split
 from ..summary import union_length
@@ -125,13 +127,15 @@ class Facts:
         back (``budget.disk_stall``: the ``spill`` finding's matter)."""
         prepared = {g.started: g.started - g.submitted for g in self.run.graphs
                     if g.submitted is not None and g.submitted <= g.started}
-        travel: dict = {}
-        for t in self.run.transfers:  # (by the computation whose window holds it)
-            travel[t.start_time] = travel.get(t.start_time, 0.0) + max(0.0, t.send) \
-                + max(0.0, t.receive)
+        # (by the computation whose window holds it: sorted once, a window's
+        # total is two lookups in the running sum)
+        travel = sorted((t.start_time, max(0.0, t.send) + max(0.0, t.receive))
+                        for t in self.run.transfers)
+        at = [t for t, _ in travel]
+        total = [0.0, *accumulate(v for _, v in travel)]
         out = []
         for comp in self.comps or ():
-            moved = sum(v for t, v in travel.items() if comp.started <= t <= comp.finished)
+            moved = total[bisect_right(at, comp.finished)] - total[bisect_left(at, comp.started)]
             gaps = max(0.0, comp.handoffs[0] - disk_stall(self.run, comp))
             out.append((gaps, prepared.get(comp.started, 0.0), moved))
         return out

@@ -137,7 +137,15 @@ def computations(run) -> list | None:
 def _computation(g, index: dict, records: dict) -> Computation:
     keys = g.keys
     if g.order is not None:
-        ran = [p for p in g.order if keys[p] in records]
+        # (each task once, even where a file's keys decode equal: "a" and
+        # {"repr": "a"} -- one record stands for one task)
+        taken: set = set()
+        ran = []
+        for p in g.order:
+            k = keys[p]
+            if k in records and k not in taken:
+                taken.add(k)
+                ran.append(p)
     else:
         ran = sorted((index[k] for k in records), key=lambda p: records[keys[p]].start_time)
     rank = [-1] * len(keys)

@@ -34,7 +34,7 @@ from typing import NamedTuple
 from ...budget_record import DISK_READ, DISK_WRITE
 from ..naming import groups_of
 
-__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "held_records", "BYTE_METRICS"]
+__all__ = ["MemoryPeak", "memory_peak", "held_over_time", "lifetimes", "BYTE_METRICS"]
 
 #: Cache metrics that are sizes in bytes.
 BYTE_METRICS = ("bytes", "nbytes")
@@ -84,21 +84,48 @@ def _in_memory(run, cache: list) -> list:
     return out
 
 
-def held_records(run) -> list:
-    """The run's cache records of results in memory: under a budget, cut
-    where their results were on disk (see the module docstring)."""
-    return _in_memory(run, list(run.cache))
-
-
 def _columns(run):
+    """``(records, size, enter, leave)``: sizes unknown (NaN) or not finite
+    count 0; a result never freed (``free_time`` None, NaN or infinite) is
+    held until the run's last moment (``run_end``)."""
     import numpy as np
 
-    cache = _in_memory(run, [r for r in run.cache
-                             if r.metric is not None and r.free_time is not None])
-    size = np.fromiter((r.metric for r in cache), dtype=float, count=len(cache))
-    enter = np.fromiter((r.cache_time for r in cache), dtype=float, count=len(cache))
-    leave = np.fromiter((r.free_time for r in cache), dtype=float, count=len(cache))
-    return cache, np.nan_to_num(size), enter, np.maximum(leave, enter)
+    cache = [r for r in run.cache if r.metric is not None]
+    n = len(cache)
+    enter = np.fromiter((r.cache_time for r in cache), dtype=float, count=n)
+    leave = np.fromiter((np.nan if r.free_time is None else r.free_time for r in cache),
+                        dtype=float, count=n)
+    never = ~np.isfinite(leave)
+    if never.any():
+        end = run_end(run, enter, leave[~never])
+        cache = [r._replace(free_time=end) if gone else r
+                 for r, gone in zip(cache, never.tolist(), strict=True)]
+    cache = _in_memory(run, cache)  # (under a budget: not while on disk)
+    n = len(cache)
+    size = np.fromiter((r.metric for r in cache), dtype=float, count=n)
+    size[~np.isfinite(size)] = 0.0
+    enter = np.fromiter((r.cache_time for r in cache), dtype=float, count=n)
+    leave = np.fromiter((r.free_time for r in cache), dtype=float, count=n)
+    return cache, size, enter, np.maximum(leave, enter)
+
+
+def run_end(run, enter, freed) -> float:
+    """The last moment of the run's records (its results entering and being
+    freed, its tasks' ends, its walls): when a never-freed result leaves."""
+    ends = [float(enter.max())]
+    if len(freed):
+        ends.append(float(freed.max()))
+    if run.tasks:
+        ends.append(max(r.end_time for r in run.tasks))
+    ends += [b for _, b in run.walls]
+    return max(ends)
+
+
+def lifetimes(run) -> list:
+    """``(record, size, enter, leave)`` of each sized result, as the peak
+    counts them (never freed: held to the run's end)."""
+    cache, size, enter, leave = _columns(run)
+    return list(zip(cache, size.tolist(), enter.tolist(), leave.tolist(), strict=True))
 
 
 def _measured(run) -> bool:
@@ -112,6 +139,8 @@ def memory_peak(run) -> MemoryPeak | None:
     import numpy as np
 
     cache, size, enter, leave = _columns(run)
+    if not cache:
+        return None
     times = np.concatenate([enter, leave])
     steps = np.concatenate([size, -size])
     order = np.lexsort((-steps, times))  # by time; at one time, steps up first
@@ -139,6 +168,8 @@ def held_over_time(run, points: int = 400, top: int = 8) -> tuple | None:
     import numpy as np
 
     cache, size, enter, leave = _columns(run)
+    if not cache:
+        return None
     groups = groups_of(r.key for r in cache)
     lo, hi = float(enter.min()), float(leave.max())
     changes = np.unique(np.concatenate([enter, leave]))
@@ -152,23 +183,36 @@ def held_over_time(run, points: int = 400, top: int = 8) -> tuple | None:
     names = sorted(set(groups))
     code_of = {g: c for c, g in enumerate(names)}
     codes = np.fromiter((code_of[g] for g in groups), dtype=np.int64, count=len(groups))
-    series: dict = {}
+    # (each group's records once, in one sort: linear however many groups)
+    by_code = np.argsort(codes, kind="stable")
+    cuts = np.searchsorted(codes[by_code], np.arange(len(names) + 1))
+    steps = {}
     peaks: dict = {}
     for c, g in enumerate(names):
-        mask = codes == c
-        t = np.concatenate([enter[mask], leave[mask]])
-        s = np.concatenate([size[mask], -size[mask]])
+        mine = by_code[cuts[c]:cuts[c + 1]]
+        t = np.concatenate([enter[mine], leave[mine]])
+        s = np.concatenate([size[mine], -size[mine]])
         order = np.lexsort((-s, t))
         t, cum = t[order], np.cumsum(s[order])
+        steps[g] = (t, cum)
+        peaks[g] = max(0.0, float(cum.max())) if len(cum) else 0.0
+    ranked = sorted(names, key=lambda g: (-peaks[g], g))
+
+    def series(t, cum, at_peak) -> object:
         at = np.searchsorted(t, times, side="right") - 1  # (after every step up to then)
         values = np.where(at >= 0, cum[np.maximum(at, 0)], 0.0)
         if peak is not None:  # (at the peak: as memory_peak counts it, steps up first)
-            values[times == peak.time] = peak.by_group.get(g, 0.0)
-        series[g] = np.maximum(values, 0.0)
-        peaks[g] = float(series[g].max()) if len(values) else 0.0
-    ranked = sorted(series, key=lambda g: (-peaks[g], g))
-    out = {g: series[g] for g in ranked[:top]}
+            values[times == peak.time] = at_peak
+        return np.maximum(values, 0.0)
+
+    out = {g: series(*steps[g], peak.by_group.get(g, 0.0) if peak else 0.0)
+           for g in ranked[:top]}
     rest = ranked[top:]
     if rest:
-        out["other groups"] = sum((series[g] for g in rest), np.zeros(len(times)))
+        mine = np.concatenate([by_code[cuts[code_of[g]]:cuts[code_of[g] + 1]] for g in rest])
+        t = np.concatenate([enter[mine], leave[mine]])
+        s = np.concatenate([size[mine], -size[mine]])
+        order = np.lexsort((-s, t))
+        at_peak = sum(peak.by_group.get(g, 0.0) for g in rest) if peak else 0.0
+        out["other groups"] = series(t[order], np.cumsum(s[order]), at_peak)
     return times, out

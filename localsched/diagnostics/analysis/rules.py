@@ -108,7 +108,7 @@ from . import causes
 from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
-from .memory import held_records
+from .memory import lifetimes
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -328,8 +328,10 @@ def _memory(f: Facts) -> list:
     peak = f.peak
     if peak is None or peak.bytes < MEMORY_BYTES:
         return []
-    held = [r for r in held_records(f.run)  # (under a budget: not while on disk)
-            if r.cache_time <= peak.time <= r.free_time and r.metric]
+    # (as the peak counts them: a result never freed is held to the run's end;
+    # under a budget, not while on disk)
+    held = [(r, leave) for r, size, enter, leave in lifetimes(f.run)
+            if enter <= peak.time <= leave and size]
     if len(held) < MEMORY_RESULTS * f.workers:
         return []
     top = list(peak.by_group.items())[:2]
@@ -337,13 +339,13 @@ def _memory(f: Facts) -> list:
         return []
     top = [(g, b) for g, b in top if b >= 0.2 * peak.bytes] or top[:1]
     groups = [g for g, _ in top]
-    mine = [r for r in held if _group(r.key) in groups]
-    waited = sum(r.free_time - r.cache_time for r in mine) / max(1, len(mine))
+    mine = [(r, leave) for r, leave in held if _group(r.key) in groups]
+    waited = sum(leave - r.cache_time for r, leave in mine) / max(1, len(mine))
     ended: dict = {}
     for r in f.run.tasks:
         ended.setdefault(r.end_time, _group(r.key))
     users: dict = {}
-    for r in mine:
+    for r, _leave in mine:
         user = ended.get(r.free_time)
         if user is not None:
             users[user] = users.get(user, 0) + 1

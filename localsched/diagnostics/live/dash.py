@@ -4,10 +4,12 @@ serves the pages from a BackgroundServer until ``close()``."""
 from __future__ import annotations
 
 import html
+import logging
 import os
 import socket
 import sys
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -21,6 +23,8 @@ from .routes import routes
 from .server import BackgroundServer, parse_address
 
 __all__ = ["Dashboard", "dashboard", "from_environment", "ENV_VAR"]
+
+logger = logging.getLogger(__name__)
 
 #: ``LOCALSCHED_DASHBOARD=1`` (or an address) turns the shared dashboard on
 #: at ``import localsched``; so does dask's config key ``localsched.dashboard``
@@ -102,6 +106,10 @@ class Dashboard(Callback):
         self.task_stream_length = task_stream_length
         self.report_path = report_path
         self._extra = list(diagnostics)
+        #: The open pages' last updates (``pages._schedule``), and what the
+        #: pages say once the dashboard has ended (``close``, interpreter exit).
+        self.page_finals: dict = {}
+        self._end: dict = {"note": None}
         # Without sizes the run's own task records are read (no hook per
         # task); with them a posttask measures each result (results then
         # travel back from worker processes only when their sizes are measured).
@@ -114,7 +122,11 @@ class Dashboard(Callback):
             applications(self.feed, self), routes(self), host, port,
             allowed_hosts=allowed_hosts)
         self.host, self.port = host, self._server.port
-        self._finalizer = weakref.finalize(self, self._server.stop)
+        # (at interpreter exit, as at close(): the open pages first show how
+        # things ended -- never "running" in a tab left open)
+        self._finalizer = weakref.finalize(self, _end_pages, self._server, self.page_finals,
+                                           self._end, EXITED)
+        self._printed = not quiet
         if not quiet:
             print(f"localsched dashboard: {self.link}", flush=True)
 
@@ -160,13 +172,21 @@ class Dashboard(Callback):
         """Whether the page is served."""
         return self._server is not None and self._server.running
 
-    def close(self) -> None:
-        """Stop recording and serving; the port is free when this returns."""
+    @property
+    def ended(self) -> str | None:
+        """What the pages say under the strip once the dashboard ended."""
+        return self._end["note"]
+
+    def close(self, ended: str | None = None) -> None:
+        """Stop recording and serving; the port is free when this returns.
+        Open pages first get their last update: the run's last numbers and
+        ``ended`` (default: the dashboard closed), so a tab left open shows
+        how things ended, not a frozen "running"."""
         self.unregister()
         server, self._server = self._server, None
         if server is not None:
             self._finalizer.detach()
-            server.stop()
+            _end_pages(server, self.page_finals, self._end, ended or CLOSED)
         self.feed.findings.close()
 
     @property
@@ -235,12 +255,15 @@ class Dashboard(Callback):
         return path
 
     def _repr_html_(self) -> str:
+        """A notebook shows the page in a frame as wide as the cell; the link
+        once (the printed line has it, unless ``quiet``: then here)."""
         link = html.escape(self.link)
         if not self.running:
             return f"<p>localsched dashboard (closed): {link}</p>"
-        return (f"<p>localsched dashboard: <a href='{link}' target='_blank'>{link}</a></p>"
-                f"<iframe src='{link}' width='1050' height='900' "
-                f"style='border:1px solid #ddd'></iframe>")
+        shown = "open in a new tab" if self._printed else link
+        return (f"<p>localsched dashboard: <a href='{link}' target='_blank'>{shown}</a></p>"
+                f"<iframe src='{link}' style='width:100%;height:900px;"
+                f"border:1px solid #ddd;box-sizing:border-box'></iframe>")
 
     def __repr__(self) -> str:
         if getattr(self, "port", None) is None:
@@ -249,6 +272,37 @@ class Dashboard(Callback):
         return f"<Dashboard {self.link}: {state}>"
 
 
+#: What an ended dashboard's pages say (``Dashboard.close``'s default; at exit).
+CLOSED = "the dashboard was closed: this page no longer updates"
+EXITED = "the program ended: this page no longer updates"
+#: Seconds the end waits at most for the open pages' last update to be written.
+END_TIMEOUT = 10.0
+
+
+def _end_pages(server, finals: dict, end: dict, note: str) -> None:
+    """Give each open page its last update (``note`` under the strip), wait
+    until written (END_TIMEOUT at most: a stalled tab never holds the exit),
+    then stop the server."""
+    end["note"] = note
+    written: list = []
+    if getattr(server, "_thread", None) is threading.current_thread():
+        finals = {}  # (closed from a page's own callback: no waiting on itself)
+
+    def queue_all() -> None:
+        for final in list(finals.values()):
+            try:
+                written.append(final())
+            except Exception:  # noqa: BLE001 -- (a page going away meanwhile)
+                logger.exception("localsched dashboard: a page's last update failed")
+
+    try:
+        server.call(queue_all, timeout=END_TIMEOUT)
+    except Exception:  # noqa: BLE001 -- (the server stopped already)
+        pass
+    deadline = time.monotonic() + END_TIMEOUT
+    for event in written:
+        event.wait(max(0.0, deadline - time.monotonic()))
+    server.stop()
 _shared: Dashboard | None = None
 _shared_lock = threading.Lock()
 

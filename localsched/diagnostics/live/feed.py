@@ -675,11 +675,15 @@ class Feed:
 
     def _rate(self, run: RunLog, now: float, done: int) -> float:
         """Tasks per second over the last couple of seconds (from the counts
-        this method is given, sampled at most every 50 ms)."""
+        this method is given, sampled at most every 50 ms, and the run's
+        start with none done: a first look after a long first batch reads
+        its rate, not 0.0 until the next look)."""
         rates = self._rates
         if self._rate_run is not run:
             self._rate_run = run
             rates.clear()
+            if run.started < now:
+                rates.append((run.started, 0))
         if not rates or now - rates[-1][0] >= 0.05:
             rates.append((now, done))
         if len(rates) < 2:

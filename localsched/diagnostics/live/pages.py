@@ -223,7 +223,7 @@ class Cadence:
             self._summary_cost = seconds
 
 
-def _schedule(doc, components: list, feed: Feed, soon) -> None:
+def _schedule(doc, components: list, feed: Feed, soon, finals: dict | None = None) -> None:
     """A fixed-rate timer per page, every TICK, on the server's event loop:
     it asks the Cadence, which reads only clocks and counters, and only an
     update it allows enters bokeh (a next-tick callback, under the
@@ -237,7 +237,13 @@ def _schedule(doc, components: list, feed: Feed, soon) -> None:
     computation (every task taken in), the page updates only every
     IDLE_TICK until the next one starts.  The timer stops with the page's
     session.  ``soon(fn)`` runs ``fn`` on the server's thread (the timer's
-    loop), wherever bokeh builds the page (``BackgroundServer.soon``)."""
+    loop), wherever bokeh builds the page (``BackgroundServer.soon``).
+
+    ``finals`` (the Dashboard's ``page_finals``) gets the page's last
+    update while the session lives: called on the server's thread when the
+    dashboard ends, it queues one full update (the run's last numbers and
+    the dashboard's ``ended`` note) and returns an Event set once bokeh has
+    written it to the page, so a tab left open shows how things ended."""
     from tornado.ioloop import PeriodicCallback
 
     tick = TICK
@@ -276,8 +282,8 @@ def _schedule(doc, components: list, feed: Feed, soon) -> None:
         finally:
             cadence.spent(kind, time.thread_time() - cpu)
 
-    def full_update(now: float) -> None:
-        feed.update()
+    def full_update(now: float, force: bool = False) -> None:
+        feed.update(force=force)
         shown[0] = feed.settled()
         for i, c in enumerate(components):
             if now >= due[i] or c.fast:
@@ -288,9 +294,32 @@ def _schedule(doc, components: list, feed: Feed, soon) -> None:
         for c in fast:
             _update_one(c, tick=True)
 
+    def final():
+        import threading
+
+        written = threading.Event()
+        timer.stop()
+        # (forced: whatever another page took in a moment ago, every task is in)
+        doc.add_next_tick_callback(lambda: update(FULL, partial(full_update, force=True),
+                                                  time.monotonic()))
+        # (bokeh runs a document's callbacks one at a time, each after the
+        # writes of the one before: this one runs once the update is sent)
+        doc.add_next_tick_callback(written.set)
+        return written
+
     timer = PeriodicCallback(step, tick * 1000)
     soon(timer.start)  # (PeriodicCallback takes the loop of the thread that starts it)
-    doc.on_session_destroyed(lambda _context: soon(timer.stop))
+    if finals is not None:
+        finals[id(final)] = final
+    doc.on_session_destroyed(lambda _context: soon(partial(_stopped, timer, finals,
+                                                           id(final))))
+
+
+def _stopped(timer, finals: dict | None, token: int) -> None:
+    """A page's session ended: its timer stops, its last update goes."""
+    timer.stop()
+    if finals is not None:
+        finals.pop(token, None)
 
 
 def _update_one(component, tick: bool = False) -> None:
@@ -395,7 +424,7 @@ def _report_controls(context) -> object:
 
 def _status(feed: Feed, context, doc) -> None:
     comps = {cls: cls(feed, context) for cls in COMPONENTS}
-    _schedule(doc, list(comps.values()), feed, _soon(context))
+    _schedule(doc, list(comps.values()), feed, _soon(context), _finals(context))
     # The strip is a root of its own: its text changes ten times a second,
     # and a Div's new text makes BokehJS lay out the whole layout it sits
     # in again (measured: ~25 ms of the browser's CPU per change inside the
@@ -415,9 +444,14 @@ def _status(feed: Feed, context, doc) -> None:
 
 def _individual(cls, feed: Feed, context, doc) -> None:
     component = cls(feed, context)
-    _schedule(doc, [component], feed, _soon(context))
+    _schedule(doc, [component], feed, _soon(context), _finals(context))
     doc.add_root(component.root)
     doc.title = f"localsched: {cls.title}"
+
+
+def _finals(context) -> dict | None:
+    finals = getattr(context, "page_finals", None)
+    return finals if isinstance(finals, dict) else None
 
 
 def _soon(context):

@@ -64,21 +64,25 @@ def format_seconds(seconds: float | None) -> str:
     return format_clock(seconds)
 
 
-def summary_html(p: dict, recording: bool = True) -> str:
+def summary_html(p: dict, recording: bool = True, ended: str | None = None) -> str:
     """The strip's HTML for a ``Feed.progress()`` dict; ``recording``:
-    whether the Dashboard is registered (an idle one that is not says so)."""
+    whether the Dashboard is registered (an idle one that is not says so);
+    ``ended``: the dashboard has ended (a run still going then stopped
+    being shown: "stopped", its last numbers)."""
     if p["status"] == "idle":
-        text = WAITING if recording else NOT_RECORDING
+        text = (html.escape(ended) if ended else WAITING if recording else NOT_RECORDING)
         return f"<div class='ls-summary' style='font:14px sans-serif'>{text}</div>"
-    running = p["status"] == "running"
+    running = p["status"] == "running" and not ended
+    status = "stopped" if ended and p["status"] == "running" else p["status"]
     cells = [
-        ("run", f"#{p['run']} {p['status']}"),
+        ("run", f"#{p['run']} {status}"),
         ("elapsed" if running else "took", format_seconds(p["elapsed"])),
         ("tasks", f"{p['done']:,} / {p['total']:,}"),
         ("tasks/s", f"{p['rate']:,.1f}"),
         ("failed", f"{p['erred']:,}"),
     ]
     if running:
+        cells.append(("in flight", f"{p['running']:,}"))
         cells.append(("workers busy", f"{p['busy']} / {p['workers']}"))
         eta = p["eta"]
         cells.append(("ETA", format_seconds(eta) if eta is not None else
@@ -93,6 +97,12 @@ def summary_html(p: dict, recording: bool = True) -> str:
         body += (f"<span>cluster dashboard: <a href='{html.escape(link)}' target='_blank'>"
                  f"{html.escape(link)}</a></span>")
     return f"<div class='ls-summary' style='font:14px sans-serif'>{body}</div>"
+
+
+def ended_html(note: str) -> str:
+    """The line under the strip once the dashboard ended (``Dashboard.close``)."""
+    return (f"<p class='ls-ended' style='font:14px sans-serif;margin:4px 0;color:#555'>"
+            f"{html.escape(note)}</p>")
 
 
 #: The strip's text into its Div's element, without a model change (see the
@@ -130,6 +140,7 @@ class Summary(Component):
         # The findings of a finished run, under the strip (a Div of its own:
         # the strip's height is fixed), computed once per run.
         self._findings_of: int | None = None
+        self._ended: str | None = None  # (the dashboard's end, as shown)
         self.findings = Div(text="", width=PAGE_WIDTH, name="summary_findings")
         self._show(self._read_now())
         # (the source rides in the Div's tags: part of the document with it)
@@ -139,12 +150,17 @@ class Summary(Component):
                                                         code=_WRITE_TEXT_JS))
 
     def _show(self, progress: dict) -> None:
-        text = summary_html(progress, getattr(self.context, "recording", True))
+        ended = getattr(self.context, "ended", None)
+        ended = ended if isinstance(ended, str) else None
+        text = summary_html(progress, getattr(self.context, "recording", True), ended)
         if text != self.text:
             self.text = text
             self.text_source.data = {"html": [text]}
         if progress["status"] in ("finished", "errored"):
             self._show_findings(progress["run"])
+        if ended and self._ended is None:  # (the dashboard's end: once, above the findings)
+            self._ended = ended_html(ended)
+            self.findings.text = self._ended + self.findings.text
 
     def _show_findings(self, run: int) -> None:
         if self._findings_of == run:
@@ -155,11 +171,11 @@ class Summary(Component):
         # they are, "computing", and asked again at the next refresh)
         found = self.feed.findings.get(log) if log is not None and log.finished else []
         if found is None:
-            if self.findings.text != COMPUTING:
-                self.findings.text = COMPUTING
+            if self.findings.text != (self._ended or "") + COMPUTING:
+                self.findings.text = (self._ended or "") + COMPUTING
             return
         self._findings_of = run
-        self.findings.text = findings_short_html(found)
+        self.findings.text = (self._ended or "") + findings_short_html(found)
 
     def _read_now(self) -> dict:
         progress = self.feed.progress()
