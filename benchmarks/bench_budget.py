@@ -15,8 +15,9 @@ bag groupby), each in a fresh process whose process tree (RSS plus its
 ``/dev/shm`` files) is sampled every 20 ms from outside: dask's threaded
 scheduler without a budget, localsched on sync, threads(2) and
 processes(2) with ``memory_limit`` = 200 MB and spilling on, and
-``LocalCluster(n_workers=2, threads_per_worker=1, memory_limit=100 MB)``
-(the same 200 MB in all, distributed's own spilling and pausing): peak MB
+``LocalCluster(n_workers=1, threads_per_worker=2, memory_limit=200 MB)``
+(the same budget, distributed's own spilling and pausing; a run longer
+than ``CLUSTER_TIMEOUT`` is called stuck and killed): peak MB
 above the baseline (bar for localsched: 1.1 x 200 + 100 = 320 MB) and
 seconds.
 
@@ -42,6 +43,9 @@ import localsched.local  # noqa: E402
 import localsched.threaded  # noqa: E402
 
 MB = 10**6
+# Seconds a LocalCluster run may take before it is called stuck (a worker
+# paused or restarted for good).
+CLUSTER_TIMEOUT = 300
 
 
 def _best(fn, repeat: int) -> float:
@@ -91,8 +95,8 @@ sys.path.insert(0, {os.path.join(os.path.dirname(HERE), 'tests')!r})
 import dask, distributed
 from budget_workloads import WORKLOADS
 coll, check = WORKLOADS[{name!r}]()
-with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                              memory_limit={budget // 2}, dashboard_address=None) as c, \\
+with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
+                              memory_limit={budget}, dashboard_address=None) as c, \\
         distributed.Client(c) as client:
     sys.stdout.write("go\\n"); sys.stdout.flush(); sys.stdin.readline()
     t0 = time.time()
@@ -111,7 +115,12 @@ with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
     with MemorySampler(p.pid) as s:
         p.stdin.write("\n")
         p.stdin.flush()
-        out, _ = p.communicate()
+        try:
+            out, _ = p.communicate(timeout=CLUSTER_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            return -2, float("nan")
     if p.returncode:
         return -1, float("nan")
     return s.peak_above_baseline, float(out.split()[-1])
@@ -136,7 +145,8 @@ def workloads(only: str | None, modes: list) -> None:
                 print(f"{name:<20}{mode:<11}   failed: {str(exc).splitlines()[-1]}")
                 continue
             if peak < 0:
-                print(f"{name:<20}{mode:<11}   failed")
+                print(f"{name:<20}{mode:<11}   " + ("failed" if peak == -1 else
+                                                     f"stuck: killed after {CLUSTER_TIMEOUT} s"))
                 continue
             print(f"{name:<20}{mode:<11}{peak / MB:>9.0f}{seconds:>9.1f}", flush=True)
 
