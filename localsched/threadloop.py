@@ -1,0 +1,226 @@
+"""Threads that schedule themselves: the loop of a threads run nobody watches.
+
+The pool loop (``localsched.poolloop``) keeps the run's state in the
+caller's thread: it plans a batch, hands it to a worker, and completes each
+task when its record comes back.  Every task thus costs the work twice
+over -- the planner simulates what becomes ready inside a batch, the
+records redo it -- plus the hand-offs, and a task that becomes ready on a
+worker waits for a round trip through the caller's thread (on a chain,
+nothing else can run meanwhile).  That is the price of hooks that fire in
+one thread, of records, of processes.  When nothing watches a run of
+threads (``PoolSettings.direct``: no hook, no records, no measurement, the
+cache the run's own) and no ``chunksize`` is asked for, none of it is
+needed: the workers share the ``RunState`` under one lock and each runs
+the inline loop (``localsched.inline``) itself::
+
+    with lock: complete the task just run, take the top of the ready stack
+    run it (the lock free)
+
+So a task that becomes ready on a worker runs there next, with no hand-off
+at all (the top of the stack is the dependent the worker just made ready:
+dask's ready rule, the sequential run's order), and the other workers take
+what else is ready.  A worker finding nothing ready waits on the lock's
+condition; a worker that leaves ready tasks behind it while others wait
+wakes as many as there are tasks for (never one per task on a chain).
+Results leave the cache as soon as their last user completes, as in a
+sequential run, so memory stays depth-first.
+
+The caller's thread only waits: for the end, the first failure (raised by
+the pool loop as any failure, with its task named), or Ctrl-C, which stops
+the workers before their next task (the running ones cannot be stopped:
+they end on their daemon threads).  Under the GIL, two workers on
+pure-Python tasks cost about what one thread does (the lock is held for a
+task's bookkeeping only); tasks that release the GIL run at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from . import callbacks as _callbacks
+from .graph import execute
+from .machine import READY, RUNNING, InvalidStateError, RunState
+
+__all__ = ["Crew"]
+
+
+# What a worker's run of tasks ended with (else a failure: ``(i, exc, start, end)``).
+_IDLE, _FINISHED, _STOPPED = 0, 1, 2
+
+
+class Crew:
+    """Workers that run one computation's state themselves (see the module
+    docstring).  ``start`` hands them to the pool, ``wait`` waits for the
+    end and returns the first failure ``(i, exc, start, end, worker_id)``
+    or None, ``stop`` makes them stop before their next task.
+
+    Lifetimes: a worker holds the run's structures only in the frame of
+    ``_run_tasks``, which it leaves before it waits or says the run is
+    over; ``wait`` returns once every worker not running a task has left
+    (a task still running after a failure or Ctrl-C keeps its own, as an
+    abandoned batch does), and ``release`` drops the crew's references, so
+    the computation's results and graph go with the caller's last one."""
+
+    def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None):
+        self.machine = machine
+        self.complete = complete
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
+        self.done = threading.Event()
+        self.stopped = False
+        self.idle = 0  # workers waiting for a ready task
+        self.inside = 0  # workers in ``work``
+        self.running = 0  # ... of them running a task now
+        self.failure: tuple | None = None
+        self.futures: list = []
+
+    def start(self, submit: Callable, num_workers: int, run_in: Callable) -> None:
+        """Hand up to ``num_workers`` workers to the pool (``run_in()``: the
+        callable that runs a function where tasks belong, in a copy of the
+        caller's context)."""
+        assert self.machine is not None
+        for _ in range(min(num_workers, self.machine.remaining)):
+            fut = submit(run_in(), self.work)
+            self.futures.append(fut)
+            # (a worker that never ran or died outside a task ends the run)
+            fut.add_done_callback(self._ended)
+
+    def wait(self) -> tuple | None:
+        """Wait for the end of the run (short waits: Ctrl-C is seen at once)."""
+        done = self.done
+        while not done.wait(0.1):
+            pass
+        return self.failure
+
+    def release(self) -> None:
+        """Drop the references to the run (it is over, or abandoned)."""
+        with self.lock:
+            self.machine = self.complete = self.failure = None
+            self.futures = []
+
+    def stop(self) -> None:
+        """No worker starts another task (the running ones finish theirs)."""
+        with self.lock:
+            self._end()
+
+    def work(self) -> None:
+        """One worker: runs tasks while some are ready, waits while others
+        run, until the run is over."""
+        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
+        wid = threading.get_ident()
+        with self.lock:
+            self.inside += 1
+        try:
+            while True:
+                outcome = self._run_tasks() if not self.stopped else _STOPPED
+                with self.lock:
+                    if outcome == _IDLE:
+                        if self._wait_for_work():
+                            continue
+                    elif outcome == _FINISHED:
+                        self._end()
+                    elif type(outcome) is tuple:
+                        i, exc, t0, t1 = outcome
+                        self._fail(i, exc, t0, t1, wid)
+                        outcome = exc = None  # (the failure is the caller's now)
+                    break
+        except BaseException as exc:  # noqa: B036 -- a fault of the loop itself: the run fails
+            with self.lock:
+                self._fail(-1, exc, 0.0, 0.0, wid)
+        finally:
+            _callbacks._local_active.reset(token)
+            with self.lock:
+                self.inside -= 1
+                self._check_done()
+
+    def _run_tasks(self):
+        """The hot loop: complete the task just run and take the top of the
+        ready stack, under the lock; run it, the lock free.  Returns why it
+        stopped (``_IDLE``: nothing ready), or a task's failure."""
+        machine, complete, lock = self.machine, self.complete, self.lock
+        if machine is None or complete is None:
+            return _STOPPED
+        ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
+        wake, now = self.wake, time.time
+        i, value = -1, None
+        while True:
+            with lock:
+                if i >= 0:
+                    self.running -= 1
+                    if self.stopped:
+                        return _STOPPED
+                    complete(i, value)
+                    value = None
+                    if not machine.remaining:
+                        self.stopped = True  # (a worker arriving now leaves at once)
+                        return _FINISHED
+                if self.stopped:
+                    return _STOPPED
+                if not ready:
+                    return _IDLE
+                i = ready.pop()
+                if status[i] != READY:
+                    raise InvalidStateError(f"task {machine.keys[i]!r} taken twice")
+                status[i] = RUNNING
+                self.running += 1
+                if ready and self.idle:  # work for the waiting workers too
+                    wake.notify(len(ready))
+            t0 = now()
+            try:
+                value = execute(specs[i], cache)
+            except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
+                with lock:
+                    self.running -= 1
+                return (i, exc, t0, now())
+
+    def _wait_for_work(self) -> bool:
+        """(Lock held, nothing was ready.)  Wait until a task is ready;
+        False: the run is over (finished, failed, stopped or stalled)."""
+        while True:
+            if self.stopped or self.machine is None:
+                return False
+            if self.machine.ready:
+                return True
+            if not self.machine.remaining:
+                return False
+            if not self.running:  # nothing runs that could make a task ready
+                self._fail(-1, InvalidStateError("scheduler stalled with tasks left"),
+                           0.0, 0.0, None)
+                return False
+            self.idle += 1
+            try:
+                self.wake.wait()
+            finally:
+                self.idle -= 1
+
+    def _end(self) -> None:
+        """(Lock held.)  The run is over: the others stop waiting."""
+        self.stopped = True
+        self.wake.notify_all()
+        self._check_done()
+
+    def _check_done(self) -> None:
+        """(Lock held.)  Tell the caller once the run is over and every
+        worker not running a task has left."""
+        if self.stopped and self.inside <= self.running:
+            self.done.set()
+
+    def _fail(self, i: int, exc: BaseException, t0: float, t1: float, wid) -> None:
+        """(Lock held.)  The first failure ends the run (later ones are dropped)."""
+        if self.failure is None and self.machine is not None and self.machine.remaining:
+            self.failure = (i, exc, t0, t1, wid)
+        self._end()
+
+    def _ended(self, fut) -> None:
+        """A worker's future is done: if it never ran (cancelled) or raised
+        outside a task, the run cannot go on without it saying so."""
+        if fut.cancelled():
+            exc: BaseException | None = InvalidStateError("a worker of the run was cancelled")
+        else:
+            exc = fut.exception()
+        if exc is not None:
+            with self.lock:
+                self._fail(-1, exc, 0.0, 0.0, None)
