@@ -11,7 +11,10 @@
     abort: stop in-process batches, say what was running, release handles
 
 Only this thread touches the ``RunState`` and fires callbacks, so the
-callbacks of one computation never run concurrently.
+callbacks of one computation never run concurrently.  Except on threads
+nobody watches (``PoolSettings.direct``, no ``chunksize``): there the
+workers share the state under a lock and schedule themselves
+(``threadloop.Crew``: no batch, no record; this thread only waits).
 
 Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
 sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
