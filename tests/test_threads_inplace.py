@@ -130,3 +130,22 @@ def test_a_watched_run_still_fires_every_hook_in_the_callers_thread():
     assert threaded.get(dsk, out, num_workers=2, callbacks=[cb])[0] == 3
     assert [k for k, _ in seen] == ["c-0", "c-1", "c-2"]
     assert {t for _, t in seen} == {me}
+
+
+def test_short_tasks_that_wait_for_each_other_still_meet():
+    # Ten quick tasks make the function "short" (one worker at a time runs
+    # short tasks); the last two meet at a barrier: the second must start
+    # while the first waits.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def step(i, *_):
+        if i >= 10:
+            barrier.wait()
+        return i
+
+    dsk: dict = {("s", i): (step, i) for i in range(10)}
+    dsk["first"] = (sum, [("s", i) for i in range(10)])
+    dsk[("s", 10)] = (step, 10, "first")
+    dsk[("s", 11)] = (step, 11, "first")
+    dsk["all"] = (sum, [("s", 10), ("s", 11)])
+    assert threaded.get(dsk, "all", num_workers=2) == 21
