@@ -41,6 +41,17 @@ tasks behind it).  On tiny tasks the run is then the sequential
 run on one worker (the tree holds 14), with no hand-off between workers;
 work that takes its time spreads as before.
 
+Results that count.  Tasks that run at once, on several workers, each
+advance a region of their own, and a result that may be large (anything
+but a number or a short string: ``metrics.is_tiny``) held by each adds to
+the peak; the pool loop's batches are planned to keep that depth-first
+(``batching``: "What a batch holds"), this loop is not.  So the first such
+result of a task run outside the short lane while another task runs
+(a chain never hands over) hands the run over: the
+workers stop taking tasks, the running ones complete, and the pool loop
+goes on from the same state.  Runs of numbers, and of short tasks
+whatever they make, stay here.
+
 The caller's thread only waits: for the end, the first failure (raised by
 the pool loop as any failure, with its task named), or Ctrl-C, which stops
 the workers before their next task (the running ones cannot be stopped:
@@ -60,6 +71,7 @@ from . import callbacks as _callbacks
 from .batching import spec_group
 from .graph import CALL, execute
 from .machine import READY, RUNNING, InvalidStateError, RunState
+from .metrics import is_tiny
 
 __all__ = ["Crew"]
 
@@ -95,6 +107,7 @@ class Crew:
         self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
         self.done = threading.Event()
         self.stopped = False
+        self.handover = False  # (stopped for the pool loop to go on: see ``_hand_over``)
         self.idle = 0  # workers waiting for a ready task
         self.inside = 0  # workers in ``work``
         self.running = 0  # ... of them running a task now
@@ -174,7 +187,7 @@ class Crew:
         ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
         wake, now, stats, short = self.wake, time.time, self.stats, self._short
         wid = threading.get_ident()
-        i, g, value, t0, t1 = -1, None, None, 0.0, 0.0
+        i, g, value, t0, t1, laned = -1, None, None, 0.0, 0.0, False
         while True:
             with lock:
                 if i >= 0:
@@ -186,9 +199,12 @@ class Crew:
                         st[0] += t1 - t0
                         st[1] += 1
                         st[2] = st[0] < SHORT * st[1]
-                    if self.stopped:
+                    if self.stopped and not self.handover:
                         return self._leave(_STOPPED, wid)
                     complete(i, value)
+                    if (not laned and self.running and value is not None
+                            and not is_tiny(value)):
+                        self._hand_over()  # (see "Results that count")
                     value = None
                     if not machine.remaining:
                         self.stopped = True  # (a worker arriving now leaves at once)
@@ -203,6 +219,7 @@ class Crew:
                         self.lane = wid
                 elif self.lane == wid:
                     self.lane = None
+                laned = self.lane == wid
                 i = ready.pop()
                 if status[i] != READY:
                     raise InvalidStateError(f"task {machine.keys[i]!r} taken twice")
@@ -284,8 +301,14 @@ class Crew:
     def _check_done(self) -> None:
         """(Lock held.)  Tell the caller once the run is over and every
         worker not running a task has left."""
-        if self.stopped and self.inside <= self.running:
+        if self.stopped and self.inside <= self.running and not (self.handover and self.running):
             self.done.set()
+
+    def _hand_over(self) -> None:
+        """(Lock held.)  A result that counts: the pool loop's batches take
+        the rest of the run over, once the running tasks are complete."""
+        self.handover = True
+        self._end()
 
     def _fail(self, i: int, exc: BaseException, t0: float, t1: float, wid) -> None:
         """(Lock held.)  The first failure ends the run (later ones are dropped)."""
