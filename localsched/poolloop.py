@@ -218,6 +218,8 @@ class PoolLoop:
         crew.start(self.submit, self.num_workers, lambda: ctx.copy().run)
         failure = crew.wait()
         crew.release()  # (its threads may outlive this call: they hold nothing of the run)
+        if failure is None:
+            self.crew = None  # (handed over, or done: the batches' ways from here on)
         if failure is not None:
             i, exc, t0, t1, wid = failure
             failure = None

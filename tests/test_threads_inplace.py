@@ -149,3 +149,23 @@ def test_short_tasks_that_wait_for_each_other_still_meet():
     dsk[("s", 11)] = (step, 11, "first")
     dsk["all"] = (sum, [("s", 10), ("s", 11)])
     assert threaded.get(dsk, "all", num_workers=2) == 21
+
+
+def test_a_run_handed_over_to_batches_still_fails_and_recovers_as_usual():
+    # Two lists made at once on two workers: results that may be large,
+    # made side by side, hand the run over to the pool loop's batches; a
+    # failure there is raised as any other, and the pool works on.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def make(i):
+        barrier.wait()
+        return [i] * 1000
+
+    def fail(a, b):
+        raise ZeroDivisionError("after the hand-over")
+
+    dsk = {"a": (make, 0), "b": (make, 1), "c": (fail, "a", "b")}
+    with pytest.raises(ZeroDivisionError, match="after the hand-over"):
+        threaded.get(dsk, "c", num_workers=2)
+    dsk["c"] = (lambda a, b: len(a) + len(b), "a", "b")
+    assert threaded.get(dsk, "c", num_workers=2) == 2000
