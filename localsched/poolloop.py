@@ -11,7 +11,10 @@
     abort: stop in-process batches, say what was running, release handles
 
 Only this thread touches the ``RunState`` and fires callbacks, so the
-callbacks of one computation never run concurrently.
+callbacks of one computation never run concurrently.  Except on threads
+nobody watches (``PoolSettings.direct``, no ``chunksize``): there the
+workers share the state under a lock and schedule themselves
+(``threadloop.Crew``: no batch, no record; this thread only waits).
 
 Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
 sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
@@ -64,6 +67,7 @@ from .pool_settings import QUEUE_AHEAD, PoolSettings
 from .records_wire import CPU_NOTE, SAMPLES_NOTE
 from .runtime import run_batch, run_batch_collect, trim_traceback
 from .task_records import NO_WRITER, cpu_share, with_cpu_share
+from .threadloop import Crew
 from .utils import add_note, name_tasks
 from .view import TaskRecord
 
@@ -173,6 +177,12 @@ class PoolLoop:
             self.shared_type = getattr(transport, "SharedValue", None)
             self.emit = self.inbox = transport.Inbox(self.events.put)
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
+        # Threads nobody watches schedule themselves (see ``threadloop``);
+        # not under a memory budget, which admits each dispatch.
+        self.crew = (Crew(machine, self.complete)
+                     if settings.direct and self.ctx is not None and chunksize is None
+                     and budget is None else None)
+        self.num_workers = num_workers
 
     # -- the steps ----------------------------------------------------------------
 
@@ -183,6 +193,8 @@ class PoolLoop:
             # at a loop's backward jump as if at the instruction before the
             # loop's head, and a Ctrl-C there would skip the handler below.)
             machine = self.machine
+            if self.crew is not None and machine.remaining:
+                self.run_crew(self.crew)
             while machine.remaining:
                 self.dispatch()
                 item = self.wait()
@@ -205,6 +217,23 @@ class PoolLoop:
                 self.planner.remember()  # for the next computation's first batches
             except Exception:  # noqa: BLE001 -- never instead of the run's own outcome
                 pass
+
+    def run_crew(self, crew: Crew) -> None:
+        """Let the workers run the state themselves (``threadloop``); raise
+        the first failure as ``fail`` does."""
+        ctx = self.ctx
+        assert ctx is not None
+        crew.start(self.submit, self.num_workers, lambda: ctx.copy().run)
+        failure = crew.wait()
+        crew.release()  # (its threads may outlive this call: they hold nothing of the run)
+        if failure is None:
+            self.crew = None  # (handed over, or done: the batches' ways from here on)
+        if failure is not None:
+            i, exc, t0, t1, wid = failure
+            failure = None
+            if i < 0:  # not a task's: the loop's own fault
+                raise exc
+            self.fail(i, exc, t0, t1, wid)
 
     def dispatch(self) -> None:
         """Hand batches to the free workers while tasks are ready."""
@@ -573,6 +602,13 @@ class PoolLoop:
         """The computation stops (a failure, Ctrl-C): stop in-process batches,
         say which tasks were running, release what arrived."""
         self.cancelled.append(True)
+        if self.crew is not None:
+            futures = self.crew.futures
+            self.crew.stop()
+            self.crew.release()
+            if isinstance(exc, KeyboardInterrupt) and self.on_interrupt is not None:
+                self.on_interrupt(futures)
+            return
         settings = self.settings
         if not settings.keep_all and not settings.direct:  # (direct: nobody else sees the cache)
             self._drop_placeholders()

@@ -369,12 +369,15 @@ def test_threads_hand_independent_tasks_out_in_few_batches(monkeypatch):
     monkeypatch.setattr(Planner, "next_batch", counting)
     dsk, keys = fan_in(3000)
     total = (-sum(range(3000)),)
-    assert threaded.get(dsk, keys, num_workers=2) == total
+    # (A watched run: threads nobody watches plan no batches at all, their
+    # workers schedule themselves: see test_threads_inplace.)
+    watched = [Callback(posttask=lambda *_: None)]
+    assert threaded.get(dsk, keys, num_workers=2, callbacks=watched) == total
     sizes.clear()
     # A second run of the same graph: the functions were timed in the first
     # run only (threads keep nothing), so the first tasks go alone again,
     # then batches form.
-    assert threaded.get(dsk, keys, num_workers=2) == total
+    assert threaded.get(dsk, keys, num_workers=2, callbacks=watched) == total
     assert sum(sizes) == 3001
     assert len(sizes) < 100  # (3,001 batches of one task before)
 
