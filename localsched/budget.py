@@ -37,7 +37,8 @@ next to nothing per task (issue #34: at most 0.3 us): so a run starts
 *watching*, its loops unchanged but for a reading of the real memory
 (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
 more, and none of the hooks above run.  Once the real memory reaches
-``ARM`` x ``target`` the budget *arms*: every result in the cache is
+``ARM`` x ``target``, or a long task's result alone does (an allocator
+that reuses freed memory shows no growth), the budget *arms*: every result in the cache is
 measured and held from then on, the hooks run, and a pool's batches shrink
 to one task each (every result comes back to be counted, and a batch
 never reads a spilled input).
@@ -230,6 +231,16 @@ class Budget:
             self.arm()
         return self.armed
 
+    def _big(self, value) -> bool:
+        """Whether a long task's result alone takes ``arm_at`` or more: then
+        the budget arms whatever the real memory says (an allocator that
+        reuses freed memory shows no growth).  Sized only after a long task:
+        tiny tasks pay nothing."""
+        if self._size_of(value) < self.arm_at:
+            return False
+        self.arm()
+        return True
+
     def arm(self) -> None:
         """Start counting: every result in the cache now is held."""
         self.armed = True
@@ -259,11 +270,11 @@ class Budget:
         """Task i's result is in the cache: count it, forget what it
         released (watching: read the memory when due; ``long``: the task
         took ``LONG`` s or more)."""
+        m = self.machine
         if not self.armed:
-            if self.watch(long):
+            if self.watch(long) or (long and self._big(m.cache.get(m.keys[i]))):
                 self._check(i)  # (arming counted it)
             return
-        m = self.machine
         self._count(i, m.cache.get(m.keys[i]))
         self.reserved_bytes -= self.reserved.pop(i, 0)
         refs, is_output = m.refs, m.is_output
@@ -295,12 +306,15 @@ class Budget:
         """``completed`` for each finished task of a list of pool records."""
         status = self.machine.status
         if not self.armed:
-            long = False
+            long = big = False
+            cache, keys = self.machine.cache, self.machine.keys
             for r in records:
-                if r[1] and r[4] - r[3] >= LONG:
+                if r[0] >= 0 and r[1] and r[4] - r[3] >= LONG:
                     long = True
-                    break
-            if not self.watch(long):
+                    if self._big(cache.get(keys[r[0]])):
+                        big = True
+                        break
+            if not (self.watch(long) or big):
                 return
             for r in records:  # (arming counted them)
                 if r[0] >= 0 and r[1] and status[r[0]] == DONE:
