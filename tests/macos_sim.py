@@ -106,6 +106,12 @@ _platform.use(MACOS)
 '''
 
 
+def install() -> None:
+    """This process runs as ``MACOS`` (from a ``sitecustomize``:
+    ``tests/sim_site/macos``)."""
+    _platform.use(MACOS)
+
+
 def simulate_macos(monkeypatch) -> None:
     """This process (and the workers it starts) answers as macOS would:
     POSIX shared-memory objects, no /proc details."""

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .. import _platform
+from .. import _platform, settings
 from .._shm import store as _shm_store
 from .._shm.oob import loads_job
 from .._shm.worker_side import WorkerSegments, hold_owner_lock, let_go_of_last_job
@@ -193,8 +193,7 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     once the worker has had no job for ``IDLE_TRIM_AFTER`` seconds, so an
     idle pool holds no more than before.
     """
-    if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1").strip().lower() in ("0", "off", "no",
-                                                                         "false"):
+    if not settings.flag("LOCALSCHED_WORKER_MALLOC"):
         return None
     glibc = _platform.glibc_malloc()
     if glibc is None:
