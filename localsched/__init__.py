@@ -18,7 +18,6 @@ records everything a block of code computes and writes one HTML report (see
 from __future__ import annotations
 
 import importlib
-import os as _os
 import sys as _sys
 
 # Companion mode subscribes to callback registrations (so that ``with
@@ -68,7 +67,9 @@ def __dir__():
 # localsched.dashboard when dask is already imported, serves the live
 # dashboard with no code change (localsched.diagnostics.live.from_environment);
 # only then is anything more imported.
-if (_os.environ.get("LOCALSCHED_DASHBOARD") or _os.environ.get("DASK_LOCALSCHED__DASHBOARD")
+from . import settings as _settings  # noqa: E402  (after the exports above)
+
+if (_settings.text("LOCALSCHED_DASHBOARD") or _settings.text("DASK_LOCALSCHED__DASHBOARD")
         or ("dask.config" in _sys.modules
             and _sys.modules["dask.config"].get("localsched.dashboard", None))):
     from .diagnostics.live import from_environment as _from_environment

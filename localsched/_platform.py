@@ -58,10 +58,16 @@ not work now, values take the pipes, which always work, with one warning
 per process (``LOCALSCHED_SHM=0`` silences it); without segments there is
 no owner lock and no reaper.
 
-``LOCALSCHED_SIMULATE_MACOS=1`` makes a Linux process take macOS's answers
-(posix segments, no ``/proc`` details), so the tests run that path here;
-``LOCALSCHED_SIMULATE_WINDOWS=1`` does the same for Windows' (below: the
-process pool, and named mappings simulated with POSIX objects).
+The answers that decide a path are one value, a frozen ``Platform``
+(the OS family, the kind of segment, descriptor passing, the wait limit,
+PDEATHSIG, pidfd, ``/proc`` details), detected once
+(``Platform.detect()``) and taken by the process pool and the segment
+store as multiprocessing's objects take a context: ``current()`` is the
+one this process uses, the detected one unless ``use()`` chose another
+(a worker takes its pool's, from its boot message).  No environment
+variable decides it.  The tests build other values (macOS's, Windows'
+answers on Linux: ``tests/macos_sim.py``, ``tests/windows_sim.py``) and
+``use()`` them.
 
 A few bytes shared with a worker process (which task it runs, read by the
 pool when it dies): an anonymous shared mapping where the worker is
@@ -71,9 +77,9 @@ systems; none on Windows (the pool then cannot say which task).
 
 The process pool (``localsched/_pool/workers.py``) hands a spawned worker
 its pipes by descriptor number and waits on them with ``select``
-(``FD_PASSING``); Windows can do neither, so there its workers start
+(``Platform.fd_passing``); Windows can do neither, so there its workers start
 through multiprocessing's spawn, which carries pipe handles, and the pool
-waits on those pipes and a socket pair, at most ``WAIT_LIMIT`` at once.
+waits on those pipes and a socket pair, at most ``Platform.wait_limit`` at once.
 
 ``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
 only) and the live page lists child processes from ``/proc``; elsewhere
@@ -84,27 +90,23 @@ them, as any RSS sum does).
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import stat
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "SHM_DIR",
-           "shm_dir_stats", "PROC_DETAILS", "proc_memory", "proc_mapped", "child_pids",
+           "shm_dir_stats", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
-           "FD_PASSING", "SIMULATE_WINDOWS", "WAIT_LIMIT",
-           "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "SIMULATE_MACOS",
+           "Platform", "current", "use",
+           "thread_cpu_wait_reader", "prepare_thread_cpu_wait",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
            "named_mapping_view", "open_private_dir", "euid", "is_ours", "O_NOFOLLOW",
            "O_NONBLOCK", "O_CLOEXEC", "O_DIRECTORY", "O_CAREFUL"]
-
-#: ``LOCALSCHED_SIMULATE_MACOS=1``: a Linux process answers the shared-memory
-#: and ``/proc`` questions as macOS would (see the table above).  Read once,
-#: at import; spawned workers inherit it with the environment.
-SIMULATE_MACOS = os.environ.get("LOCALSCHED_SIMULATE_MACOS", "").strip().lower() in (
-    "1", "true", "yes", "on")
 
 # -- file locks --------------------------------------------------------------------
 
@@ -146,8 +148,8 @@ def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
     lock exists, a segment), else ``(None, why not)``: one ``statvfs``,
     asked each time (a directory fills up, or gets room again, while a
     process runs)."""
-    if _statvfs is None or SIMULATE_WINDOWS:
-        if _fcntl is None or SIMULATE_WINDOWS:
+    if _statvfs is None or current().family == "windows":
+        if _fcntl is None or current().family == "windows":
             return None, "this platform has no file locks (fcntl), which shared memory needs"
         return None, "this platform has no statvfs"
     try:
@@ -185,20 +187,14 @@ except ImportError:
 def shared_memory_kind() -> str | None:
     """Which kind of segment this platform can have: ``"files"`` in
     ``SHM_DIR`` (Linux), ``"posix"`` shared-memory objects (macOS, the
-    BSDs), ``"named"`` mappings (Windows; ``"named-simulated"`` on Linux
-    under ``SIMULATE_WINDOWS``), or None.  Whether it works *now* is asked
-    separately, per job."""
+    BSDs), ``"named"`` mappings (Windows), or None.  Whether it works *now*
+    is asked separately, per job.  (What the process uses is
+    ``current().segment_kind``.)"""
     if os.name == "nt":
         return "named"
-    if SIMULATE_WINDOWS:
-        return "named-simulated" if FILE_LOCKS and _posixshmem is not None else None
     if not FILE_LOCKS or os.name != "posix":
         return None
-    if SIMULATE_MACOS:
-        return "posix" if _posixshmem is not None else None
-    import sys
-
-    if sys.platform.startswith("linux"):
+    if _LINUX:
         return "files"
     return "posix" if _posixshmem is not None else None
 
@@ -332,9 +328,6 @@ O_CAREFUL = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
 
 # -- /proc ---------------------------------------------------------------------------
 
-#: Whether ``/proc`` tells shared pages apart (Linux 4.14+: PSS per kind).
-PROC_DETAILS = not SIMULATE_MACOS and os.path.exists("/proc/self/smaps_rollup")
-
 
 def _kb_field(path: str, field: bytes) -> int:
     with open(path, "rb") as f:
@@ -346,7 +339,7 @@ def _kb_field(path: str, field: bytes) -> int:
 
 def proc_memory(pid: int) -> tuple[int, int, int]:
     """``(rss, rss_shmem, pss_shmem)`` bytes of process ``pid`` (only where
-    ``PROC_DETAILS``): its resident set, the shared-memory part of it, and
+    ``Platform.proc_details``): its resident set, the shared-memory part of it, and
     that part shared out among the processes mapping it."""
     rss = rss_shmem = 0
     with open(f"/proc/{pid}/status", "rb") as f:
@@ -360,7 +353,7 @@ def proc_memory(pid: int) -> tuple[int, int, int]:
 
 def proc_mapped(pid: int, prefix: str) -> set:
     """Names of the files in ``SHM_DIR`` starting with ``prefix`` that
-    process ``pid`` maps (only where ``PROC_DETAILS``)."""
+    process ``pid`` maps (only where ``Platform.proc_details``)."""
     needle = f"{SHM_DIR}/{prefix}".encode()
     skip = len(SHM_DIR) + 1
     names = set()
@@ -376,7 +369,7 @@ def child_pids(pid: int) -> list | None:
     """The direct children of process ``pid`` from ``/proc``'s per-thread
     lists (a few small reads), or None where there are none (then ask
     psutil, which reads every process of the machine)."""
-    if SIMULATE_MACOS:
+    if not current().proc_details:
         return None
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -400,63 +393,42 @@ def child_pids(pid: int) -> list | None:
 #: process group): not on Windows.
 SESSIONS_AND_SIGNALS = os.name == "posix"
 
-#: ``LOCALSCHED_SIMULATE_WINDOWS=1``: a POSIX process answers the process
-#: and shared-memory questions as Windows would (no descriptor passing, no
-#: PDEATHSIG, no pidfd, named mappings), so the tests run Windows' paths
-#: here.  Read once; the tests' fixture sets it and this flag together.
-SIMULATE_WINDOWS = os.environ.get("LOCALSCHED_SIMULATE_WINDOWS", "").strip().lower() in (
-    "1", "true", "yes", "on")
-
-#: Whether a child process can be handed pipe file descriptors by number
-#: (``subprocess``'s ``pass_fds``) and those pipes waited on with ``select``
-#: (``multiprocessing.connection.wait``): POSIX.  Not on Windows, where
-#: only handles are inherited and only sockets, pipe *handles* and process
-#: handles can be waited on: the pool then starts its workers through
-#: multiprocessing's spawn, with sockets and multiprocessing's pipes.
-FD_PASSING = os.name == "posix" and not SIMULATE_WINDOWS
-
-#: How many objects one ``multiprocessing.connection.wait`` can watch, or
-#: None for no limit: Windows waits with ``WaitForMultipleObjects``, at most
-#: 63 handles (CPython's ProcessPoolExecutor stops at 61 workers for this).
-WAIT_LIMIT: int | None = 63 if os.name == "nt" or SIMULATE_WINDOWS else None
 
 _PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-_libc: list = []
 
 
+@functools.cache
 def libc():
     """The C library of this process (``ctypes.CDLL``, errno kept), or
     None where there is none to ask by that name (Windows)."""
-    if not _libc:
-        try:
-            import ctypes
+    try:
+        import ctypes
 
-            _libc.append(ctypes.CDLL(None, use_errno=True))
-        except (OSError, TypeError):
-            _libc.append(None)
-    return _libc[0]
-
-
-_pread: list = []
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, TypeError):
+        return None
 
 
 def _pread_holding_the_gil():
     """libc's ``pread`` called with the GIL held (``ctypes.PyDLL``), or
     None; made once per process (``prepare_thread_cpu_wait`` makes it in
     the caller's thread, before a sampler thread needs it)."""
-    if not _pread:
-        fn = None
-        if os.name == "posix" and not SIMULATE_WINDOWS:
-            try:
-                import ctypes
+    return _pread_made() if current().family != "windows" else None
 
-                fn = ctypes.PyDLL(None).pread
-                fn.restype = ctypes.c_ssize_t
-                fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
-            except (OSError, AttributeError):
-                fn = None
-        _pread.append(fn)
-    return _pread[0]
+
+@functools.cache
+def _pread_made():
+    if os.name != "posix":
+        return None
+    try:
+        import ctypes
+
+        fn = ctypes.PyDLL(None).pread
+        fn.restype = ctypes.c_ssize_t
+        fn.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long)
+    except (OSError, AttributeError):
+        return None
+    return fn
 
 
 def prepare_thread_cpu_wait() -> None:
@@ -505,7 +477,7 @@ def die_with_parent() -> bool:
     (callers watch a pipe instead)."""
     import signal
 
-    if SIMULATE_WINDOWS:
+    if not current().die_with_parent:
         return False
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
     kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
@@ -525,10 +497,11 @@ def glibc_malloc() -> tuple | None:
     return (mallopt, malloc_trim) if mallopt is not None and malloc_trim is not None else None
 
 
-def pidfd(pid: int) -> int | None:
+def pidfd(pid: int, platform: Platform | None = None) -> int | None:
     """A descriptor readable when process ``pid`` ends, even while a
-    grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None."""
-    if SIMULATE_WINDOWS:
+    grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None
+    (``platform``: whose answer; None, ``current()``)."""
+    if not (platform or current()).pidfd:
         return None
     try:
         return os.pidfd_open(pid)
@@ -593,3 +566,72 @@ def shared_file_fd(size: int) -> int | None:
             os.close(fd)
         return None
     return fd
+
+
+# -- the platform as a value --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What decides localsched's paths on this platform, as one value:
+    detected once (``detect``), passed on (the pool hands it to the
+    workers it spawns), built otherwise only by the tests (``replace``)."""
+
+    #: "linux", "macos", "bsd" (the other POSIX systems) or "windows"
+    family: str
+    #: The kind of segment: "files", "posix", "named", None (the pipes), or
+    #: a ``SegmentKind`` class (a simulated kind, the tests')
+    segment_kind: Any
+    #: Whether ``/proc`` tells shared pages apart (Linux 4.14+: PSS) and
+    #: lists a process's children
+    proc_details: bool
+    #: Whether a child can be handed pipe descriptors by number
+    #: (``pass_fds``) and those pipes waited on with ``select``: POSIX.  Not
+    #: Windows, where the pool starts its workers through multiprocessing's
+    #: spawn, with sockets and multiprocessing's pipes
+    fd_passing: bool
+    #: How many objects one ``multiprocessing.connection.wait`` can watch
+    #: (None: no limit): Windows' ``WaitForMultipleObjects``, 63
+    wait_limit: int | None
+    #: Whether a child can ask to die with its parent (Linux's PDEATHSIG)
+    die_with_parent: bool
+    #: Whether a process's end can be waited on by descriptor (``pidfd_open``)
+    pidfd: bool
+
+    @classmethod
+    def detect(cls) -> Platform:
+        """This machine's platform (asked once per process)."""
+        return _detected()
+
+
+@functools.cache
+def _detected() -> Platform:
+    if os.name == "nt":
+        family = "windows"
+    elif _LINUX:
+        family = "linux"
+    elif sys.platform == "darwin":
+        family = "macos"
+    else:
+        family = "bsd"
+    return Platform(
+        family=family, segment_kind=shared_memory_kind(),
+        proc_details=os.path.exists("/proc/self/smaps_rollup"),
+        fd_passing=os.name == "posix", wait_limit=63 if os.name == "nt" else None,
+        die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"))
+
+
+_chosen: list = []  # [the Platform ``use()`` chose]: none, the detected one
+
+
+def current() -> Platform:
+    """The platform this process runs as: ``Platform.detect()``'s unless
+    ``use()`` chose another."""
+    return _chosen[0] if _chosen else _detected()
+
+
+def use(platform: Platform | None) -> None:
+    """Run this process as ``platform`` (None: as detected).  A worker does
+    it with its pool's; the tests with a simulated one.  The process pool
+    and the segment store made before keep theirs."""
+    _chosen[:] = [] if platform is None else [platform]

@@ -228,7 +228,7 @@ def get(
             initializer = dask_config("multiprocessing.initializer")
         # Where one wait watches a limited number of workers (Windows), the
         # shared pools stop there: 62 workers on a 64-core machine.
-        limit = max_workers(not _platform.FD_PASSING)
+        limit = max_workers(_platform.current())
         if limit is not None:
             num_workers = min(num_workers, limit)
         key = _pool_key(num_workers, context, initializer, initargs)

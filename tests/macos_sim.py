@@ -2,11 +2,11 @@
 (``shm_open``) work, but there is no ``/dev/shm`` to list, stat or open,
 and an object obeys macOS's rules (``MACOS_LIKE``: a name of 31
 characters at most, sized once, never written with ``pwrite``, mapped only
-``MAP_SHARED``).  ``LOCALSCHED_SIMULATE_MACOS=1`` makes ``_platform``
-answer as macOS would (POSIX objects, no ``/proc`` details).
+``MAP_SHARED``).  ``MACOS``, a ``Platform``, answers as macOS would (POSIX
+objects, no ``/proc`` details); the pool hands it to its workers.
 
 Two ways in: ``MACOS_LIKE`` as a ``sitecustomize`` for a subprocess and its
-spawned workers (the rules enforced), or ``simulate_macos(monkeypatch)`` in
+spawned workers (the rules enforced, and ``MACOS`` used), or ``simulate_macos(monkeypatch)`` in
 this process (the answers only, for the shared-memory test suite).
 ``objects_of(pid)`` is the ground truth, read from Linux's ``/dev/shm``,
 where the simulated objects really live.
@@ -15,8 +15,22 @@ where the simulated objects really live.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
-ENV = {"LOCALSCHED_SIMULATE_MACOS": "1"}
+from localsched import _platform
+
+
+def _posix_objects() -> bool:
+    try:
+        import _posixshmem  # noqa: F401
+    except ImportError:
+        return False
+    return _platform.FILE_LOCKS
+
+
+#: macOS's answers, on this machine.
+MACOS = replace(_platform.Platform.detect(), family="macos",
+                segment_kind="posix" if _posix_objects() else None, proc_details=False)
 
 MACOS_LIKE = r'''
 import builtins, errno, mmap, os, _posixshmem
@@ -85,23 +99,27 @@ class _MappedMacOSWay(mmap.mmap):
         return super().__new__(cls, fileno, length, *args, **kwargs)
 
 mmap.mmap = _MappedMacOSWay
+
+from tests.macos_sim import MACOS
+from localsched import _platform
+_platform.use(MACOS)
 '''
+
+
+def install() -> None:
+    """This process runs as ``MACOS`` (from a ``sitecustomize``:
+    ``tests/sim_site/macos``)."""
+    _platform.use(MACOS)
 
 
 def simulate_macos(monkeypatch) -> None:
     """This process (and the workers it starts) answers as macOS would:
     POSIX shared-memory objects, no /proc details."""
-    from localsched import _platform
     from localsched import multiprocessing as lmp
-    from localsched._shm import kind_in_use
     from localsched._shm import store as segments
 
     lmp.shutdown()  # (a pool started natively must not serve the simulation)
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.setattr(_platform, "SIMULATE_MACOS", True)
-    monkeypatch.setattr(_platform, "PROC_DETAILS", False)
-    monkeypatch.setattr(kind_in_use, "_kind", [])
+    monkeypatch.setattr(_platform, "_chosen", [MACOS])
     monkeypatch.setattr(segments, "_store", None)
     monkeypatch.setattr(segments, "_swept_in", 0)
 
@@ -123,7 +141,7 @@ def objects_of(pid: int) -> list:
     /dev/shm shows them (the code under test never looks there): macOS's,
     and the simulated Windows named mappings (tests/windows_sim.py)."""
     from localsched._shm.kinds import PosixObjects, base36
-    from localsched._shm.named_mappings import SimulatedNamedMappings
+    from tests.windows_sim import SimulatedNamedMappings
 
     labels = tuple(f"{kind.prefix}{base36(pid)}_"
                    for kind in (PosixObjects, SimulatedNamedMappings))

@@ -321,12 +321,11 @@ def run(kind: str, victim: str, attack: str, timeout: float = 90) -> dict:
                "LANG": "C.UTF-8"}
         if kind == "posix":
             sys.path.insert(0, ROOT)
-            from tests.macos_sim import ENV, MACOS_LIKE
+            from tests.macos_sim import MACOS_LIKE
 
             with open(os.path.join(work, "site", "sitecustomize.py"), "w") as f:
                 f.write(MACOS_LIKE)
             env_path.insert(0, os.path.join(work, "site"))
-            env.update(ENV)
         env["PYTHONPATH"] = os.pathsep.join(env_path)
         victim_cmd = ["env", *(f"{k}={v}" for k, v in env.items()), sys.executable,
                       os.path.join(work, "victim.py"), work]

@@ -25,9 +25,7 @@ from tests.windows_sim import simulate_windows
 
 # This platform's own kind runs natively (macOS: posix, Windows: named);
 # Linux also simulates the other two.
-_KIND_HERE = _platform.shared_memory_kind()
-# (a whole run under LOCALSCHED_SIMULATE_WINDOWS=1 counts as Windows)
-NATIVE_KIND = "named" if _KIND_HERE == "named-simulated" else _KIND_HERE
+NATIVE_KIND = _platform.Platform.detect().segment_kind
 SIMULATES = sys.platform.startswith("linux") and NATIVE_KIND == "files"
 
 BIG = 200_000  # elements: above the 64 KiB threshold for every dtype

@@ -304,3 +304,16 @@ def test_documented_options_exist():
         for word in words[2:]:
             if word.startswith("--"):
                 assert word.split("=", 1)[0] in known, f"{page}: {word} unknown in {line!r}"
+
+
+def test_the_settings_table_lists_every_setting_users_may_set():
+    # One table (docs/guides/settings.md) names every environment variable
+    # and dask config key of ``localsched.settings``, and no other; no
+    # other page lists the tests' platform simulations as users' settings.
+    from localsched import settings
+
+    table = (DOCS / "guides" / "settings.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| `([^`]+)` \|", table, re.M))
+    assert listed == set(settings.ENVIRONMENT) | set(settings.CONFIG)
+    for page in doc_pages():
+        assert "SIMULATE" not in page.read_text(encoding="utf-8"), page

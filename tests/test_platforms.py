@@ -16,6 +16,7 @@ given by the caller (no worker's stderr line), and leave nothing in that
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -25,10 +26,8 @@ import textwrap
 
 import pytest
 
-from tests.macos_sim import ENV as MACOS_ENV
 from tests.macos_sim import MACOS_LIKE, objects_of
 from tests.test_shm_lifetime import KILLED_MID_RUN
-from tests.windows_sim import ENV as WINDOWS_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -119,6 +118,8 @@ class _NoPassFds(subprocess.Popen):  # (what subprocess says on Windows)
             raise ValueError("pass_fds is not supported on Windows.")
         super().__init__(*args, **kwargs)
 subprocess.Popen = _NoPassFds
+from tests.windows_sim import install  # (and localsched runs as Windows)
+install()
 """
 
 
@@ -127,9 +128,7 @@ def no_fcntl_env(tmp_path):
     """An environment whose Python processes (spawned workers included)
     cannot import fcntl, and lack the other calls Windows lacks."""
     (tmp_path / "sitecustomize.py").write_text(WINDOWS_LIKE)
-    # (and _platform answers the process questions as Windows would)
-    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]),
-                **WINDOWS_ENV)
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), ROOT]))
 
 
 def _named_by(pid: int) -> list:
@@ -190,8 +189,7 @@ def macos_env(tmp_path):
     site.mkdir()
     tmp.mkdir()
     (site / "sitecustomize.py").write_text(MACOS_LIKE)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(tmp),
-               **MACOS_ENV)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), ROOT]), TMPDIR=str(tmp))
     return env, tmp
 
 
@@ -393,8 +391,9 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
     from localsched.diagnostics import ResourceProfiler
     from localsched.diagnostics.live import feed
 
-    monkeypatch.setattr(_platform, "PROC_DETAILS", False)
-    monkeypatch.setattr(_platform, "child_pids", lambda pid: None)
+    # (macOS's answers about /proc: none; segments as this platform has them)
+    no_proc = dataclasses.replace(_platform.Platform.detect(), proc_details=False)
+    monkeypatch.setattr(_platform, "_chosen", [no_proc])
     held_mb = 2 * HOLD_MB
     try:
         with ResourceProfiler(dt=0.05) as rprof:

@@ -4,6 +4,7 @@ respawning, workers that die with their parent, Ctrl-C, forks."""
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import os
 import signal
@@ -34,8 +35,8 @@ from tests.platform_marks import (
     needs_posix_signals,
     present_start_methods,
 )
-from tests.windows_sim import ENV as WINDOWS_ENV
-from tests.windows_sim import my_segments, simulate_windows
+from tests.windows_sim import WINDOWS, my_segments, simulate_windows
+from tests.windows_sim import env as windows_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -450,7 +451,7 @@ _PARENT = textwrap.dedent("""
 ])
 def test_busy_workers_die_with_their_parent(tmp_path, context, how, windows_like):
     marker = str(tmp_path / "worker-pid")
-    env = {**os.environ, **WINDOWS_ENV} if windows_like else None
+    env = windows_env() if windows_like else None
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, marker, context], cwd=ROOT,
                               stdin=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     worker_pid = None
@@ -663,6 +664,7 @@ def test_the_windows_like_pool_stays_within_what_one_wait_can_watch(monkeypatch)
     simulate_windows(monkeypatch)
     with pytest.raises(ValueError, match=rf"at most 62 on this platform \({sys.platform}"):
         lmp.ProcessPool(63)
-    monkeypatch.setattr(_platform, "WAIT_LIMIT", 3)  # (two workers then)
+    lmp.shutdown()
+    monkeypatch.setattr(_platform, "_chosen", [dataclasses.replace(WINDOWS, wait_limit=3)])
     assert lmp.get({"x": (inc, 1)}, "x", num_workers=5) == 2
     assert len(lmp.default_pool(2).pids) == 2

@@ -240,7 +240,7 @@ def test_simulated_named_mappings_live_exactly_while_held(segment_kind):
     the owner has adopted them."""
     if segment_kind != "named" or not SIMULATES:
         pytest.skip("Windows' named mappings (simulated)")
-    from localsched._shm.named_mappings import SimulatedNamedMappings
+    from tests.windows_sim import SimulatedNamedMappings
 
     writer, owner = SimulatedNamedMappings(), SimulatedNamedMappings()
     name = f"{writer.prefix}{writer.owner_label(os.getpid())}-9-9-0"

@@ -22,7 +22,7 @@ from tests.platform_marks import (
     present_start_methods,
     start_method,
 )
-from tests.windows_sim import ENV as WINDOWS_ENV
+from tests.windows_sim import env as windows_env
 
 METHODS = ("fork", "spawn", "forkserver")
 # (a script runs those of them the platform has: spawn alone on Windows)
@@ -39,7 +39,7 @@ def run_script(tmp_path, source: str, *options: str, name: str = "script.py",
     ``tests/windows_sim.py``); its CompletedProcess (a hang fails the test)."""
     path = tmp_path / name
     path.write_text(textwrap.dedent(source), encoding="utf-8")
-    env = dict(os.environ, **(WINDOWS_ENV if windows_like else {}))
+    env = windows_env() if windows_like else dict(os.environ)
     env.pop("LOCALSCHED_DASHBOARD", None)
     argv = [sys.executable, *options, str(path)]
     with subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE,

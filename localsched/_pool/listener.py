@@ -22,6 +22,7 @@ from collections import deque
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
+from .. import _platform
 from .._shm import oob
 from .._shm import store as segments
 from .jobs import BrokenProcessPool, WorkerDiedError, _settle
@@ -56,6 +57,7 @@ class _Listener:
     _wake_w: int
     _wake_socks: tuple | None
     _portable: bool
+    platform: _platform.Platform
     _handles: dict | None
     _started: threading.Event
     _start_error: BaseException | None
@@ -174,7 +176,7 @@ class _Listener:
         return handles
 
     def _spawn(self) -> None:
-        w = start_worker(self._method, self._ctx, self._init_payload, self._portable)
+        w = start_worker(self._method, self._ctx, self._init_payload, self.platform)
         with self._lock:
             self._workers.append(w)
         self._handles = None

@@ -144,7 +144,10 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
-        limit = max_workers(not _platform.FD_PASSING)
+        #: What this platform offers (``_platform.Platform``), as the pool was
+        #: made: its workers get the same.
+        self.platform = platform = _platform.current()
+        limit = max_workers(platform)
         if limit is not None and num_workers > limit:
             raise ValueError(f"num_workers must be at most {limit} on this platform "
                              f"({sys.platform}: one wait watches at most {limit} workers), "
@@ -169,7 +172,7 @@ class ProcessPool(_Listener, Executor):
         # byte on a non-blocking pipe, written once until the listener runs.
         # Where pipe descriptors cannot be waited on (Windows), a socket
         # pair instead (``_wake_socks``: sockets can be waited on everywhere).
-        self._portable = not _platform.FD_PASSING
+        self._portable = not platform.fd_passing
         self._wake_socks: tuple[socket.socket, socket.socket] | None = None
         if self._portable:
             self._wake_socks = socket.socketpair()

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from .. import _platform
+from .. import _platform, settings
 from .._shm import store as _shm_store
 from .._shm.oob import loads_job
 from .._shm.worker_side import WorkerSegments, hold_owner_lock, let_go_of_last_job
@@ -52,7 +52,7 @@ from multiprocessing.connection import Connection
 jobs = Connection(int(sys.argv[1]), writable=False)
 out = Connection(int(sys.argv[2]), readable=False)
 try:
-    path, authkey = pickle.loads(jobs.recv_bytes())
+    path, authkey, platform = pickle.loads(jobs.recv_bytes())
     init = jobs.recv_bytes()
 except EOFError:  # the pool went before this worker started: nothing to say
     raise SystemExit(1)
@@ -60,7 +60,8 @@ sys.path[:] = path
 import multiprocessing
 multiprocessing.current_process().authkey = authkey
 from localsched._pool.worker import main
-main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None, (), int(sys.argv[5]))
+main(jobs, out, int(sys.argv[3]), int(sys.argv[4]), init or None, (), int(sys.argv[5]),
+     pickle.loads(platform))
 """
 
 # Memory between a worker's jobs (glibc only; see ``_keep_freed_memory``).
@@ -113,7 +114,7 @@ def _die_with_parent(lifeline, parent_pid: int | None) -> bool:
 
 
 def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None,
-         close_first: tuple = (), task_slot=None) -> None:
+         close_first: tuple = (), task_slot=None, platform=None) -> None:
     """Entry point of a worker process: run jobs until told to stop.
 
     Reads ``RUN`` messages from ``jobs`` and writes replies to ``out`` (one
@@ -122,8 +123,11 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     parent is gone.  ``close_first``: the parent's ends of the pipes, which a
     forked worker inherits and must drop, or the pipes would never close.
     ``task_slot``: where this worker says which job and task it runs
-    (``taskslot.attach`` takes it; None: nowhere).
+    (``taskslot.attach`` takes it; None: nowhere).  ``platform``: its
+    pool's (``_platform.Platform``), which this process then runs as.
     """
+    if platform is not None:
+        _platform.use(platform)
     # Ctrl-C in a terminal reaches the whole process group (a forked worker
     # is in its parent's): the parent decides what to do, workers carry on
     # until told.  First thing, so that a Ctrl-C during start-up cannot make
@@ -189,8 +193,7 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     once the worker has had no job for ``IDLE_TRIM_AFTER`` seconds, so an
     idle pool holds no more than before.
     """
-    if os.environ.get("LOCALSCHED_WORKER_MALLOC", "1").strip().lower() in ("0", "off", "no",
-                                                                         "false"):
+    if not settings.flag("LOCALSCHED_WORKER_MALLOC"):
         return None
     glibc = _platform.glibc_malloc()
     if glibc is None:

@@ -14,7 +14,7 @@ fresh interpreter (``_SpawnedWorker``), given the caller's interpreter
 options (``-O``, ``-W``, ``-X``: what multiprocessing passes its children)
 and its pipes' descriptors by number; "fork" and "forkserver" go through
 multiprocessing (``_MPWorker``).  Where descriptors cannot be passed by
-number nor waited on (Windows: ``_platform.FD_PASSING``), "spawn" goes
+number nor waited on (Windows: ``Platform.fd_passing``), "spawn" goes
 through multiprocessing's spawn too, which carries pipe handles to the
 child on every OS; those workers are waited on by their pipes and process
 sentinels, and killed with ``Process.kill`` (TerminateProcess there).  No
@@ -108,7 +108,8 @@ class Worker:
     lifeline: Any  # the write end of the worker's lifeline: never written to
     slot: TaskSlot  # which task it runs (read when it dies: ``taskslot``)
 
-    def __init__(self) -> None:
+    def __init__(self, platform: _platform.Platform | None = None) -> None:
+        self.platform = platform or _platform.current()  # its pool's, which it runs as
         self.state = STARTING
         self.job: _Job | None = None
         self.jobs_started = 0
@@ -129,7 +130,7 @@ class Worker:
     def _open_pidfd(self) -> None:
         # Readable when the process ends, even if a grandchild it forked
         # still holds its pipes open (Linux; elsewhere see subclasses).
-        self.pidfd: int | None = _platform.pidfd(self.pid)
+        self.pidfd: int | None = _platform.pidfd(self.pid, self.platform)
 
     def join(self, timeout: float | None) -> int | None:
         """Wait up to ``timeout`` seconds for the process to end; its exit
@@ -161,10 +162,10 @@ class Worker:
 class _SpawnedWorker(Worker):
     """A fresh interpreter running ``worker.BOOT`` (the "spawn" method)."""
 
-    def __init__(self, init_payload: bytes | None):
+    def __init__(self, init_payload: bytes | None, platform: _platform.Platform):
         from multiprocessing.connection import Connection
 
-        super().__init__()
+        super().__init__(platform)
         self.slot = slot = TaskSlot("spawn")
         slot_fd = slot.for_child("spawn")
         to_parent_r, to_parent_w = os.pipe()
@@ -201,8 +202,11 @@ class _SpawnedWorker(Worker):
             # The parent's authkey too: a multiprocessing Manager's proxies
             # (a Manager().Lock() passed to a task) authenticate with it, as
             # they do in multiprocessing's own spawned children.
+            # Its platform pickled apart: loaded once ``sys.path`` is set
+            # (a simulated kind is a class of the tests').
             self.out.send_bytes(pickle.dumps(
-                (sys.path, bytes(multiprocessing.current_process().authkey))))
+                (sys.path, bytes(multiprocessing.current_process().authkey),
+                 pickle.dumps(platform))))
             self.out.send_bytes(init_payload or b"")
         except OSError:
             pass  # it died at once: its exit is a start-up failure
@@ -227,8 +231,9 @@ class _MPWorker(Worker):
     lifeline is read as a connection (end-of-file when the parent is gone).
     """
 
-    def __init__(self, ctx, init_payload: bytes | None, portable: bool = False):
-        super().__init__()
+    def __init__(self, ctx, init_payload: bytes | None, platform: _platform.Platform):
+        super().__init__(platform)
+        portable = not platform.fd_passing
         parent, child = ctx.Pipe(duplex=True)
         life_r, life_w = ctx.Pipe(duplex=False)
         method = ctx.get_start_method()
@@ -242,7 +247,8 @@ class _MPWorker(Worker):
             # fork server's children never have them.  The fork server, not
             # this process, is a forkserver worker's parent.
             args=(child, child, life_r, None if method == "forkserver" else os.getpid(),
-                  init_payload, (parent, life_w) if forked else (), slot.for_child(method)),
+                  init_payload, (parent, life_w) if forked else (), slot.for_child(method),
+                  platform),
             name="localsched-worker",
             # Not a daemon: a task may start processes of its own (a nested
             # get).  The lifeline and PDEATHSIG tie it to this process, and
@@ -267,7 +273,7 @@ class _MPWorker(Worker):
             # No pidfd there, and the sentinel is not waited on either: the
             # end of its pipe tells (no other process holds it: handles are
             # not inherited), so a wait watches one handle per worker, not
-            # two (Windows waits on at most 63: ``_platform.WAIT_LIMIT``).
+            # two (Windows waits on at most 63: ``Platform.wait_limit``).
             self.pidfd = None
             self.exit_handle = None
         else:
@@ -351,20 +357,20 @@ def _filter_preparation_data() -> None:
         spawn.get_preparation_data = get_preparation_data
 
 
-def max_workers(portable: bool) -> int | None:
+def max_workers(platform: _platform.Platform) -> int | None:
     """How many workers a pool can wait on at once (None: no limit): the
-    platform's wait limit (``_platform.WAIT_LIMIT``) less the listener's
-    wake-up socket, one pipe per portable worker."""
-    limit = _platform.WAIT_LIMIT
-    return limit - 1 if limit is not None and portable else None
+    platform's wait limit (``Platform.wait_limit``) less the listener's
+    wake-up socket, where each worker is one pipe (no descriptor passing)."""
+    limit = platform.wait_limit
+    return limit - 1 if limit is not None and not platform.fd_passing else None
 
 
 def start_worker(method: str, ctx: Any, init_payload: bytes | None,
-                 portable: bool = False) -> Worker:
-    """Start a worker process by ``method`` (one of ``START_METHODS``);
-    ``portable``: where pipe descriptors cannot be passed to a child or
-    waited on (``_platform.FD_PASSING`` false: Windows), through
-    multiprocessing, whatever the method."""
-    if method == "spawn" and not portable:
-        return _SpawnedWorker(init_payload)
-    return _MPWorker(ctx, init_payload, portable)
+                 platform: _platform.Platform) -> Worker:
+    """Start a worker process by ``method`` (one of ``START_METHODS``) that
+    runs as ``platform`` (its pool's); where pipe descriptors cannot be
+    passed to a child or waited on (``Platform.fd_passing`` false:
+    Windows), through multiprocessing, whatever the method."""
+    if method == "spawn" and platform.fd_passing:
+        return _SpawnedWorker(init_payload, platform)
+    return _MPWorker(ctx, init_payload, platform)

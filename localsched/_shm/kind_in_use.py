@@ -1,41 +1,38 @@
 """The kind of segment this process uses (``kinds``,
-``named_mappings``), chosen once from what ``localsched._platform`` says the
-platform has; a forked child chooses afresh (the parent's kind object holds
-the parent's handles)."""
+``named_mappings``), made once per platform value and process from what
+the ``Platform`` in use (``_platform.current()``) names: a forked child
+makes its own (the parent's kind object holds the parent's handles)."""
 
 from __future__ import annotations
 
+import functools
 import os
 
 from .. import _platform
 from .kinds import DevShmFiles, PosixObjects, SegmentKind
-from .named_mappings import NamedMappings, SimulatedNamedMappings
+from .named_mappings import NamedMappings
 
-__all__ = ["kind"]
+__all__ = ["kind", "kind_of"]
 
-_kind: list = []  # [the kind, or None]: chosen on first use
+_BY_NAME = {"files": DevShmFiles, "posix": PosixObjects, "named": NamedMappings}
 
 
 def kind() -> SegmentKind | None:
-    """This platform's kind of segment, or None (no shared memory)."""
-    if not _kind:
-        made: SegmentKind | None = None
-        which = _platform.shared_memory_kind()
-        if which == "files":
-            made = DevShmFiles()
-        elif which == "posix":
-            made = PosixObjects()
-        elif which == "named":
-            made = NamedMappings()
-        elif which == "named-simulated":
-            made = SimulatedNamedMappings()
-        _kind.append(made)
-    return _kind[0]
+    """The kind of segment of the platform this process runs as, or None
+    (no shared memory)."""
+    return kind_of(_platform.current())
 
 
-def _after_fork_in_child() -> None:
-    _kind.clear()
+def kind_of(platform: _platform.Platform) -> SegmentKind | None:
+    """``platform``'s kind of segment (one object per process), or None."""
+    return _made(platform, os.getpid())
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+@functools.cache
+def _made(platform: _platform.Platform, pid: int) -> SegmentKind | None:
+    which = platform.segment_kind
+    if which is None:
+        return None
+    # (a name of the kinds here, or a kind's class: a simulation's, the tests')
+    make = _BY_NAME[which] if isinstance(which, str) else which
+    return make()

@@ -1,4 +1,4 @@
-"""Windows named mappings as segments, and their simulation on Linux.
+"""Windows named mappings as segments.
 
 A named mapping backed by the paging file (what
 ``multiprocessing.shared_memory`` makes on Windows) exists while some
@@ -29,30 +29,22 @@ write it through one view, read it through a private one, write into that
 one and read the mapping again): if any call fails or a byte differs, the
 pipes are used with one warning naming the failure, as before.
 
-``SimulatedNamedMappings`` runs the same protocol on Linux under
-``LOCALSCHED_SIMULATE_WINDOWS=1`` (the tests' Windows simulation): POSIX
-shared-memory objects whose handles are descriptors holding a shared
-``flock``.  Closing a handle destroys the object when no other holder is
-left (an exclusive lock can then be had), and opening an object nobody
-holds fails, as on Windows, so a worker letting go too early loses its
-results in the simulation too.  What cannot be simulated is the OS freeing
-a killed holder's mappings: there the posix kind's owner lock, journal and
-reaper stand in, in the simulation only.
+The tests run the same protocol (``HandOver``) on Linux with POSIX
+objects as handles (``tests/windows_sim.py``: a kind of theirs, named by
+the simulated ``Platform``).
 """
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import secrets
 from typing import Any
 
 from .. import _platform
-from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN, flock
-from .kinds import PosixObjects, SegmentKind
+from .kinds import SegmentKind
 
-__all__ = ["NamedMappings", "SimulatedNamedMappings"]
+__all__ = ["HandOver", "NamedMappings"]
 
 _PROBE = b"localsched"
 
@@ -63,7 +55,7 @@ def _copy_in(view, layout: tuple, buffers: list) -> None:
             pages[off:off + n] = memoryview(b).cast("B")
 
 
-class _HandOver(SegmentKind):
+class HandOver(SegmentKind):
     """The protocol both share: handles held per name, adopted by the
     owner, let go by the writer, closed by ``unlink``."""
 
@@ -126,7 +118,7 @@ class _HandOver(SegmentKind):
         raise NotImplementedError
 
 
-class NamedMappings(_HandOver):
+class NamedMappings(HandOver):
     """Segments as Windows named mappings."""
 
     owner_lock = False  # the OS frees what a dead process held
@@ -155,60 +147,3 @@ class NamedMappings(_HandOver):
 
     def _close(self, name: str, handle) -> None:
         _platform.named_mapping_close(handle)
-
-
-class SimulatedNamedMappings(_HandOver, PosixObjects):
-    """Windows' named mappings, simulated with POSIX objects on Linux."""
-
-    prefix = "lsw"
-    owner_lock = True  # (stands in for the OS freeing a killed holder's mappings)
-
-    def __init__(self) -> None:
-        _HandOver.__init__(self)
-        PosixObjects.__init__(self)
-
-    def usable(self, inodes: int) -> tuple[int | None, str]:
-        free, why = PosixObjects.usable(self, inodes)
-        return (free, why) if free is None else _HandOver.usable(self, inodes)
-
-    def create(self, name: str, size: int) -> Any:
-        fd = _platform.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR)
-        flock(fd, LOCK_SH)
-        self._held[name] = fd
-        return name
-
-    def write(self, name: Any, size: int, layout: tuple, buffers: list) -> None:
-        PosixObjects.write(self, self._held[name], size, layout, buffers)
-
-    def read_private(self, name: str, size: int) -> memoryview:
-        fd = self._open(name)
-        try:
-            view = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
-        finally:
-            self._close(name, fd)
-        return memoryview(view)
-
-    def _open(self, name: str) -> int:
-        fd = _platform.shm_open(name, os.O_RDWR)
-        try:
-            flock(fd, LOCK_EX | LOCK_NB)
-        except BlockingIOError:  # held: a handle of ours joins the holders
-            flock(fd, LOCK_SH)
-            return fd
-        PosixObjects.unlink(self, name)  # held by nobody: on Windows it is gone
-        os.close(fd)
-        raise FileNotFoundError(errno.ENOENT, "no process holds this named mapping", name)
-
-    def _close(self, name: str, fd: int) -> None:
-        # The last holder (an exclusive lock can be had) destroys it.
-        flock(fd, LOCK_UN)
-        try:
-            flock(fd, LOCK_EX | LOCK_NB)
-        except BlockingIOError:
-            pass
-        else:
-            PosixObjects.unlink(self, name)
-        os.close(fd)
-
-    def sweep_away(self, name: str) -> None:
-        PosixObjects.unlink(self, name)

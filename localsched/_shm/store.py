@@ -100,6 +100,7 @@ import warnings
 from typing import Any
 
 from .. import _platform
+from .. import settings as user_settings
 from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
 from .kind_in_use import kind
 from .kinds import LOCK_SUFFIX
@@ -109,8 +110,6 @@ __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_on
            "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX", "kind"]
 
 PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
-DEFAULT_THRESHOLD = 64 * 1024
-DEFAULT_RESERVE = 16 * 1024 * 1024
 # Buffers start on 64-byte boundaries in a segment: NumPy's SIMD loops and
 # any dtype (complex256 included) find their data aligned.
 ALIGN = 64
@@ -127,17 +126,9 @@ def settings() -> tuple[bool, int, int]:
     >>> settings()[1] > 0
     True
     """
-    env = os.environ
-    enabled = env.get("LOCALSCHED_SHM", "1").strip().lower() not in ("0", "off", "false", "no")
-    try:
-        threshold = max(1, int(env.get("LOCALSCHED_SHM_THRESHOLD", DEFAULT_THRESHOLD)))
-    except ValueError:
-        threshold = DEFAULT_THRESHOLD
-    try:
-        reserve = max(0, int(env.get("LOCALSCHED_SHM_RESERVE", DEFAULT_RESERVE)))
-    except ValueError:
-        reserve = DEFAULT_RESERVE
-    return enabled, threshold, reserve
+    return (user_settings.flag("LOCALSCHED_SHM"),
+            user_settings.integer("LOCALSCHED_SHM_THRESHOLD"),
+            user_settings.integer("LOCALSCHED_SHM_RESERVE"))
 
 
 #: In a pool worker, where its warnings go instead (set by the worker loop:

@@ -91,7 +91,7 @@ class _ProcessTree:
             alive.append(proc.pid)
             rss += proc_rss
             cpu += proc_cpu
-        if _platform.PROC_DETAILS:
+        if _platform.current().proc_details:
             try:
                 rss = _shared_once(alive)
             except (OSError, ValueError):
@@ -102,7 +102,7 @@ class _ProcessTree:
 
 
 # Shared memory counted once (where /proc tells shared pages apart:
-# ``_platform.PROC_DETAILS``, Linux; elsewhere psutil's RSS sum, plus the
+# ``Platform.proc_details``, Linux; elsewhere psutil's RSS sum, plus the
 # segments held as handles where no process maps them: macOS's POSIX
 # objects, which readers copy out).
 # Summing RSS counts a shared page once per process mapping it: the process

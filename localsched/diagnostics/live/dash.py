@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from ... import callbacks as callbacks_module
+from ... import settings
 from ...callbacks import Callback, Needs, active_callbacks
 from ...forking import at_fork_in_child, renew_in_child
 from .feed import Feed
@@ -157,7 +158,7 @@ class Dashboard(Callback):
     @property
     def link(self) -> str:
         """The URL of the ``/status`` page."""
-        template = os.environ.get(LINK_ENV_VAR)
+        template = settings.text(LINK_ENV_VAR)
         host = self.host
         if host in ("0.0.0.0", "::", ""):
             host = socket.gethostname()
@@ -331,8 +332,9 @@ def _setting() -> tuple:
     """``(where, value)`` of the first switch set: the environment
     variables, then dask's config key if dask is imported."""
     for name in (ENV_VAR, DASK_ENV_VAR):
-        if os.environ.get(name):
-            return name, os.environ[name]
+        value = settings.text(name)
+        if value:
+            return name, value
     config = sys.modules.get("dask.config")
     value = config.get(CONFIG_KEY, None) if config is not None else None
     return f"dask config {CONFIG_KEY}", value

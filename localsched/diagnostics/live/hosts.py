@@ -27,9 +27,10 @@ compared without case and without a trailing dot.
 from __future__ import annotations
 
 import ipaddress
-import os
 import socket
 from collections.abc import Iterable
+
+from ... import settings
 
 __all__ = ["HostPolicy", "ALLOWED_HOSTS_ENV_VAR", "guarded"]
 
@@ -74,9 +75,9 @@ class HostPolicy:
     """
 
     def __init__(self, bound: str, allowed: Iterable[str] = ()):
-        extra = [*allowed, *filter(None, os.environ.get(ALLOWED_HOSTS_ENV_VAR, "").split(","))]
+        extra = [*allowed, *filter(None, (settings.text(ALLOWED_HOSTS_ENV_VAR) or "").split(","))]
         self.any = any(a.strip() == "*" for a in extra) or \
-            bool(os.environ.get(PROXY_LINK_ENV_VAR))
+            bool(settings.text(PROXY_LINK_ENV_VAR))
         self.wildcard = bound in WILDCARDS
         names = {*LOCAL_NAMES, _name(bound)}
         if self.wildcard:
