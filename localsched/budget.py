@@ -37,8 +37,9 @@ next to nothing per task (issue #34: at most 0.3 us): so a run starts
 *watching*, its loops unchanged but for a reading of the real memory
 (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
 more, and none of the hooks above run.  Once the real memory reaches
-``ARM`` x ``target``, or a long task's result alone does (an allocator
-that reuses freed memory shows no growth), the budget *arms*: every result in the cache is
+``ARM`` x ``target``, or the results in the cache do by their sizes
+(every ``POLL`` s: an allocator that reuses freed memory shows no
+growth), or a long task's result alone does, the budget *arms*: every result in the cache is
 measured and held from then on, the hooks run, and a pool's batches shrink
 to one task each (every result comes back to be counted, and a batch
 never reads a spilled input).
@@ -73,6 +74,8 @@ POLL = 0.05
 LONG = 1e-3
 # Counting starts when the real memory reaches this share of ``target``.
 ARM = 0.5
+# Results sized at most per reading while watching (``Budget._cache_estimate``).
+SAMPLE = 256
 # Results smaller than this are never spilled: a file per value would cost
 # more than the bytes it frees.
 MIN_SPILL = 16 * 1024
@@ -227,9 +230,20 @@ class Budget:
             return False
         self.due = now + POLL
         self._last_poll = 0.0  # (read now)
-        if self._measure() >= self.arm_at:
+        if self._measure() >= self.arm_at or self._cache_estimate() >= self.arm_at:
             self.arm()
         return self.armed
+
+    def _cache_estimate(self) -> int:
+        """The bytes the results in the cache take, by their sizes (every
+        one up to ``SAMPLE``, else a sample scaled up): what the RSS misses
+        when the allocator reuses memory that earlier work freed (a process
+        that computed before shows no growth while its cache fills)."""
+        values = list(self.machine.cache.values())
+        step = max(1, len(values) // SAMPLE)
+        sample = values[::step]
+        size = self._size_of
+        return int(sum(size(v) for v in sample) * (len(values) / max(1, len(sample))))
 
     def _big(self, value) -> bool:
         """Whether a long task's result alone takes ``arm_at`` or more: then

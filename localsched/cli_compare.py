@@ -68,8 +68,8 @@ def add_compare_parser(sub) -> None:
                    help="runs per side: their spread is the noise a change must exceed "
                         "(default: 1)")
     p.add_argument("--threshold", type=_share, default=None, metavar="THRESHOLD",
-                   help="relative growth that counts, e.g. 0.25 or 25%% "
-                        "(default: 0.25, with repeats 0.1 beyond their spread)")
+                   help="relative growth that counts, e.g. 0.5 or 50%% "
+                        "(default: 0.5, with repeats 0.1 beyond their spread)")
     p.add_argument("--min-seconds", type=_seconds, default=0.05, metavar="MIN_SECONDS",
                    help="absolute growth in seconds that counts as well (default: 0.05)")
 

@@ -56,7 +56,7 @@ def synthetic(path, seconds):
 def test_the_thresholds_are_settable(tmp_path, capsys):
     a = synthetic(tmp_path / "a.json", 0.10)  # 1.0 s in all
     b = synthetic(tmp_path / "b.json", 0.12)  # +20 %, +0.2 s
-    assert main(["compare", a, b]) == 0  # (default: +25 %)
+    assert main(["compare", a, b]) == 0  # (default: +50 %)
     assert main(["compare", a, b, "--threshold", "0.1"]) == 1
     assert main(["compare", a, b, "--threshold", "10%"]) == 1
     assert main(["compare", a, b, "--threshold", "0.1", "--min-seconds", "0.5"]) == 0
