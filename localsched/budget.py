@@ -74,6 +74,8 @@ POLL = 0.05
 LONG = 1e-3
 # Counting starts when the real memory reaches this share of ``target``.
 ARM = 0.5
+# Calls between two readings of a watching budget, at most (see ``watch``).
+WATCH_EVERY = 4096
 # Results sized at most per reading while watching (``Budget._cache_estimate``).
 SAMPLE = 256
 # Results smaller than this are never spilled: a file per value would cost
@@ -165,6 +167,9 @@ class Budget:
         self.armed = False
         self.arm_at = int(t.target * ARM)
         self.due = 0.0
+        # (and after a count of calls that doubles up to WATCH_EVERY: fast
+        # tasks, filling memory the allocator reuses, may end within a poll)
+        self.every = self.countdown = 16
 
     # -- the hooks ------------------------------------------------------------------
 
@@ -226,8 +231,10 @@ class Budget:
         """Watching: read the real memory if due (or after a ``long``
         task) and arm once it reaches ``arm_at``; whether armed."""
         now = time.monotonic()
-        if not long and now < self.due:
+        self.countdown -= 1
+        if not long and now < self.due and self.countdown > 0:
             return False
+        self.every = self.countdown = min(2 * self.every, WATCH_EVERY)
         self.due = now + POLL
         self._last_poll = 0.0  # (read now)
         if self._measure() >= self.arm_at or self._cache_estimate() >= self.arm_at:

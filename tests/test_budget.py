@@ -210,6 +210,27 @@ def test_spills_when_the_memory_shows_no_growth(name, spill_dir, monkeypatch):
     assert {e[2] for e in cb.outcome.memory.events} == {"disk-write", "disk-read"}
 
 
+@pytest.mark.parametrize("name", ["sync", "threads"])
+@pytest.mark.parametrize("watched", [False, True])
+def test_spills_when_every_task_is_fast(name, watched, spill_dir, monkeypatch):
+    """Tasks that fill memory the allocator reuses are fast: a run may end
+    within one reading's interval, with no task long enough to count.  The
+    budget still reads after a count of tasks (seen in the whole suite: the
+    spill tests above found no spill on sync).  The clocks are made never
+    due, the RSS flat; ``watched``: a callback measures (the other loop)."""
+    from localsched import budget
+
+    monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)  # (flat)
+    monkeypatch.setattr(budget.Budget, "poll", 1e9)
+    monkeypatch.setattr(budget.Budget, "long", 1e9)
+    monkeypatch.setattr(budget, "POLL", 1e9)
+    cb = Outcome()
+    callbacks = [cb, Callback(posttask=lambda *a: None)] if watched else [cb]
+    dsk, key, expected = held_graph(12, 2 * MB)
+    assert GETS[name](dsk, key, memory_limit="12MB", callbacks=callbacks) == expected
+    assert {e[2] for e in cb.outcome.memory.events} == {"disk-write", "disk-read"}
+
+
 def test_spilling_is_opt_in(tmp_path):
     cb = Outcome()
     dsk, key, expected = held_graph(12, 2 * MB)
