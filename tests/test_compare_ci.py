@@ -49,15 +49,29 @@ def workload(path, parse_n=400_000):
 
 @pytest.fixture
 def hogs():
-    """Two processes spinning on the CPU (the machine's two cores) for the test."""
-    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    """Two processes spinning on the CPU (the machine's two cores) for the
+    test, as other programs would: not descendants of this process (a
+    report's load meter counts this process's descendants as its own
+    workers), so each is started by a shell that exits at once; killed and
+    waited for (by psutil) at the end."""
+    import psutil
+
+    pids = []
+    for _ in range(2):
+        out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' "
+                              ">/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout
+        pids.append(int(out.split()[0]))
+    procs = [psutil.Process(pid) for pid in pids]
     try:
         yield procs
     finally:
         for p in procs:
-            p.kill()
-        for p in procs:
-            p.wait(timeout=60)
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=60)
 
 
 def reruns_never_flag(tmp_path, capsys):

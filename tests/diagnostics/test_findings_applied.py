@@ -85,16 +85,35 @@ def matmul_block(seed):
     return float((a @ a).sum())
 
 
+def other_programs_spinning(n: int) -> list:
+    """n processes spinning on the CPU as other programs would: not this
+    process's descendants (the load meter counts those as its own
+    workers), each started by a shell that exits at once."""
+    import psutil
+
+    procs = []
+    for _ in range(n):
+        out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while 1: pass' "
+                              ">/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout
+        procs.append(psutil.Process(int(out.split()[0])))
+    return procs
+
+
 def test_beside_cpu_hogs_the_machine_was_busy_and_nothing_false_is_said():
-    hogs = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(3)]
+    import psutil
+
+    hogs = other_programs_spinning(3)
     try:
         dsk = {("block", i): (matmul_block, i) for i in range(16)}
         run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
     finally:
         for h in hogs:
-            h.kill()
-        for h in hogs:
-            h.wait(timeout=30)
+            try:
+                h.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(hogs, timeout=30)
     found = {f.kind: f for f in run.findings()}
     assert "busy" in found, [str(f) for f in run.findings()]
     assert not ({"transfer"} | HELD_BACK) & set(found), [str(f) for f in run.findings()]

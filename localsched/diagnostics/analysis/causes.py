@@ -55,7 +55,8 @@ __all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "HELD_BACK"]
 MIN_SECONDS = 0.05
 BUSY_SHARE = 0.25
 OWN_FULL = 0.9
-HELD_BACK = ("gil", "straggler", "overhead")
+HELD_BACK = ("gil", "straggler", "overhead", "blas")  # (blas: threads fighting for
+# cores that other processes hold tells nothing of BLAS's own oversubscription)
 BLAS_NONCPU = 0.5
 BLAS_OUTSIDE = 0.5
 STARTUP_SHARE = 0.20
