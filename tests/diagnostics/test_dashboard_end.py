@@ -82,9 +82,9 @@ def _the_end(tab, within: float = 60.0) -> tuple:
 
 @pytest.mark.timeout(300)
 @pytest.mark.xfail(strict=False, reason=(
-    "known, open: in 1 of ~8 runs under load the page still shows its first state "
-    "('not recording') when the dashboard closes: its last update never arrived "
-    "(seen in a whole-suite run; the session note has it)"))
+    "known, open: in whole-suite runs (2 of 2) the page still shows its first state "
+    "('not recording') when the dashboard closes: its last update never arrived; "
+    "it passes run alone (the session note has it)"))
 def test_an_open_page_shows_the_end_of_a_closed_dashboard(chromium_path, monkeypatch):
     from localsched.diagnostics.live import dash as dash_module
 
