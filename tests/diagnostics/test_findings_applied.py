@@ -202,8 +202,8 @@ def test_a_bag_of_json_on_threads_names_the_users_function_and_localscheds_proce
 
 
 @pytest.mark.xfail(strict=False, reason=(
-    "known, open: one whole-suite run (1 of 3) found a finding here that runs alone "
-    "never show (5 of 5); which one is in that run's log: the session note has it"))
+    "known, open: one whole-suite run (1 of 3) found a finding here that it did not find "
+    "run alone; which finding is open: the session note has it"))
 def test_xarray_rolling_and_groupby_raise_no_false_alarm():
     # (well-shaped chunks: no overhead, gil, straggler, transfer or blas,
     # loaded or not -- on a busy machine the busy finding holds back the first three)
