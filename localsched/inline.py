@@ -20,9 +20,10 @@ from . import runtime
 from .graph import execute
 from .lifecycle import Computation
 from .machine import READY, RUNNING, STATE_NAMES, InvalidStateError, RunState
-from .task_records import NO_WRITER
 from .utils import add_note
-from .view import TaskRecord
+from .records_wire import TaskRecord
+from .records_wire import probe as make_probe
+from .task_records import Writer
 
 __all__ = ["run_inline"]
 
@@ -43,13 +44,12 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
-    complete = machine.mover()
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
     now = time.time
     wid = threading.get_ident()
     new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
-    keep, sizes = _keeper(state, comp)
-    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
-    make_records = bool(posttasks) or keep is not None
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
     while ready:
         i = ready.pop()
         key = keys[i]
@@ -70,12 +70,8 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
         freed = complete(i, value)
         if make_records:  # (kept as plain values, no tuple: see task_records)
             size = _metrics.nbytes(value) if sizes else None
-            if keep_row is not None:
-                if freed:
-                    keep_freed(freed)
-                if sizes:
-                    keep_size(size)
-                keep_row((key, t0, t1, wid, len(freed)))
+            if writer is not None:
+                writer.keep(key, t0, t1, wid, freed, None, size)
             if posttasks:
                 state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
                                           None, None, None, size))
@@ -99,12 +95,11 @@ def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
-    complete = machine.mover()
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
     now = time.time
     wid = threading.get_ident()
-    keep, sizes = _keeper(state, comp)
-    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
-    make_records = bool(posttasks) or keep is not None
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
     watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
     # (and after a count of tasks that doubles up to WATCH_EVERY: a run of
     # fast tasks -- memory the allocator reuses is quick to fill -- may end
@@ -130,15 +125,11 @@ def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
         freed = complete(i, value)
         if make_records:
             size = _metrics.nbytes(value) if sizes else None
-            if keep_row is not None:
-                if freed:
-                    keep_freed(freed)
-                if sizes:
-                    keep_size(size)
-                keep_row((key, t0, t1, wid, len(freed)))
+            if writer is not None:
+                writer.keep(key, t0, t1, wid, freed, None, size)
             if posttasks:
-                state.task = TaskRecord._make((key, t0, t1, wid, tuple(freed) if freed else (),
-                                               None, None, None, size))
+                state.task = tuple.__new__(TaskRecord, (
+                    key, t0, t1, wid, tuple(freed) if freed else (), None, None, None, size))
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
         value = None
@@ -152,7 +143,7 @@ def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
     return False
 
 
-def _keeper(state, comp: Computation) -> tuple:
+def _writer(state, comp: Computation) -> tuple[Writer | None, bool]:
     """(the run's records' writer or None, whether records carry sizes)."""
     records = state.outcome.records
     needs = comp.needs
@@ -177,7 +168,7 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
     state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
     measure, sample = comp.needs.measure, comp.needs.sample
-    complete = machine.mover()
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
     now = time.time
     wid = threading.get_ident()
     local = _metrics._local
@@ -186,9 +177,8 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
     outer_task = running.get(wid)
     cpu = runtime.thread_time
     spent = 0.0
-    keep, sizes = _keeper(state, comp)
-    keep_row, keep_freed, keep_probe, keep_size = keep or NO_WRITER
-    make_records = bool(posttasks) or keep is not None
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
     try:
         probe = None  # (not first in the try: see poolloop.PoolLoop.run)
         while ready:
@@ -217,21 +207,15 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
             if measure:
                 c = cpu() - c0
                 spent += c
-                probe = (c, sink or None, None, None, None, None)  # (a records_wire.Probe)
+                probe = make_probe(c, sink or None)
             machine.current = None
             freed = complete(i, value)
             if budget is not None:
                 budget.completed(i, t1 - t0 >= budget.long)
             if make_records:
                 size = _metrics.nbytes(value) if sizes else None
-                if keep_row is not None:
-                    if freed:
-                        keep_freed(freed)
-                    if measure:
-                        keep_probe(probe)
-                    if sizes:
-                        keep_size(size)
-                    keep_row((key, t0, t1, wid, len(freed)))
+                if writer is not None:
+                    writer.keep(key, t0, t1, wid, freed, probe, size)
                 if posttasks:
                     state.task = tuple.__new__(TaskRecord, (
                         key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None, size))

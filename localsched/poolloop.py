@@ -64,12 +64,11 @@ from .lifecycle import Computation
 from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .metrics import NUMBERS, nbytes
 from .pool_settings import QUEUE_AHEAD, PoolSettings
-from .records_wire import CPU_NOTE, SAMPLES_NOTE
+from .records_wire import CPU_NOTE, PROBE_NBYTES, PROBE_RECEIVED, SAMPLES_NOTE, TaskRecord
 from .runtime import run_batch, run_batch_collect, trim_traceback
-from .task_records import NO_WRITER, cpu_share, with_cpu_share
+from .task_records import cpu_share, with_cpu_share
 from .threadloop import Crew
 from .utils import add_note, name_tasks
-from .view import TaskRecord
 
 __all__ = ["PoolLoop", "QUEUE_AHEAD"]
 
@@ -147,7 +146,7 @@ class PoolLoop:
             machine, comp, pack_data=pack_data, stream=stream,
             rerun=rerun_exceptions_locally, transport=transport)
         self.state = comp.view
-        self.complete = machine.mover()
+        self.complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
@@ -163,14 +162,16 @@ class PoolLoop:
         # reads the records (Needs.records): no hook of theirs runs per task.
         records = self.state.outcome.records
         needs = comp.needs
-        self.keep_record = ((records.append,
-                             records.writer(needs.measure, needs.sizes or settings.size_here))
-                            if records is not None else (None, None))
+        self.writer = (records.writer(needs.measure, needs.sizes or settings.size_here)
+                       if records is not None else None)
         self.idle = num_workers + settings.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
         # Results in shared memory arrive as handles, through an Inbox that
         # releases them once the run stops.
         self.load = self.inbox = self.shared_type = None
+        # Where a process's records go (``run_batch``'s ``emit``, through the
+        # pool): this loop's event queue, or with shared memory an
+        # ``Inbox`` (``_shm.handles.Inbox.__call__``) that puts them there.
         self.emit = self.events.put
         if transport is not None:
             self.load = transport.load
@@ -280,6 +281,7 @@ class PoolLoop:
             flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
+                # (emit: the thread's records straight onto the event queue, see ``wait``)
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
                                   settings.announce, emit=self.events.put, where=flight.where,
                                   **settings.probes)
@@ -421,11 +423,10 @@ class PoolLoop:
         shared_type, pack_data = self.shared_type, settings.pack_data
         new, record = tuple.__new__, TaskRecord
         results_wanted, size_here = settings.results_wanted, settings.size_here
-        sizes = "sizes" in settings.probes  # (a size measured in the worker: probe[5])
-        keep, keep_fast = self.keep_record  # (the run's records, when a callback reads them)
-        keep_row, keep_freed, keep_probe, keep_size = keep_fast or NO_WRITER
-        measured, sized = settings.measure, sizes or size_here
-        make_records = bool(posttasks) or keep is not None
+        sizes = "sizes" in settings.probes  # (a size measured in the worker: its probe's nbytes)
+        writer = self.writer  # (the run's records, when a callback reads them)
+        measured = settings.measure
+        make_records = bool(posttasks) or writer is not None
         arrived = time.time() if pack_data else 0.0
         last = len(records) - 1
         flight = None
@@ -461,34 +462,21 @@ class PoolLoop:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
-                if pack_data:
-                    task = self._record(i, key, t0, t1, wid, tuple(freed) if freed else (),
-                                        probe, flight, arrived if n == last else None)
-                    if size_here:  # (a pool without a record stream: the result is here)
-                        task = task[:8] + (nbytes(value),)
-                    if keep is not None:
-                        keep(task)
-                else:  # threads: kept as plain values, no tuple (see task_records)
-                    size = (nbytes(value) if size_here  # (a pool without a record stream)
-                            else probe[5] if sizes else None)  # (Probe.nbytes)
-                    if not measured:
-                        probe = None  # (a probe that only carried the size)
-                    if keep_row is not None:
-                        if freed:
-                            keep_freed(freed)
-                        if measured:
-                            keep_probe(probe)
-                        if sized:
-                            keep_size(size)
-                        keep_row((key, t0, t1, wid, len(freed)))  # (last: see task_records)
-                    if posttasks:
-                        task = (key, t0, t1, wid, tuple(freed) if freed else (), None, probe,
-                                None, size)
+                size = (nbytes(value) if size_here  # (a pool without a record stream)
+                        else probe[PROBE_NBYTES] if sizes else None)
+                transfer = activities = None
+                if pack_data:  # processes: the batch's travel (measured: its activities)
+                    transfer, activities = self._travel(i, t0, t1, probe, flight,
+                                                        arrived if n == last else None)
+                if not measured:
+                    probe = None  # (a probe that only carried the size)
+                if writer is not None:  # (kept as plain values, no tuple: see task_records)
+                    writer.keep(key, t0, t1, wid, freed, probe, size, transfer, activities)
                 if posttasks:
                     if measured and self.stretch is not None:  # (its share of the CPU note)
-                        share = cpu_share(*self.stretch, t1 - t0)
-                        task = (*task[:6], with_cpu_share(task[6], share), *task[7:])
-                    state.task = new(record, task)  # (no Python-level __new__)
+                        probe = with_cpu_share(probe, cpu_share(*self.stretch, t1 - t0))
+                    state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
+                                              transfer, probe, activities, size))
                     for f in posttasks:
                         f(key, value, dsk, state, wid)
             if successor:
@@ -501,28 +489,28 @@ class PoolLoop:
         if measured and flight is not None:
             flight.arrived = arrived  # (when this hand-off's results arrived)
 
-    def _record(self, i, key, t0, t1, wid, freed, probe, flight, arrived) -> tuple:
-        """A process task's record (a TaskRecord's fields): its travel, and
-        measured, its activities."""
-        transfer = None
+    def _travel(self, i: int, t0: float, t1: float, probe, flight: _Flight | None,
+                arrived: float | None) -> tuple[tuple, tuple | None]:
+        """A process task's ``(transfer, activities)`` (``TaskRecord``'s
+        fields): its batch's inputs' travel before it started (its batch's
+        first task) and its result's after it ended; measured, the stretches
+        of its batch's way in (serialize, transfer, start-up, deserialize)."""
+        sent = 0.0
+        if flight is not None and flight.batch[0] == i and flight.inputs:
+            sent = max(0.0, t0 - flight.dispatched)
+        transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
         activities: tuple | None = None
-        if self.settings.pack_data:
-            sent = 0.0
-            if flight is not None and flight.batch[0] == i and flight.inputs:
-                sent = max(0.0, t0 - flight.dispatched)
-            transfer = (sent, max(0.0, arrived - t1) if arrived is not None else 0.0)
-            arrival = probe[2] if probe is not None else None  # (Probe.received)
-            if arrival is not None and flight is not None and flight.sent is not None:
-                (d0, d1), received = flight.sent, arrival[0]
-                if len(arrival) > 2 and arrival[2]:  # (decoding imported modules)
-                    decoded = min(max(arrival[1], received), t0)
-                    activities = (("serialize", d0, d1), ("transfer", d1, received),
-                                  ("start-up", received, decoded), ("deserialize", decoded, t0))
-                else:
-                    activities = (("serialize", d0, d1), ("transfer", d1, received),
-                                  ("deserialize", received, t0))
-        nbytes = probe[5] if probe is not None else None  # (Probe.nbytes)
-        return (key, t0, t1, wid, freed, transfer, probe, activities, nbytes)
+        arrival = probe[PROBE_RECEIVED] if probe is not None else None
+        if arrival is not None and flight is not None and flight.sent is not None:
+            (d0, d1), (received, decoded, imported) = flight.sent, arrival
+            if imported:  # (decoding the job imported modules: the worker's start-up)
+                decoded = min(max(decoded, received), t0)
+                activities = (("serialize", d0, d1), ("transfer", d1, received),
+                              ("start-up", received, decoded), ("deserialize", decoded, t0))
+            else:
+                activities = (("serialize", d0, d1), ("transfer", d1, received),
+                              ("deserialize", received, t0))
+        return transfer, activities
 
     def fail(self, i: int, exc: BaseException, t0, t1, wid):
         """A task raised: note it, maybe re-run it here, raise its exception."""

@@ -1,4 +1,22 @@
-"""What workers send back: the layouts of every record, in one place.
+"""The layouts of every record, in one place: what workers send back, what
+callbacks read.
+
+A task's record takes these shapes on its way from the worker to a
+profiler's result, each declared here once:
+
+- :class:`Record`: a worker's report of one task (a plain 7-tuple), with
+  its ``probe``, laid out as :class:`Probe` (a plain 6-tuple);
+- :class:`TaskRecord`: what the scheduler keeps of a finished task
+  (``state.task``, re-exported by ``localsched.view``, where callbacks
+  find it); the run's records keep it by column, a row of ``ROW_WIDTH``
+  plain values each (``localsched.task_records``);
+- the profilers' records (``localsched.diagnostics.records.TaskData`` ...)
+  are built from ``TaskRecord``'s fields.
+
+The hot paths read these tuples without building a NamedTuple instance: by
+unpacking, or by index through the positions below (``probe[PROBE_NBYTES]``,
+never ``probe[5]``: ``tests/test_record_layout.py`` checks that no reader
+uses a bare number and that each position matches its class's field).
 
 A worker (a thread or a process, ``runtime.run_batch``) hands the scheduler
 lists of records as tasks end.  Each record is a **plain tuple** laid out as
@@ -33,9 +51,10 @@ where nothing was measured.  It reaches callbacks as ``state.task.probe``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-__all__ = ["Record", "Probe", "HANDOFF_NOTE", "SAMPLES_NOTE", "CPU_NOTE", "NO_MARKS",
+__all__ = ["Record", "Probe", "TaskRecord", "HANDOFF_NOTE", "SAMPLES_NOTE", "CPU_NOTE", "NO_MARKS",
            "announcement", "cpu_note", "handoff_note", "samples_note", "probe", "is_note"]
 
 #: Note kinds (a record's negative ``index``).
@@ -82,6 +101,51 @@ class Probe(NamedTuple):
     nbytes: int | None = None
 
 
+class TaskRecord(NamedTuple):
+    """One finished task, as its posttask hooks see it (``state.task``).
+
+    ``start``/``end``: epoch seconds the worker measured around the call;
+    ``worker_id``: the thread ident, worker pid or cluster worker;
+    ``freed``: keys whose results the task's end released from the cache
+    (a tuple on local runs);
+    ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
+    its inputs' travel before ``start`` (first task of a batch) and its
+    result's after ``end``; ``probe`` (only while a callback needs
+    ``measure`` or sizes): a 6-tuple laid out as :class:`Probe`, ``(thread
+    CPU seconds, user metrics, received, batch started, fresh worker,
+    size)``, None where not measured (on pools a worker reads its CPU clock
+    once per hand-off: a task's seconds are its share of that reading by
+    wall time); ``activities``: None, or ``(activity, start, stop)``
+    stretches outside the call (on processes the batch's inputs:
+    serialize, transfer, deserialize; on a cluster its startstops);
+    ``nbytes``: the result's size where the scheduler knows it.
+    """
+
+    key: Any
+    start: float
+    end: float
+    worker_id: Any
+    freed: Sequence[Any]
+    transfer: tuple | None = None
+    probe: Any = None
+    activities: tuple | None = None
+    nbytes: int | None = None
+
+
+# Field positions, for the hot paths that index a plain tuple (each matches
+# its class's field of the same name; a test keeps them so).
+#: In a :class:`Record`.
+REC_INDEX, REC_OK, REC_VALUE, REC_START, REC_END, REC_WORKER_ID, REC_PROBE = range(7)
+#: In a :class:`Probe`.
+PROBE_CPU, PROBE_METRICS, PROBE_RECEIVED, PROBE_STARTED, PROBE_FRESH, PROBE_NBYTES = range(6)
+#: In a :class:`TaskRecord`.
+(TASK_KEY, TASK_START, TASK_END, TASK_WORKER_ID, TASK_FREED, TASK_TRANSFER, TASK_PROBE,
+ TASK_ACTIVITIES, TASK_NBYTES) = range(9)
+#: In a row of the run's records (``task_records``): a ``TaskRecord``'s
+#: first four fields, then how many keys its end freed (the keys kept apart).
+ROW_KEY, ROW_START, ROW_END, ROW_WORKER_ID, ROW_FREED_COUNT = range(5)
+ROW_WIDTH = 5
+
 #: A probe's ``(received, started, fresh)`` where a task has none.
 NO_MARKS = (None, None, None)
 
@@ -118,4 +182,4 @@ def samples_note(samples: list, worker_id: Any) -> tuple:
 
 def is_note(record: tuple) -> bool:
     """Whether a record is a note (not a task's end, not an announcement)."""
-    return record[1] is None and record[0] < 0
+    return record[REC_OK] is None and record[REC_INDEX] < 0

@@ -42,7 +42,9 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .forking import at_fork_in_child
 from .graph import execute
-from .records_wire import NO_MARKS, announcement, cpu_note, handoff_note, samples_note
+from .records_wire import (NO_MARKS, REC_INDEX, REC_OK, REC_VALUE, announcement, cpu_note,
+                           handoff_note, samples_note)
+from .records_wire import probe as make_probe
 
 __all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",
            "sample_every", "worker_sampler", "trim_traceback", "trim_stack"]
@@ -119,6 +121,12 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     sampler runs and its samples travel back as a ``SAMPLES_NOTE``.
     ``sizes``: each record's probe holds the result's size
     (``localsched.metrics.nbytes``).
+
+    ``emit(records)`` is where each list goes: on threads the loop's event
+    queue (``PoolLoop.events.put``); in a worker process the job's own
+    (``_pool.worker._run_job``'s ``emit``: a ``RECORDS`` message to the
+    pool, whose listener hands it to ``PoolLoop.emit``); for a pool that
+    only returns results, a list's ``extend`` (``run_batch_collect``).
     """
     if measure or sample or sizes:
         return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
@@ -240,16 +248,17 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
             if sample:
                 running[tid] = None  # between tasks: the worker's own work
             probe = None
+            # (the result's size, measured here: only the number travels)
+            size = nbytes(value) if sizes else None
             if measure:
                 count += 1
                 busy += t1 - t0
                 if sink or marks is not None:  # (CPU None: the note's share)
-                    probe = (None, sink[:] or None, *(marks or NO_MARKS), None)  # (a Probe)
+                    probe = make_probe(None, sink[:] or None, marks or NO_MARKS, size)
                     sink.clear()
                     marks = None
-            if sizes:  # the result's size, measured here: only the number travels
-                probe = ((*probe[:5], nbytes(value)) if probe is not None
-                         else (None, None, None, None, None, nbytes(value)))
+            if sizes and probe is None:
+                probe = make_probe(None, None, NO_MARKS, size)
             buf.append((i, True, value if send else None, t0, t1, wid, probe))
             if store:
                 data[key] = value
@@ -343,7 +352,7 @@ class MeasuredEmit:
         stop = time.time()
         # (indices of the tasks whose results went, hand-off start, pickling
         # seconds, hand-off end)
-        sent = tuple(r[0] for r in records if r[1] and r[2] is not None)
+        sent = tuple(r[REC_INDEX] for r in records if r[REC_OK] and r[REC_VALUE] is not None)
         self.pending = [handoff_note(sent, start, job.dump_seconds, stop, self.wid)]
         self._add_samples()
 

@@ -22,12 +22,13 @@ collector:
   wall seconds they cover, before those tasks' records; a note is kept as
   ``(first record, count, CPU seconds, wall seconds)`` and split among its
   records by wall time when they are read (``cpu_share``), so nothing is
-  built per task for it (``probe[0]`` is that share);
+  built per task for it (the probe's ``cpu`` is that share);
 - ``sizes`` (runs that measure results): each result's size;
 - the rarer fields of process runs (``transfer``, ``activities``) in a dict
   by record number, for the records that have them.
 
-Readers see a sequence of plain tuples, built on read::
+Readers see a sequence of plain tuples in ``TaskRecord``'s field order,
+built on read (``records_wire`` declares every layout and its positions)::
 
     n = len(records)            # records complete up to here (appends go on)
     for key, start, end, worker_id, freed, *rest in records[seen:n]: ...
@@ -35,13 +36,13 @@ Readers see a sequence of plain tuples, built on read::
     keys, starts, ends, worker_ids = records.columns(seen, n)   # no tuple per record
 
 Writers (one thread): ``records.append(fields)`` (any loop; a
-``TaskRecord`` will do), and the local loops' hot path, ``keep =
-records.writer(measured, sized)``: per task ``keep.freed(freed_keys)`` if
-any, ``keep.probe(probe)`` when measured, ``keep.size(nbytes)`` when sized,
-then ``keep.row((key, start, end, worker_id, len(freed_keys)))`` -- the row
-last: ``len()`` counts rows, so a reader in another thread only sees
-records whose every part is written; ``records.cpu_note(seconds, count,
-wall)`` before the ``count`` records it covers.
+``TaskRecord`` will do), and the local loops' hot path, ``writer =
+records.writer(measured, sized)``: per task ``writer.keep(key, start, end,
+worker_id, freed, probe, size)`` (the one function that keeps a record:
+its parts first, the row last -- ``len()`` counts rows, so a reader in
+another thread only sees records whose every part is written);
+``records.cpu_note(seconds, count, wall)`` before the ``count`` records
+it covers.
 """
 
 from __future__ import annotations
@@ -51,23 +52,49 @@ import threading
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
-from typing import Any, NamedTuple, overload
+from typing import Any, overload
+
+from .records_wire import probe as make_probe
+from .records_wire import (PROBE_CPU, ROW_END, ROW_FREED_COUNT, ROW_KEY, ROW_START, ROW_WIDTH,
+                           ROW_WORKER_ID,
+                           TASK_ACTIVITIES, TASK_NBYTES, TASK_PROBE, TASK_TRANSFER)
 
 __all__ = ["TaskRecords", "Writer", "cpu_share", "with_cpu_share"]
 
-_WIDTH = 5  # entries per record in rows
-
-#: What a loop unpacks as its writers when the run keeps no records.
-NO_WRITER: Any = (None, None, None, None)
+_WIDTH = ROW_WIDTH  # entries per record in rows
 
 
-class Writer(NamedTuple):
-    """The hot path's writers of one run's records (see the module docstring)."""
+class Writer:
+    """The hot path's writer of one run's records: :meth:`keep` per task
+    (see the module docstring)."""
 
-    row: Callable[[tuple], None]
-    freed: Callable[[Sequence], None]
-    probe: Callable[[Any], None]
-    size: Callable[[Any], None]
+    __slots__ = ("_records", "_rows", "_freed", "_probes", "_sizes", "measured", "sized")
+
+    def __init__(self, records: TaskRecords, measured: bool, sized: bool):
+        # (bound C methods of the records' lists: no Python runs in them)
+        self._rows: Callable[[tuple], None] = records._rows.extend
+        self._freed: Callable[[Sequence], None] = records._freed.extend
+        self._probes: Callable[[Any], None] = records._measured.append
+        self._sizes: Callable[[Any], None] = records._sizes.append
+        self._records = records
+        self.measured, self.sized = measured, sized
+
+    def keep(self, key: Any, start: float, end: float, worker_id: Any, freed: Sequence,
+             probe: Any = None, size: Any = None, transfer: tuple | None = None,
+             activities: tuple | None = None) -> None:
+        """Keep one finished task's record (``TaskRecord``'s fields): its
+        freed keys, probe (a measured run), size (a sized run) and rarer
+        fields first, its row last."""
+        if freed:
+            self._freed(freed)
+        if self.measured:
+            self._probes(probe)
+        if self.sized:
+            self._sizes(size)
+        if transfer is not None or activities is not None:
+            records = self._records
+            records._extra[len(records)] = (transfer, activities)
+        self._rows((key, start, end, worker_id, len(freed)))
 
 
 class TaskRecords(Sequence):
@@ -104,9 +131,7 @@ class TaskRecords(Sequence):
         if sized:
             self._sizes.extend(repeat(None, len(self) - len(self._sizes)))
             self._columns.add("size")
-        return Writer(self._rows.extend, self._freed.extend,
-                      self._measured.append if measured else _refuse,
-                      self._sizes.append if sized else _refuse)
+        return Writer(self, measured, sized)
 
     def cpu_note(self, seconds: float, count: int, wall: float) -> None:
         """The CPU ``seconds`` of the next ``count`` records, which ran for
@@ -116,7 +141,9 @@ class TaskRecords(Sequence):
     def append(self, record: Sequence) -> None:
         """Keep one record given as a tuple of ``TaskRecord``'s fields."""
         key, start, end, worker_id, freed, *rest = record
-        transfer, probe, activities, nbytes = (*rest, None, None, None, None)[:4]
+        rest = (*rest, None, None, None, None)  # (the fields after freed, defaults None)
+        transfer, probe, activities, nbytes = (rest[TASK_TRANSFER - 5], rest[TASK_PROBE - 5],
+                                               rest[TASK_ACTIVITIES - 5], rest[TASK_NBYTES - 5])
         i = len(self)
         if probe is not None:
             self._probes[i] = probe
@@ -143,7 +170,7 @@ class TaskRecords(Sequence):
             with self._read_lock:
                 done = len(offsets) - 1
                 if done < stop:
-                    counts = self._rows[_WIDTH * done + 4:_WIDTH * stop:_WIDTH]
+                    counts = self._rows[_WIDTH * done + ROW_FREED_COUNT:_WIDTH * stop:_WIDTH]
                     running = accumulate(counts, initial=offsets[-1])
                     next(running)  # (the initial value: there already)
                     offsets.extend(running)
@@ -168,8 +195,9 @@ class TaskRecords(Sequence):
                 if k < n_notes and notes[k] <= done:
                     first, count, seconds, wall = notes[k:k + 4]
                     end = min(first + count, stop)
-                    shares.extend(cpu_share(seconds, count, wall, rows[_WIDTH * j + 2]
-                                            - rows[_WIDTH * j + 1]) for j in range(done, end))
+                    shares.extend(cpu_share(seconds, count, wall, rows[_WIDTH * j + ROW_END]
+                                            - rows[_WIDTH * j + ROW_START])
+                                  for j in range(done, end))
                 else:  # records no note covers (up to the next note)
                     end = min(notes[k], stop) if k < n_notes else stop
                     shares.extend(repeat(math.nan, end - done))
@@ -243,7 +271,8 @@ class TaskRecords(Sequence):
         if self._sizes:
             sizes = self._sizes[start:stop]
             sizes += [None] * (stop - start - len(sizes))
-        return list(zip(rows[0::_WIDTH], rows[1::_WIDTH], rows[2::_WIDTH], rows[3::_WIDTH],
+        return list(zip(rows[ROW_KEY::_WIDTH], rows[ROW_START::_WIDTH], rows[ROW_END::_WIDTH],
+                        rows[ROW_WORKER_ID::_WIDTH],
                         freed, transfers, probes, activities, sizes, strict=False))
 
     def __iter__(self) -> Iterator[tuple]:
@@ -258,14 +287,11 @@ class TaskRecords(Sequence):
         n = len(self)
         stop = n if stop is None else min(stop, n)
         rows, a, b = self._rows, _WIDTH * start, _WIDTH * stop  # (no copy of the range first)
-        return rows[a:b:_WIDTH], rows[a + 1:b:_WIDTH], rows[a + 2:b:_WIDTH], rows[a + 3:b:_WIDTH]
+        return (rows[a + ROW_KEY:b:_WIDTH], rows[a + ROW_START:b:_WIDTH],
+                rows[a + ROW_END:b:_WIDTH], rows[a + ROW_WORKER_ID:b:_WIDTH])
 
     def __repr__(self) -> str:
         return f"<TaskRecords: {len(self)} tasks>"
-
-
-def _refuse(value) -> None:
-    raise RuntimeError("this run's records were opened without that column")
 
 
 def cpu_share(seconds: float, count: int, wall: float, task_wall: float) -> float:
@@ -276,9 +302,9 @@ def cpu_share(seconds: float, count: int, wall: float, task_wall: float) -> floa
 
 def with_cpu_share(probe: Any, share: float) -> Any:
     """A task's probe with its CPU seconds, ``share``, where the worker left
-    them to its CPU note (``probe[0]`` None, or no probe)."""
+    them to its CPU note (its ``cpu`` None, or no probe)."""
     if probe is None:
-        return (share, None, None, None, None, None)  # (a records_wire.Probe)
-    if probe[0] is None:
-        return (share, *probe[1:])
+        return make_probe(share, None)
+    if probe[PROBE_CPU] is None:
+        return (share, *probe[PROBE_CPU + 1:])
     return probe

@@ -42,45 +42,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from .budget_record import BudgetRecord
 from .machine import DONE, WAITING, RunState
+from .records_wire import TaskRecord  # (declared with the other layouts of a record)
 from .task_records import TaskRecords
 
 __all__ = ["State", "TaskRecord", "RunOutcome", "StateView", "DaskState", "state_view"]
-
-
-class TaskRecord(NamedTuple):
-    """One finished task, as its posttask hooks see it (``state.task``).
-
-    ``start``/``end``: epoch seconds the worker measured around the call;
-    ``worker_id``: the thread ident, worker pid or cluster worker;
-    ``freed``: keys whose results the task's end released from the cache
-    (a tuple on local runs);
-    ``transfer``: None, or on processes ``(send seconds, receive seconds)``:
-    its inputs' travel before ``start`` (first task of a batch) and its
-    result's after ``end``; ``probe`` (only while a callback needs
-    ``measure`` or sizes): a 6-tuple laid out as
-    :class:`~localsched.records_wire.Probe`, ``(thread CPU seconds, user
-    metrics, received, batch started, fresh worker, size)``, None where not
-    measured (on pools a worker reads its CPU clock once per hand-off: a
-    task's seconds are its share of that reading by wall time);
-    ``activities``: None, or ``(activity, start, stop)``
-    stretches outside the call (on processes the batch's inputs:
-    serialize, transfer, deserialize; on a cluster its startstops);
-    ``nbytes``: the result's size where the scheduler knows it (a cluster).
-    """
-
-    key: Any
-    start: float
-    end: float
-    worker_id: Any
-    freed: Sequence[Any]
-    transfer: tuple | None = None
-    probe: Any = None
-    activities: tuple | None = None
-    nbytes: int | None = None
 
 
 @dataclass
@@ -101,8 +70,8 @@ class RunOutcome:
     finished task, appended as each ends (before its posttask hooks fire),
     complete at ``finish``: a :class:`~localsched.task_records.TaskRecords`,
     a sequence of tuples of :class:`TaskRecord`'s fields
-    (``TaskRecord._make(r)`` names them; read ``r[1]`` or unpack in hot
-    loops), kept by column so that a long run's records are no objects for
+    (``TaskRecord._make(r)`` names them; in hot loops unpack them or read
+    ``r[TASK_START]``, ``records_wire``'s positions), kept by column so that a long run's records are no objects for
     the garbage collector to track.  ``memory``: None, or with a memory
     budget (``memory_limit=``) its :class:`~localsched.budget_record.BudgetRecord`
     (thresholds, held and spilled bytes over time, spill events).

@@ -67,12 +67,9 @@ class Hook(Callback):
 
 def test_records_read_back_as_written():
     records = TaskRecords()
-    keep = records.writer(measured=True)
-    keep.probe(None)
-    keep.row(("a", 1.0, 2.0, 7, 0))
-    keep.freed(["a"])
-    keep.probe((0.5, None))
-    keep.row(("b", 2.0, 3.0, 7, 1))
+    writer = records.writer(measured=True)
+    writer.keep("a", 1.0, 2.0, 7, [])
+    writer.keep("b", 2.0, 3.0, 7, ["a"], (0.5, None))
     records.append(("c", 3.0, 4.0, 8, ("b",), (0.1, 0.2), None, (("x", 1.0, 2.0),), 10))
     records.append(TaskRecord("d", 4.0, 5.0, 8, ["c", "x"]))
     want = [
@@ -89,27 +86,23 @@ def test_records_read_back_as_written():
     with pytest.raises(IndexError):
         records[4]
     assert records.columns(1, 3) == (["b", "c"], [2.0, 3.0], [3.0, 4.0], [7, 8])
-    with pytest.raises(RuntimeError):
-        keep.size(10)  # (a column this run does not keep)
+    writer.keep("e", 5.0, 6.0, 8, [], None, 10)  # (a size: a column this run does not keep)
+    assert records[4] == ("e", 5.0, 6.0, 8, (), None, None, None, None)
 
 
 def test_records_appended_before_a_writers_first_record_keep_their_place():
     records = TaskRecords()
-    keep = records.writer(measured=True, sized=True)
+    writer = records.writer(measured=True, sized=True)
     records.append(("a", 0.0, 1.0, 1, ()))
-    keep.probe((0.5, None))
-    keep.size(3)
-    keep.row(("b", 1.0, 2.0, 1, 0))
+    writer.keep("b", 1.0, 2.0, 1, [], (0.5, None), 3)
     assert [(r[0], r[6], r[8]) for r in records] == [("a", None, None), ("b", (0.5, None), 3)]
 
 
 def test_a_writer_after_appended_records_lines_its_columns_up():
     records = TaskRecords()
     records.append(("a", 0.0, 1.0, 1, ()))
-    keep = records.writer(measured=True, sized=True)
-    keep.probe((0.5, None))
-    keep.size(3)
-    keep.row(("b", 1.0, 2.0, 1, 0))
+    writer = records.writer(measured=True, sized=True)
+    writer.keep("b", 1.0, 2.0, 1, [], (0.5, None), 3)
     records.append(("c", 2.0, 3.0, 1, (), None, (0.25, "user"), None, 7))
     assert [(r[0], r[6], r[8]) for r in records] == [
         ("a", None, None), ("b", (0.5, None), 3), ("c", (0.25, "user"), 7)]
@@ -176,18 +169,16 @@ def test_a_cpu_note_is_split_among_its_records_by_wall_time():
     the seconds as one note before the tasks they cover: each task's probe
     gets its share by wall time when read, whatever the task carried itself."""
     records = TaskRecords()
-    keep = records.writer(measured=True)
+    writer = records.writer(measured=True)
     records.cpu_note(0.6, 2, 3.0)  # 0.6 s of CPU for the next two tasks, 3 s of wall
     metered = [("I/O", "seconds", 0.5, 0.0, 1.0, 1.5)]
-    keep.probe(Probe(None, metered, (0.0, 0.0), 1.0, True))
-    keep.row(("a", 1.0, 2.0, 7, 0))  # 1 s of the 3: 0.2 s of CPU
-    keep.probe(None)
-    keep.row(("b", 2.0, 4.0, 7, 0))  # 2 s: 0.4 s
-    keep.probe(Probe(0.05))  # a task with its own CPU reading (sync) and no note
-    keep.row(("c", 4.0, 5.0, 7, 0))
+    # 1 s of the 3: 0.2 s of CPU
+    writer.keep("a", 1.0, 2.0, 7, [], Probe(None, metered, (0.0, 0.0), 1.0, True))
+    writer.keep("b", 2.0, 4.0, 7, [])  # 2 s: 0.4 s
+    # a task with its own CPU reading (sync) and no note
+    writer.keep("c", 4.0, 5.0, 7, [], Probe(0.05))
     records.cpu_note(0.3, 1, 0.0)  # a note over a task of no measurable wall time
-    keep.probe(None)
-    keep.row(("d", 5.0, 5.0, 8, 0))
+    writer.keep("d", 5.0, 5.0, 8, [])
     first = records[0]  # (read one by one, then all at once: the same)
     assert first[6][0] == pytest.approx(0.2)
     assert first[6][1:] == (metered, (0.0, 0.0), 1.0, True, None)
@@ -205,15 +196,12 @@ def test_a_cpu_note_read_before_its_records_all_arrived():
     """A reader in another thread may read while a note's records are still
     being kept: each record read gets its final share."""
     records = TaskRecords()
-    keep = records.writer(measured=True)
+    writer = records.writer(measured=True)
     records.cpu_note(1.0, 2, 2.0)
-    keep.probe(None)
-    keep.row(("a", 0.0, 1.5, 7, 0))
+    writer.keep("a", 0.0, 1.5, 7, [])
     assert records[0][6][0] == pytest.approx(0.75)
-    keep.probe(None)
-    keep.row(("b", 1.5, 2.0, 7, 0))
-    keep.probe(None)
-    keep.row(("c", 2.0, 3.0, 7, 0))  # (no note covers it: unmeasured)
+    writer.keep("b", 1.5, 2.0, 7, [])
+    writer.keep("c", 2.0, 3.0, 7, [])  # (no note covers it: unmeasured)
     assert [r[6] for r in records] == [pytest.approx((0.75, None, None, None, None, None)),
                                        pytest.approx((0.25, None, None, None, None, None)), None]
 
@@ -256,12 +244,11 @@ def test_reading_measured_records_shares_their_notes_in_one_pass():
     per read, not once per record (which copied the notes each time:
     seconds to read a 100k-task run)."""
     records = TaskRecords()
-    keep = records.writer(measured=True)
+    writer = records.writer(measured=True)
     for n in range(200):
         records.cpu_note(0.01, 50, 0.05)
         for j in range(50):
-            keep.probe(None)
-            keep.row((("k", n, j), n + j / 1000, n + (j + 1) / 1000, 1, 0))
+            writer.keep(("k", n, j), n + j / 1000, n + (j + 1) / 1000, 1, [])
     lock = records._read_lock = _CountingLock()
     probes = [r[6] for r in records]
     assert lock.taken <= 2 * (len(records) // 4096 + 1), lock.taken

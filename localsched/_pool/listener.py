@@ -247,7 +247,7 @@ class _Listener:
             # if it did, the message must not reach another job.
             return True
         if kind is Kind.RECORDS:
-            if job.emit is not None and not job.future.done():
+            if job.emit is not None and not job.future.done():  # (emit: PoolLoop.emit)
                 try:
                     job.emit(oob.loads_records(body, job.store) if job.store is not None
                              else pickle.loads(body))
