@@ -7,16 +7,14 @@ on processes a pipe); many dask tasks take less.  So a worker receives a
 The rule that keeps memory depth-first: **a batch is what a sequential run
 would do next**.  The scheduler's ready tasks form a stack (``RunState.ready``):
 a task's newly ready dependents go on top, lowest static priority last, so
-the branch just advanced is continued first (dask's rule; on a stencil
-lattice it holds 69 results where following the static order strictly holds
-96).  A batch simulates that rule for a few tasks: it takes the top of the
-stack, and every task whose inputs are then all done or in the batch goes on
-a batch-local stack that is used first.  Running a batch is then exactly
+the branch just advanced is continued first (dask's rule).  A batch
+simulates that rule for a few tasks: it takes the top of the stack, and
+every task whose inputs are then all done or in the batch goes on a
+batch-local stack that is used first.  Running a batch is then exactly
 running that piece of the sequential run; results only later tasks of the
 same batch use are dropped by the worker after their last use and never
-travel back (except tiny ones: see "Tiny results").  (Popping many ready
-tasks from anywhere, e.g. 256 leaves of a tree whose parents are not yet
-timed, held 68x more results than dask.)
+travel back (except tiny ones: see "Tiny results").  Popping ready tasks
+from anywhere instead held many times more results than dask.
 
 Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
 duration of each task's function.  A task whose function has not been
@@ -24,93 +22,58 @@ timed yet, or is slow, goes alone, so long tasks spread over all workers.
 A batch also stops once it holds more than ``MAX_LIVE`` results (see
 below), and, on processes, before a task after its first would bring the
 results it is sent from outside to more than ``MAX_INPUTS`` (each one a
-second copy, in the worker; a first task takes what it needs).  And it
-takes from the shared stack only while that leaves a ready task to each
-other idle worker (``spare``): a batch never takes what another worker
-could start now.  Conversely, a batch that continues a chain (its next
-task the only one ready inside the batch, nothing ready on the shared
-stack) takes nothing another worker could start, so it may grow to
-``CHAIN_FACTOR`` budgets and ``CHAIN_LIMIT`` tasks: each hand-off on a
-chain is a round trip through the scheduler while no other work runs.
+second copy, in the worker).  It takes from the shared stack only while
+that leaves a ready task to each other idle worker (``spare``).  A batch
+that continues a chain takes nothing another worker could start, so it may
+grow to ``CHAIN_FACTOR`` budgets and ``CHAIN_LIMIT`` tasks: each hand-off
+on a chain is a round trip while no other work runs.
 
 What a batch holds.  A worker's batch runs beside the others' like a second
-sequential run, so each of its results still wanted by a task outside it
-adds to the computation's peak -- unless a sequential run in the same order
-would hold it as long anyway.  Such a result is *parked* and not counted:
-one whose every user still waits for more than ``MAX_LIVE`` other inputs
-(the ``sum`` of 5,000 tasks, a shuffle's gather of 48 pieces: no batch
-could bring that user within reach, and every order holds the inputs until
-it runs), and an output nothing uses that uses no result of the batch
-(``dask.compute(*[f(x) for x in items])``).  So independent tasks share a
-batch as readily as a chain does (bench_shapes, threads(2): 5,000 batches
-of one task on a fan-in before, about 23 of 220 now), while on a tree, a
-stencil or a bag's 8-ary reduction a batch still stops at ``MAX_LIVE``
-held results and is cut where it holds the fewest (``_cut``), so it ends
-at the end of a region and memory stays depth-first (bench_memory).  The
-results are counted as made, not net of the inputs they free: on threads
-the scheduler frees those only when the batch's records come back, and a
-stencil batch counted net held 132 results where dask holds 71.
+sequential run, so each of its results still wanted outside it adds to the
+computation's peak -- unless a sequential run would hold it as long anyway.
+Such a result is *parked* and not counted: one whose every user still
+waits for more than ``MAX_LIVE`` other inputs (no batch could bring that
+user within reach), and an output nothing uses that uses no result of the
+batch (``dask.compute(*[f(x) for x in items])``).  So independent tasks
+share a batch as readily as a chain does, while on a tree, a stencil or a
+reduction a batch stops at ``MAX_LIVE`` held results and is cut where it
+holds the fewest (``_cut``): it ends at the end of a region.  Results are
+counted as made, not net of the inputs they free (on threads those are
+freed only when the batch's records come back).
 
-Tiny results.  All of this counts results because a result may be large;
-a number or a short string (``is_tiny``) is not, and holding a batch's
-worth of them more (at most ``CHAIN_LIMIT``, some 100 KB of ints) saves no
-memory worth giving up throughput for.  So a result of a group whose every result so
-far has been tiny is parked too, and a tiny input is not counted against
-``MAX_INPUTS``.  That is what lets a stencil batch: each of its results is
-wanted by three tasks that wait for two more inputs, so a batch of k
-stencil tasks holds k more results until its records come back, and
-counted, its batches stayed at one task (3,015 batches on a 64 x 48
-lattice, threads(2) 6x slower than sync); of ints, a batch runs to its
-budget.  A group is judged by each result that travels back (the first
-one not tiny counts it again for good); a result the planner never sees
-(it stayed in the worker) tells nothing.  Results of any other type --
-arrays, lists, objects of unknown size (the memory benchmark's) -- keep
-the depth-first rule above.  A batch whose every result is tiny
-(``tiny_batch``) is also cheaper to hand over to a thread when nobody
-watches the run (``items(direct=True)``, see ``PoolSettings.direct``): its
-worker writes each result some task uses into the shared cache, where
-the scheduler frees it as for any other, and sends every result back, so
-``items`` need not work out where each is last used (on the tiny shapes
-of bench_shapes, that walk was over a third of the planner's time per
-task).
+Tiny results.  A number or a short string (``is_tiny``) is not worth
+giving up throughput for: a result of a group whose every result so far
+has been tiny is parked too, and a tiny input is not counted against
+``MAX_INPUTS`` (so a stencil of numbers batches at all).  A group is judged
+by each result that travels back; other types keep the depth-first rule.
+A batch whose every result is tiny (``tiny_batch``) is also cheaper to
+hand to a thread nobody watches (``items(direct=True)``, see
+``PoolSettings.direct``): its worker writes each result into the shared
+cache and sends every result back, so ``items`` need not work out where
+each is last used.
 
 Large results.  On processes, a result with large buffers crosses to the
-next worker through shared memory: written once (about 1 ms per 8 MB), then
-mapped and faulted in by each reader (about 0.7 ms), as much again as
-making a NumPy chunk.  Once a function's result has arrived that way
-(``Planner.large_result``), a batch that starts with it gets
-``LARGE_BUDGET`` (32 ms) instead, and is cut where it leaves the fewest
-*large* results behind (then the fewest results): on ``x + x.T`` the batch
-``x[i,j], x[j,i]`` and both tasks that use them runs in one worker, and
-nothing large crosses.  The batch is still a piece of the sequential run,
-within ``MAX_LIVE``, so the depth-first rule holds.
+next worker through shared memory, which costs about as much as making it.
+Once a function's result has arrived that way (``Planner.large_result``),
+a batch that starts with it gets ``LARGE_BUDGET`` instead, and is cut where
+it leaves the fewest *large* results behind: on ``x + x.T`` the batch
+``x[i,j], x[j,i]`` and both tasks that use them runs in one worker.
 
-Across computations.  What a planner learns of each task group -- the
-mean duration of its function and whether its results are large -- is kept
-when the computation ends (``remember``), under the group's key name and
-function name (``('random_sample', 'random_sample')``), for the last
-``MEMORY_SIZE`` groups, on processes with shared memory (``learn``; a
-threads run neither keeps nor recalls).  A later computation whose batches
-start with a group known to make large results (the same array computed
-again, or a new graph of the same kind) starts with the placement above
-(``_recall``): the larger budget, and the task that uses the large result
-in the same batch, instead of sending each function's first tasks alone
-until one has been timed and its result seen (bench_shm: the first 25 ms
-of a 0.2 s run went that way, with 8 MB chunks crossing processes).  A
-group recalled as large whose first result in this run comes back small
-loses the larger budget (``small_result``).
+Across computations.  What a planner learns of each task group (its
+function's mean duration, whether its results are large) is kept when the
+computation ends (``remember``), by key name and function name, for the
+last ``MEMORY_SIZE`` groups, on processes with shared memory (``learn``).
+A later computation starting with a group known to make large results
+starts with the placement above (``_recall``) instead of sending each
+function's first tasks alone until one is timed; a recalled group whose
+first result comes back small loses it (``small_result``).  A remembered
+time may cut a batch, never grow one past a single untimed task of its
+group (``_fresh_fits``): the same names may take far longer this time (a
+pipeline tried on a sample, then run on the real data), and tasks that
+wait for each other (a ``threading.Barrier``) must not share a batch.
 
-A remembered time may cut a batch, never grow one past a single untimed
-task of its group: until this run has timed a group, a batch takes at
-most one of its tasks (``_fresh_fits``), and this run's first timing of
-the group replaces the recalled mean.  The same key names and functions
-may take far longer this time (a pipeline tried on a small sample, then
-run on the real data): trusting a recalled fast mean, one worker took
-every ready task but one per other worker (4 workers, 32 loads of 200 ms:
-``[29, 1, 1, 1]`` tasks per worker, 5.8 s against 1.7 s).  The rule also
-keeps apart tasks that wait for each other (dask's own tests meet at a
-``threading.Barrier``): a batch runs its tasks one after the other.
-Batches that start elsewhere recall nothing.
+The figures behind these choices, with their commands, are in
+``benchmarks/README.md`` ("Why the planner batches as it does").
 
 Records.  A worker reports each task as a plain tuple laid out as
 ``localsched.records_wire.Record``; lists of them travel together.

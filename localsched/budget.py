@@ -329,21 +329,20 @@ class Budget:
         if not self.armed:
             long = big = False
             cache, keys = self.machine.cache, self.machine.keys
-            for r in records:
-                if r[0] >= 0 and r[1] and r[4] - r[3] >= LONG:
+            for i, ok, _, t0, t1, *_ in records:  # (records_wire.Record tuples)
+                if i >= 0 and ok and t1 - t0 >= LONG:
                     long = True
-                    if self._big(cache.get(keys[r[0]])):
+                    if self._big(cache.get(keys[i])):
                         big = True
                         break
             if not (self.watch(long) or big):
                 return
-            for r in records:  # (arming counted them)
-                if r[0] >= 0 and r[1] and status[r[0]] == DONE:
-                    self._check(r[0])
+            for i, ok, *_ in records:  # (arming counted them)
+                if i >= 0 and ok and status[i] == DONE:
+                    self._check(i)
             return
-        for r in records:
-            i = r[0]
-            if i >= 0 and r[1] and status[i] == DONE:
+        for i, ok, *_ in records:
+            if i >= 0 and ok and status[i] == DONE:
                 self.completed(i)
 
     def finish(self) -> None:

@@ -20,10 +20,10 @@ from . import runtime
 from .graph import execute
 from .lifecycle import Computation
 from .machine import READY, RUNNING, STATE_NAMES, InvalidStateError, RunState
-from .utils import add_note
 from .records_wire import TaskRecord
 from .records_wire import probe as make_probe
 from .task_records import Writer
+from .utils import add_note
 
 __all__ = ["run_inline"]
 

@@ -42,8 +42,16 @@ from . import callbacks as _callbacks
 from . import metrics as _metrics
 from .forking import at_fork_in_child
 from .graph import execute
-from .records_wire import (NO_MARKS, REC_INDEX, REC_OK, REC_VALUE, announcement, cpu_note,
-                           handoff_note, samples_note)
+from .records_wire import (
+    NO_MARKS,
+    REC_INDEX,
+    REC_OK,
+    REC_VALUE,
+    announcement,
+    cpu_note,
+    handoff_note,
+    samples_note,
+)
 from .records_wire import probe as make_probe
 
 __all__ = ["run_batch", "run_batch_collect", "running_tasks", "take_samples",

@@ -54,10 +54,16 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import accumulate, repeat
 from typing import Any, overload
 
+from .records_wire import (
+    PROBE_CPU,
+    ROW_END,
+    ROW_FREED_COUNT,
+    ROW_KEY,
+    ROW_START,
+    ROW_WIDTH,
+    ROW_WORKER_ID,
+)
 from .records_wire import probe as make_probe
-from .records_wire import (PROBE_CPU, ROW_END, ROW_FREED_COUNT, ROW_KEY, ROW_START, ROW_WIDTH,
-                           ROW_WORKER_ID,
-                           TASK_ACTIVITIES, TASK_NBYTES, TASK_PROBE, TASK_TRANSFER)
 
 __all__ = ["TaskRecords", "Writer", "cpu_share", "with_cpu_share"]
 
@@ -141,9 +147,8 @@ class TaskRecords(Sequence):
     def append(self, record: Sequence) -> None:
         """Keep one record given as a tuple of ``TaskRecord``'s fields."""
         key, start, end, worker_id, freed, *rest = record
-        rest = (*rest, None, None, None, None)  # (the fields after freed, defaults None)
-        transfer, probe, activities, nbytes = (rest[TASK_TRANSFER - 5], rest[TASK_PROBE - 5],
-                                               rest[TASK_ACTIVITIES - 5], rest[TASK_NBYTES - 5])
+        # (the fields after freed, None where the record stops early)
+        transfer, probe, activities, nbytes = (*rest, None, None, None, None)[:4]
         i = len(self)
         if probe is not None:
             self._probes[i] = probe

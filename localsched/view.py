@@ -71,8 +71,9 @@ class RunOutcome:
     complete at ``finish``: a :class:`~localsched.task_records.TaskRecords`,
     a sequence of tuples of :class:`TaskRecord`'s fields
     (``TaskRecord._make(r)`` names them; in hot loops unpack them or read
-    ``r[TASK_START]``, ``records_wire``'s positions), kept by column so that a long run's records are no objects for
-    the garbage collector to track.  ``memory``: None, or with a memory
+    ``r[TASK_START]``, ``records_wire``'s positions), kept by column so
+    that a long run's records are no objects for the garbage collector to
+    track.  ``memory``: None, or with a memory
     budget (``memory_limit=``) its :class:`~localsched.budget_record.BudgetRecord`
     (thresholds, held and spilled bytes over time, spill events).
     """

@@ -3,17 +3,10 @@
 Why our own pool, not loky
 ==========================
 loky (joblib's reusable, crash-tolerant executor) was weighed as the
-backbone, and measured (``benchmarks/bench_pool_backends.py``, loky 3.7,
-the overhead benchmark's 114k-task tree on 2 workers, best of 3; the range
-of two runs on a noisy 2-core machine):
-
-    dask.multiprocessing.get                    140-160 µs/task
-    localsched on this pool (records streamed)   11-12  µs/task   12.5-13x dask
-    localsched on loky's executor (no stream)    10-14  µs/task   11.5-14x dask
-    localsched on ProcessPoolExecutor (same)     10-12  µs/task   14x dask
-
-Speed does not decide it: every backend clears the 3x bar by far, because
-batching makes the hand-offs few, and none is clearly faster.  The record stream does: a loky (or
+backbone, and measured (``benchmarks/bench_pool_backends.py``; figures in
+``benchmarks/README.md``).  Speed does not decide it: every backend is
+over ten times faster than dask's on tiny tasks, because batching makes
+the hand-offs few, and none is clearly faster.  The record stream does: a loky (or
 CPython) future carries only its final result, while the scheduler needs
 each task's record *while its batch runs*, so ``pretask``/``posttask``
 fire as tasks start and end and dependents are released early.  Streaming

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .._platform import descriptorless_mmap
+from ..records_wire import REC_VALUE
 from . import store as segments
 from .store import SegmentStore, kind
 
@@ -184,8 +185,8 @@ def release(value: Any) -> None:
 def release_records(records: list) -> None:
     """Release the handles in records nobody will read."""
     for r in records:
-        if type(r) is tuple and len(r) > 2 and type(r[2]) is SharedValue:
-            r[2].release()
+        if type(r) is tuple and len(r) > REC_VALUE and type(r[REC_VALUE]) is SharedValue:
+            r[REC_VALUE].release()
 
 
 class Inbox:

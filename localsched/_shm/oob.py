@@ -38,6 +38,7 @@ from typing import Any
 
 import cloudpickle
 
+from ..records_wire import REC_OK, REC_VALUE
 from . import store as segments
 from .handles import SharedValue, from_wire, map_locked
 from .store import SegmentStore, settings, warn_once
@@ -176,7 +177,8 @@ def dump_records(records: list, writer: WorkerSegments, dumps: Callable) -> byte
         data = None
     if data is not None and not found:
         for r in records:  # (a plain loop: this runs for every task's record)
-            if type(r[2]) not in _ATOMIC and _in_band_but_big(r[2], threshold):
+            value = r[REC_VALUE]
+            if type(value) not in _ATOMIC and _in_band_but_big(value, threshold):
                 break
         else:
             return data if b"__main__" not in data else dumps(records)
@@ -184,12 +186,12 @@ def dump_records(records: list, writer: WorkerSegments, dumps: Callable) -> byte
     try:
         out = []
         for r in records:
-            v = r[2]
-            if r[1] and v is not None and type(v) not in _ATOMIC:
+            v = r[REC_VALUE]
+            if r[REC_OK] and v is not None and type(v) not in _ATOMIC:
                 shared = share(v, writer)
                 if shared is not v:
                     made.append(shared.name)
-                    r = r[:2] + (shared,) + r[3:]
+                    r = (*r[:REC_VALUE], shared, *r[REC_VALUE + 1:])
             out.append(r)
         return dumps(out)
     except BaseException:

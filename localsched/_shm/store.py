@@ -34,20 +34,16 @@ own session) that waits
 for an exclusive lock on the owner's lock file, i.e. until the owner and
 all its workers are gone however they went (SIGKILL included), then
 unlinks the owner's segments and lock file -- those that are this user's
-regular files -- and exits.  Measured
-(``benchmarks/bench_shm_lifetime.py``, 2 cores, load average 12-24, two
-runs): starting it costs the owner 3-14 ms once; it costs nothing per
-segment (no registration message: the name prefix says what to remove);
-after a SIGKILL, 16 segments of 4 MB were gone within 16-48 ms.
-``memfd_create`` segments passed with ``SCM_RIGHTS`` were the alternative
-(nothing named at all, so nothing to reap; a fresh hand-off measured
-393-598 µs against 655-865 µs for a fresh named segment at 156 KiB, 16-19
-against 16-24 ms at 8 MB), and were turned down: the scheduler would hold
-one descriptor per live intermediate result (the 1,200-chunk persist
-needs 1,200: over ``ulimit -n 1024``), every hand-off would need Unix
-sockets carrying descriptors instead of the pipes (foreign pools have
-none), and the free list already takes the fresh-segment cost out of
-most hand-offs.  ``sweep_stale``
+regular files -- and exits.  It costs the owner a few milliseconds once
+and nothing per segment (no registration message: the name prefix says
+what to remove).  ``memfd_create`` segments passed with ``SCM_RIGHTS``
+were the alternative (nothing named, nothing to reap, a little faster
+fresh), and were turned down: the scheduler would hold one descriptor
+per live intermediate result (a 1,200-chunk persist needs 1,200: over
+``ulimit -n 1024``), every hand-off would need Unix sockets carrying
+descriptors instead of the pipes (foreign pools have none), and the free
+list already takes the fresh-segment cost out of most hand-offs (figures:
+``benchmarks/README.md``, "Shared memory after a crash").  ``sweep_stale``
 still removes what a dead owner left when its reaper could not run.
 
 Releasing without locks in finalizers.  A handle's finalizer (and a
@@ -68,8 +64,8 @@ pipes after one warning (``warn_once``; in a worker, whose loop sets
 kind (no file locks: see ``localsched._platform``) always takes the pipes.
 
 The free list.  While a computation runs, a released segment is kept (at
-most ``FREE_MAX``) instead of unlinked: a new 8 MB segment costs about
-1.5 ms of page allocation and as much to free.  It keeps its name, and the
+most ``FREE_MAX``) instead of unlinked: a new segment costs page
+allocation and as much to free.  It keeps its name, and the
 store holds a descriptor of it, opened while the name was surely still its
 own (a live handle's: nobody else can remove or replace it in a sticky
 directory) and checked; a job's input, whose name its worker removed once

@@ -48,10 +48,8 @@ start-up, so set them before the pool starts):
 
 - ``LOCALSCHED_SHM=0``: off (pipe only, no warning);
 - ``LOCALSCHED_SHM_THRESHOLD``: smallest buffer sent through shared memory,
-  bytes (default 64 KiB.  Measured here, two pipe hops against one fresh
-  segment written, mapped, read and unlinked: 4 KiB 19 vs 56 µs, 64 KiB 73
-  vs 97 µs, 256 KiB 571 vs 243 µs, 1 MiB 2.6 vs 0.7 ms; a reused segment
-  costs less, so 64 KiB);
+  bytes (default 64 KiB: where a segment starts to beat two pipe hops,
+  see ``benchmarks/README.md``);
 - ``LOCALSCHED_SHM_RESERVE``: bytes of ``/dev/shm`` left free for others
   (default 16 MiB); a value that does not fit goes through the pipe.
 """

@@ -65,13 +65,18 @@ class BatchStart(NamedTuple):
     imported: float | None = None
 
 
+def _start_end(task: tuple) -> tuple:
+    _key, start, end, *_ = task
+    return start, end
+
+
 def clip_tasks(tasks: list, started: float, finished: float) -> list:
     """``(key, start, end, worker_id, batch)`` per task, clipped to the
     computation and, per worker, to after the previous task's end (a worker
     runs one task at a time; clocks may disagree by microseconds)."""
     out = []
     last: dict = {}
-    for key, t0, t1, wid, batch in sorted(tasks, key=lambda t: (t[1], t[2])):
+    for key, t0, t1, wid, batch in sorted(tasks, key=_start_end):
         lo = max(t0, started, last.get(wid, started))
         hi = min(max(t1, lo), finished)
         lo = min(lo, hi)
@@ -93,7 +98,8 @@ def gaps(tasks: list, handoffs: list, started: float, finished: float,
     """
     per_worker: dict = {}
     for task in tasks:
-        per_worker.setdefault(task[3], []).append(task)
+        _key, _start, _end, worker_id, _batch = task
+        per_worker.setdefault(worker_id, []).append(task)
     sends: dict = {}
     for wid, keys, start, dumped, stop in handoffs:
         sends.setdefault(wid, []).append((start, dumped, stop, keys))

@@ -28,8 +28,8 @@ from typing import Any
 
 from ..callbacks import Needs
 from ..metrics import nbytes
+from ..records_wire import TASK_END, TASK_FREED, TASK_KEY, TASK_NBYTES, TaskRecord
 from ..utils import funcname
-from ..view import TaskRecord
 from .collector import Collector, FinishedRun
 from .records import CacheData
 
@@ -148,7 +148,8 @@ class CacheProfiler(Collector):
         metric = self._metric
         if not callable(metric):  # task records: (key, end, metric, freed) of each
             sized = metric == "nbytes"
-            events = [(task[0], task[2], _size_or_nan(task[8]) if sized else 1, task[4])
+            events = [(task[TASK_KEY], task[TASK_END],
+                       _size_or_nan(task[TASK_NBYTES]) if sized else 1, task[TASK_FREED])
                       for task in events]
         self._built.extend(self._records(run.dsk, events, run.finished))
 

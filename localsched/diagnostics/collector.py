@@ -30,10 +30,27 @@ from ..callbacks import Callback
 from ..forking import renew_in_child
 from ..view import state_view
 
-__all__ = ["Collector", "FinishedRun"]
+__all__ = ["Collector", "FinishedRun", "LiveRun"]
+
+
+class LiveRun(NamedTuple):
+    """One computation in progress, as a profiler collects it.
+
+    ``events``: the run's task records when the profiler reads them, else
+    its own list (see :class:`Collector`); ``started``: epoch seconds of
+    ``start_state``; ``starts``: key -> epoch seconds of its ``pretask``
+    (dask's schedulers only).
+    """
+
+    state: Any
+    events: Any
+    dsk: Any
+    started: float
+    starts: Any
+
 
 # Placeholder for Collector._current when no computation runs.
-_NO_RUN = (None, None, None, 0.0, None)
+_NO_RUN = LiveRun(None, None, None, 0.0, None)
 
 
 class FinishedRun(NamedTuple):
@@ -53,7 +70,7 @@ class FinishedRun(NamedTuple):
 class Collector(Callback):
     """Base of the profilers that record per task.
 
-    Each computation gets a run ``(state, events, dsk, started, starts)``:
+    Each computation gets a :class:`LiveRun`:
     ``events`` is the run's task records when the profiler reads them
     (``needs.records``, localsched's runs: shared with the other readers,
     never changed), else a list of its own that a ``_posttask`` or
@@ -77,7 +94,7 @@ class Collector(Callback):
         # (or nested in a task) don't mix.  _current is the run whose
         # callback fired last, so the common case needs no dict lookup.
         self._live: dict = {}
-        self._current: tuple = _NO_RUN
+        self._current: LiveRun = _NO_RUN
         # One FinishedRun per finished computation.
         self._raw: list = []
         # Records built from the first self._done raw entries.
@@ -100,7 +117,7 @@ class Collector(Callback):
         """Turn one finished computation into records, appended to ``_built``."""
         raise NotImplementedError
 
-    def _at_finish(self, run: tuple, state) -> Any:
+    def _at_finish(self, run: LiveRun, state) -> Any:
         """What to keep from ``state`` when a computation finishes (the
         ``extra`` of its FinishedRun); called once per computation."""
         return None
@@ -124,23 +141,23 @@ class Collector(Callback):
         events = None
         if self.needs.records:  # (None from dask's schedulers: the hooks record)
             events = state_view(state).outcome.records
-        run = (state, [] if events is None else events, dsk, time.time(), {})
+        run = LiveRun(state, [] if events is None else events, dsk, time.time(), {})
         self._live[id(state)] = run
         self._current = run
 
-    def _run_of(self, state) -> tuple:
+    def _run_of(self, state) -> LiveRun:
         """The run the computation ``state`` belongs to."""
         run = self._current
-        if run[0] is not state:  # another computation's callbacks interleaved
+        if run.state is not state:  # another computation's callbacks interleaved
             run = self._current = self._live[id(state)]
         return run
 
     def _events(self, state) -> list:
         """The event list of the computation ``state`` belongs to."""
         run = self._current
-        if run[0] is not state:
+        if run.state is not state:
             run = self._current = self._live[id(state)]
-        return run[1]
+        return run.events
 
     def _finish(self, dsk, state, errored):
         run = self._live.pop(id(state), None)
@@ -150,11 +167,11 @@ class Collector(Callback):
             self._current = _NO_RUN  # don't keep the graph and results alive
         finished = time.time()
         extra = self._at_finish(run, state)
-        self._raw.append(FinishedRun(run[2], run[1], run[3], finished, extra))  # atomic
+        self._raw.append(FinishedRun(run.dsk, run.events, run.started, finished, extra))  # atomic
 
     def _dask_pretask(self, key, dsk, state):
         # dask's schedulers fire pretask when they hand the task to a worker.
-        self._run_of(state)[4][key] = time.time()
+        self._run_of(state).starts[key] = time.time()
 
     @property
     def _dask_callback(self) -> tuple:

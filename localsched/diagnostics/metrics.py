@@ -67,12 +67,15 @@ nothing of FineMetrics runs per task (it reads the run's task records,
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from ..callbacks import Needs
+from ..records_wire import PROBE_CPU, PROBE_METRICS
 from ..utils import key_split
 from ..view import TaskRecord, state_view
 from .accounting import BatchStart, clip_tasks, gaps
 from .budgets import disk_metrics, snapshot
-from .collector import Collector, FinishedRun
+from .collector import Collector, FinishedRun, LiveRun
 from .records import ActivityData, MetricData
 
 __all__ = ["FineMetrics", "FIELDS", "CALLER"]
@@ -84,10 +87,21 @@ FIELDS = ("span", "group", "activity", "unit")
 CALLER = "caller-seconds"
 
 
-def _task_rows(run: FinishedRun) -> list:
-    """``(key, start, end, worker_id, probe, activities)`` of each task of a
-    run, from its task records."""
-    return [(t[0], t[1], t[2], t[3], t[6], t[7]) for t in run.events]
+class _TaskRow(NamedTuple):
+    """What fine metrics read of a task's record."""
+
+    key: Any
+    start: float
+    end: float
+    worker_id: Any
+    probe: Any
+    activities: tuple | None
+
+
+def _task_rows(run: FinishedRun) -> list[_TaskRow]:
+    """Each task of a run, from its task records (``TaskRecord``'s fields)."""
+    return [_TaskRow(key, start, end, wid, probe, acts)
+            for key, start, end, wid, _freed, _transfer, probe, acts, *_ in run.events]
 
 
 def _batch_start(probe, acts) -> tuple:
@@ -141,9 +155,9 @@ class FineMetrics(Collector):
 
         end = time.time()
         run = self._run_of(state)
-        run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
+        run.events.append(TaskRecord(key, run.starts.pop(key, end), end, worker_id, []))
 
-    def _at_finish(self, run: tuple, state):
+    def _at_finish(self, run: LiveRun, state):
         view = state_view(state)
         outcome = view.outcome  # (dask's schedulers: an empty one)
         return (outcome.span, outcome.overhead, list(outcome.late), view.cluster_metrics,
@@ -173,7 +187,7 @@ class FineMetrics(Collector):
             k = (span, group, activity, unit)
             metrics[k] = metrics.get(k, 0.0) + value
 
-        measured = bool(events) and all(e[4] is not None for e in events)
+        measured = bool(events) and all(e.probe is not None for e in events)
         if not measured:  # dask's schedulers (or a foreign pool): wall time only
             for key, t0, t1, _wid, _probe, _acts in events:
                 add(key_split(key), "compute", max(0.0, t1 - t0))
@@ -185,11 +199,11 @@ class FineMetrics(Collector):
                 caller_pickling += sent
             tasks.append((key, t0, t1, wid, batch))
         tasks = clip_tasks(tasks, run.started, run.finished)
-        probes = {e[0]: e[4] for e in events}
+        probes = {e.key: e.probe for e in events}
         for key, t0, t1, wid, _batch in tasks:
             self._own(add, key, t1 - t0, probes[key], wid)
-        ends = {t[0]: t[3] for t in tasks}
-        handoffs = [(ends.get(keys[0]), keys, start, dumped, stop)
+        worker_of = {key: wid for key, _t0, _t1, wid, _batch in tasks}
+        handoffs = [(worker_of.get(keys[0]), keys, start, dumped, stop)
                     for keys, start, dumped, stop, _received in late if keys]
         for piece in gaps(tasks, handoffs, run.started, run.finished, workers):
             name = piece.activity
@@ -208,7 +222,7 @@ class FineMetrics(Collector):
     def _own(self, add, key, wall: float, probe, wid) -> None:
         """A task's own life: its metered blocks, then its CPU and the rest."""
         g = key_split(key)
-        cpu, user = probe[0], probe[1]  # (records_wire.Probe: cpu, metrics)
+        cpu, user = probe[PROBE_CPU], probe[PROBE_METRICS]
         metered_wall = metered_cpu = 0.0
         if user:
             for label, unit, value, ucpu, start, stop in user:
@@ -234,12 +248,13 @@ class FineMetrics(Collector):
             _span, _overhead, late, cluster, workers, _budget = (run.extra
                                                                  or ((), None, [], None, 1, None))
             events = _task_rows(run)
-            if cluster is not None or not events or any(e[4] is None for e in events):
+            if cluster is not None or not events or any(e.probe is None for e in events):
                 continue
-            tasks = clip_tasks([(e[0], e[1], e[2], e[3], _batch_start(e[4], e[5])[0])
+            tasks = clip_tasks([(e.key, e.start, e.end, e.worker_id,
+                                 _batch_start(e.probe, e.activities)[0])
                                 for e in events], run.started, run.finished)
-            ends = {t[0]: t[3] for t in tasks}
-            handoffs = [(ends.get(keys[0]), keys, start, dumped, stop)
+            worker_of = {key: wid for key, _t0, _t1, wid, _batch in tasks}
+            handoffs = [(worker_of.get(keys[0]), keys, start, dumped, stop)
                         for keys, start, dumped, stop, _received in late if keys]
             out.extend(ActivityData(key, "task", t0, t1, wid) for key, t0, t1, wid, _ in tasks)
             out.extend(ActivityData(p.key, p.activity, p.start, p.stop, p.worker_id)

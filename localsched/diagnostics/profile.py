@@ -26,7 +26,7 @@ import time
 from ..callbacks import Needs
 from ..view import TaskRecord, state_view
 from .budgets import snapshot
-from .collector import Collector, FinishedRun
+from .collector import Collector, FinishedRun, LiveRun
 from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
 
@@ -99,9 +99,9 @@ class Profiler(Collector):
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
         run = self._run_of(state)
-        run[1].append(TaskRecord(key, run[4].pop(key, end), end, worker_id, []))
+        run.events.append(TaskRecord(key, run.starts.pop(key, end), end, worker_id, []))
 
-    def _at_finish(self, run: tuple, state):
+    def _at_finish(self, run: LiveRun, state):
         """(failed, running) at the finish, as plain values: exceptions become text."""
         view = state_view(state)
         self.dashboard = view.dashboard_link or self.dashboard
@@ -113,26 +113,24 @@ class Profiler(Collector):
             running = [(key, start, worker) for key, (start, worker) in dict(since).items()]
         else:
             # dask's schedulers: handed out (pretask) but never reported back.
-            running = [(key, start, None) for key, start in run[4].items()]
+            running = [(key, start, None) for key, start in run.starts.items()]
         # localsched.distributed: attempts whose worker died under them (the
         # task ran again); dispatch time to the loss, on the lost worker.
         stopped = [(key, start, worker, None) for key, start, worker in running]
         stopped += [(key, start, worker, stop) for key, start, stop, worker in view.lost]
         submitted = self._submitted
-        if submitted is None or submitted > run[3]:  # (another computation's start)
+        if submitted is None or submitted > run.started:  # (another computation's start)
             submitted = None
         workers = view.outcome.extra.get("workers")
         return failed, stopped, graph_of(state), workers, submitted, snapshot(state)
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
-        # (run.events: TaskRecords, key, start, end, worker_id, freed, transfer, ...)
-        self._built.extend(TaskData(task[0], dsk[task[0]], task[1], task[2], task[3])
-                           for task in run.events)
-        for task in run.events:
-            transfer = task[5]
+        # (run.events: tuples of TaskRecord's fields, the run's TaskRecords or our own)
+        self._built.extend(TaskData(key, dsk[key], start, end, worker_id)
+                           for key, start, end, worker_id, *_ in run.events)
+        for key, t0, t1, w, _, transfer, *_ in run.events:
             if transfer and (transfer[0] or transfer[1]):
-                key, t0, t1, w = task[0], task[1], task[2], task[3]
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
         failed, running, graph, workers, submitted, budget = (run.extra

@@ -147,9 +147,8 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     InterruptedTaskData; ``walls`` the ``(start, finish)`` epoch seconds of
     the computations (``Profiler.walls``), if known.
     """
-    spans = [(r[0], r[2], r[3], r[4]) for r in results]
-    spans += [(r[0], r[2], r[3], r[4]) for r in failed]
-    spans += [(r[0], r[2], r[3], r[4]) for r in interrupted]
+    spans = [(r.key, r.start_time, r.end_time, r.worker_id)
+             for records in (results, failed, interrupted) for r in records]
     span = 0.0
     if walls:
         wall = union_length(walls)
