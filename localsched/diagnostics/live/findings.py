@@ -26,6 +26,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
+from ...records_wire import TASK_TRANSFER
+
 __all__ = ["run_data", "run_findings", "FindingsCache", "KEEP"]
 
 #: Finished runs whose findings a cache keeps.
@@ -48,15 +50,17 @@ def run_data(log, now: float | None = None):
     finished = log.finished if log.finished is not None else now
     n = len(log.ends)
     ends = log.ends[:n]
-    tasks = [TaskData(e[0], None, e[1], e[2], e[3]) for e in ends]
+    # (every end starts with TaskRecord's first four fields)
+    tasks = [TaskData(key, None, start, end, wid) for key, start, end, wid, *_ in ends]
     transfers = []
     if not log.measured:  # (the tasks' own records: TaskRecord's fields)
         for e in ends:
-            travel = e[5] if len(e) > 5 else None
+            travel = e[TASK_TRANSFER] if len(e) > TASK_TRANSFER else None
             if travel and (travel[0] or travel[1]):
+                key, start, end, wid, *_ = e
                 send, receive = travel
-                transfers.append(TransferData(e[0], e[3], e[1] - send, e[1], e[2],
-                                              e[2] + receive))
+                transfers.append(TransferData(key, wid, start - send, start, end,
+                                              end + receive))
     failed = [FailedTaskData(k, None, s, e, w, *_split(err)) for k, s, e, w, err in log.failed]
     graphs = []
     graph, workers = log.graph or (None, None)
