@@ -108,8 +108,8 @@ class Worker:
     lifeline: Any  # the write end of the worker's lifeline: never written to
     slot: TaskSlot  # which task it runs (read when it dies: ``taskslot``)
 
-    def __init__(self, platform: _platform.Platform | None = None) -> None:
-        self.platform = platform or _platform.current()  # its pool's, which it runs as
+    def __init__(self, platform: _platform.Platform) -> None:
+        self.platform = platform  # its pool's, which it runs as
         self.state = STARTING
         self.job: _Job | None = None
         self.jobs_started = 0
