@@ -21,6 +21,7 @@ It also checks that no module calls ``os.register_at_fork`` but
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -38,7 +39,56 @@ MUTATORS = {"append", "extend", "insert", "pop", "popleft", "remove", "clear", "
 CONSTANT_NAME = re.compile(r"^_?[A-Z][A-Z0-9_]*$")
 
 #: State a forked child may keep as it is, and why ("module:name": reason).
-ALLOWED: dict[str, str] = {}
+ALLOWED: dict[str, str] = {
+    "localsched._pool.job:notes":
+        "a worker's warnings for the job it runs, sent before the job's end: empty "
+        "between jobs, and a child a task forks runs no job of the pool's",
+    "localsched._pool.pool:_pool_tokens":
+        "a counter (one C call per pool): a child's pools go on counting, their "
+        "segment names are under the child's own store's owner",
+    "localsched._pool.workers:_starting_without_main":
+        "a thread-local flag, set only around starting a forkserver worker in "
+        "that thread",
+    "localsched._shm.store:_warnings":
+        "one warning per process tree: a child inherits that its parent warned "
+        "(a worker's warnings go to the caller, who warns once)",
+    "localsched.batching:_learned":
+        "task durations learned: as true in the child (its lock is renewed)",
+    "localsched.callbacks:_global_active":
+        "the callbacks a user registered: a user's os.fork child keeps them, as "
+        "with dask's registry; a pool worker forgets them (forget_registered)",
+    "localsched.callbacks:_holds": "as _global_active (how many holds each has)",
+    "localsched.callbacks:_dask_mirrors":
+        "as _global_active (the mirrors of those callbacks in dask's registry)",
+    "localsched.callbacks:_registration_listeners":
+        "functions told of (un)registrations: module code, as valid in the child",
+    "localsched.delayed:process_default_scheduler":
+        "the user's default scheduler name: a setting, as valid in the child",
+    "localsched.diagnostics.live.patch:_by_id":
+        "a weak cache of documents' models: the child's documents are its own",
+    "localsched.diagnostics.live.recorder:_run_numbers":
+        "a counter (one C call per run): numbers stay unique in the child",
+    "localsched.diagnostics.naming:_repr":
+        "a reprlib.Repr configured once at import, never changed",
+    "localsched.distributed._clusters:_exit_hooked":
+        "whether the exit hook is registered: atexit hooks survive a fork",
+    "localsched.distributed._route:_saved":
+        "what dask's named schedulers held before the hook: dask's module state, "
+        "copied with it into the child",
+    "localsched.metrics:_cachey_nbytes":
+        "a function found once (cachey.nbytes or sys.getsizeof): as valid in the child",
+    "localsched.metrics:_local":
+        "per thread: the child's one thread is the forking one, in the state it "
+        "was in",
+    "localsched.multiprocessing:_shared":
+        "a SharedPools, which renews itself in the child (renew_in_child: it "
+        "forgets its parent's pools)",
+    "localsched.runtime:_warm":
+        "whether this worker has run a batch: true of the child's copy too",
+    "localsched.runtime:running_tasks":
+        "thread ident -> task, read only for threads that exist: the child's "
+        "sampler (renewed above) finds its own threads only",
+}
 
 
 def _top_level(body):
@@ -101,6 +151,7 @@ def _reset_functions(tree: ast.Module) -> list[ast.AST]:
                         for d in node.decorator_list))]
 
 
+@functools.cache
 def module_state() -> dict[str, str]:
     """``{"module:name": how it is accounted for}`` of every module-level
     mutable of localsched ("constant", "reset", "allowed" or "UNACCOUNTED")."""
