@@ -604,6 +604,9 @@ class Platform:
     die_with_parent: bool
     #: Whether a process's end can be waited on by descriptor (``pidfd_open``)
     pidfd: bool
+    #: Whether a worker can share a few bytes with its pool (which task it
+    #: runs: ``shared_anonymous_mapping``, ``shared_file_fd``): POSIX
+    task_slots: bool
 
     @classmethod
     def detect(cls) -> Platform:
@@ -625,4 +628,5 @@ def _detected() -> Platform:
         family=family, segment_kind=shared_memory_kind(),
         proc_details=os.path.exists("/proc/self/smaps_rollup"),
         fd_passing=os.name == "posix", wait_limit=63 if os.name == "nt" else None,
-        die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"))
+        die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"),
+        task_slots=os.name == "posix")

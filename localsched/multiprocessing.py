@@ -2,21 +2,25 @@
 
 For pure-Python tasks that hold the GIL.  Functions and data travel with
 cloudpickle, so lambdas and closures work.  Pools are created on first use
-(per worker count, start method and initializer) and reused; ``shutdown()``
-stops them.  The pool itself lives in ``localsched._pool`` (its design note
-is in ``localsched/_pool/__init__.py``); this module only picks the pool and
-hands it to the scheduling loop.
+(per worker count, start method and initializer), at most ``KEEP_POOLS``
+kept for reuse, by a ``SharedPools`` of one platform (``get`` uses one on
+this machine's, detected once; ``shutdown()`` stops its pools).  The pool
+itself lives in ``localsched._pool`` (its design note is in
+``localsched/_pool/__init__.py``); this module only picks the pool and hands
+it to the scheduling loop, with the shared-memory transport of the pool's
+platform.
 
 On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
-through shared memory: a worker writes them once into ``/dev/shm``, the
-scheduler keeps a handle, and the next worker maps them without copying
-(``localsched/_shm/``).  Small objects keep the pipe.  The
+through shared memory: a worker writes them once into a segment (a file
+in ``/dev/shm`` on Linux, a POSIX object on macOS and the BSDs, a named
+mapping on Windows), the scheduler keeps a handle, and the next worker
+maps them (``localsched/_shm/``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
-Where there is no such shared memory (macOS, Windows, a ``/dev/shm`` that
-is missing, read-only or full: ``localsched._platform``) everything takes
-the pipes, with one warning.
+Where shared memory does not work (a ``/dev/shm`` that is missing,
+read-only or full, a failed self-test: ``localsched._platform``)
+everything takes the pipes, with one warning.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool

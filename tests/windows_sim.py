@@ -107,7 +107,8 @@ def _posix_objects() -> bool:
 #: objects where there are any, else the pipes).
 WINDOWS = replace(_platform.Platform.detect(), family="windows",
                   segment_kind=SimulatedNamedMappings if _posix_objects() else None,
-                  fd_passing=False, wait_limit=63, die_with_parent=False, pidfd=False)
+                  fd_passing=False, wait_limit=63, die_with_parent=False, pidfd=False,
+                  task_slots=False)
 
 
 def install() -> None:
