@@ -61,13 +61,15 @@ no owner lock and no reaper.
 The answers that decide a path are one value, a frozen ``Platform``
 (the OS family, the kind of segment, descriptor passing, the wait limit,
 PDEATHSIG, pidfd, ``/proc`` details), detected once
-(``Platform.detect()``) and taken by the process pool and the segment
-store as multiprocessing's objects take a context: ``current()`` is the
-one this process uses, the detected one unless ``use()`` chose another
-(a worker takes its pool's, from its boot message).  No environment
-variable decides it.  The tests build other values (macOS's, Windows'
-answers on Linux: ``tests/macos_sim.py``, ``tests/windows_sim.py``) and
-``use()`` them.
+(``Platform.detect()``) and passed, as multiprocessing's objects take a
+context: the process pool takes one (default: the detected one) and
+hands it to its workers (in their boot message) and to the segment
+store it uses; each store holds its platform and kind.  Nothing here
+remembers a chosen platform, and no environment variable decides it: the
+questions below that depend on it take it as an argument (None: the
+detected one).  The tests build other values (macOS's, Windows' answers
+on Linux: ``tests/macos_sim.py``, ``tests/windows_sim.py``) and pass
+them.
 
 A few bytes shared with a worker process (which task it runs, read by the
 pool when it dies): an anonymous shared mapping where the worker is
@@ -101,7 +103,7 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "S
            "shm_dir_stats", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
-           "Platform", "current", "use",
+           "Platform",
            "thread_cpu_wait_reader", "prepare_thread_cpu_wait",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
@@ -142,14 +144,16 @@ _statvfs = getattr(os, "statvfs", None) if _fcntl is not None else None
 _READ_ONLY = getattr(os, "ST_RDONLY", 1)
 
 
-def shm_dir_stats(inodes: int = 2) -> tuple[os.statvfs_result | None, str]:
+def shm_dir_stats(inodes: int = 2,
+                  platform: Platform | None = None) -> tuple[os.statvfs_result | None, str]:
     """``(stats, "")`` if segments can be files in ``SHM_DIR`` now, with
     ``inodes`` free inodes (the owner's lock file and a segment; once the
     lock exists, a segment), else ``(None, why not)``: one ``statvfs``,
     asked each time (a directory fills up, or gets room again, while a
-    process runs)."""
-    if _statvfs is None or current().family == "windows":
-        if _fcntl is None or current().family == "windows":
+    process runs).  ``platform``: whose answer (None: the detected one)."""
+    windows = (platform or Platform.detect()).family == "windows"
+    if _statvfs is None or windows:
+        if _fcntl is None or windows:
             return None, "this platform has no file locks (fcntl), which shared memory needs"
         return None, "this platform has no statvfs"
     try:
@@ -188,8 +192,8 @@ def shared_memory_kind() -> str | None:
     """Which kind of segment this platform can have: ``"files"`` in
     ``SHM_DIR`` (Linux), ``"posix"`` shared-memory objects (macOS, the
     BSDs), ``"named"`` mappings (Windows), or None.  Whether it works *now*
-    is asked separately, per job.  (What the process uses is
-    ``current().segment_kind``.)"""
+    is asked separately, per job.  (What a pool and its store use is
+    their ``Platform``'s ``segment_kind``.)"""
     if os.name == "nt":
         return "named"
     if not FILE_LOCKS or os.name != "posix":
@@ -365,11 +369,12 @@ def proc_mapped(pid: int, prefix: str) -> set:
     return names
 
 
-def child_pids(pid: int) -> list | None:
+def child_pids(pid: int, platform: Platform | None = None) -> list | None:
     """The direct children of process ``pid`` from ``/proc``'s per-thread
     lists (a few small reads), or None where there are none (then ask
-    psutil, which reads every process of the machine)."""
-    if not current().proc_details:
+    psutil, which reads every process of the machine).  ``platform``:
+    whose answer (None: the detected one)."""
+    if not (platform or Platform.detect()).proc_details:
         return None
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -413,7 +418,7 @@ def _pread_holding_the_gil():
     """libc's ``pread`` called with the GIL held (``ctypes.PyDLL``), or
     None; made once per process (``prepare_thread_cpu_wait`` makes it in
     the caller's thread, before a sampler thread needs it)."""
-    return _pread_made() if current().family != "windows" else None
+    return _pread_made() if Platform.detect().family != "windows" else None
 
 
 @functools.cache
@@ -471,13 +476,14 @@ def thread_cpu_wait_reader():
     return read, lambda: os.close(fd)
 
 
-def die_with_parent() -> bool:
+def die_with_parent(platform: Platform | None = None) -> bool:
     """Ask the kernel to SIGKILL this process when the thread that started
     it ends (Linux's ``PR_SET_PDEATHSIG``); False where that cannot be had
-    (callers watch a pipe instead)."""
+    (callers watch a pipe instead).  ``platform``: whose answer (None: the
+    detected one)."""
     import signal
 
-    if not current().die_with_parent:
+    if not (platform or Platform.detect()).die_with_parent:
         return False
     prctl = getattr(libc(), "prctl", None)  # (Linux's alone)
     kill = getattr(signal, "SIGKILL", None)  # (not on Windows)
@@ -500,8 +506,8 @@ def glibc_malloc() -> tuple | None:
 def pidfd(pid: int, platform: Platform | None = None) -> int | None:
     """A descriptor readable when process ``pid`` ends, even while a
     grandchild holds its pipes (Linux 5.3+ ``pidfd_open``), or None
-    (``platform``: whose answer; None, ``current()``)."""
-    if not (platform or current()).pidfd:
+    (``platform``: whose answer; None, the detected one)."""
+    if not (platform or Platform.detect()).pidfd:
         return None
     try:
         return os.pidfd_open(pid)
@@ -575,7 +581,8 @@ def shared_file_fd(size: int) -> int | None:
 class Platform:
     """What decides localsched's paths on this platform, as one value:
     detected once (``detect``), passed on (the pool hands it to the
-    workers it spawns), built otherwise only by the tests (``replace``)."""
+    workers it starts, the store its segment kind), built otherwise only
+    by the tests (``dataclasses.replace``)."""
 
     #: "linux", "macos", "bsd" (the other POSIX systems) or "windows"
     family: str
@@ -597,6 +604,9 @@ class Platform:
     die_with_parent: bool
     #: Whether a process's end can be waited on by descriptor (``pidfd_open``)
     pidfd: bool
+    #: Whether a worker can share a few bytes with its pool (which task it
+    #: runs: ``shared_anonymous_mapping``, ``shared_file_fd``): POSIX
+    task_slots: bool
 
     @classmethod
     def detect(cls) -> Platform:
@@ -618,20 +628,5 @@ def _detected() -> Platform:
         family=family, segment_kind=shared_memory_kind(),
         proc_details=os.path.exists("/proc/self/smaps_rollup"),
         fd_passing=os.name == "posix", wait_limit=63 if os.name == "nt" else None,
-        die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"))
-
-
-_chosen: list = []  # [the Platform ``use()`` chose]: none, the detected one
-
-
-def current() -> Platform:
-    """The platform this process runs as: ``Platform.detect()``'s unless
-    ``use()`` chose another."""
-    return _chosen[0] if _chosen else _detected()
-
-
-def use(platform: Platform | None) -> None:
-    """Run this process as ``platform`` (None: as detected).  A worker does
-    it with its pool's; the tests with a simulated one.  The process pool
-    and the segment store made before keep theirs."""
-    _chosen[:] = [] if platform is None else [platform]
+        die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"),
+        task_slots=os.name == "posix")

@@ -83,6 +83,7 @@ __all__ = [
     "merge_needs",
     "add_callbacks",
     "active_callbacks",
+    "forget_registered",
     "unpack_callbacks",
     "normalize_callback",
     "callback_list",
@@ -200,6 +201,15 @@ def _renew_registry_lock() -> None:
     # (a copy held by a thread of the parent would be held forever)
     global _registry_lock
     _registry_lock = threading.Lock()
+
+
+def forget_registered() -> None:
+    """Forget every callback registered in this process: what a pool
+    worker does first (a forked worker's registry is a copy of its
+    parent's, whose callbacks it must never fire)."""
+    with _registry_lock:
+        _global_active.clear()
+        _holds.clear()
 
 
 def in_computation() -> bool:

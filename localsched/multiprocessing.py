@@ -2,21 +2,25 @@
 
 For pure-Python tasks that hold the GIL.  Functions and data travel with
 cloudpickle, so lambdas and closures work.  Pools are created on first use
-(per worker count, start method and initializer) and reused; ``shutdown()``
-stops them.  The pool itself lives in ``localsched._pool`` (its design note
-is in ``localsched/_pool/__init__.py``); this module only picks the pool and
-hands it to the scheduling loop.
+(per worker count, start method and initializer), at most ``KEEP_POOLS``
+kept for reuse, by a ``SharedPools`` of one platform (``get`` uses one on
+this machine's, detected once; ``shutdown()`` stops its pools).  The pool
+itself lives in ``localsched._pool`` (its design note is in
+``localsched/_pool/__init__.py``); this module only picks the pool and hands
+it to the scheduling loop, with the shared-memory transport of the pool's
+platform.
 
 On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
-through shared memory: a worker writes them once into ``/dev/shm``, the
-scheduler keeps a handle, and the next worker maps them without copying
-(``localsched/_shm/``).  Small objects keep the pipe.  The
+through shared memory: a worker writes them once into a segment (a file
+in ``/dev/shm`` on Linux, a POSIX object on macOS and the BSDs, a named
+mapping on Windows), the scheduler keeps a handle, and the next worker
+maps them (``localsched/_shm/``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
-Where there is no such shared memory (macOS, Windows, a ``/dev/shm`` that
-is missing, read-only or full: ``localsched._platform``) everything takes
-the pipes, with one warning.
+Where shared memory does not work (a ``/dev/shm`` that is missing,
+read-only or full, a failed self-test: ``localsched._platform``)
+everything takes the pipes, with one warning.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
 batch at once with WorkerDiedError naming the task it was running; the pool
@@ -32,8 +36,8 @@ their parent process.
 from __future__ import annotations
 
 import atexit
-import os
 import threading
+import weakref
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
@@ -53,47 +57,110 @@ from ._pool import (
 from ._pool.workers import max_workers
 from ._shm import transport as shm
 from .core import get_async
+from .forking import renew_in_child
 from .options import check_options, dask_config, resolve_pool_options
 
 __all__ = ["get", "ProcessPool", "WorkerDiedError", "BrokenProcessPool", "RemoteTraceback",
-           "RemoteError", "dumps", "default_pool", "shutdown", "START_METHODS"]
+           "RemoteError", "dumps", "default_pool", "shutdown", "START_METHODS", "SharedPools"]
 
 
-# Shared pools by (num_workers, start method, initializer, initargs), the
-# most recently used last; _pools_lock guards _pools and _in_use (how many
-# ``get`` calls run on each key's pool now).  At most KEEP_POOLS are kept:
-# a script sweeping ``num_workers``, or making an initializer per call,
-# must not pile up idle workers (dask's own ``multiprocessing.get`` keeps
-# no pool at all; keeping the last two spares the start-up of a pool that
-# is used again, alternating included).  A pool in use is never retired.
+class SharedPools:
+    """The shared process pools of one platform (``_platform.Platform``,
+    default: this machine's, detected once), each made on first use by
+    ``get`` and kept for the next, by (num_workers, start method,
+    initializer, initargs).  The module's ``get``, ``default_pool`` and
+    ``shutdown`` use one of these; the tests make others for simulated
+    platforms (``SharedPools(MACOS).get(...)``).
+
+    At most ``KEEP_POOLS`` are kept, the most recently used last: a script
+    sweeping ``num_workers``, or making an initializer per call, must not
+    pile up idle workers (dask's own ``multiprocessing.get`` keeps no pool
+    at all; keeping the last two spares the start-up of a pool that is used
+    again, alternating included).  A pool in use is never retired.  A
+    forked child (a "fork" worker, or a user's ``os.fork``) does not own
+    its parent's pools: it forgets them, so a get there starts pools of its
+    own instead of waiting on a listener thread that does not exist there.
+    """
+
+    def __init__(self, platform: _platform.Platform | None = None):
+        self.platform = platform or _platform.Platform.detect()
+        # _lock guards _pools and _in_use (how many ``get`` calls run on
+        # each key's pool now).
+        self._pools: dict = {}
+        self._in_use: dict = {}
+        self._lock = threading.Lock()
+        renew_in_child(self)
+        # (stopped at exit, or when these pools are dropped)
+        weakref.finalize(self, _terminate_all, self._pools)
+
+    def _after_fork_in_child(self) -> None:
+        self._pools.clear()  # (the parent's; its finalizer holds this dict)
+        self._in_use.clear()
+        self._lock = threading.Lock()
+
+    def pool(self, num_workers: int, context: str = "spawn", initializer=None,
+             initargs: tuple = ()) -> ProcessPool:
+        """The shared pool for these settings, created on first use (and
+        created afresh if the last one broke, e.g. its initializer failed);
+        the least recently used of the others not in use stop once more
+        than ``KEEP_POOLS`` are kept."""
+        return self._take(_pool_key(num_workers, context, initializer, initargs),
+                          num_workers, context, initializer, initargs)
+
+    def _take(self, key: tuple, num_workers: int, context: str, initializer,
+              initargs: tuple, use: int = 0) -> ProcessPool:
+        retired = []
+        with self._lock:
+            pools, in_use = self._pools, self._in_use
+            pool = pools.pop(key, None)
+            if pool is not None and pool.broken is not None:
+                pool.shutdown(wait=False)
+                pool = None
+            if pool is None:
+                pool = ProcessPool(num_workers, context=context, initializer=initializer,
+                                   initargs=initargs, platform=self.platform)
+            pools[key] = pool  # (the most recently used, last)
+            in_use[key] = in_use.get(key, 0) + use
+            for old in list(pools):
+                if len(pools) <= KEEP_POOLS:
+                    break
+                if old != key and not in_use.get(old):
+                    retired.append(pools.pop(old))
+                    in_use.pop(old, None)
+        for old_pool in retired:
+            old_pool.shutdown(wait=False)  # (idle: its workers stop as told)
+        return pool
+
+    def _done_with(self, key: tuple) -> None:
+        with self._lock:
+            n = self._in_use.get(key, 0) - 1
+            if n > 0:
+                self._in_use[key] = n
+            else:
+                self._in_use.pop(key, None)
+
+    def shutdown(self) -> None:
+        """Stop these pools now (they are re-created when needed): see the
+        module's ``shutdown``."""
+        with self._lock:
+            pools = list(self._pools.values())
+            self._pools.clear()
+        for pool in pools:
+            pool.terminate()
+
+    def get(self, dsk: Any, keys: Any, **kwargs):
+        """``get`` on these pools."""
+        return get(dsk, keys, shared=self, **kwargs)
+
+
+#: Shared pools kept at most, per ``SharedPools``.
 KEEP_POOLS = 2
-_pools: dict = {}
-_in_use: dict = {}
-_pools_lock = threading.Lock()
 
 
-def _reset_after_fork() -> None:
-    """A forked child (a "fork" worker, or a user's os.fork) does not own its
-    parent's pools: forget them, so a get there starts pools of its own
-    instead of waiting on a listener thread that does not exist here."""
-    global _pools_lock
-    _pools.clear()
-    _in_use.clear()
-    _pools_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def default_pool(num_workers: int, context: str = "spawn", initializer=None,
-                 initargs: tuple = ()) -> ProcessPool:
-    """The shared pool for these settings, created on first use (and created
-    afresh if the last one broke, e.g. its initializer failed); the least
-    recently used of the others not in use stop once more than
-    ``KEEP_POOLS`` are kept."""
-    return _shared_pool(_pool_key(num_workers, context, initializer, initargs),
-                        num_workers, context, initializer, initargs)
+def _terminate_all(pools: dict) -> None:
+    for pool in list(pools.values()):
+        pool.terminate()  # (a forked child's copy: nothing, see ProcessPool)
+    pools.clear()
 
 
 def _pool_key(num_workers: int, context: str, initializer, initargs: tuple) -> tuple:
@@ -103,37 +170,14 @@ def _pool_key(num_workers: int, context: str, initializer, initargs: tuple) -> t
     return (num_workers, context, init_key)
 
 
-def _shared_pool(key: tuple, num_workers: int, context: str, initializer,
-                 initargs: tuple, use: int = 0) -> ProcessPool:
-    retired = []
-    with _pools_lock:
-        pool = _pools.pop(key, None)
-        if pool is not None and pool.broken is not None:
-            pool.shutdown(wait=False)
-            pool = None
-        if pool is None:
-            pool = ProcessPool(num_workers, context=context, initializer=initializer,
-                               initargs=initargs)
-        _pools[key] = pool  # (the most recently used, last)
-        _in_use[key] = _in_use.get(key, 0) + use
-        for old in list(_pools):
-            if len(_pools) <= KEEP_POOLS:
-                break
-            if old != key and not _in_use.get(old):
-                retired.append(_pools.pop(old))
-                _in_use.pop(old, None)
-    for old_pool in retired:
-        old_pool.shutdown(wait=False)  # (idle: its workers stop as told)
-    return pool
+#: This process's shared pools, on the detected platform.
+_shared = SharedPools()
 
 
-def _done_with(key: tuple) -> None:
-    with _pools_lock:
-        n = _in_use.get(key, 0) - 1
-        if n > 0:
-            _in_use[key] = n
-        else:
-            _in_use.pop(key, None)
+def default_pool(num_workers: int, context: str = "spawn", initializer=None,
+                 initargs: tuple = ()) -> ProcessPool:
+    """The shared pool for these settings (``SharedPools.pool``)."""
+    return _shared.pool(num_workers, context, initializer, initargs)
 
 
 def shutdown() -> None:
@@ -147,11 +191,7 @@ def shutdown() -> None:
     computations that have ended (after an error or Ctrl-C): it is killed,
     not waited for.
     """
-    with _pools_lock:
-        pools = list(_pools.values())
-        _pools.clear()
-    for pool in pools:
-        pool.terminate()
+    _shared.shutdown()
 
 
 atexit.register(shutdown)
@@ -173,6 +213,7 @@ def get(
     func_dumps: Callable | None = None,
     func_loads: Callable | None = None,
     memory_limit: Any = None,
+    shared: SharedPools | None = None,
     **options,
 ):
     """Compute ``keys`` of ``dsk`` on worker processes.
@@ -200,6 +241,9 @@ def get(
         always ships tasks with pickle, falling back to cloudpickle.
     callbacks, rerun_exceptions_locally, cache, memory_limit
         See ``localsched.core.get_async``.
+    shared : SharedPools, optional
+        Where the shared pool comes from (default: this module's, on this
+        machine's platform).
     **options
         Keywords other dask schedulers take (``optimize_graph=``, ...), as
         ``dask.compute`` forwards them: accepted and ignored.  Anything else
@@ -228,17 +272,17 @@ def get(
             initializer = dask_config("multiprocessing.initializer")
         # Where one wait watches a limited number of workers (Windows), the
         # shared pools stop there: 62 workers on a 64-core machine.
-        limit = max_workers(_platform.current())
+        shared = shared or _shared
+        limit = max_workers(shared.platform)
         if limit is not None:
             num_workers = min(num_workers, limit)
         key = _pool_key(num_workers, context, initializer, initargs)
-        runner = submitter_for(_shared_pool(key, num_workers, context, initializer, initargs,
-                                            use=1))
+        taken = shared._take(key, num_workers, context, initializer, initargs, use=1)
         try:
-            return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally,
-                        chunksize, cache, pool, memory_limit)
+            return _get(submitter_for(taken), num_workers, dsk, keys, callbacks,
+                        rerun_exceptions_locally, chunksize, cache, taken, memory_limit)
         finally:
-            _done_with(key)
+            shared._done_with(key)
     return _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, chunksize,
                 cache, pool, memory_limit)
 
@@ -258,7 +302,8 @@ def _get(runner, num_workers, dsk, keys, callbacks, rerun_exceptions_locally, ch
         stream=runner.stream,
         unpack_exception=unpack_exception,
         on_interrupt=runner.on_interrupt,
-        # localsched's own pool sends large results through shared memory.
-        transport=shm if isinstance(pool, ProcessPool) or pool is None else None,
+        # localsched's own pool sends large results through shared memory,
+        # of the pool's platform.
+        transport=shm.Transport(pool.platform) if isinstance(pool, ProcessPool) else None,
         memory_limit=memory_limit,
     )

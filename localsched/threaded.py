@@ -26,7 +26,6 @@ instead of queueing behind them.
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -35,6 +34,7 @@ from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
 
 from .core import get_async, in_task
+from .forking import at_fork_in_child
 from .options import check_options, dask_config, resolve_pool_options
 
 if TYPE_CHECKING:
@@ -133,15 +133,12 @@ _pools: dict = {}
 _pools_lock = threading.Lock()
 
 
+@at_fork_in_child
 def _reset_after_fork() -> None:
     """A forked child has none of its parent's threads: forget their pools."""
     global _pools_lock
     _pools.clear()
     _pools_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def default_pool(num_workers: int) -> ThreadPool:

@@ -2,12 +2,17 @@
 (``shm_open``) work, but there is no ``/dev/shm`` to list, stat or open,
 and an object obeys macOS's rules (``MACOS_LIKE``: a name of 31
 characters at most, sized once, never written with ``pwrite``, mapped only
-``MAP_SHARED``).  ``MACOS``, a ``Platform``, answers as macOS would (POSIX
-objects, no ``/proc`` details); the pool hands it to its workers.
+``MAP_SHARED``).  ``MACOS``, a ``Platform``, answers as macOS would (POSIX objects, no
+``/proc`` details): a test passes it to the pools and store it makes
+(``SharedPools(MACOS)``, ``store(MACOS)``), and a pool hands it to its
+workers.
 
-Two ways in: ``MACOS_LIKE`` as a ``sitecustomize`` for a subprocess and its
-spawned workers (the rules enforced, and ``MACOS`` used), or ``simulate_macos(monkeypatch)`` in
-this process (the answers only, for the shared-memory test suite).
+Two ways in: the value itself, in this process (the answers only, for the
+shared-memory test suite: ``tests/shm_kinds.py``), or ``MACOS_LIKE`` as a
+``sitecustomize`` for a subprocess and its spawned workers: macOS's rules
+enforced, and the whole process a simulated macOS machine, whose
+detection answers ``MACOS`` (``install``; for scripts that do not know
+they are simulated, as another user's would not).
 ``objects_of(pid)`` is the ground truth, read from Linux's ``/dev/shm``,
 where the simulated objects really live.
 """
@@ -100,40 +105,18 @@ class _MappedMacOSWay(mmap.mmap):
 
 mmap.mmap = _MappedMacOSWay
 
-from tests.macos_sim import MACOS
-from localsched import _platform
-_platform.use(MACOS)
+from tests.macos_sim import install
+install()
 '''
 
 
 def install() -> None:
-    """This process runs as ``MACOS`` (from a ``sitecustomize``:
-    ``tests/sim_site/macos``)."""
-    _platform.use(MACOS)
-
-
-def simulate_macos(monkeypatch) -> None:
-    """This process (and the workers it starts) answers as macOS would:
-    POSIX shared-memory objects, no /proc details."""
-    from localsched import multiprocessing as lmp
-    from localsched._shm import store as segments
-
-    lmp.shutdown()  # (a pool started natively must not serve the simulation)
-    monkeypatch.setattr(_platform, "_chosen", [MACOS])
-    monkeypatch.setattr(segments, "_store", None)
-    monkeypatch.setattr(segments, "_swept_in", 0)
-
-
-def end_simulation() -> None:
-    """Stop the simulation's pools and close its store (before the
-    monkeypatch goes): its lock, journal and objects go."""
-    from localsched import multiprocessing as lmp
-    from localsched._shm import store as segments
-
-    lmp.shutdown()
-    store = segments.current()
-    if store is not None:
-        store.close()
+    """This whole process is a simulated macOS machine (from a
+    ``sitecustomize``: ``MACOS_LIKE``, ``tests/sim_site/macos``): its
+    platform detection answers ``MACOS``, and everything localsched makes
+    without being given a platform follows from that value (a pool's
+    workers get it from their pool)."""
+    _platform._detected = lambda: MACOS
 
 
 def objects_of(pid: int) -> list:

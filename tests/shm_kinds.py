@@ -20,21 +20,25 @@ from localsched import _platform
 from localsched import multiprocessing as lmp
 from localsched._shm import store as segments
 from localsched._shm import transport as shm
-from tests.macos_sim import end_simulation, objects_of, simulate_macos
-from tests.windows_sim import simulate_windows
+from tests.macos_sim import MACOS, objects_of
+from tests.windows_sim import WINDOWS, windows_subprocess
 
 # This platform's own kind runs natively (macOS: posix, Windows: named);
 # Linux also simulates the other two.
-NATIVE_KIND = _platform.Platform.detect().segment_kind
+NATIVE = _platform.Platform.detect()
+NATIVE_KIND = NATIVE.segment_kind
 SIMULATES = sys.platform.startswith("linux") and NATIVE_KIND == "files"
 
 BIG = 200_000  # elements: above the 64 KiB threshold for every dtype
 
 # Every test runs on each kind of segment: files in /dev/shm (Linux), POSIX
 # objects (macOS, simulated: tests/macos_sim.py) and named mappings (Windows,
-# simulated with the rest of Windows' process pool: tests/windows_sim.py).
-# All live in Linux's /dev/shm, where ``mine()`` counts them.
+# simulated with the rest of Windows' process pool: tests/windows_sim.py),
+# each a ``Platform`` value the test's pools and store are given.  All live
+# in Linux's /dev/shm, where ``mine()`` counts them.
 files_only = pytest.mark.files_only  # (free room, /proc: what the files kind alone has)
+
+_SIMULATED = {"posix": MACOS, "named": WINDOWS}
 
 
 def released() -> bool:
@@ -42,20 +46,42 @@ def released() -> bool:
     POSIX objects, released as the computation returns; for named mappings
     once each worker has let go of what it wrote (``named_mappings``: the
     pool tells it to as it reads the worker's last message), a moment later."""
-    if _kind_now[0] == "named":
+    if _now[0].family == "windows":
         deadline = time.monotonic() + 10
         while mine() and time.monotonic() < deadline:
             time.sleep(0.01)
     return not mine()
 
 
-_kind_now = ["files"]
+_now = [NATIVE]  # the platform value of the test running
+_pools: list = []  # [its shared pools], while it runs
+
+
+def platform_now() -> _platform.Platform:
+    """The platform value the running test runs as (its kind's)."""
+    return _now[0]
+
+
+def pools() -> lmp.SharedPools:
+    """The running test's shared pools (of ``platform_now()``; workers
+    with the test's environment, stopped after it)."""
+    return _pools[0]
+
+
+def store_now() -> segments.SegmentStore:
+    """This process's segment store for ``platform_now()``."""
+    return segments.store(_now[0])
+
+
+def writer(prefix: str) -> shm.WorkerSegments:
+    """What a worker of ``platform_now()`` writes for job ``prefix``."""
+    return shm.WorkerSegments(store_now().kind, prefix, [])
 
 
 def mine() -> dict:
     """This process's localsched segments now, as the store sees them and,
     where it cannot list them (POSIX objects), as /dev/shm shows them."""
-    found = dict(shm.live_segments(pids=[os.getpid()]))
+    found = dict(shm.live_segments(pids=[os.getpid()], platform=_now[0]))
     found.update(dict.fromkeys(objects_of(os.getpid()), -1))
     return found
 
@@ -68,23 +94,24 @@ def segment_kind(request, monkeypatch):
         pytest.skip(f"the {param} kind: native elsewhere, simulated on Linux only")
     if param != "files" and request.node.get_closest_marker("files_only"):
         pytest.skip("the files kind's own behaviour")
-    if not native:
-        (simulate_macos if param == "posix" else simulate_windows)(monkeypatch)
-    _kind_now[0] = param
+    _now[0] = NATIVE if native else _SIMULATED[param]
+    if _now[0].family == "windows":
+        windows_subprocess(monkeypatch)
     yield param
-    if not native:
-        end_simulation()
+    _now[0] = NATIVE
 
 
 @pytest.fixture(autouse=True)
 def clean_shm(segment_kind, monkeypatch):
     for var in ("LOCALSCHED_SHM", "LOCALSCHED_SHM_THRESHOLD", "LOCALSCHED_SHM_RESERVE"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(segments, "_warned", False)
-    lmp.shutdown()  # workers start with this test's environment
+    segments.forget_warning()  # (each test sees its own warning)
+    lmp.shutdown()
+    _pools[:] = [lmp.SharedPools(_now[0])]  # workers start with this test's environment
     before = mine()
     yield
-    lmp.shutdown()  # (kills what an aborted computation left running, sweeps)
+    _pools.pop().shutdown()  # (kills what an aborted computation left running, sweeps)
+    lmp.shutdown()
     left = set(mine()) - set(before)
     assert not left, f"segments left in {shm.SHM_DIR}: {sorted(left)}"
 

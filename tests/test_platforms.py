@@ -52,7 +52,7 @@ def counting_init(self, name, *args, **kwargs):
 handles.SharedValue.__init__ = counting_init
 sweeps = []  # (each a listing of /dev/shm: once per process, however many jobs)
 _sweep = segments.sweep_stale
-segments.sweep_stale = lambda: sweeps.append(1) or _sweep()
+segments.sweep_stale = lambda *a, **k: sweeps.append(1) or _sweep(*a, **k)
 
 n = 300_000
 dsk = {("a", i): (np.full, n, float(i)) for i in range(4)}
@@ -379,7 +379,7 @@ def test_dev_shm_scenarios(namespaces, scenario):
 # -- /proc without its details: psutil alone ------------------------------------------
 
 
-def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
+def test_resource_profiler_and_live_feed_on_psutil_alone():
     """Where /proc cannot tell shared pages apart or list children (macOS,
     Windows), the ResourceProfiler sums psutil's RSS and the live page finds
     child processes through psutil: around a process computation both
@@ -388,26 +388,26 @@ def test_resource_profiler_and_live_feed_on_psutil_alone(monkeypatch):
 
     from localsched import _platform
     from localsched import multiprocessing as lmp
-    from localsched.diagnostics import ResourceProfiler
     from localsched.diagnostics.live import feed
+    from localsched.diagnostics.resource import _ProcessTree
 
     # (macOS's answers about /proc: none; segments as this platform has them)
     no_proc = dataclasses.replace(_platform.Platform.detect(), proc_details=False)
-    monkeypatch.setattr(_platform, "_chosen", [no_proc])
+    shared = lmp.SharedPools(no_proc)
     held_mb = 2 * HOLD_MB
     try:
-        with ResourceProfiler(dt=0.05) as rprof:
-            dsk = {("h", i): (_hold_memory, i) for i in range(2)}
-            assert lmp.get(dsk, [("h", 0), ("h", 1)], num_workers=2) == (0, 1)
-            # The workers hold HOLD_MB each of the tasks' memory: counted.
-            sample = rprof.sample()
-            own_mb = psutil.Process().memory_info().rss / 1e6
-            assert sample.mem >= own_mb + 0.9 * held_mb, (sample, own_mb)
-            children = {p.pid for p in feed._children(psutil.Process())}
-            assert set(lmp.default_pool(2).pids) <= children
+        tree = _ProcessTree(no_proc)  # (the ResourceProfiler's, as that platform has it)
+        tree.measure()
+        dsk = {("h", i): (_hold_memory, i) for i in range(2)}
+        assert shared.get(dsk, [("h", 0), ("h", 1)], num_workers=2) == (0, 1)
+        # The workers hold HOLD_MB each of the tasks' memory: counted.
+        mem, _ = tree.measure()
+        own_mb = psutil.Process().memory_info().rss / 1e6
+        assert mem >= own_mb + 0.9 * held_mb, (mem, own_mb)
+        children = {p.pid for p in feed._children(psutil.Process(), no_proc)}
+        assert set(shared.pool(2).pids) <= children
     finally:
-        lmp.shutdown()
-    assert len(rprof.results) >= 3 and all(r.mem > 0 for r in rprof.results)
+        shared.shutdown()
 
 
 HOLD_MB = 100

@@ -21,11 +21,11 @@ import pytest
 
 from localsched import multiprocessing as lmp
 from localsched import threaded
+from localsched._platform import Platform
 from localsched._pool import pool_size
 from localsched._pool.workers import BUSY, DEAD, IDLE, STARTING, STOPPING, Worker, WorkerStateError
 from localsched.callbacks import Callback
 from tests.gates import Gate, notify, wait_for
-from tests.macos_sim import end_simulation
 from tests.platform_marks import (
     FALSE_COMMAND,
     needs_false_command,
@@ -35,7 +35,7 @@ from tests.platform_marks import (
     needs_posix_signals,
     present_start_methods,
 )
-from tests.windows_sim import WINDOWS, my_segments, simulate_windows
+from tests.windows_sim import WINDOWS, my_segments, windows_subprocess
 from tests.windows_sim import env as windows_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,22 +59,24 @@ def _gone_within(pid: int, seconds: float) -> bool:
 
 
 @pytest.fixture(params=["native", "windows-like"])
-def platform(request, monkeypatch):
-    """Run the test on this platform's pool, then on the one Windows gets
+def shared(request, monkeypatch):
+    """Shared pools of this platform, then of the one Windows gets
     (``tests/windows_sim.py``: multiprocessing's spawn, sockets, pipes for
-    every value)."""
+    every value), stopped after the test."""
+    platform = None
     if request.param == "windows-like":
-        simulate_windows(monkeypatch)
-    yield request.param
-    if request.param == "windows-like":
-        end_simulation()
+        windows_subprocess(monkeypatch)
+        platform = WINDOWS
+    pools = lmp.SharedPools(platform)
+    yield pools
+    pools.shutdown()
 
 
 # -- worker states ---------------------------------------------------------------
 
 
 def test_worker_states_refuse_illegal_moves():
-    w = Worker()
+    w = Worker(Platform.detect())
     w.pid = 0
     assert w.state is STARTING
     w.move(IDLE)
@@ -138,8 +140,8 @@ def test_a_job_whose_record_cannot_be_read_keeps_its_worker_until_it_ends():
 # -- 2. the Executor contract --------------------------------------------------------
 
 
-def test_results_are_there_after_the_with_block(platform):
-    with lmp.ProcessPool(2) as pool:
+def test_results_are_there_after_the_with_block(shared):
+    with lmp.ProcessPool(2, platform=shared.platform) as pool:
         futures = [pool.submit(pow, 2, i) for i in range(8)]
     assert [f.result(timeout=0) for f in futures] == [2**i for i in range(8)]
 
@@ -150,9 +152,9 @@ def _announce_then_wait(started, go):
     return "done"
 
 
-def test_shutdown_cancels_only_pending_work_and_running_work_finishes(platform):
+def test_shutdown_cancels_only_pending_work_and_running_work_finishes(shared):
     with Gate() as started, Gate() as go:
-        pool = lmp.ProcessPool(1)
+        pool = lmp.ProcessPool(1, platform=shared.platform)
         try:
             running = pool.submit(_announce_then_wait, started.address, go.address)
             started.wait()
@@ -203,9 +205,10 @@ def _count_start_then_exit(path):
     os._exit(3)
 
 
-def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(platform, tmp_path):
+def test_workers_exiting_at_start_up_break_the_pool_instead_of_respawning(shared, tmp_path):
     log = tmp_path / "starts"
-    pool = lmp.ProcessPool(2, initializer=_count_start_then_exit, initargs=(str(log),))
+    pool = lmp.ProcessPool(2, platform=shared.platform, initializer=_count_start_then_exit,
+                           initargs=(str(log),))
     info = _broken_pool_error(pool)
     info.match(r"exited at start-up \(exit code 3\)")
     with pytest.raises(lmp.BrokenProcessPool, match="exit code 3"):
@@ -237,8 +240,8 @@ def _failing_init():
     raise ValueError("no database")
 
 
-def test_an_initializer_that_raises_breaks_the_pool_with_its_error(platform):
-    pool = lmp.ProcessPool(1, initializer=_failing_init)
+def test_an_initializer_that_raises_breaks_the_pool_with_its_error(shared):
+    pool = lmp.ProcessPool(1, platform=shared.platform, initializer=_failing_init)
     info = _broken_pool_error(pool)
     info.match(r"initializer failed: ValueError\('no database'\)")
     assert isinstance(info.value, RuntimeError)
@@ -269,14 +272,14 @@ def _raise(exc_type):
 
 
 @pytest.mark.parametrize("exc_type", [EOFError, BrokenPipeError])
-def test_a_tasks_own_pipe_errors_come_back_as_its_errors(platform, exc_type):
-    assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
-    pids = lmp.default_pool(1).pids
+def test_a_tasks_own_pipe_errors_come_back_as_its_errors(shared, exc_type):
+    assert shared.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+    pids = shared.pool(1).pids
     with pytest.raises(exc_type, match="from the task") as info:
-        lmp.get({"x": (_raise, exc_type)}, "x", num_workers=1)
+        shared.get({"x": (_raise, exc_type)}, "x", num_workers=1)
     assert isinstance(info.value.__cause__, lmp.RemoteTraceback)
     assert "in _raise" in str(info.value.__cause__)
-    assert lmp.default_pool(1).pids == pids  # the worker stayed
+    assert shared.pool(1).pids == pids  # the worker stayed
 
 
 @pytest.mark.parametrize("exc_type", [EOFError, BrokenPipeError])
@@ -346,7 +349,7 @@ def test_get_in_a_child_forked_after_the_pools_were_used():
 
 
 @needs_posix_signals
-def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
+def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(shared):
     """Ctrl-C lands as the batch finishes: the pool kills that worker; the
     next computation must wait for its replacement, not be handed to it."""
     main = threading.get_ident()
@@ -357,14 +360,14 @@ def test_after_ctrl_c_the_next_get_never_lands_on_a_killed_worker(platform):
     ctrl_c = Callback(posttask=posttask)
     for _ in range(40):
         with pytest.raises(KeyboardInterrupt):
-            lmp.get({"x": (inc, 1), "y": (inc, "x")}, "y", num_workers=1, callbacks=[ctrl_c])
-        assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+            shared.get({"x": (inc, 1), "y": (inc, "x")}, "y", num_workers=1, callbacks=[ctrl_c])
+        assert shared.get({"x": (inc, 1)}, "x", num_workers=1) == 2
 
 
 @needs_posix_signals
-def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(platform):
-    assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
-    pool = lmp.default_pool(1)
+def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(shared):
+    assert shared.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+    pool = shared.pool(1)
     (pid,) = pool.pids
     started = threading.Event()
     main = threading.get_ident()
@@ -377,14 +380,14 @@ def test_ctrl_c_kills_the_running_workers_and_the_next_get_does_not_wait(platfor
     t.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            lmp.get({"long": (time.sleep, 600)}, "long", num_workers=1,
+            shared.get({"long": (time.sleep, 600)}, "long", num_workers=1,
                     callbacks=[Callback(pretask=lambda key, dsk, state: started.set())])
     finally:
         started.set()
         t.join()
     # The 600 s task is not waited for: its worker was killed and replaced.
-    assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
-    assert lmp.default_pool(1) is pool and pid not in pool.pids
+    assert shared.get({"x": (inc, 1)}, "x", num_workers=1) == 2
+    assert shared.pool(1) is pool and pid not in pool.pids
     assert _gone_within(pid, 10)
 
 
@@ -409,7 +412,7 @@ _CTRL_C_SCRIPT = textwrap.dedent("""
 
 
 @needs_posix_signals
-def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers(platform):
+def test_after_ctrl_c_the_program_exits_without_waiting_for_its_workers():
     proc = subprocess.Popen([sys.executable, "-c", _CTRL_C_SCRIPT], cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -612,29 +615,31 @@ def test_the_windows_like_pool_runs_without_passing_descriptors(monkeypatch):
     multiprocessing's pipes, one per worker."""
     from localsched._pool.workers import _MPWorker
 
-    simulate_windows(monkeypatch)
-    assert lmp.get({"x": (inc, 1)}, "x", num_workers=2) == 2
-    pool = lmp.default_pool(2)
+    windows_subprocess(monkeypatch)
+    shared = lmp.SharedPools(WINDOWS)
+    assert shared.get({"x": (inc, 1)}, "x", num_workers=2) == 2
+    pool = shared.pool(2)
     assert pool._wake_socks is not None
     workers = list(pool._workers)
     assert len(workers) == 2 and all(isinstance(w, _MPWorker) for w in workers)
     assert all(w.pidfd is None and w.exit_handle is None for w in workers)
     assert {w.proc._popen.method for w in workers} == {"spawn"}
+    shared.shutdown()
 
 
-def test_dask_arrays_and_bags_give_right_results_and_leave_nothing(platform):
+def test_dask_arrays_and_bags_give_right_results_and_leave_nothing(shared):
     da = pytest.importorskip("dask.array")
     db = pytest.importorskip("dask.bag")
     np = pytest.importorskip("numpy")
     base = np.arange(400 * 400, dtype="float64").reshape(400, 400)
     x = da.from_array(base, chunks=200)  # (320 KB chunks: shared memory where there is some)
-    got = (x + x.T).mean(axis=0).compute(scheduler=lmp.get, num_workers=2)
+    got = (x + x.T).mean(axis=0).compute(scheduler=shared.get, num_workers=2)
     np.testing.assert_allclose(got, (base + base.T).mean(axis=0))
     bag = db.from_sequence(range(100), npartitions=4).map(inc).filter(lambda v: v % 2)
-    assert bag.sum().compute(scheduler=lmp.get, num_workers=2) == sum(
+    assert bag.sum().compute(scheduler=shared.get, num_workers=2) == sum(
         v for v in range(1, 101) if v % 2)
-    lmp.shutdown()
-    assert not my_segments()
+    shared.shutdown()
+    assert not my_segments(shared.platform)
 
 
 def _fail(x):
@@ -645,26 +650,26 @@ def _exit_3(x):
     os._exit(3)
 
 
-def test_a_failing_task_and_a_dying_worker_name_their_task_and_the_next_get_works(platform):
+def test_a_failing_task_and_a_dying_worker_name_their_task_and_the_next_get_works(shared):
     with pytest.raises(ValueError, match="bad input 2"):
-        lmp.get({"a": (inc, 1), "bad": (_fail, "a")}, "bad", num_workers=2)
+        shared.get({"a": (inc, 1), "bad": (_fail, "a")}, "bad", num_workers=2)
     dsk = {"a": 1, "fine": (inc, "a"), "doomed": (_exit_3, "a"), "after": (pow, "fine", "doomed")}
     with pytest.raises(lmp.WorkerDiedError) as info:
-        lmp.get(dsk, "after", num_workers=2)
+        shared.get(dsk, "after", num_workers=2)
     assert "while running task 'doomed'" in str(info.value)
     assert "exit code 3" in str(info.value)
-    assert lmp.get({"a": 1, "b": (inc, "a")}, "b", num_workers=2) == 2
+    assert shared.get({"a": 1, "b": (inc, "a")}, "b", num_workers=2) == 2
 
 
 def test_the_windows_like_pool_stays_within_what_one_wait_can_watch(monkeypatch):
     """Windows waits on at most 63 handles: a pool of more workers than one
     wait can watch is refused clearly, and the shared pools stop there."""
-    from localsched import _platform
-
-    simulate_windows(monkeypatch)
+    windows_subprocess(monkeypatch)
     with pytest.raises(ValueError, match=rf"at most 62 on this platform \({sys.platform}"):
-        lmp.ProcessPool(63)
-    lmp.shutdown()
-    monkeypatch.setattr(_platform, "_chosen", [dataclasses.replace(WINDOWS, wait_limit=3)])
-    assert lmp.get({"x": (inc, 1)}, "x", num_workers=5) == 2
-    assert len(lmp.default_pool(2).pids) == 2
+        lmp.ProcessPool(63, platform=WINDOWS)
+    shared = lmp.SharedPools(dataclasses.replace(WINDOWS, wait_limit=3))
+    try:
+        assert shared.get({"x": (inc, 1)}, "x", num_workers=5) == 2
+        assert len(shared.pool(2).pids) == 2
+    finally:
+        shared.shutdown()

@@ -24,7 +24,18 @@ from localsched._shm import transport as shm
 from localsched.callbacks import Callback
 from tests import shm_kinds
 from tests.platform_marks import needs_posix_signals
-from tests.shm_kinds import BIG, backing, files_only, make, mine, released
+from tests.shm_kinds import (
+    BIG,
+    backing,
+    files_only,
+    make,
+    mine,
+    platform_now,
+    pools,
+    released,
+    store_now,
+    writer,
+)
 
 # The autouse fixtures: each test runs on every kind of segment, and leaves none.
 segment_kind, clean_shm = shm_kinds.segment_kind, shm_kinds.clean_shm
@@ -74,7 +85,7 @@ def first_of_sum(a, b):
 def get(dsk, keys, **kw):
     kw.setdefault("num_workers", 2)
     kw.setdefault("chunksize", 1)  # every task its own batch: results travel
-    return lmp.get(dsk, keys, **kw)
+    return pools().get(dsk, keys, **kw)
 
 
 # -- round trips -------------------------------------------------------------------
@@ -181,8 +192,8 @@ def test_large_results_and_their_consumer_run_in_one_batch(monkeypatch):
         dsk[f"p{2 * i}"] = (medium_big, 2 * i)
         dsk[f"p{2 * i + 1}"] = (medium_big, 2 * i + 1)
         dsk[f"c{i}"] = (first_of_sum, f"p{2 * i}", f"p{2 * i + 1}")
-    out = lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2,
-                  callbacks=[Callback(posttask=where)])
+    out = pools().get(dsk, [f"c{i}" for i in range(n)], num_workers=2,
+                      callbacks=[Callback(posttask=where)])
     assert list(out) == [4 * i + 1 for i in range(n)]
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
     # (the first producers start before any result is back)
@@ -194,7 +205,8 @@ def test_large_results_and_their_consumer_run_in_one_batch(monkeypatch):
     # that a pair fits in however loaded the machine.)
     monkeypatch.setattr(batching, "LARGE_BUDGET", 0.5)
     ran.clear()
-    lmp.get(dsk, [f"c{i}" for i in range(n)], num_workers=2, callbacks=[Callback(posttask=where)])
+    pools().get(dsk, [f"c{i}" for i in range(n)], num_workers=2,
+                callbacks=[Callback(posttask=where)])
     together = sum(ran[f"p{2 * i}"] == ran[f"p{2 * i + 1}"] == ran[f"c{i}"] for i in range(n))
     assert together >= n - 4, ran
 
@@ -263,16 +275,18 @@ def test_a_worker_killed_while_holding_segments_leaves_none():
     assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0
 
 
-def write_segment_then_die(prefix, emit):
-    shm.share(make("f8"), shm.WorkerSegments(prefix, []))  # written, never reported
+def write_segment_then_die(platform, prefix, emit):
+    kind = shm.WorkerSide(platform).kind
+    shm.share(make("f8"), shm.WorkerSegments(kind, prefix, []))  # written, never reported
     die(None)
 
 
 def test_segments_a_dead_worker_wrote_but_never_reported_are_swept():
-    with lmp.ProcessPool(1) as pool:
+    with lmp.ProcessPool(1, platform=platform_now()) as pool:
         # Job 1 of this pool: its segments are named with this prefix.
-        prefix = shm.store().job_prefix(pool._token, 1)
-        future = pool.submit(write_segment_then_die, prefix, emit=lambda records: None)
+        prefix = store_now().job_prefix(pool._token, 1)
+        future = pool.submit(write_segment_then_die, pool.platform, prefix,
+                             emit=lambda records: None)
         with pytest.raises(lmp.WorkerDiedError):
             future.result(timeout=60)
         assert not [n for n in mine() if n.startswith(prefix)]
@@ -296,12 +310,12 @@ def test_ctrl_c_mid_run_leaves_no_segment():
 
 
 def test_sweep_removes_only_segments_nobody_owns():
-    store = shm.store()
+    store = store_now()
     prefix = store.job_prefix(999, 1)
-    owned = shm.share(make("f8"), shm.WorkerSegments(prefix, []))
-    orphan = shm.share(make("f8"), shm.WorkerSegments(prefix + "x", []))
+    owned = shm.share(make("f8"), writer(prefix))
+    orphan = shm.share(make("f8"), writer(prefix + "x"))
     handle = shm.SharedValue(owned.name, owned.size, owned.meta, owned.layout, store)
-    assert shm.sweep(prefix) == 1
+    assert store.sweep(prefix) == 1
     assert set(mine()) == {owned.name} and orphan.name not in mine()
     handle.release()
     assert released()
@@ -327,7 +341,7 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
     # Room for the scheduler's check (threshold + reserve), not for 64 MB:
     # wide margins both ways, since other processes use /dev/shm too.
-    free = segments.free_bytes() or 0
+    free = segments.free_bytes(store_now().kind) or 0
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
     with pytest.warns(RuntimeWarning, match="shared memory is full") as record:
@@ -351,7 +365,7 @@ def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monk
     # and a thread traceback on stderr).
     import warnings
 
-    free = segments.free_bytes() or 0
+    free = segments.free_bytes(store_now().kind) or 0
     monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
     dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
     with warnings.catch_warnings():
@@ -372,13 +386,13 @@ def test_switched_off_it_uses_the_pipe_silently(monkeypatch, recwarn):
 # -- ResourceProfiler ----------------------------------------------------------------
 
 
-def _moved_into_a_held_segment(size: int, prof) -> tuple:
-    """``(memory sampled with a private array of size bytes, a handle this
+def _moved_into_a_held_segment(size: int, measure) -> tuple:
+    """``(memory measured with a private array of size bytes, a handle this
     process holds to a segment the array was moved into)``."""
     a = np.ones(size // 8)
-    base = prof.sample().mem
-    store = shm.store()
-    shared = shm.share(a, shm.WorkerSegments(store.job_prefix(998, 1), []))
+    base = measure()
+    store = store_now()
+    shared = shm.share(a, writer(store.job_prefix(998, 1)))
     handle = shm.SharedValue(shared.name, shared.size, shared.meta, shared.layout, store)
     return base, handle
 
@@ -390,7 +404,7 @@ def test_resource_profiler_counts_shared_memory_once():
 
     size = 64 << 20
     prof = ResourceProfiler(dt=1)
-    base, handle = _moved_into_a_held_segment(size, prof)
+    base, handle = _moved_into_a_held_segment(size, lambda: prof.sample().mem)
     try:
         held = prof.sample().mem  # the segment, mapped by nobody: counted by its size
         maps = [handle.load() for _ in range(3)]  # three mappings of the same pages
@@ -414,16 +428,20 @@ def test_resource_profiler_counts_results_held_in_no_mapping(segment_kind):
     the total about even."""
     if segment_kind == "files":
         pytest.skip("files: /proc counts them (test_resource_profiler_counts_shared_memory_once)")
-    from localsched.diagnostics import ResourceProfiler
+    from localsched.diagnostics.resource import _ProcessTree
 
     size = 64 << 20
-    prof = ResourceProfiler(dt=1)
-    base, handle = _moved_into_a_held_segment(size, prof)
+    tree = _ProcessTree(platform_now())  # (the ResourceProfiler's, as this platform has it)
+
+    def measure() -> float:
+        return tree.measure()[0]
+
+    base, handle = _moved_into_a_held_segment(size, measure)
     try:
-        held = prof.sample().mem
+        held = measure()
     finally:
         handle.release()
-    released = prof.sample().mem
+    released = measure()
     mb = size / 1e6
     assert abs(held - base) < 0.25 * mb, (base, held)
     assert abs(base - released - mb) < 0.25 * mb, (base, released)

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from localsched import multiprocessing as lmp
+from localsched._platform import Platform
 from localsched._shm import transport as shm
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(shm.SHM_DIR), reason="no /dev/shm")
@@ -198,7 +199,7 @@ def test_a_process_in_another_pid_namespace_keeps_its_live_segments(tmp_path):
         # This namespace's localsched starts a pool (which sweeps what dead
         # owners left) and sweeps once more on its own.
         assert lmp.get({"x": (sum, [1, 2])}, "x", num_workers=1) == 3
-        shm.sweep_stale()
+        shm.sweep_stale(shm.store(Platform.detect()).kind)
         assert set(held) <= set(os.listdir(shm.SHM_DIR))
     finally:
         open(go, "w").close()

@@ -14,15 +14,13 @@ import time
 import numpy as np
 import pytest
 
-from localsched import multiprocessing as lmp
-from localsched._platform import LOCK_EX, LOCK_UN
+from localsched._platform import LOCK_EX, LOCK_UN, flock
 from localsched._shm import store as segments
 from localsched._shm import transport as shm
-from localsched._shm import worker_side
 from tests import shm_kinds
 from tests.macos_sim import objects_of
 from tests.platform_marks import needs_posix_signals
-from tests.shm_kinds import SIMULATES, backing, make
+from tests.shm_kinds import SIMULATES, backing, make, platform_now, pools, store_now, writer
 
 # The autouse fixtures: each test runs on every kind of segment, and leaves none.
 segment_kind, clean_shm = shm_kinds.segment_kind, shm_kinds.clean_shm
@@ -64,7 +62,7 @@ def test_a_scheduler_interrupted_or_killed_leaves_nothing_behind(how):
     assert not alive, alive
     if how == "SIGINT":  # Ctrl-C: the process cleans up on its way out
         assert "KeyboardInterrupt" in proc.stderr
-        assert not shm.live_segments(pids=[pid])
+        assert not shm.live_segments(pids=[pid])  # (the script's: this machine's kind)
     else:  # killed outright: its reaper removes what it held (nothing here sweeps)
         deadline = time.monotonic() + 60
         while shm.live_segments(pids=[pid]) and time.monotonic() < deadline:
@@ -90,7 +88,7 @@ def _process(pid: int):
 
 
 def _owner_lock_path() -> str:
-    store = shm.store()
+    store = store_now()
     if store.lock_path is None:
         pytest.skip("Windows frees a dead owner's mappings itself: no owner lock")
     return store.lock_path
@@ -104,54 +102,55 @@ def test_a_worker_writes_no_segment_for_an_owner_whose_lock_file_is_gone():
     dsk = {"big": (make, "f8")}
     os.rename(lock, lock + ".away")
     try:
-        without = lmp.get(dsk, "big", num_workers=1)
+        without = pools().get(dsk, "big", num_workers=1)
     finally:
         os.rename(lock + ".away", lock)
-    with_lock = lmp.get(dsk, "big", num_workers=1)
+    with_lock = pools().get(dsk, "big", num_workers=1)
     np.testing.assert_array_equal(without, make("f8"))
     np.testing.assert_array_equal(with_lock, make("f8"))
     assert backing(without) != "mmap", backing(without)
     assert backing(with_lock) == "mmap", backing(with_lock)
 
 
-def test_a_lock_file_removed_while_the_worker_waits_for_it_is_not_held(monkeypatch):
+def test_a_lock_file_removed_while_the_worker_waits_for_it_is_not_held():
     """The reaper holds the lock exclusively while it removes what the owner
     left, then the lock file: a worker that opened the file before and waits
     for a shared lock gets one on a file that is gone -- which must not
     count as holding its owner's lock."""
-    segment_kind = segments.kind()
+    side = shm.WorkerSide(platform_now())
+    side.kind = segment_kind = type(side.kind)()  # (a kind object of this test's own)
     if not segment_kind.owner_lock:
         pytest.skip("Windows frees a dead owner's mappings itself: no owner lock")
     owner = segment_kind.owner_label(_unused_pid())  # (an owner of the test's own)
     path = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
     prefix = f"{segment_kind.prefix}{owner}-1-1-"
     reaper = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-    real_flock, asked = worker_side.flock, threading.Event()
+    opened, asked = segment_kind.open_lock, threading.Event()
 
-    def flock(fd, op):
-        if fd != reaper:
-            asked.set()  # (the worker's side has the file open, and asks)
-        return real_flock(fd, op)
+    def open_lock(owner):
+        fd = opened(owner)
+        asked.set()  # (the worker's side has the file open, and asks for the lock)
+        return fd
 
-    monkeypatch.setattr(worker_side, "flock", flock)
+    segment_kind.open_lock = open_lock  # (this object's alone)
     held: list = []
     try:
         flock(reaper, LOCK_EX)
-        worker = threading.Thread(target=lambda: held.append(worker_side.hold_owner_lock(prefix)))
+        worker = threading.Thread(target=lambda: held.append(side.hold_owner_lock(prefix)))
         worker.start()
         assert asked.wait(30)
         os.unlink(path)  # the reaper removes the lock file, then lets go
         flock(reaper, LOCK_UN)
         worker.join(30)
         assert held == [False]
-        assert owner not in worker_side._owner_locks
+        assert owner not in side.owner_locks
         # A live owner's lock file is held (the control).
         os.close(os.open(path, os.O_CREAT | os.O_RDWR, 0o600))
-        assert worker_side.hold_owner_lock(prefix) is True
-        assert owner in worker_side._owner_locks
+        assert side.hold_owner_lock(prefix) is True
+        assert owner in side.owner_locks
     finally:
         os.close(reaper)
-        fd = worker_side._owner_locks.pop(owner, None)
+        fd = side.owner_locks.pop(owner, None)
         if fd is not None:
             os.close(fd)
         if os.path.exists(path):
@@ -168,7 +167,7 @@ def _dead_owner_segment(segment_kind) -> tuple[str, str]:
     lock = os.path.join(segment_kind.directory, f"{segment_kind.prefix}{owner}.lock")
     os.close(os.open(lock, os.O_CREAT | os.O_WRONLY, 0o600))
     name = f"{segment_kind.prefix}{owner}-1-1-0"
-    segments.write_segment(name, [memoryview(make("f8"))], 0)
+    segments.write_segment(segment_kind, name, [memoryview(make("f8"))], 0)
     return name, lock
 
 
@@ -182,15 +181,13 @@ def _unused_pid() -> int:
 
 
 def test_what_a_dead_owner_left_is_swept_by_the_next_store():
-    from localsched._shm.store import kind
-
-    segment_kind = kind()
+    segment_kind = store_now().kind
     if not segment_kind.owner_lock:
         pytest.skip("Windows frees a dead owner's mappings itself")
     name, lock = _dead_owner_segment(segment_kind)
     try:
         assert segment_kind.size(name) >= make("f8").nbytes
-        assert segments.sweep_stale() >= 1
+        assert segments.sweep_stale(segment_kind) >= 1
         with pytest.raises(FileNotFoundError):
             segment_kind.size(name)
         assert not os.path.exists(lock)
@@ -217,11 +214,11 @@ def test_posix_journal_is_compacted_when_no_computation_runs(segment_kind):
         pytest.skip("POSIX objects' journal")
     from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
 
-    store = shm.store()
+    store = store_now()
     journal = os.path.join(store.kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
     for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
         store.kind.register(f"{store.prefix}9-9-{i}")
-    kept = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 10), []))
+    kept = shm.share(make("f8"), writer(store.job_prefix(9, 10)))
     handle = shm.SharedValue(kept.name, kept.size, kept.meta, kept.layout, store)
     assert os.path.getsize(journal) > JOURNAL_COMPACT
     store.begin()
@@ -295,7 +292,7 @@ def test_a_process_forked_in_a_worker_holds_no_owner_lock():
     may write segments); a process a task forks from it must not: it would
     keep a dead owner's segments from ever being reaped while it lives."""
     dsk = {"a": (make, "f8"), "b": (_fork_and_look_for_lock_files, "a")}
-    assert lmp.get(dsk, "b", num_workers=1, chunksize=1) == []
+    assert pools().get(dsk, "b", num_workers=1, chunksize=1) == []
 
 
 def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, monkeypatch):
@@ -306,16 +303,16 @@ def test_posix_journal_compaction_keeps_a_name_written_meanwhile(segment_kind, m
         pytest.skip("POSIX objects' journal")
     from localsched._shm.kinds import JOURNAL_COMPACT, JOURNAL_SUFFIX
 
-    store = shm.store()
+    store = store_now()
     kind = store.kind
     journal = os.path.join(kind.directory, f"{store.prefix[:-1]}{JOURNAL_SUFFIX}")
     for i in range(JOURNAL_COMPACT // 16):  # names of objects long gone
         kind.register(f"{store.prefix}9-9-{i}")
     made: list = []
-    writer = shm.WorkerSegments(store.job_prefix(9, 11), [])
+    job_writer = writer(store.job_prefix(9, 11))
 
     def worker_writes():
-        made.append(shm.share(make("f8"), writer))
+        made.append(shm.share(make("f8"), job_writer))
 
     looked = kind.open_for_reading
     started: list = []
@@ -347,18 +344,18 @@ def test_the_owner_rewrites_a_free_segment_through_the_descriptor_it_holds():
     name), and the worker reads the new value."""
     from localsched._shm import oob
 
-    store = shm.store()
+    store = store_now()
     if not store.kind.reuse:
         pytest.skip("no free list for this kind")
     store.begin()
     try:
-        first = shm.share(make("f8"), shm.WorkerSegments(store.job_prefix(9, 20), []))
+        first = shm.share(make("f8"), writer(store.job_prefix(9, 20)))
         shm.SharedValue(first.name, first.size, first.meta, first.layout, store).release()
         assert first.name in store.free
         new = make("f8") + 1
         body, handle = oob.dumps_job(("args", new), store.job_prefix(9, 21), pickle.dumps, store)
         assert handle is not None and handle.name == first.name  # (reused in place)
-        _, value = oob.loads_job(body)
+        _, value = oob.loads_job(body, store.kind)
         np.testing.assert_array_equal(value, new)
         handle.release()
     finally:

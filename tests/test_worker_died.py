@@ -58,24 +58,24 @@ def test_the_task_whose_worker_died_is_named_exactly(shape, context):
         10 if shape == "chain" else sum(range(1, 201)))
 
 
-def test_without_a_task_slot_every_task_the_worker_may_have_run_is_named(monkeypatch):
+def test_without_a_task_slot_every_task_the_worker_may_have_run_is_named():
     # Where a worker cannot say which task it runs (no shared slot on this
     # platform), the error and the post-mortem name every unreported task
     # of the lost batch as "one of" them, never a wrong single task.
+    import dataclasses
+
     from localsched import _platform
 
-    monkeypatch.setattr(_platform, "shared_file_fd", lambda size: None)
-    monkeypatch.setattr(_platform, "shared_anonymous_mapping", lambda size: None)
-    lmp.shutdown()  # (workers start without slots)
+    shared = lmp.SharedPools(dataclasses.replace(_platform.Platform.detect(), task_slots=False))
     with Profiler() as prof, pytest.raises(lmp.WorkerDiedError, match="one of tasks") as info:
-        lmp.get(_chain(10, 7), "step-9", num_workers=2)
+        shared.get(_chain(10, 7), "step-9", num_workers=2)
     failed = {f.key for f in prof.failed}
     assert failed >= {"step-7", "step-8", "step-9"}  # (unreported: step-7 and after)
     assert not failed & {r.key for r in prof.results}
     assert info.value.task_index is None
     assert {f.exc_type for f in prof.failed} == {"WorkerDiedError"}
     assert all("one of tasks" in f.message for f in prof.failed)
-    lmp.shutdown()
+    shared.shutdown()
 
 
 class _Measuring(Callback):

@@ -1,16 +1,18 @@
 """Windows' process capabilities, simulated on Linux: ``WINDOWS``, a
 ``Platform`` that answers as Windows would (no pipe descriptors passed by
 number nor waited on, no PDEATHSIG, no pidfd, 63 handles per wait, named
-mappings for shared memory), so the process pool takes the path it takes
-on Windows (``localsched/_pool/workers.py``: ``_MPWorker``, portable) and
+mappings for shared memory): a pool given it (``ProcessPool(n,
+platform=WINDOWS)``, ``SharedPools(WINDOWS)``) takes the path it takes on
+Windows (``localsched/_pool/workers.py``: ``_MPWorker``, portable) and
 its segments follow Windows' rules (``SimulatedNamedMappings`` below, the
 hand-over protocol of ``localsched/_shm/named_mappings.py`` on POSIX
 objects).  The pool hands the value to the workers it starts.
 
-Two ways in: ``simulate_windows(monkeypatch)`` in this process, or
-``env()`` for a subprocess (a ``sitecustomize`` calling ``install``).
-``end_simulation()`` (from tests/macos_sim.py) closes the simulation's
-store."""
+Two ways in: the value itself, in this process (with
+``windows_subprocess(monkeypatch)``, which makes ``subprocess`` refuse to
+pass descriptors as it does on Windows: a guard that the pool never asks),
+or ``env()`` for a subprocess, a whole simulated Windows machine (a
+``sitecustomize`` calling ``install``: its detection answers ``WINDOWS``)."""
 
 from __future__ import annotations
 
@@ -105,12 +107,14 @@ def _posix_objects() -> bool:
 #: objects where there are any, else the pipes).
 WINDOWS = replace(_platform.Platform.detect(), family="windows",
                   segment_kind=SimulatedNamedMappings if _posix_objects() else None,
-                  fd_passing=False, wait_limit=63, die_with_parent=False, pidfd=False)
+                  fd_passing=False, wait_limit=63, die_with_parent=False, pidfd=False,
+                  task_slots=False)
 
 
 def install() -> None:
-    """This process runs as ``WINDOWS`` (from a ``sitecustomize``)."""
-    _platform.use(WINDOWS)
+    """This whole process is a simulated Windows machine (from a
+    ``sitecustomize``): its platform detection answers ``WINDOWS``."""
+    _platform._detected = lambda: WINDOWS
 
 
 def env(base: dict | None = None) -> dict:
@@ -128,26 +132,18 @@ class _PopenWithoutPassFds(subprocess.Popen):
         super().__init__(*args, **kwargs)
 
 
-def simulate_windows(monkeypatch) -> None:
-    from localsched import multiprocessing as lmp
-    from localsched._shm import store as segments
-
-    lmp.shutdown()  # (a pool started natively must not serve the simulation)
-    monkeypatch.setattr(_platform, "_chosen", [WINDOWS])
-    # What subprocess says on Windows when asked to pass descriptors.
+def windows_subprocess(monkeypatch) -> None:
+    """``subprocess`` refuses to pass descriptors, as on Windows."""
     monkeypatch.setattr(subprocess, "Popen", _PopenWithoutPassFds)
-    # Shared memory: Windows' named mappings, simulated, in a store of the
-    # simulation's own.
-    monkeypatch.setattr(segments, "_store", None)
-    monkeypatch.setattr(segments, "_swept_in", 0)
 
 
-def my_segments() -> dict:
-    """This process's localsched segments now, as the store sees them and
-    as /dev/shm shows them (none where there is no /dev/shm)."""
+def my_segments(platform: _platform.Platform | None = None) -> dict:
+    """This process's localsched segments now, as the store for
+    ``platform`` (None: the detected one) sees them and as /dev/shm shows
+    them (none where there is no /dev/shm)."""
     from localsched._shm import transport as shm
     from tests.macos_sim import objects_of
 
-    found = dict(shm.live_segments(pids=[os.getpid()]))
+    found = dict(shm.live_segments(pids=[os.getpid()], platform=platform))
     found.update(dict.fromkeys(objects_of(os.getpid()), -1))
     return found

@@ -101,8 +101,8 @@ class _Job:
         if self.lent and self.store is not None:
             lent, self.lent = self.lent, None
             self.store.give_back(lent, used or (), lost=used is None)
-        if worker_died and self.shm_prefix is not None:
-            segments.sweep(self.shm_prefix)
+        if worker_died and self.shm_prefix is not None and self.store is not None:
+            self.store.sweep(self.shm_prefix)
 
 
 class _JobFuture(Future):

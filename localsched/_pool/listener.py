@@ -149,7 +149,7 @@ class _Listener:
                     dead.append(w)
             for w in dead:
                 self._reap(w)
-            store = segments.current()
+            store = segments.current(self.platform)
             if store is not None and store.events:
                 store.drain()  # (handles dropped in this thread, or after their run)
 
@@ -328,7 +328,9 @@ class _Listener:
             # Killed before it let go (Ctrl-C, shutdown): Windows frees what
             # it held; where segments outlive their holders (the simulation
             # of Windows), the sweep does.
-            segments.sweep(w.let_go_prefix)
+            store = segments.current(self.platform)
+            if store is not None:
+                store.sweep(w.let_go_prefix)
         if before is BUSY and job is not None:
             _settle(job.future, exc=WorkerDiedError(
                 f"worker process {w.pid} died ({describe_exit(code)})", w.pid, code,

@@ -52,7 +52,6 @@ import socket
 import sys
 import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
@@ -60,6 +59,7 @@ from concurrent.futures import Executor, Future
 from .. import _platform
 from .._shm import oob
 from .._shm import store as segments
+from ..forking import renew_in_child
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
 from .protocol import Kind, dumps, encode
@@ -86,9 +86,6 @@ TERMINATE_GRACE = 0.5
 # Tells the pools of this process apart in shared-memory segment names.
 _pool_tokens = itertools.count(1)
 
-# Every pool alive in this process, so that a forked child can let go of them.
-_live_pools: weakref.WeakSet[ProcessPool] = weakref.WeakSet()
-
 
 class ProcessPool(_Listener, Executor):
     """A pool of worker processes with a per-job record stream.
@@ -113,6 +110,11 @@ class ProcessPool(_Listener, Executor):
     initializer, initargs
         Run once in each worker process when it starts.  If it raises, or a
         worker exits at start-up, the pool is broken (BrokenProcessPool).
+    platform : localsched._platform.Platform, optional
+        What the pool and its workers run as (which kind of shared memory,
+        how workers start and are waited on), as multiprocessing's objects
+        take a context; default: this machine's, detected once.  Its
+        workers get the same, and so does the segment store it uses.
 
     Interrupted while it starts (Ctrl-C), the pool stops what it started
     (its listener thread, its workers) before the KeyboardInterrupt goes on.
@@ -130,6 +132,7 @@ class ProcessPool(_Listener, Executor):
         context: str = "spawn",
         initializer: Callable | None = None,
         initargs: tuple = (),
+        platform: _platform.Platform | None = None,
     ):
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
             raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
@@ -137,9 +140,9 @@ class ProcessPool(_Listener, Executor):
             raise ValueError(f"context must be one of {START_METHODS}, got {context!r}")
         if initializer is not None and not callable(initializer):
             raise TypeError("initializer must be callable")
-        #: What this platform offers (``_platform.Platform``), as the pool was
-        #: made: its workers get the same.
-        self.platform = platform = _platform.current()
+        #: What this pool runs as (``_platform.Platform``): its workers and
+        #: its segment store get the same.
+        self.platform = platform = platform or _platform.Platform.detect()
         limit = max_workers(platform)
         if limit is not None and num_workers > limit:
             raise ValueError(f"num_workers must be at most {limit} on this platform "
@@ -183,7 +186,8 @@ class ProcessPool(_Listener, Executor):
         # listener lives as long as the workers, unlike the caller's thread.
         self._listener = threading.Thread(target=self._listen, name="localsched-process-pool",
                                           daemon=True)
-        _live_pools.add(self)  # before the first fork: fork workers let go of its pipes
+        self._live = True  # (until its listener stops: a forked child then lets go)
+        renew_in_child(self)  # before the first fork: fork workers let go of its pipes
         try:
             self._listener.start()
             self._started.wait()
@@ -217,7 +221,8 @@ class ProcessPool(_Listener, Executor):
         # through shared memory when there is room; plain jobs use the pipe.
         prefix = store = lent = shm = None
         if emit is not None:
-            store = segments.usable_store()  # (None: the pipes, after one warning)
+            # (None: the pipes, after one warning)
+            store = segments.usable_store(self.platform)
         if store is not None:
             shm = store.for_workers(self._token, job_id)
             prefix = shm[0]
@@ -330,14 +335,18 @@ class ProcessPool(_Listener, Executor):
                 "cannot use it (a get in the child starts pools of its own)")
 
     def _stopped(self) -> None:
-        _live_pools.discard(self)
+        self._live = False
 
     # -- a forked child ------------------------------------------------------
 
-    def _let_go_in_child(self) -> None:
-        """In a child forked from the owner: close the inherited pipe ends
-        (held open here, they would keep workers from seeing their parent
-        exit) without touching the parent's workers."""
+    def _after_fork_in_child(self) -> None:
+        """In a child forked from the owner (``forking.renew_in_child``):
+        close the inherited pipe ends (held open here, they would keep
+        workers from seeing their parent exit) without touching the
+        parent's workers.  Nothing for a pool whose listener had stopped."""
+        if not self._live or self._owner == os.getpid():
+            return
+        self._live = False
         # Only what is still open: a closed descriptor's number may belong
         # to something else by now.  (Worker.close is idempotent.)
         for w in self._workers:
@@ -357,13 +366,3 @@ class ProcessPool(_Listener, Executor):
                     os.close(fd)
         self._wake_r = self._wake_w = -1
 
-
-def _let_go_of_pools_in_child() -> None:
-    for pool in list(_live_pools):
-        if pool._owner != os.getpid():
-            pool._let_go_in_child()
-    _live_pools.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_let_go_of_pools_in_child)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from .. import _platform, settings
 from .._shm import store as _shm_store
 from .._shm.oob import loads_job
-from .._shm.worker_side import WorkerSegments, hold_owner_lock, let_go_of_last_job
+from .._shm.worker_side import WorkerSide
 from . import job as _job
 from . import taskslot
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception
@@ -85,13 +85,13 @@ class _ParentGone(BaseException):
     for.  A BaseException, so a task's ``except Exception`` cannot swallow it."""
 
 
-def _die_with_parent(lifeline, parent_pid: int | None) -> bool:
+def _die_with_parent(lifeline, parent_pid: int | None, platform: _platform.Platform) -> bool:
     """Arrange to end when the parent does; False if it has already gone.
 
     ``parent_pid`` is the pool's process, the worker's parent (None when a
     helper such as multiprocessing's fork server started it instead).
     """
-    _platform.die_with_parent()  # (Linux; elsewhere the watchdog below)
+    _platform.die_with_parent(platform)  # (Linux; elsewhere the watchdog below)
     # The parent may have died before prctl took effect; the worker was then
     # adopted by another process already, and no signal will come.
     if parent_pid is not None and os.getppid() != parent_pid:
@@ -124,10 +124,10 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     forked worker inherits and must drop, or the pipes would never close.
     ``task_slot``: where this worker says which job and task it runs
     (``taskslot.attach`` takes it; None: nowhere).  ``platform``: its
-    pool's (``_platform.Platform``), which this process then runs as.
+    pool's (``_platform.Platform``; None: the detected one), which this
+    worker's side of shared memory and its tie to the parent follow.
     """
-    if platform is not None:
-        _platform.use(platform)
+    platform = platform or _platform.Platform.detect()
     # Ctrl-C in a terminal reaches the whole process group (a forked worker
     # is in its parent's): the parent decides what to do, workers carry on
     # until told.  First thing, so that a Ctrl-C during start-up cannot make
@@ -135,14 +135,15 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for c in close_first:
         c.close()
-    if not _die_with_parent(lifeline, parent_pid):
+    if not _die_with_parent(lifeline, parent_pid, platform):
         return
-    from ..callbacks import Callback
+    from ..callbacks import forget_registered
 
     _job.worker_pid = os.getpid()
     _shm_store.notes_to = _job.notes  # (shared memory's warnings: to the caller)
     slot = taskslot.attach(task_slot)
-    Callback.active.clear()  # a forked worker must not fire the parent's callbacks
+    side = WorkerSide(platform)  # (its segments: the pool's platform's kind)
+    forget_registered()  # a forked worker must not fire the parent's callbacks
     send = out.send_bytes
     trim = _keep_freed_memory()
     if init_payload is not None:
@@ -166,12 +167,12 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
         kind, job_id, body = decode(frame)
         del frame
         if kind is Kind.LET_GO or kind is Kind.STOP:  # (its last job was read to its end)
-            let_go_of_last_job()
+            side.let_go_of_last_job()
             if kind is Kind.STOP:
                 return
             continue
         try:
-            reply = _run_job(job_id, body, send, slot)
+            reply = _run_job(job_id, body, send, slot, side)
         except _ParentGone:
             return
         if not _send_quietly(send, reply):
@@ -206,13 +207,15 @@ def _keep_freed_memory() -> Callable[[], None] | None:
     return lambda: malloc_trim(0)
 
 
-def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> bytes:
+def _run_job(job_id: int, body, send: Callable[[bytes], None], slot,
+             side: WorkerSide) -> bytes:
     """Run one job; its last message, to send.
 
     A streaming job's function gets an ``emit`` that sends each list of
     records at once, tagged with the job's id; large results travel in
     shared-memory segments named after the job's prefix when the pool gave
-    one (``shm``: the prefix and where the owner's lock is).
+    one (``shm``: the prefix and where the owner's lock is), of the kind
+    of this worker's ``side`` (its pool's platform's).
     The task slot (``slot``) names the job, and a streaming job's batch
     runner finds it in ``job.task_slot`` to name each task it starts.
     """
@@ -235,18 +238,18 @@ def _run_job(job_id: int, body, send: Callable[[bytes], None], slot=None) -> byt
 
     # The pool sends a job only once it has read this worker's last one to
     # its end: its owner holds every segment written for it by now.
-    let_go_of_last_job()
+    side.let_go_of_last_job()
     try:
         received = time.time()
         modules = len(sys.modules)
-        fn, args, kwargs, streams, shm, lent = loads_job(body)
+        fn, args, kwargs, streams, shm, lent = loads_job(body, side.kind)
         del body
         # (read by fine metrics; modules imported while decoding: start-up)
         _job.arrival = (received, time.time(), len(sys.modules) > modules)
         # (an owner already gone gets its values through the pipe: its
         # reaper may have run, and would never remove what this job wrote)
-        if shm is not None and hold_owner_lock(*shm):
-            writer = WorkerSegments(shm[0], lent)
+        if shm is not None and side.hold_owner_lock(*shm):
+            writer = side.writer(shm[0], lent)
         if streams:
             _job.task_slot = slot
             try:

@@ -108,8 +108,8 @@ class Worker:
     lifeline: Any  # the write end of the worker's lifeline: never written to
     slot: TaskSlot  # which task it runs (read when it dies: ``taskslot``)
 
-    def __init__(self, platform: _platform.Platform | None = None) -> None:
-        self.platform = platform or _platform.current()  # its pool's, which it runs as
+    def __init__(self, platform: _platform.Platform) -> None:
+        self.platform = platform  # its pool's, which it runs as
         self.state = STARTING
         self.job: _Job | None = None
         self.jobs_started = 0
@@ -166,7 +166,7 @@ class _SpawnedWorker(Worker):
         from multiprocessing.connection import Connection
 
         super().__init__(platform)
-        self.slot = slot = TaskSlot("spawn")
+        self.slot = slot = TaskSlot("spawn" if platform.task_slots else "none")
         slot_fd = slot.for_child("spawn")
         to_parent_r, to_parent_w = os.pipe()
         to_child_r, to_child_w = os.pipe()
@@ -240,7 +240,8 @@ class _MPWorker(Worker):
         forked = method == "fork"
         # (multiprocessing's spawn -- the portable path, Windows -- cannot
         # carry a descriptor by number: no slot there)
-        self.slot = slot = TaskSlot("none" if method == "spawn" else method)
+        self.slot = slot = TaskSlot(
+            "none" if method == "spawn" or not platform.task_slots else method)
         self.proc = ctx.Process(
             target=worker_module.main,
             # A forked worker inherits the parent's ends and closes them; the

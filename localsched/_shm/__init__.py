@@ -15,17 +15,20 @@ The rooms, lowest first (each imports only those above it, and
                    (macOS, the BSDs)
     named_mappings Windows' named mappings (a writer holds what it wrote
                    until its owner does), and their simulation on Linux
-    kind_in_use    the kind this process uses, chosen once per process
-    store          the segment store, kind-neutral: owner names and lock,
+    kind_in_use    a platform value's kind of segment, made once per process
+    store          the segment store, kind-neutral, one per platform value
+                   (holding it and its kind): owner names and lock,
                    the reaper, writing, the free list (descriptors the
                    owner holds), releases applied from an event queue,
-                   sweeps; and the worker's side (the owner lock it holds,
-                   what a job writes), with its own fork reset
+                   sweeps
+    worker_side    the worker's side (the owner lock it holds, what a job
+                   writes), an object per worker with its own fork reset
     handles        SharedValue, mapping a segment (no descriptor kept in
                    the owner), the Inbox a computation's records arrive in
     oob            out-of-band pickling; value or handle, chosen per
                    unpickler
-    transport      the facade the scheduler is given (``transport=shm``)
+    transport      the facade the scheduler is given (``Transport(platform)``:
+                   the pool's platform, as the pool was given it)
 
 One public question, for diagnostics and the memory budget:
 ``bytes_held()``.  Nothing here is imported by ``import localsched``.
@@ -43,9 +46,10 @@ def bytes_held() -> int:
     process's resident set: the live segments it holds as handles and
     does not map itself, plus its free list (segments kept for reuse).
     0 when this process has no store (it never ran the process pool with
-    shared memory).  Cheap (no system call), safe from any thread; workers
-    that map an input count it in their own RSS, which this does not
-    subtract.
+    shared memory); else the sum over its stores (one per platform value a
+    pool ran as: the tests' simulations).  Cheap (no system call), safe
+    from any thread; workers that map an input count it in their own
+    RSS, which this does not subtract.
 
     >>> bytes_held() >= 0
     True
@@ -53,5 +57,4 @@ def bytes_held() -> int:
     store_module = sys.modules.get(f"{__name__}.store")
     if store_module is None:  # (never imported: nothing held)
         return 0
-    store = store_module.current()
-    return store.bytes_held() if store is not None else 0
+    return store_module.held_bytes()

@@ -37,10 +37,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .._platform import descriptorless_mmap
+from .._platform import Platform, descriptorless_mmap
 from ..records_wire import REC_VALUE
 from . import store as segments
-from .store import SegmentStore, kind
+from .kinds import SegmentKind
+from .store import SegmentStore, kind_of
 
 __all__ = ["SharedValue", "map_value", "map_locked", "load", "release", "release_records",
            "Inbox", "from_wire"]
@@ -72,8 +73,13 @@ class SharedValue:
         return from_wire, (self.name, self.size, self.meta, self.layout)
 
     def load(self) -> Any:
-        """The value, its buffers mapped from the segment (copy-on-write)."""
-        return map_value(self.name, self.size, self.meta, self.layout, self._store)
+        """The value, its buffers mapped from the segment (copy-on-write):
+        of its store's kind; an unowned handle's, of the detected
+        platform's."""
+        store = self._store
+        segment_kind = store.kind if store is not None else kind_of(Platform.detect())
+        return map_value(_present(segment_kind), self.name, self.size, self.meta, self.layout,
+                         store)
 
     def release(self) -> None:
         """Let the segment go (idempotent; only in the owning process: a
@@ -112,24 +118,23 @@ def _unmapped(address: int, size: int, events, name: str) -> None:
         events.append(("u", name))
 
 
-def _segment_kind():
-    segment_kind = kind()
+def _present(segment_kind: SegmentKind | None) -> SegmentKind:
     if segment_kind is None:
         raise FileNotFoundError("this platform has no shared memory")
     return segment_kind
 
 
-def _copied(name: str, size: int, meta: bytes, layout: tuple, loads: Callable) -> Any:
-    view = _segment_kind().read_private(name, size)
+def _copied(segment_kind: SegmentKind, name: str, size: int, meta: bytes, layout: tuple,
+            loads: Callable) -> Any:
+    view = segment_kind.read_private(name, size)
     return loads(meta, buffers=[view[o:o + n] for o, n in layout])
 
 
-def map_value(name: str, size: int, meta: bytes, layout: tuple,
+def map_value(segment_kind: SegmentKind, name: str, size: int, meta: bytes, layout: tuple,
               store: SegmentStore | None = None) -> Any:
     """The value, mapped with no descriptor kept (see the module docstring)."""
-    segment_kind = _segment_kind()
     if not segment_kind.maps_by_descriptor:
-        return _copied(name, size, meta, layout, pickle.loads)
+        return _copied(segment_kind, name, size, meta, layout, pickle.loads)
     fd = segment_kind.open_for_reading(name)
     try:
         address = _mmap(None, size, mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE, fd, 0)
@@ -147,13 +152,13 @@ def map_value(name: str, size: int, meta: bytes, layout: tuple,
     return pickle.loads(meta, buffers=[view[o:o + n] for o, n in layout])
 
 
-def map_locked(name: str, size: int, meta: bytes, layout: tuple,
-               loads: Callable = pickle.loads) -> Any:
+def map_locked(segment_kind: SegmentKind | None, name: str, size: int, meta: bytes,
+               layout: tuple, loads: Callable = pickle.loads) -> Any:
     """The value, mapped with Python's mmap: its descriptor holds a shared
     lock while the mapping lives (a worker's inputs)."""
-    segment_kind = _segment_kind()
+    segment_kind = _present(segment_kind)
     if not segment_kind.maps_by_descriptor:
-        return _copied(name, size, meta, layout, loads)
+        return _copied(segment_kind, name, size, meta, layout, loads)
     fd = segment_kind.open_for_reading(name)
     try:
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_COPY)
@@ -194,17 +199,18 @@ class Inbox:
     queue while it runs; released on arrival once it has stopped, so that a
     batch still running after a failure leaves no segment behind, even while
     a traceback keeps the computation's queue alive.  While it runs, the
-    store keeps released segments for reuse (``SegmentStore.running``)."""
+    store keeps released segments for reuse (``SegmentStore.running``):
+    this process's store for ``platform``, the pool's."""
 
     __slots__ = ("_put", "_closed", "_lock", "_ended", "_store")
 
-    def __init__(self, put: Callable[[Any], None]):
+    def __init__(self, put: Callable[[Any], None], platform: Platform):
         self._put = put
         self._closed = False
         self._ended = False
         self._lock = threading.Lock()
         # (made here if shared memory can be used: the computation starts)
-        self._store = segments.usable_store()
+        self._store = segments.usable_store(platform)
         if self._store is not None:
             self._store.begin()
 

@@ -2,7 +2,7 @@
 of segment (``localsched._platform`` says which this platform has).
 
 Every kind answers the calls of ``SegmentKind``; ``store``
-holds one of them, ``kind_in_use.kind()``, and asks only through those
+holds one of them (its platform's: ``kind_in_use.kind_of``), and asks only through those
 calls and the class flags (``reuse``: a free list; ``owner_lock``: an
 owner lock, a reaper and sweeps; ``maps_by_descriptor``: readers map a
 descriptor themselves, copy-on-write, else ``read_private``;
@@ -243,6 +243,11 @@ class SegmentKind:
     def read_private(self, name: str, size: int) -> memoryview:
         """The segment's bytes as this process's own (copy-on-write or a
         copy): FileNotFoundError when it is gone."""
+        raise NotImplementedError
+
+    def open_for_reading(self, name: str) -> int:
+        """A descriptor to map segment ``name`` from (``maps_by_descriptor``
+        kinds), checked to be this user's."""
         raise NotImplementedError
 
     def adopt(self, name: str) -> None:

@@ -41,6 +41,7 @@ import cloudpickle
 from ..records_wire import REC_OK, REC_VALUE
 from . import store as segments
 from .handles import SharedValue, from_wire, map_locked
+from .kinds import SegmentKind
 from .store import SegmentStore, settings, warn_once
 from .worker_side import WorkerSegments
 
@@ -196,7 +197,7 @@ def dump_records(records: list, writer: WorkerSegments, dumps: Callable) -> byte
         return dumps(out)
     except BaseException:
         for name in made:
-            segments.unlink(name)
+            writer.unlink(name)
         raise
 
 
@@ -242,12 +243,20 @@ def loads_records(body, store: SegmentStore) -> Any:
         name, size, meta, layout, store)).load()
 
 
-def _mapped(name: str, size: int, meta: bytes, layout: tuple) -> Any:
-    return map_locked(name, size, meta, layout, _loads_mapped)
+class _Mapper:
+    """Unpickles a job in a worker, each handle mapped from a segment of
+    ``kind`` (its pool's)."""
 
+    __slots__ = ("kind",)
 
-def _loads_mapped(data, buffers=None) -> Any:
-    return _Unpickler(data, _mapped, buffers).load()
+    def __init__(self, kind: SegmentKind | None):
+        self.kind = kind
+
+    def mapped(self, name: str, size: int, meta: bytes, layout: tuple) -> Any:
+        return map_locked(self.kind, name, size, meta, layout, self.loads)
+
+    def loads(self, data, buffers=None) -> Any:
+        return _Unpickler(data, self.mapped, buffers).load()
 
 
 # -- jobs (scheduler -> worker) ----------------------------------------------
@@ -272,8 +281,8 @@ def dumps_job(obj: Any, prefix: str | None, dumps: Callable,
     offered = store.take_free()
     reusable = list(offered)
     try:
-        name, size, layout = segments.write_segment(prefix + "in", buffers, reserve, reusable,
-                                                    store.claim_lent)
+        name, size, layout = segments.write_segment(store.kind, prefix + "in", buffers, reserve,
+                                                    reusable, store.claim_lent)
     except OSError as exc:
         store.give_back(offered)
         warn_once(f"shared memory is full or unavailable ({exc.strerror or exc}); "
@@ -285,17 +294,20 @@ def dumps_job(obj: Any, prefix: str | None, dumps: Callable,
     return b"S" + _JOB_HEAD.pack(len(head)) + head + meta, handle
 
 
-def loads_job(body) -> Any:
+def loads_job(body, segment_kind: SegmentKind | None) -> Any:
     """Unpickle a RUN body made by ``dumps_job`` (in the worker): inputs
-    that are handles arrive mapped."""
+    that are handles arrive mapped from segments of ``segment_kind`` (the
+    pool's platform's)."""
+    mapper = _Mapper(segment_kind)
     if body[:1] != b"S":
-        return _loads_mapped(body)
+        return mapper.loads(body)
     (n,) = _JOB_HEAD.unpack_from(body, 1)
     start = 1 + _JOB_HEAD.size
     name, size, layout = pickle.loads(body[start:start + n])
-    value = map_locked(name, size, bytes(body[start + n:]), layout, _loads_mapped)
+    value = map_locked(segment_kind, name, size, bytes(body[start + n:]), layout, mapper.loads)
     # Mapped: the name can go now, so that no segment outlives the job's
     # last record (the scheduler may return before it reads the job's end).
     # The scheduler owns it still and releases it at the job's end.
-    segments.unlink(name)
+    if segment_kind is not None:
+        segment_kind.unlink(name)
     return value

@@ -54,6 +54,14 @@ waits, each dispatch, the pool's listener after each message, an explicit
 ``release``.  A cyclic collection may run anywhere, inside ``drain``
 included: it only appends.
 
+One store per platform value and process.  A store is made for a
+``Platform`` (``_platform``; the pool passes its own, as multiprocessing
+passes a context) and holds it and its kind: ``store(platform)`` is this
+process's store for that platform, made on first use.  Every function
+here that touches segments takes the kind (or the store) it works on;
+none looks a platform up.  A forked child forgets its parent's stores
+(``at_fork_in_child``, beside them).
+
 Where it runs.  ``usable_store`` asks the segment kind whether it works
 now (files: one ``statvfs`` of ``/dev/shm``, present, writable, sticky,
 inodes and room left; objects: the registry directory is this user's
@@ -97,23 +105,25 @@ from typing import Any
 
 from .. import _platform
 from .. import settings as user_settings
-from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, flock
-from .kind_in_use import kind
-from .kinds import LOCK_SUFFIX
+from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, Platform, flock
+from ..forking import at_fork_in_child
+from .kind_in_use import kind_of
+from .kinds import LOCK_SUFFIX, SegmentKind
 
 __all__ = ["SegmentStore", "store", "current", "settings", "available", "warn_once",
-           "write_segment", "sweep", "sweep_stale", "live_segments", "unlink", "usable_store",
-           "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX", "kind"]
+           "forget_warning", "write_segment", "sweep", "sweep_stale", "live_segments",
+           "usable_store", "held_bytes", "SHM_DIR", "PREFIX", "ALIGN", "FREE_MAX", "kind_of"]
 
-PREFIX = "localsched-"  # (of the files; ``kind().prefix`` of this platform's kind)
+PREFIX = "localsched-"  # (of the files; ``SegmentKind.prefix`` of each kind)
 # Buffers start on 64-byte boundaries in a segment: NumPy's SIMD loops and
 # any dtype (complex256 included) find their data aligned.
 ALIGN = 64
 FREE_MAX = 8  # segments in the free list at most
 LEND_MAX = 4  # free segments lent to one job at most
 
-_warned = False
-_warn_lock = threading.Lock()
+# Warnings given in this process: the first ``next()`` gives 0 (one C call,
+# atomic: no lock, so nothing for a forked child to renew).
+_warnings = itertools.count()
 
 
 def settings() -> tuple[bool, int, int]:
@@ -136,15 +146,18 @@ def warn_once(message: str) -> None:
     """One warning per process: a RuntimeWarning in the caller; in a pool
     worker, a note its job hands to the caller (``notes_to``), who warns
     once for all its workers (the user sees one line, not one per worker)."""
-    global _warned
-    with _warn_lock:
-        if _warned:
-            return
-        _warned = True
+    if next(_warnings):
+        return
     if notes_to is not None:
         notes_to.append(message)
     else:
         warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def forget_warning() -> None:
+    """Warn again at the next ``warn_once`` (the tests, one warning each)."""
+    global _warnings
+    _warnings = itertools.count()
 
 
 def _pipes_instead(why: str) -> str:
@@ -152,28 +165,28 @@ def _pipes_instead(why: str) -> str:
             f"pipes instead (slower; LOCALSCHED_SHM=0 silences this)")
 
 
-def free_bytes() -> int | None:
-    """Bytes free for segments now, or None where that cannot be known."""
-    segment_kind = kind()
+def free_bytes(segment_kind: SegmentKind | None) -> int | None:
+    """Bytes free for segments of ``segment_kind`` now, or None where that
+    cannot be known."""
     return segment_kind.free_bytes() if segment_kind is not None else None
 
 
-def available() -> bool:
+def available(platform: Platform) -> bool:
     """Whether shared memory can be used now: switched on, the platform has
     a kind of segment that works now (``segment_kinds``; files: present,
     writable, inodes left) with room for a value above the reserve where
     the room can be known.  Asked per job, so a directory that fills up or
     empties is noticed when it does; warns once per process when it
-    cannot be used."""
+    cannot be used.  ``platform``: which kind of segment (its own)."""
     enabled, threshold, reserve = settings()
     if not enabled:
         return False
-    segment_kind = kind()
+    segment_kind = kind_of(platform)
     if segment_kind is None:
-        warn_once(_pipes_instead(_platform.shm_dir_stats()[1]))
+        warn_once(_pipes_instead(_platform.shm_dir_stats(platform=platform)[1]))
         return False
     # (an inode for the owner's lock file, until it exists, and a segment)
-    free, why = segment_kind.usable(1 if current() is not None else 2)
+    free, why = segment_kind.usable(1 if current(platform) is not None else 2)
     if free is None:
         warn_once(_pipes_instead(why))
         return False
@@ -184,23 +197,18 @@ def available() -> bool:
     return True
 
 
-def usable_store() -> SegmentStore | None:
-    """This process's store if shared memory can be used now (``available``),
-    created on first use; None (after the one warning) if it cannot, the
-    store's lock file included: nothing is created before that is known."""
-    if not available():
+def usable_store(platform: Platform) -> SegmentStore | None:
+    """This process's store for ``platform`` if shared memory can be used
+    now (``available``), created on first use; None (after the one
+    warning) if it cannot, the store's lock file included: nothing is
+    created before that is known."""
+    if not available(platform):
         return None
     try:
-        return store()
+        return store(platform)
     except OSError as exc:
         warn_once(_pipes_instead(f"cannot create the owner's lock file: {exc.strerror or exc}"))
         return None
-
-
-def unlink(name: str) -> None:
-    segment_kind = kind()
-    if segment_kind is not None:
-        segment_kind.unlink(name)
 
 
 def _layout(buffers: list) -> tuple[int, tuple]:
@@ -213,18 +221,15 @@ def _layout(buffers: list) -> tuple[int, tuple]:
     return offset, tuple(layout)
 
 
-def write_segment(name: str, buffers: list, reserve: int, reusable: list | None = None,
-                  claim=None) -> tuple[str, int, tuple]:
-    """Write ``buffers`` into a new segment ``name``, or into a free one of
+def write_segment(segment_kind: SegmentKind, name: str, buffers: list, reserve: int,
+                  reusable: list | None = None, claim=None) -> tuple[str, int, tuple]:
+    """Write ``buffers`` into a new segment ``name`` of ``segment_kind``, or into a free one of
     about the right size from ``reusable`` (``[(name, size)]``: the one
     taken is removed from that list), which keeps its own name:
     ``(name, size, layout)``.  ``claim(name, size)`` opens a free segment to
     rewrite (default: the kind's ``open_to_rewrite``, by name, checked).
     OSError (the segment removed again) when it does not fit, or the name
     is taken."""
-    segment_kind = kind()
-    if segment_kind is None:
-        raise OSError(errno.ENOSYS, "this platform has no shared memory")
     size, layout = _layout(buffers)
     claimed = None
     if reusable and segment_kind.reuse:
@@ -232,7 +237,7 @@ def write_segment(name: str, buffers: list, reserve: int, reusable: list | None 
     if claimed is not None:
         token, name = claimed
     else:
-        free = free_bytes()
+        free = free_bytes(segment_kind)
         if free is not None and free < size + reserve:
             raise OSError(errno.ENOSPC, "not enough free space for shared memory")
         with segment_kind.registering(name):
@@ -242,7 +247,7 @@ def write_segment(name: str, buffers: list, reserve: int, reusable: list | None 
     except BaseException:
         segment_kind.done_writing(token)
         if claimed is None:
-            unlink(name)
+            segment_kind.unlink(name)
         raise
     segment_kind.done_writing(token)
     return name, size, layout
@@ -266,14 +271,17 @@ def _claim(size: int, reusable: list, claim) -> tuple[Any, str] | None:
 # -- the owner's store -----------------------------------------------------------
 
 class SegmentStore:
-    """What this process owns in shared memory: its name, lock and reaper,
-    the handles it holds, its free list, and the events finalizers leave."""
+    """What this process owns in shared memory for one platform (its kind
+    of segment): its name, lock and reaper, the handles it holds, its free
+    list, and the events finalizers leave."""
 
-    def __init__(self) -> None:
-        segment_kind = kind()
+    def __init__(self, platform: Platform) -> None:
+        segment_kind = kind_of(platform)
         if segment_kind is None:
             raise OSError(errno.ENOSYS, "this platform has no shared memory")
-        self.kind = segment_kind
+        #: The platform this store was made for, and its kind of segment.
+        self.platform = platform
+        self.kind: SegmentKind = segment_kind
         self.pid = os.getpid()
         # (appended to by finalizers, from any thread: ("r", name, size) a
         # handle went, ("m", name) a mapping was made, ("u", name) it went)
@@ -401,7 +409,7 @@ class SegmentStore:
                     pass
             self.deferred.append(name)
             return
-        unlink(name)
+        self.kind.unlink(name)
 
     def release(self, name: str, size: int) -> None:
         """A handle is released explicitly (not by a finalizer)."""
@@ -417,7 +425,7 @@ class SegmentStore:
         deferred = self.deferred
         while deferred:
             try:
-                unlink(deferred.pop())
+                self.kind.unlink(deferred.pop())
             except IndexError:
                 return
 
@@ -432,7 +440,7 @@ class SegmentStore:
                 self.free = {}
                 self.lent = {}
         for name, (_, fd) in free:
-            _unlink_held(name, fd)
+            _unlink_held(self.kind, name, fd)
         self.unlink_deferred()
         if not self.running:
             self.kind.compact(self.owner)
@@ -484,12 +492,17 @@ class SegmentStore:
                 else:
                     gone.append((n, entry[1]))
         for n, fd in gone:
-            _unlink_held(n, fd)
+            _unlink_held(self.kind, n, fd)
 
     def take_free(self) -> list:
         """Free segments this process may rewrite itself (a job's inputs:
         ``claim_lent``)."""
         return self.lend()
+
+    def sweep(self, prefix: str) -> int:
+        """Unlink this owner's segments named ``prefix...`` that it holds no
+        handle to (a dead worker's unreported results); how many."""
+        return sweep(self.kind, prefix, self.owned)
 
     # -- the end --------------------------------------------------------------
 
@@ -497,9 +510,9 @@ class SegmentStore:
         """At exit: remove every segment of this owner, then the lock."""
         self.owned.clear()
         for name, (_, fd) in [*self.free.items(), *self.lent.items()]:
-            _unlink_held(name, fd)
+            _unlink_held(self.kind, name, fd)
         self.free, self.lent = {}, {}
-        sweep(self.prefix)
+        sweep(self.kind, self.prefix)
         self.kind.forget(self.owner)
         if self._lock_fd is not None:
             self.kind.remove_lock(self.owner, self._lock_fd)
@@ -521,49 +534,68 @@ class SegmentStore:
                     pass
 
 
-def _unlink_held(name: str | None, fd: int) -> None:
+def _unlink_held(segment_kind: SegmentKind, name: str | None, fd: int) -> None:
     """Unlink free segment ``name`` (if given, and this user's) and close
     ``fd``, the free list's descriptor of it."""
     try:
         if name is not None:
-            segment_kind = kind()
-            if segment_kind is not None:
-                segment_kind.unlink(name)
+            segment_kind.unlink(name)
     finally:
         os.close(fd)
 
 
-_store: SegmentStore | None = None
-_store_lock = threading.Lock()
-_swept_in = 0  # the pid of the process that swept (once per process)
+# This process's stores: platform -> its store, or None where making it
+# failed (the sweep of dead owners' segments, done before, is not
+# repeated: a directory listing per job would be).  Guarded by
+# _stores_lock; a forked child forgets both (below).
+_stores: dict = {}
+_stores_lock = threading.Lock()
 
 
-def store() -> SegmentStore:
-    """This process's store, created (with its lock and reaper) on first
-    use; the first use also sweeps what dead owners left.  OSError if the
-    lock file cannot be made (``usable_store`` then takes the pipes and
-    asks again at the next job: the sweep, a directory listing, is not
-    repeated per job)."""
-    global _store, _swept_in
-    s = _store
-    if s is not None and s.pid == os.getpid():
+@at_fork_in_child
+def _forget_stores_in_child() -> None:
+    global _stores_lock
+    for s in _stores.values():
+        if s is not None:
+            s.forget_in_child()
+    _stores.clear()
+    _stores_lock = threading.Lock()
+
+
+def store(platform: Platform) -> SegmentStore:
+    """This process's store for ``platform``, created (with its lock and
+    reaper) on first use; the first use also sweeps what dead owners of
+    its kind left.  OSError if the lock file cannot be made
+    (``usable_store`` then takes the pipes and asks again at the next job:
+    the sweep is not repeated)."""
+    s = _stores.get(platform)
+    if s is not None:
         return s
-    with _store_lock:
-        if _store is None or _store.pid != os.getpid():
-            if _swept_in != os.getpid():
-                _swept_in = os.getpid()
-                sweep_stale()
-            _store = SegmentStore()
+    with _stores_lock:
+        s = _stores.get(platform)
+        if s is None:
+            if platform not in _stores:
+                _stores[platform] = None
+                segment_kind = kind_of(platform)
+                if segment_kind is not None:
+                    sweep_stale(segment_kind)
+            s = SegmentStore(platform)
+            _stores[platform] = s
             import atexit
 
-            atexit.register(_close_at_exit, _store)
-        return _store
+            atexit.register(_close_at_exit, s)
+        return s
 
 
-def current() -> SegmentStore | None:
-    """This process's store if it has one."""
-    s = _store
-    return s if s is not None and s.pid == os.getpid() else None
+def current(platform: Platform) -> SegmentStore | None:
+    """This process's store for ``platform`` if it has one."""
+    return _stores.get(platform)
+
+
+def held_bytes() -> int:
+    """What this process's stores hold in no process's resident set
+    (``SegmentStore.bytes_held``), summed."""
+    return sum(s.bytes_held() for s in list(_stores.values()) if s is not None)
 
 
 def _close_at_exit(s: SegmentStore) -> None:
@@ -571,67 +603,43 @@ def _close_at_exit(s: SegmentStore) -> None:
         s.close()
 
 
-def _after_fork_in_child() -> None:
-    global _store, _store_lock, _warn_lock
-    _warn_lock = threading.Lock()
-    if _store is not None:
-        _store.forget_in_child()
-    _store = None
-    _store_lock = threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
 # -- sweeps ------------------------------------------------------------------------
 
 
-def sweep(prefix: str) -> int:
-    """Unlink the segments named ``prefix...`` that this process does not
-    hold a handle to (a dead worker's unreported results); how many.
-    Lists the directory (or reads the owner's journal): for a worker's
-    death and exit, never a release."""
-    segment_kind = kind()
-    if segment_kind is None:
-        return 0
-    s = current()
-    owned = s.owned if s is not None else ()
+def sweep(segment_kind: SegmentKind, prefix: str, owned=()) -> int:
+    """Unlink the segments of ``segment_kind`` named ``prefix...`` but those
+    in ``owned`` (the handles their owner holds: a dead worker's unreported
+    results go); how many.  Lists the directory (or reads the owner's
+    journal): for a worker's death and exit, never a release."""
     n = 0
-    for name in segment_kind.names(_owner_of(prefix)):
+    for name in segment_kind.names(_owner_of(segment_kind, prefix)):
         if name.startswith(prefix) and name not in owned and not name.endswith(LOCK_SUFFIX):
             segment_kind.sweep_away(name)
             n += 1
     return n
 
 
-def _owner_of(name: str) -> str:
+def _owner_of(segment_kind: SegmentKind, name: str) -> str:
     """The owner part of a segment name, job prefix or lock file name."""
-    segment_kind = kind()
-    start = len(segment_kind.prefix) if segment_kind is not None else len(PREFIX)
-    return name[start:].split("-", 1)[0].removesuffix(LOCK_SUFFIX)
+    return name[len(segment_kind.prefix):].split("-", 1)[0].removesuffix(LOCK_SUFFIX)
 
 
-def sweep_stale() -> int:
+def sweep_stale(segment_kind: SegmentKind, mine: str | None = None) -> int:
     """Unlink what owners that no longer run left (killed, their reaper
     too); how many names.  An owner is judged by its lock, never its pid;
     a lock file that is not this user's regular file (another user's, a
     FIFO, a link) is never opened to wait, never removed: its owner counts
-    as alive."""
-    segment_kind = kind()
-    if segment_kind is None:
-        return 0
-    s = current()
-    mine = s.owner if s is not None else None
+    as alive.  ``mine``: the owner label of a store of this process's (never
+    judged)."""
     verdict: dict = {}
     names = [n for n in segment_kind.names() if n.startswith(segment_kind.prefix)]
     for name in names:
-        owner = _owner_of(name)
+        owner = _owner_of(segment_kind, name)
         if owner != mine and owner not in verdict and "_" in owner:
-            verdict[owner] = _take_if_dead(owner)
+            verdict[owner] = _take_if_dead(segment_kind, owner)
     n = 0
     for name in names:
-        fd = verdict.get(_owner_of(name))
+        fd = verdict.get(_owner_of(segment_kind, name))
         if fd is not None and not name.endswith(LOCK_SUFFIX):
             segment_kind.sweep_away(name)
             n += 1
@@ -643,14 +651,12 @@ def sweep_stale() -> int:
     return n
 
 
-def _take_if_dead(owner: str) -> int | None:
+def _take_if_dead(segment_kind: SegmentKind, owner: str) -> int | None:
     """The owner's lock, held exclusively, if the owner is dead (a
     descriptor to close once its names are gone); None if it lives, or its
     lock file is not one of this user's.  No lock file at all: it was never
     made, or its reaper removed it after its segments (a descriptor of
     /dev/null stands in)."""
-    segment_kind = kind()
-    assert segment_kind is not None
     try:
         fd = segment_kind.open_lock(owner)
     except FileNotFoundError:
@@ -667,18 +673,19 @@ def _take_if_dead(owner: str) -> int | None:
     return fd
 
 
-def live_segments(pids=None) -> dict:
-    """``{name: size}`` of the localsched segments that exist (of the
-    owner processes ``pids``, if given; lock files are not segments)."""
+def live_segments(pids=None, platform: Platform | None = None) -> dict:
+    """``{name: size}`` of the localsched segments of ``platform``'s kind
+    (None: the detected platform's) that exist (of the owner processes
+    ``pids``, if given; lock files are not segments)."""
     out: dict = {}
-    segment_kind = kind()
+    segment_kind = kind_of(platform or Platform.detect())
     if segment_kind is None:
         return out
     wanted = None if pids is None else {segment_kind.pid_label(p) for p in pids}
     for name in segment_kind.names():
         if not name.startswith(segment_kind.prefix) or name.endswith(LOCK_SUFFIX):
             continue
-        if wanted is not None and _owner_of(name).split("_")[0] not in wanted:
+        if wanted is not None and _owner_of(segment_kind, name).split("_")[0] not in wanted:
             continue
         try:
             out[name] = segment_kind.size(name)

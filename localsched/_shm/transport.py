@@ -1,8 +1,8 @@
 """Zero-copy transport: large buffers travel through shared memory, not the pipe.
 
-The facade the scheduler uses (``transport=shm`` in ``localsched.core``:
-``load``, ``release``, ``SharedValue``, ``Inbox``) over the package's
-rooms:
+The facade the scheduler uses (``transport=Transport(pool.platform)`` in
+``localsched.core``: ``load``, ``release``, ``SharedValue``, ``Inbox``)
+over the package's rooms:
 
 - ``oob``: out-of-band pickling, and which unpickler makes a value or a
   handle;
@@ -56,6 +56,7 @@ start-up, so set them before the pool starts):
 
 from __future__ import annotations
 
+from .._platform import Platform
 from .handles import Inbox, SharedValue, load, release, release_records
 from .oob import dump_records, dumps_job, dumps_oob, loads_job, loads_records, share
 from .store import (
@@ -69,9 +70,31 @@ from .store import (
                        sweep,
                        sweep_stale,
 )
-from .worker_side import WorkerSegments
+from .worker_side import WorkerSegments, WorkerSide
 
-__all__ = ["SharedValue", "Inbox", "load", "release", "release_records", "dumps_oob",
+__all__ = ["Transport", "WorkerSide", "SharedValue", "Inbox", "load", "release",
+           "release_records", "dumps_oob",
            "dump_records", "dumps_job", "loads_job", "loads_records", "share", "available",
            "sweep", "sweep_stale", "settings", "live_segments", "store", "current",
            "WorkerSegments", "PREFIX", "SHM_DIR"]
+
+
+class Transport:
+    """What the scheduler is given to exchange values with a pool of
+    ``platform`` (the pool's, as multiprocessing's objects take a context):
+    ``load``, ``release``, ``release_records``, ``SharedValue`` and
+    ``Inbox(put)``, whose store is this process's for that platform."""
+
+    __slots__ = ("platform",)
+
+    SharedValue = SharedValue
+    load = staticmethod(load)
+    release = staticmethod(release)
+    release_records = staticmethod(release_records)
+
+    def __init__(self, platform: Platform):
+        self.platform = platform
+
+    def Inbox(self, put) -> Inbox:  # noqa: N802 -- the class it makes, as the scheduler asks for it
+        """Where a computation's records arrive (``handles.Inbox``)."""
+        return Inbox(put, self.platform)

@@ -57,9 +57,11 @@ _GONE = (psutil.NoSuchProcess, psutil.AccessDenied)
 
 
 class _ProcessTree:
-    """This process and its descendants, with psutil handles kept per pid."""
+    """This process and its descendants, with psutil handles kept per pid,
+    measured as ``platform`` allows (None: the detected one)."""
 
-    def __init__(self):
+    def __init__(self, platform: _platform.Platform | None = None):
+        self._platform = platform or _platform.Platform.detect()
         self._root = psutil.Process()
         self._known: dict[int, psutil.Process] = {self._root.pid: self._root}
 
@@ -91,9 +93,9 @@ class _ProcessTree:
             alive.append(proc.pid)
             rss += proc_rss
             cpu += proc_cpu
-        if _platform.current().proc_details:
+        if self._platform.proc_details:
             try:
-                rss = _shared_once(alive)
+                rss = _shared_once(alive, self._platform)
             except (OSError, ValueError):
                 pass  # (a process ended meanwhile): the plain sum, this once
         else:
@@ -130,7 +132,7 @@ def _held_unmapped() -> int:
     return bytes_held()
 
 
-def _shared_once(pids: list) -> int:
+def _shared_once(pids: list, platform: _platform.Platform) -> int:
     from .._shm import store as segments
 
     total = 0
@@ -140,7 +142,7 @@ def _shared_once(pids: list) -> int:
         total += rss - rss_shmem + pss_shmem
         if rss_shmem:
             mapped |= _platform.proc_mapped(pid, segments.PREFIX)
-    for name, size in segments.live_segments(pids).items():
+    for name, size in segments.live_segments(pids, platform).items():
         if name not in mapped:
             total += size
     return total

@@ -171,13 +171,13 @@ def _heads(keys, tuples: bool):
     return (k[0] if k.__class__ is tuple and k else k for k in keys)
 
 
-def _children(me: psutil.Process) -> list:
+def _children(me: psutil.Process, platform: _platform.Platform | None = None) -> list:
     """The direct child processes of ``me``: on Linux from ``/proc``'s
     per-thread child lists (``_platform.child_pids``: a few small reads),
     elsewhere psutil's ``children()``, which reads every process of the
     machine (measured: 30-90 ms of the server thread, once per
-    CHILDREN_EVERY)."""
-    pids = _platform.child_pids(me.pid)
+    CHILDREN_EVERY).  ``platform``: whose answer (None: the detected one)."""
+    pids = _platform.child_pids(me.pid, platform)
     if pids is None:
         return me.children()
     found = []
