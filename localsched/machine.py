@@ -190,7 +190,8 @@ class RunState:
         dependents (onto the ready stack), release inputs no task needs any
         more; returns the released keys.  A closure over the structures
         (it runs once per task; locals are faster than attributes), held by
-        the loop, never by the state."""
+        the loop, never by the state.  ``inline._run_plain`` spells the
+        same move out, without the sets only views read: keep them in step."""
         status, keys, cache = self.status, self.keys, self.cache
         waiting, dependents, deps = self.waiting, self.dependents, self.deps
         priority = self.priority
