@@ -147,7 +147,7 @@ class PoolLoop:
             machine, comp, pack_data=pack_data, stream=stream,
             rerun=rerun_exceptions_locally, transport=transport)
         self.state = comp.view
-        self.complete = machine.mover()
+        self.complete = machine.mover(views=bool(comp.cbs))  # (no callback: no view)
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,
