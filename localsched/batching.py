@@ -229,7 +229,9 @@ class Planner:
         self.max_live = max_live
         # (processes: ``MAX_INPUTS``; None where batches read a shared cache)
         self.max_inputs = max_inputs
-        self.group_of = [id(s[1]) if s[0] == CALL else spec_group(s) for s in run.specs]
+        # (``group_of`` and ``mark``, a list over the tasks each, are made
+        # on first use: see ``__getattr__``; a threads run the workers
+        # schedule themselves may never plan a batch.)
         # group -> [total seconds, count, a task of it, tiny results so far]
         self.stats: dict = {}
         # Across computations (``_recall``): each group's entry of
@@ -239,10 +241,25 @@ class Planner:
         self.looked: dict = {}
         self.fresh: set = set()
         self.unconfirmed: set = set()
-        self.mark = [0] * len(run.keys)  # serial of the batch a task joined
         self.serial = 0
         # Whether the last batch counted nothing: its results all tiny so far.
         self.tiny_batch = False
+
+    #: Each task's group (its function), by index.
+    group_of: list
+    #: Each task's batch: the serial of the batch it joined (0: none yet).
+    mark: list
+
+    def __getattr__(self, name: str):
+        """``group_of`` and ``mark``, made on first use (then plain attributes)."""
+        if name == "group_of":
+            self.group_of = [id(s[1]) if s[0] == CALL else spec_group(s)
+                             for s in self.run.specs]
+            return self.group_of
+        if name == "mark":
+            self.mark = [0] * len(self.run.keys)
+            return self.mark
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def observe(self, i: int, seconds: float, value=None) -> None:
         """Learn from a finished task's measured duration, and from its

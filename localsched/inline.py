@@ -1,6 +1,10 @@
 """The inline loop: every task in the caller's thread, by the ready rule.
 
-The synchronous scheduler's loop.  It pops the top of the ready stack
+The synchronous scheduler's loop.  When no callback at all takes part and
+no budget holds, nothing can read the run's view, so a lean copy of the
+loop (``_run_plain``) does only the run's moves: no note of the task
+running, no times, no ``finished``/``released`` sets, the move inlined.
+Otherwise it pops the top of the ready stack
 (``RunState.ready``), runs the task here, completes it and fires the hooks;
 a failing task raises its own exception with its own frames first.
 A finished task's record is built when posttask hooks or the run's
@@ -17,9 +21,9 @@ import time
 
 from . import metrics as _metrics
 from . import runtime
-from .graph import execute
+from .graph import CALL, execute
 from .lifecycle import Computation
-from .machine import READY, RUNNING, STATE_NAMES, InvalidStateError, RunState
+from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
 from .records_wire import TaskRecord
 from .records_wire import probe as make_probe
 from .task_records import Writer
@@ -36,6 +40,9 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     needs = comp.needs
     if needs.measure or needs.sample:
         return _run_measured(machine, comp, budget)
+    if budget is None and not comp.cbs:
+        _run_plain(machine, comp)
+        return 0.0
     if budget is not None:
         if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
             return _run_measured(machine, comp, budget)
@@ -79,6 +86,63 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
                     f(key, value, dsk, state, wid)
         value = None
     return 0.0
+
+
+def _run_plain(machine: RunState, comp: Computation) -> None:
+    """``run_inline`` when no callback at all takes part (nothing can read
+    the state's view) and no budget holds: the run's moves only, with no
+    bookkeeping that only a view reads (``finished``, ``released``, the
+    task running now, the tasks' times).  ``RunState.mover``'s move is
+    spelled out here (a call per task saved): keep the two in step.  The
+    order, the releases and a failure's traceback are the other loops'."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    waiting, dependents, deps = machine.waiting, machine.dependents, machine.deps
+    refs, is_output = machine.refs, machine.is_output
+    push, by_priority, pop = ready.extend, machine.priority.__getitem__, ready.pop
+    done = 0
+    try:
+        while ready:
+            i = pop()
+            if status[i] != READY:
+                raise InvalidStateError(f"task {keys[i]!r} started while {STATE_NAMES[status[i]]}")
+            spec = specs[i]
+            try:
+                if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y), both keys
+                    args = spec[2]
+                    value = spec[1](cache[args[0]], cache[args[1]])
+                else:
+                    value = execute(spec, cache)
+            except BaseException as exc:
+                status[i] = RUNNING
+                t = time.time()
+                _failed(comp.view, keys[i], exc, t, t, threading.get_ident())
+                raise
+            cache[keys[i]] = value
+            value = None
+            status[i] = DONE
+            done += 1
+            new = None
+            for d in dependents[i]:
+                w = waiting[d] - 1
+                waiting[d] = w
+                if not w and status[d] == WAITING:
+                    status[d] = READY
+                    if new is None:
+                        new = [d]
+                    else:
+                        new.append(d)
+            if new is not None:  # (the ready rule: see RunState.mover)
+                if len(new) > 1:
+                    new.sort(key=by_priority, reverse=True)
+                push(new)
+            for d in deps[i]:
+                r = refs[d] - 1
+                refs[d] = r
+                if not r and not is_output[d]:
+                    del cache[keys[d]]
+    finally:
+        machine.remaining -= done
 
 
 #: Tasks between two readings of a watching budget, at most (see ``_run_watched``).

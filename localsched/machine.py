@@ -185,12 +185,15 @@ class RunState:
                 f"task {self.keys[i]!r} started while {STATE_NAMES[self.status[i]]}")
         self.status[i] = RUNNING
 
-    def mover(self) -> Callable[[int, Any], list]:
+    def mover(self, views: bool = True) -> Callable[[int, Any], list]:
         """``complete(i, value)``: RUNNING -> DONE: store the result, wake
         dependents (onto the ready stack), release inputs no task needs any
         more; returns the released keys.  A closure over the structures
         (it runs once per task; locals are faster than attributes), held by
-        the loop, never by the state."""
+        the loop, never by the state.  ``views=False`` (a run no callback
+        takes part in): the sets only a state view reads, ``finished`` and
+        ``released``, stay empty.  ``inline._run_plain`` spells the same
+        move out, without those sets: keep the two in step."""
         status, keys, cache = self.status, self.keys, self.cache
         waiting, dependents, deps = self.waiting, self.dependents, self.deps
         priority = self.priority
@@ -206,7 +209,8 @@ class RunState:
             key = keys[i]
             cache[key] = value
             status[i] = DONE
-            finished.add(key)
+            if views:
+                finished.add(key)
             machine.remaining -= 1
             new = None
             for d in dependents[i]:
@@ -232,7 +236,8 @@ class RunState:
                 if not r and not is_output[d]:
                     k = keys[d]
                     del cache[k]
-                    released.add(k)
+                    if views:
+                        released.add(k)
                     freed.append(k)
             return freed
 

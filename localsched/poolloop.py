@@ -146,8 +146,8 @@ class PoolLoop:
             machine, comp, pack_data=pack_data, stream=stream,
             rerun=rerun_exceptions_locally, transport=transport)
         self.state = comp.view
-        # (RunState.mover's complete(i, value): a closure, for speed)
-        self.complete = machine.mover()
+        # (RunState.mover's complete(i, value): a closure, for speed; no callback: no view)
+        self.complete = machine.mover(views=bool(comp.cbs))
         # (Only results that cross processes in shared memory are "large";
         # a process's batch holds a copy of each input it is sent.)
         self.planner = Planner(machine, limit=chunksize, learn=transport is not None,

@@ -185,14 +185,15 @@ class Crew:
         if machine is None or complete is None:
             return _STOPPED
         ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
-        wake, now, stats, short = self.wake, time.time, self.stats, self._short
+        wake, now, stats = self.wake, time.time, self.stats
         wid = threading.get_ident()
-        i, g, value, t0, t1, laned = -1, None, None, 0.0, 0.0, False
+        i, g, st, value, t0, t1, laned = -1, None, None, None, 0.0, 0.0, False
         while True:
             with lock:
                 if i >= 0:
                     self.running -= 1
-                    st = stats.get(g)
+                    if st is None:
+                        st = stats.get(g)  # (another worker may have timed one since)
                     if st is None:
                         stats[g] = [t1 - t0, 1, t1 - t0 < SHORT]
                     else:
@@ -211,16 +212,22 @@ class Crew:
                         return self._leave(_FINISHED, wid)
                 if self.stopped or not ready:
                     return self._leave(_STOPPED if self.stopped else _IDLE, wid)
+                i = ready[-1]
+                spec = specs[i]
+                g = id(spec[1]) if spec[0] == CALL else spec_group(spec)
+                st = stats.get(g)  # (function -> [seconds, tasks, short])
                 # The short lane: one worker at a time runs short tasks.
-                if short(specs[ready[-1]]):
+                if st is not None and st[2]:
                     if self.lane != wid:
                         if self.lane is not None:
                             return _IDLE  # (its holder takes them)
                         self.lane = wid
-                elif self.lane == wid:
-                    self.lane = None
-                laned = self.lane == wid
-                i = ready.pop()
+                    laned = True
+                else:
+                    if self.lane == wid:
+                        self.lane = None
+                    laned = False
+                ready.pop()
                 if status[i] != READY:
                     raise InvalidStateError(f"task {machine.keys[i]!r} taken twice")
                 status[i] = RUNNING
@@ -230,13 +237,15 @@ class Crew:
                     # runs short tasks: it gives up the lane when it reaches
                     # a long one, and wakes them then.)
                     wake.notify(len(ready))
-                spec = specs[i]
-                g = id(spec[1]) if spec[0] == CALL else spec_group(spec)
-            t0 = now()
-            if self.lane == wid:
+            if laned:
                 self.lane_ticks += 1  # (read by the waiting workers: see LANE_PATIENCE)
+            t0 = now()
             try:
-                value = execute(spec, cache)
+                if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
+                    args = spec[2]
+                    value = spec[1](cache[args[0]], cache[args[1]])
+                else:
+                    value = execute(spec, cache)
             except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
                 with lock:
                     self.running -= 1
