@@ -22,9 +22,8 @@ A worker (a thread or a process, ``runtime.run_batch``) hands the scheduler
 lists of records as tasks end.  Each record is a **plain tuple** laid out as
 :class:`Record`; the classes here name the fields, but the hot path never
 builds an instance: a tuple is made once per task and pickles small (a
-NamedTuple instance costs about seven times as much to build and eight
-times as much to pickle and unpickle).  Read them by unpacking, or name
-them with ``Record._make(r)``.
+NamedTuple instance costs several times as much to build and to pickle).
+Read them by unpacking, or name them with ``Record._make(r)``.
 
 A record with ``ok`` None is not a task's end:
 

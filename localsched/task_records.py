@@ -1,17 +1,18 @@
 """A run's task records, kept by column (``state.outcome.records``).
 
 While a callback asks for them (``Needs.records``) a run keeps one record
-per finished task: :class:`~localsched.view.TaskRecord`'s fields ``(key,
+per finished task: :class:`~localsched.records_wire.TaskRecord`'s fields ``(key,
 start, end, worker_id, freed, transfer, probe, activities, nbytes)``.  A
 long run has hundreds of thousands of them, so how they are kept is part of
 the scheduler's hot path.  A tuple per task is an object the garbage
 collector tracks, and a kept one makes its young collections come more
-often (a quarter more over a run) -- that cost more than building it.  So a
+often -- that cost more than building it.  So a
 record is kept as plain values instead, with nothing per task for the
 collector:
 
-- ``rows``: one flat list, five entries per record: key (the graph's own
-  object), start, end, worker id, how many keys its end freed;
+- ``rows``: one flat list, ``ROW_WIDTH`` entries per record
+  (``records_wire``'s ``ROW_*``): key (the graph's own object), start,
+  end, worker id, how many keys its end freed;
 - ``freed``: every record's freed keys, one after another (a reader turns
   the counts into offsets, kept in an array as far as it has read);
 - ``measured`` (measured runs): each task's probe, as the worker made it:
