@@ -183,10 +183,10 @@ def test_shared_memory_sits_between_the_pool_and_the_platform():
     """Imports run ``_pool -> _shm -> _platform``, never back: the shared
     memory package knows nothing of the process pool or the scheduler, and
     the platform nothing of either (issue #35).  The users' settings
-    (``settings``) are a leaf beside the platform: read from anywhere,
-    importing nothing of localsched."""
+    (``settings``) and the fork mechanism (``forking``) are leaves beside
+    the platform: used from anywhere, importing nothing of localsched."""
     graph = import_graph()
-    leaves = ("localsched._platform", "localsched.settings")
+    leaves = ("localsched._platform", "localsched.settings", "localsched.forking")
     wrong = []
     for module, imported in graph.items():
         for target in imported:
