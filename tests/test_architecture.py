@@ -183,11 +183,13 @@ def test_shared_memory_sits_between_the_pool_and_the_platform():
     """Imports run ``_pool -> _shm -> _platform``, never back: the shared
     memory package knows nothing of the process pool or the scheduler, and
     the platform nothing of either (issue #35).  The users' settings
-    (``settings``) are a leaf beside the platform: read from anywhere,
-    importing nothing of localsched; so are the records' layouts
-    (``records_wire``), which shared memory reads records by."""
+    (``settings``) and the fork mechanism (``forking``) are leaves beside
+    the platform: used from anywhere, importing nothing of localsched; so
+    are the records' layouts (``records_wire``), which shared memory reads
+    records by."""
     graph = import_graph()
-    leaves = ("localsched._platform", "localsched.settings", "localsched.records_wire")
+    leaves = ("localsched._platform", "localsched.settings", "localsched.forking",
+              "localsched.records_wire")
     wrong = []
     for module, imported in graph.items():
         for target in imported:
