@@ -22,10 +22,16 @@ The rules and their thresholds (module constants, tested on both sides):
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
     inputs is taken out (that is ``transfer``).  Seconds: those over the
-    workers, at most those computations' wall time (with their
-    preparation) beyond their work.  Fix: about
-    ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
-    sizes were measured).
+    workers, less those the fix leaves (one hand-off in ``factor``), at
+    most those computations' wall time (with their preparation) beyond
+    their work.  Fix: about ``TARGET_TASK`` (100 ms) of work per task (as
+    chunk bytes where result sizes were measured) -- but bigger tasks need
+    fewer chunks, and the ``factor`` leaves at least ``CHUNKS_PER_WORKER``
+    (2) of the sources' chunks (the inputless tasks of the group most
+    time went to) and of the group's tasks a worker: no finding where it
+    is below 2 (tiny tasks split from chunks already that few, as a
+    groupby's shuffle makes: the only bigger chunk is the whole, which
+    leaves workers idle).
 ``gil``
     On threads with at least 2 workers, the sampler says Python code held
     the GIL: it needs the GIL to look, so such code delays its looks, while
@@ -120,6 +126,7 @@ MIN_SECONDS = 0.05
 OVERHEAD_SHARE = 0.25
 SHORT_TASK = 0.010
 TARGET_TASK = 0.100
+CHUNKS_PER_WORKER = 2
 GIL_STRETCH = 1.8
 GIL_MIN_SAMPLES = 20
 GIL_ON_TIME = 0.15
@@ -179,6 +186,7 @@ def _overhead(f: Facts) -> list:
     gaps = busy = 0.0
     tasks = 0
     ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
+    judged = []
     for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
         n = comp.worker_count()
         spent = handoffs + preparation * n
@@ -188,6 +196,7 @@ def _overhead(f: Facts) -> list:
         if spent >= OVERHEAD_SHARE * (spent + worked):
             gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
             ceiling += max(0.0, comp.finished - comp.started + preparation - worked / n)
+            judged.append(comp)
     if gaps < MIN_SECONDS:
         return []
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
@@ -198,15 +207,19 @@ def _overhead(f: Facts) -> list:
     groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
     g0, s0 = short[0]
     per_task = gaps / max(1, tasks)
-    factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
+    # (bigger tasks come from fewer chunks: at most as many fewer as leaves
+    # CHUNKS_PER_WORKER of the sources' chunks, and of this group's tasks, a worker)
+    chunks = min(s0.tasks, _chunks(judged) if judged else s0.tasks)
+    most = chunks // (CHUNKS_PER_WORKER * f.workers)
+    factor = min(max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6)))), most)
+    saved = min(gaps * (1 - 1 / max(factor, 1)) / f.workers, ceiling)
+    if factor < 2 or saved < MIN_SECONDS / f.workers:
+        return []  # (the chunks are as few as the workers allow: no fix gains)
     size = f.size(g0)
     if size is not None and size >= 64e3:
-        # (never more than the whole array: all of the group's results)
-        whole = size * s0.tasks
-        factor = min(factor, s0.tasks)
         how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
-               f"{_mb(min(size * factor, 256e6, whole))} instead of {_mb(size)} (the "
-               f"whole: {_mb(whole)})")
+               f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)} (the "
+               f"whole: {_mb(size * s0.tasks)})")
     else:
         how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
                "chunks or partitions; a bag's items batched; small steps fused)")
@@ -216,8 +229,24 @@ def _overhead(f: Facts) -> list:
         f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
         f"{format_seconds(per_task)} of overhead per task{_where(f, g0)}.",
-        min(gaps / f.workers, ceiling), groups,
+        saved, groups,
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
+
+
+def _chunks(comps: list) -> int:
+    """The chunks the work comes from: the tasks, without inputs, of the
+    group that spent the most time in such tasks (an array's chunks, a
+    bag's or a dataframe's partitions)."""
+    count: dict = {}
+    spent: dict = {}
+    for comp in comps:
+        durations = comp.durations
+        for i, deps in enumerate(comp.deps):
+            if not deps:
+                g = _group(comp.keys[i])
+                count[g] = count.get(g, 0) + 1
+                spent[g] = spent.get(g, 0.0) + durations[i]
+    return count[max(spent, key=spent.__getitem__)] if spent else 0
 
 
 def _sample_interval(f: Facts) -> float | None:
