@@ -330,3 +330,22 @@ def test_the_gil_claim_never_exceeds_what_processes_could_save_of_the_tasks_cpu(
     f = kinds(run)["gil"]
     assert f.seconds == pytest.approx(0.25)
 
+
+
+# -- what a process pool would pickle: the graph's literal inputs --------------------
+
+def test_a_graphs_literal_inputs_are_sized_deep_and_kept_in_the_saved_run(tmp_path):
+    import localsched
+    from localsched.diagnostics import load_json
+    from localsched.diagnostics.report import performance_report
+
+    dicts = [{"id": i, "tags": ["a", "b"]} for i in range(4000)]
+    dsk = {"records": dicts, ("count", 0): (len, "records"), ("count", 1): (len, dicts)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, [("count", 0), ("count", 1)])
+    objects, size = report.data.graphs[0].inputs["count"]
+    # (4,000 dicts of 2 keys and a list of 2: some 28,000 objects a task, read
+    # as a data key or carried in its arguments; not the list's 32 kB shell)
+    assert 20_000 <= objects <= 40_000 and size > 100_000
+    report.data.save_json(tmp_path / "run.json")
+    assert load_json(tmp_path / "run.json").graphs[0].inputs == {"count": [objects, size]}

@@ -31,7 +31,9 @@ The rules and their thresholds (module constants, tested on both sides):
     time went to) and of the group's tasks a worker: no finding where it
     is below 2 (tiny tasks split from chunks already that few, as a
     groupby's shuffle makes: the only bigger chunk is the whole, which
-    leaves workers idle).
+    leaves workers idle).  Nor on threads where tasks of other groups,
+    holding half the task time, were ``causes.gil_bound``: the hand-offs
+    waited for the GIL they held.
 ``gil``
     On threads with at least 2 workers, the sampler says Python code held
     the GIL: it needs the GIL to look, so such code delays its looks, while
@@ -50,7 +52,11 @@ The rules and their thresholds (module constants, tested on both sides):
     80 % of their time on CPU.  Seconds: the group's non-CPU task time
     (without fine metrics, its time beyond one task at a time) over the
     workers, and never more than processes could save of its CPU time
-    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).
+    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).  Fix:
+    localsched's processes, unless pickling what would cross -- results,
+    their inputs, the graph's literal inputs (``GraphData.inputs``), at
+    ``PICKLE_OBJECT`` a Python object and ``PICKLE_RATE`` bytes a second --
+    costs half what they save: then only the GIL-free rewrite.
 ``memory``
     The bytes held at the peak (``memory.memory_peak``) are at least
     ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
@@ -202,6 +208,9 @@ def _overhead(f: Facts) -> list:
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
     if not short:
         return []
+    held = causes.gil_bound(f) - {g for g, _ in short}
+    if sum(f.stats[g].total for g in held if g in f.stats) >= 0.5 * f.busy:
+        return []  # (the hand-offs waited for the GIL that other tasks held: gil's matter)
     short.sort(key=lambda gs: -gs[1].tasks)
     many = sum(s.tasks for _, s in short)
     groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
@@ -306,42 +315,62 @@ def _gil(f: Facts) -> list:
     return out
 
 
-#: Bytes a second that cross between processes, of the sizes measured: a
-#: Python container's size is measured shallow (a list of 10,000 dicts:
-#: 85 kB, pickled 429 kB), and such objects pickle at some 50 MB/s.
-PICKLE_RATE = 10e6
+#: Pickling over and back between processes: per Python object met (a
+#: bag's 120,000 dicts, 1.6 million objects: 1.6-2.6 s here) and per byte
+#: of flat payload (strings, buffers; arrays travel in shared memory).
+PICKLE_OBJECT = 0.5e-6
+PICKLE_RATE = 500e6
 
 
-def _crossing(f: Facts, g) -> float | None:
-    """Bytes of the results of ``g``'s tasks and of their inputs (their
-    dependencies' results), as measured; None where sizes were not."""
-    if f.run.cache_metric not in ("bytes", "nbytes"):
+def _crossing(f: Facts, g) -> tuple | None:
+    """``(bytes, seconds of pickling)`` of what ``g``'s tasks would move to
+    and from worker processes: their results and their inputs (their
+    dependencies' results, as measured; the literal inputs the graph holds,
+    ``GraphData.inputs``); None where neither was measured."""
+    objects = size = 0.0
+    measured = False
+    tasks = f.stats[g].tasks if g in f.stats else 0
+    for graph in f.run.graphs:
+        inputs = getattr(graph, "inputs", None)
+        if isinstance(inputs, dict) and g in inputs:
+            measured = True
+            o, b = inputs[g]
+            objects, size = objects + o * tasks, size + b * tasks
+            break  # (one graph's average per task stands for the group)
+    if f.run.cache_metric in ("bytes", "nbytes"):
+        sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
+        if sizes:
+            measured = True
+            size += _result_bytes(f, g, sizes)
+    if not measured:
         return None
-    sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
-    if not sizes:
-        return None
+    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE
+
+
+def _result_bytes(f: Facts, g, sizes: dict) -> float:
+    """Bytes of the results of ``g``'s tasks and of their inputs' results."""
+    if not f.comps:
+        return sum(v for k, v in sizes.items() if _group(k) == g)
     total = 0.0
-    for comp in f.comps or ():
+    for comp in f.comps:
         keys = comp.keys
         for i, k in enumerate(keys):
             if _group(k) == g:
                 total += sizes.get(k, 0.0) + sum(sizes.get(keys[j], 0.0) for j in comp.deps[i])
-    if not f.comps:
-        total = sum(v for k, v in sizes.items() if _group(k) == g)
     return total
 
 
 def _gil_fix(f: Facts, g, saved: float) -> str:
-    """Processes where the bytes that would cross them cost less than they
+    """Processes where what would cross between them costs less than they
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
     crossing = _crossing(f, g)
-    if crossing is not None and crossing / PICKLE_RATE >= 0.5 * saved:
-        return (f"{rewrite}: processes would not pay here, {_mb(crossing)} of results and "
+    if crossing is not None and crossing[1] >= 0.5 * saved:
+        return (f"{rewrite}: processes would not pay here, {_mb(crossing[0])} of results and "
                 f"inputs would cross between them (about "
-                f"{format_seconds(crossing / PICKLE_RATE)} of pickling).")
-    moved = (f" ({_mb(crossing)} of results and inputs would cross)"
+                f"{format_seconds(crossing[1])} of pickling).")
+    moved = (f" ({_mb(crossing[0])} of results and inputs would cross)"
              if crossing is not None else "")
     return (f"run it on localsched's processes: compute(..., "
             f"scheduler=localsched.multiprocessing.get){moved}, or {rewrite}.")
