@@ -306,3 +306,44 @@ def test_a_bag_of_dicts_held_by_the_gil_is_not_sent_to_processes_that_pickle_it(
     assert "multiprocessing" not in found["gil"].fix, found["gil"].fix
     assert "pickling" in found["gil"].fix
     assert "idle" not in found and "overhead" not in found, [str(f) for f in run.findings()]
+
+
+def group_stats(g):
+    import pandas as pd
+
+    return pd.Series({"mean": g["x"].mean(), "spread": g["y"].max() - g["y"].min()})
+
+
+def grouped_apply(partitions: int):
+    """A dataframe groupby-apply (real pandas via dask.dataframe, the tasks
+    shuffle), 24,000 rows in ``partitions``, recorded on 2 threads."""
+    import dask
+    import pandas as pd
+
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(0)
+    n = 24_000
+    frame = pd.DataFrame({"key": rng.integers(0, 50, n), "x": rng.random(n),
+                          "y": rng.random(n)})
+    df = dd.from_pandas(frame, npartitions=partitions)
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}), \
+            performance_report(None, samples=True) as report:
+        df.groupby("key").apply(group_stats, meta={"mean": "f8", "spread": "f8"}).compute(
+            scheduler=localsched.get, num_workers=2)
+    return report.data
+
+
+def test_a_dataframe_groupby_apply_of_well_shaped_partitions_raises_no_false_alarm():
+    run = grouped_apply(4)
+    found = {f.kind: f for f in run.findings()}
+    assert not ({"transfer", "blas"} | HELD_BACK) & set(found), [str(f) for f in run.findings()]
+    assert "overhead" not in verdicts(run), [str(f) for f in run.findings()]
+
+
+def test_a_dataframe_groupby_apply_of_tiny_partitions_is_told_to_use_fewer():
+    # (24 partitions of 1,000 rows: the shuffle's ~500 tasks of microseconds,
+    # each a hand-off; the fix names the partitions, keeping 2 a worker)
+    run = grouped_apply(24)
+    found = verdicts(run)
+    assert "overhead" in found, [str(f) for f in run.findings()]
+    assert "the 24 chunks or partitions of 'frompandas' as about 4" in found["overhead"].fix

@@ -27,8 +27,8 @@ The rules and their thresholds (module constants, tested on both sides):
     their work.  Fix: about ``TARGET_TASK`` (100 ms) of work per task (as
     chunk bytes where result sizes were measured) -- but bigger tasks need
     fewer chunks, and the ``factor`` leaves at least ``CHUNKS_PER_WORKER``
-    (2) of the sources' chunks (the inputless tasks of the group most
-    time went to) and of the group's tasks a worker: no finding where it
+    (2) of the sources' chunks (the inputless tasks of the group with
+    most of them) and of the group's tasks a worker: no finding where it
     is below 2 (tiny tasks split from chunks already that few, as a
     groupby's shuffle makes: the only bigger chunk is the whole, which
     leaves workers idle).  Nor on threads where tasks of other groups,
@@ -218,8 +218,8 @@ def _overhead(f: Facts) -> list:
     per_task = gaps / max(1, tasks)
     # (bigger tasks come from fewer chunks: at most as many fewer as leaves
     # CHUNKS_PER_WORKER of the sources' chunks, and of this group's tasks, a worker)
-    chunks = min(s0.tasks, _chunks(judged) if judged else s0.tasks)
-    most = chunks // (CHUNKS_PER_WORKER * f.workers)
+    source, sources = _chunks(judged)
+    most = min(s0.tasks, sources or s0.tasks) // (CHUNKS_PER_WORKER * f.workers)
     factor = min(max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6)))), most)
     saved = min(gaps * (1 - 1 / max(factor, 1)) / f.workers, ceiling)
     if factor < 2 or saved < MIN_SECONDS / f.workers:
@@ -232,6 +232,9 @@ def _overhead(f: Facts) -> list:
     else:
         how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
                "chunks or partitions; a bag's items batched; small steps fused)")
+    if source is not None and sources >= 2 * factor:
+        how += (f": the {sources:,} chunks or partitions of '{source}' as about "
+                f"{sources // factor:,}")
     return [Finding(
         "overhead",
         f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
@@ -242,10 +245,11 @@ def _overhead(f: Facts) -> list:
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
 
 
-def _chunks(comps: list) -> int:
-    """The chunks the work comes from: the tasks, without inputs, of the
-    group that spent the most time in such tasks (an array's chunks, a
-    bag's or a dataframe's partitions)."""
+def _chunks(comps: list) -> tuple:
+    """The chunks the work comes from: the tasks without inputs of the
+    group that has the most of them (then the most time in them): an
+    array's chunks, a bag's or a dataframe's partitions: ``(group, count)``,
+    ``(None, 0)`` for none."""
     count: dict = {}
     spent: dict = {}
     for comp in comps:
@@ -255,7 +259,10 @@ def _chunks(comps: list) -> int:
                 g = _group(comp.keys[i])
                 count[g] = count.get(g, 0) + 1
                 spent[g] = spent.get(g, 0.0) + durations[i]
-    return count[max(spent, key=spent.__getitem__)] if spent else 0
+    if not spent:
+        return None, 0
+    source = max(spent, key=lambda g: (count[g], spent[g]))
+    return source, count[source]
 
 
 def _sample_interval(f: Facts) -> float | None:
