@@ -205,7 +205,7 @@ def gil_bound(f: Facts) -> set:
     sampler waited for it (``meta["gil_waits"]``, where the system says how
     long it waited for a CPU) at ``GIL_BOUND_SHARE`` (50 %) of at least
     ``GIL_BOUND_LOOKS`` (10) looks.  Their waits are no I/O (more threads
-    would not help), and the other tasks' hand-offs wait for the GIL too."""
+    would not help)."""
     if f.kind != "threads":
         return set()
     waits = f.run.meta.get("gil_waits")

@@ -27,13 +27,11 @@ The rules and their thresholds (module constants, tested on both sides):
     their work.  Fix: about ``TARGET_TASK`` (100 ms) of work per task (as
     chunk bytes where result sizes were measured) -- but bigger tasks need
     fewer chunks, and the ``factor`` leaves at least ``CHUNKS_PER_WORKER``
-    (2) of the sources' chunks (the inputless tasks of the group with
-    most of them) and of the group's tasks a worker: no finding where it
+    (2) of the sources' chunks (``_chunks``: the inputless tasks of the
+    data-holding group with most of them) and of the group's tasks a worker: no finding where it
     is below 2 (tiny tasks split from chunks already that few, as a
     groupby's shuffle makes: the only bigger chunk is the whole, which
-    leaves workers idle).  Nor on threads where tasks of other groups,
-    holding half the task time, were ``causes.gil_bound``: the hand-offs
-    waited for the GIL they held.
+    leaves workers idle).
 ``gil``
     On threads with at least 2 workers, the sampler says Python code held
     the GIL: it needs the GIL to look, so such code delays its looks, while
@@ -133,6 +131,7 @@ OVERHEAD_SHARE = 0.25
 SHORT_TASK = 0.010
 TARGET_TASK = 0.100
 CHUNKS_PER_WORKER = 2
+SOURCE_SHARE = 0.1
 GIL_STRETCH = 1.8
 GIL_MIN_SAMPLES = 20
 GIL_ON_TIME = 0.15
@@ -208,9 +207,6 @@ def _overhead(f: Facts) -> list:
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
     if not short:
         return []
-    held = causes.gil_bound(f) - {g for g, _ in short}
-    if sum(f.stats[g].total for g in held if g in f.stats) >= 0.5 * f.busy:
-        return []  # (the hand-offs waited for the GIL that other tasks held: gil's matter)
     short.sort(key=lambda gs: -gs[1].tasks)
     many = sum(s.tasks for _, s in short)
     groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
@@ -218,7 +214,7 @@ def _overhead(f: Facts) -> list:
     per_task = gaps / max(1, tasks)
     # (bigger tasks come from fewer chunks: at most as many fewer as leaves
     # CHUNKS_PER_WORKER of the sources' chunks, and of this group's tasks, a worker)
-    source, sources = _chunks(judged)
+    source, sources = _chunks(f, judged)
     most = min(s0.tasks, sources or s0.tasks) // (CHUNKS_PER_WORKER * f.workers)
     factor = min(max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6)))), most)
     saved = min(gaps * (1 - 1 / max(factor, 1)) / f.workers, ceiling)
@@ -245,11 +241,13 @@ def _overhead(f: Facts) -> list:
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
 
 
-def _chunks(comps: list) -> tuple:
-    """The chunks the work comes from: the tasks without inputs of the
-    group that has the most of them (then the most time in them): an
-    array's chunks, a bag's or a dataframe's partitions: ``(group, count)``,
-    ``(None, 0)`` for none."""
+def _chunks(f: Facts, comps: list) -> tuple:
+    """The chunks the work comes from: ``(group, count)`` of the tasks
+    without inputs of the group that has the most of them, among the groups
+    of such tasks that hold data -- at least ``SOURCE_SHARE`` (10 %) of the
+    largest one's result bytes (where measured; else of its time): an
+    array's chunks, a dataframe's partitions, not the index arrays of a
+    shuffle or coordinates.  ``(None, 0)`` for none."""
     count: dict = {}
     spent: dict = {}
     for comp in comps:
@@ -259,9 +257,16 @@ def _chunks(comps: list) -> tuple:
                 g = _group(comp.keys[i])
                 count[g] = count.get(g, 0) + 1
                 spent[g] = spent.get(g, 0.0) + durations[i]
-    if not spent:
+    if not count:
         return None, 0
-    source = max(spent, key=lambda g: (count[g], spent[g]))
+    sizes = {g: f.size(g) for g in count}
+    if all(v is not None for v in sizes.values()):
+        weight = {g: (sizes[g] or 0.0) * count[g] for g in count}
+    else:
+        weight = spent
+    heaviest = max(weight.values())
+    sources = [g for g in count if weight[g] >= SOURCE_SHARE * heaviest]
+    source = max(sources, key=lambda g: (count[g], weight[g]))
     return source, count[source]
 
 
