@@ -123,8 +123,31 @@ def threads():
          t.wall(after))
 
 
+def start_up():
+    import tempfile
+    import textwrap
+
+    folder = tempfile.mkdtemp()
+    with open(os.path.join(folder, "cold_udfs.py"), "w") as f:
+        f.write(textwrap.dedent(t.COLD_MODULE))
+    sys.path.insert(0, folder)
+    import cold_udfs
+
+    pool = lmp.ProcessPool(2)
+    try:
+        dsk = {("score", i): (cold_udfs.score, i) for i in range(8)}
+        run = recorded(lmp.get, dsk, list(dsk), num_workers=2, pool=pool)
+        # (the fix: the pool, started once, reused by the script's next computation)
+        after = recorded(lmp.get, dsk, list(dsk), num_workers=2, pool=pool)
+    finally:
+        pool.shutdown()
+    show("start-up: a cold pool importing pandas, then the same pool again", run,
+         "start-up", t.wall(run), t.wall(after))
+
+
 EXAMPLES = {"overhead": overhead, "gil": gil, "bag": bag, "dataframe": dataframe,
-            "xarray": xarray, "straggler": straggler, "threads": threads}
+            "xarray": xarray, "straggler": straggler, "threads": threads,
+            "start-up": start_up}
 
 
 if __name__ == "__main__":
