@@ -349,3 +349,18 @@ def test_a_graphs_literal_inputs_are_sized_deep_and_kept_in_the_saved_run(tmp_pa
     assert 20_000 <= objects <= 40_000 and size > 100_000
     report.data.save_json(tmp_path / "run.json")
     assert load_json(tmp_path / "run.json").graphs[0].inputs == {"count": [objects, size]}
+
+
+@pytest.mark.parametrize("inputs", ["many", {"g": [1]}, {"g": [-1, 5]}, {"g": ["1", 5]}])
+def test_a_saved_runs_malformed_graph_inputs_are_one_clear_error(tmp_path, inputs):
+    import json
+
+    from localsched.diagnostics import load_json
+
+    run = independent([TaskData(("part", 0), None, 0.0, 1.0, 1)])
+    run.save_json(tmp_path / "run.json")
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["graphs"][0]["inputs"] = inputs
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="inputs"):
+        load_json(tmp_path / "run.json")
