@@ -59,7 +59,8 @@ pandas only by ``to_pandas()``.
   ``metrics`` (FineMetrics), ``sampler``, ``progress`` (its display in
   ``progress_view``, the snapshot it draws, ``progress_text`` and
   ``progress_widget``), on ``collector`` and ``records`` (the plain
-  NamedTuple records everything else reads).
+  NamedTuple records everything else reads); ``literals`` sizes the data a
+  graph carries (what a process pool would pickle) for ``profile``.
 * Names: ``naming`` -- a key's task group (``localsched.utils.key_split``,
   dask's rule), worker rows, durations, task reprs -- so every output says
   the same.

@@ -140,7 +140,8 @@ def encode_run(run) -> dict:
     out["graphs"] = [{"keys": keys.codes(g.keys), "deps": [list(d) for d in g.deps],
                       "order": None if g.order is None else list(g.order),
                       "started": _float(g.started), "finished": _float(g.finished),
-                      "workers": g.workers, "submitted": _float(g.submitted)}
+                      "workers": g.workers, "submitted": _float(g.submitted),
+                      "inputs": getattr(g, "inputs", None)}
                      for g in getattr(run, "graphs", ())]
     out["budgets"] = encode_budgets(getattr(run, "budgets", []), keys.codes)
     out["keys"] = keys.values
@@ -217,7 +218,7 @@ def _graph(g: dict, keys: list) -> GraphData:
     return GraphData([keys[c] for c in g["keys"]], [tuple(d) for d in g["deps"]],
                      None if order is None else list(order), _unfloat(g.get("started")),
                      _unfloat(g.get("finished")), g.get("workers"),
-                     _unfloat(g.get("submitted")))
+                     _unfloat(g.get("submitted")), g.get("inputs"))
 
 
 def embedded_json(page: str, path) -> str:

@@ -27,6 +27,7 @@ from ..callbacks import Needs
 from ..view import TaskRecord, state_view
 from .budgets import snapshot
 from .collector import Collector, FinishedRun, LiveRun
+from .literals import graph_inputs
 from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
 from .summary import Summary, summarize
 
@@ -140,7 +141,8 @@ class Profiler(Collector):
         if graph is not None:
             keys, deps, order = graph
             self._graphs.append(GraphData(keys, deps, order, run.started, run.finished,
-                                          workers, submitted))
+                                          workers, submitted,
+                                          graph_inputs(dsk, keys, deps, order)))
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))

@@ -224,7 +224,9 @@ class GraphData(NamedTuple):
     and finish; ``workers``: how many workers it had (None: unknown);
     ``submitted``: when the caller handed the graph over (the ``start``
     hook; None: unknown), so ``started - submitted`` is the scheduler's
-    preparation.  The lists are the scheduler's own (never copied while
+    preparation; ``inputs``: ``{group: [objects, bytes]}`` of one task's
+    literal inputs on average (``literals.graph_inputs``: what a process
+    pool would pickle; None: not measured).  The lists are the scheduler's own (never copied while
     recording): nothing is added per task.
 
     >>> g = GraphData(['a', 'b'], [(), (0,)], [0, 1], 1.0, 2.0, 2)
@@ -239,3 +241,4 @@ class GraphData(NamedTuple):
     finished: float
     workers: int | None
     submitted: float | None = None
+    inputs: dict | None = None

@@ -13,7 +13,8 @@ computation (the layout: ``codec``), each with
   (the run order names each task once);
 * ``started``/``finished``: times, ``finished`` not before ``started``;
   ``submitted``: a time or null; ``workers``: a whole number from 0
-  (unknown) to ``MAX_WORKERS``, or null.
+  (unknown) to ``MAX_WORKERS``, or null; ``inputs`` (absent or null: not
+  measured): ``{group: [objects, bytes]}``, numbers finite and >= 0.
 
 So each analysis walks each position, dependency and run-order entry a
 bounded number of times: its cost is linear in the file's size (a repeated
@@ -66,12 +67,26 @@ def check_graphs(checker, data: dict, nkeys: int) -> None:
             raise checker.fail(f"{where}.finished", f"{finished!r} is before its start "
                                                     f"({started!r})")
         _time(checker, g, "submitted", where, nullable=True)
+        _inputs(checker, g.get("inputs"), f"{where}.inputs")
         workers = g.get("workers")
         if workers is not None and (type(workers) is not int
                                     or not 0 <= workers <= MAX_WORKERS):
             raise checker.fail(f"{where}.workers", f"expected a whole number from 0 to "
                                                    f"{MAX_WORKERS:,} or null, got "
                                                    f"{_shown(workers)}")
+
+
+def _inputs(checker, inputs, where: str) -> None:
+    """``{group: [objects, bytes]}`` or null (``literals.graph_inputs``)."""
+    if inputs is None:
+        return
+    if not isinstance(inputs, dict):
+        raise checker.fail(where, f"expected an object or null, got {_shown(inputs)}")
+    for group, pair in inputs.items():
+        if not (isinstance(pair, list) and len(pair) == 2 and all(
+                type(x) in (int, float) and math.isfinite(x) and x >= 0 for x in pair)):
+            raise checker.fail(f"{where}[{group!r}]", f"expected [objects, bytes] (numbers "
+                                                      f">= 0), got {_shown(pair)}")
 
 
 def _positions(checker, values, where: str, size: int, table: str, unique: bool,

@@ -118,6 +118,7 @@ def test_the_dashboard_reads_the_records_the_report_reads():
         log = dash.recorder.runs[-1]
         mine = run_data(log)
         theirs = RunData.from_profilers([prof])
+        theirs.meta.update(mine.meta)  # (the machine's load as the dashboard read it)
         assert mine.transfers and len(mine.transfers) == len(theirs.transfers)
         assert {(t.key, t.send_start, t.receive_end) for t in mine.transfers} == \
             {(t.key, t.send_start, t.receive_end) for t in theirs.transfers}
@@ -125,5 +126,33 @@ def test_the_dashboard_reads_the_records_the_report_reads():
         kinds = [(f.kind, f.groups) for f in mine.findings()]
         assert kinds == [(f.kind, f.groups) for f in theirs.findings()]
         assert [f["kind"] for f in dash.feed.findings.wait(log, 60)] == [k for k, _ in kinds]
+    finally:
+        dash.close()
+
+
+def test_the_dashboards_findings_read_the_machines_load_as_the_reports_do():
+    """Each dashboard run measures the machine's load and BLAS's threads as
+    a report does (``meta["load"]``, ``meta["blas"]``), so its findings say
+    when the machine was busy and hold back what the load makes untrue."""
+    from localsched.diagnostics.analysis import causes
+    from localsched.diagnostics.analysis.facts import Facts
+
+    dsk = {("part", i): (nap, i, 0.05) for i in range(4)}
+    dash = Dashboard(quiet=True)
+    try:
+        with dash:
+            get(dsk, list(dsk), num_workers=2)
+        log = dash.recorder.runs[-1]
+        run = run_data(log)
+        load = run.meta["load"]
+        assert set(load) >= {"cores", "seconds", "machine_cpu", "own_cpu", "native_cpu"}
+        assert 0 < load["seconds"] and load["cores"] >= 1
+        # (the same analysis of the same reading: other programs that took
+        # 80 % of the cores while it ran make it a busy machine's run)
+        log.load = dict(load, machine_cpu=load["own_cpu"] + 0.8 * load["cores"] *
+                        load["seconds"])
+        busy = run_data(log)
+        assert causes.is_busy(Facts(busy))
+        assert "busy" in [f["kind"] for f in dash.feed.findings.wait(log, 60)]
     finally:
         dash.close()

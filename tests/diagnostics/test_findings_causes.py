@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from localsched.diagnostics.analysis import replay, rules
+from localsched.diagnostics.analysis.facts import Facts
 from localsched.diagnostics.records import CacheData, GraphData, SampleData, TaskData
 from localsched.diagnostics.rundata import RunData
 
@@ -148,6 +149,55 @@ def test_the_chunk_fix_never_exceeds_the_array_and_says_both_sizes():
     assert "100 MB" not in f.fix
 
 
+def chunked_pipeline(chunks, chunk_seconds, pieces=60, piece=50e-6, gap=500e-6):
+    """An array pipeline on 2 workers as xarray's groupby makes one: each of
+    ``chunks`` source chunks (a task of ``chunk_seconds``), then ``pieces``
+    tiny tasks that split and reorder it (a shuffle, getitems), each after
+    a hand-off of ``gap`` -- as measured on a loaded machine (gaps of
+    0.1-6 ms between 45 us tasks)."""
+    tasks, deps = [], []
+    free = [0.0, 0.0]
+    for c in range(chunks):
+        w = c % 2
+        t = free[w]
+        tasks.append(TaskData(("random_sample", c), None, t, t + chunk_seconds, w))
+        root = len(deps)
+        deps.append(())
+        t += chunk_seconds
+        for j in range(pieces):
+            t += gap
+            tasks.append(TaskData(("shuffle-split", c, j), None, t, t + piece, w))
+            deps.append((root,))
+            t += piece
+        free[w] = t + gap
+    keys = [r.key for r in tasks]
+    hi = max(free)
+    graph = GraphData(keys, deps, list(range(len(keys))), 0.0, hi, 2)
+    run = RunData(tasks=tasks, graphs=[graph], walls=[(0.0, hi)])
+    run.cache = [CacheData(k, None, 96e3 if k[0] == "shuffle-split" else 5.3e6, 0.0, hi)
+                 for k in keys]
+    run.cache_metric = "bytes"
+    return run
+
+
+def test_tiny_tasks_split_from_two_chunks_a_worker_are_no_overhead_finding():
+    # (a whole-suite run found "852 tasks, median 68.9 us in 'shuffle-split'"
+    # on xarray's groupby of 4 chunks of 5 MB on 2 workers, and said "chunks
+    # of about 23 MB (the whole: 23 MB)": the one fix that serialises the run)
+    run = chunked_pipeline(chunks=4, chunk_seconds=0.020)
+    assert "overhead" not in kinds(run), [str(f) for f in run.findings()]
+
+
+def test_tiny_tasks_from_many_tiny_chunks_are_an_overhead_finding_that_keeps_chunks():
+    run = chunked_pipeline(chunks=200, chunk_seconds=0.0005, pieces=2)
+    f = kinds(run)["overhead"]
+    # (200 chunks on 2 workers: bigger chunks, but at least 2 a worker)
+    assert "about 50x more work" in f.fix, f.fix
+    # (what 50x fewer hand-offs save, over the 2 workers: not all of them)
+    gaps = sum(handoffs for handoffs, _, _ in Facts(run).overheads)
+    assert f.seconds <= gaps * (1 - 1 / 50) / 2 + 1e-9
+
+
 # -- idle: the caller's graph building, and sleeping I/O -----------------------------
 
 def caller_run(computations):
@@ -280,3 +330,37 @@ def test_the_gil_claim_never_exceeds_what_processes_could_save_of_the_tasks_cpu(
     f = kinds(run)["gil"]
     assert f.seconds == pytest.approx(0.25)
 
+
+
+# -- what a process pool would pickle: the graph's literal inputs --------------------
+
+def test_a_graphs_literal_inputs_are_sized_deep_and_kept_in_the_saved_run(tmp_path):
+    import localsched
+    from localsched.diagnostics import load_json
+    from localsched.diagnostics.report import performance_report
+
+    dicts = [{"id": i, "tags": ["a", "b"]} for i in range(4000)]
+    dsk = {"records": dicts, ("count", 0): (len, "records"), ("count", 1): (len, dicts)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, [("count", 0), ("count", 1)])
+    objects, size = report.data.graphs[0].inputs["count"]
+    # (4,000 dicts of 2 keys and a list of 2: some 28,000 objects a task, read
+    # as a data key or carried in its arguments; not the list's 32 kB shell)
+    assert 20_000 <= objects <= 40_000 and size > 100_000
+    report.data.save_json(tmp_path / "run.json")
+    assert load_json(tmp_path / "run.json").graphs[0].inputs == {"count": [objects, size]}
+
+
+@pytest.mark.parametrize("inputs", ["many", {"g": [1]}, {"g": [-1, 5]}, {"g": ["1", 5]}])
+def test_a_saved_runs_malformed_graph_inputs_are_one_clear_error(tmp_path, inputs):
+    import json
+
+    from localsched.diagnostics import load_json
+
+    run = independent([TaskData(("part", 0), None, 0.0, 1.0, 1)])
+    run.save_json(tmp_path / "run.json")
+    data = json.loads((tmp_path / "run.json").read_text())
+    data["graphs"][0]["inputs"] = inputs
+    (tmp_path / "run.json").write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="inputs"):
+        load_json(tmp_path / "run.json")

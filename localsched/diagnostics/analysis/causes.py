@@ -34,7 +34,8 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     over the workers.
 ``idle`` (more threads)
     On threads, on a machine not ``busy`` and without a ``blas`` finding
-    (waiting for a CPU looks like waiting for I/O), groups holding at
+    (waiting for a CPU looks like waiting for I/O), groups not
+    ``gil_bound`` (waiting for the GIL does too) holding at
     least half the task time spent at most
     ``IO_CPU_SHARE`` (20 %) of it on CPU (sleeping, waiting for I/O), and
     the what-if (``replay``) with more threads -- at most
@@ -50,7 +51,7 @@ from .facts import Facts
 from .finding import Finding, names, pct
 from .replay import what_if
 
-__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "HELD_BACK"]
+__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "gil_bound", "HELD_BACK"]
 
 MIN_SECONDS = 0.05
 BUSY_SHARE = 0.25
@@ -63,6 +64,8 @@ STARTUP_SHARE = 0.20
 IO_CPU_SHARE = 0.20
 IO_MAX_THREADS = 64
 IO_SAVING = 0.20
+GIL_BOUND_LOOKS = 10
+GIL_BOUND_SHARE = 0.5
 
 
 def _load(f: Facts) -> dict | None:
@@ -197,13 +200,36 @@ def start_up(f: Facts) -> list:
         "the GIL (NumPy, pandas, I/O), threads (scheduler=localsched.get) start nothing.")]
 
 
+def gil_bound(f: Facts) -> set:
+    """The groups whose tasks, on threads, mostly waited for the GIL: the
+    sampler waited for it (``meta["gil_waits"]``, where the system says how
+    long it waited for a CPU) at ``GIL_BOUND_SHARE`` (50 %) of at least
+    ``GIL_BOUND_LOOKS`` (10) looks.  Their waits are no I/O (more threads
+    would not help)."""
+    if f.kind != "threads":
+        return set()
+    waits = f.run.meta.get("gil_waits")
+    out = set()
+    for g, w in (waits.items() if isinstance(waits, dict) else ()):
+        try:
+            looks, contended = float(w[0]), float(w[1])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if looks >= GIL_BOUND_LOOKS and contended >= GIL_BOUND_SHARE * looks:
+            out.add(g)
+    return out
+
+
 def more_threads(f: Facts) -> list:
     # (on a busy machine, or with BLAS's threads fighting, tasks wait for a
-    # CPU, which looks like waiting for I/O: more threads would not help)
+    # CPU, which looks like waiting for I/O: more threads would not help;
+    # nor for tasks waiting for the GIL)
     if f.kind != "threads" or not f.comps or is_busy(f) or blas(f):
         return []
     shares = _cpu_shares(f)
-    waiting = {g: (c, n) for g, (c, n) in shares.items() if c <= IO_CPU_SHARE * (c + n)}
+    held = gil_bound(f)
+    waiting = {g: (c, n) for g, (c, n) in shares.items()
+               if c <= IO_CPU_SHARE * (c + n) and g not in held}
     spent = sum(c + n for c, n in waiting.values())
     if not waiting or spent < 0.5 * f.busy:
         return []

@@ -22,10 +22,16 @@ The rules and their thresholds (module constants, tested on both sides):
     ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
     than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
     inputs is taken out (that is ``transfer``).  Seconds: those over the
-    workers, at most those computations' wall time (with their
-    preparation) beyond their work.  Fix: about
-    ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
-    sizes were measured).
+    workers, less those the fix leaves (one hand-off in ``factor``), at
+    most those computations' wall time (with their preparation) beyond
+    their work.  Fix: about ``TARGET_TASK`` (100 ms) of work per task (as
+    chunk bytes where result sizes were measured) -- but bigger tasks need
+    fewer chunks, and the ``factor`` leaves at least ``CHUNKS_PER_WORKER``
+    (2) of the sources' chunks (``_chunks``: the inputless tasks of the
+    data-holding group with most of them) and of the group's tasks a worker: no finding where it
+    is below 2 (tiny tasks split from chunks already that few, as a
+    groupby's shuffle makes: the only bigger chunk is the whole, which
+    leaves workers idle).
 ``gil``
     On threads with at least 2 workers, the sampler says Python code held
     the GIL: it needs the GIL to look, so such code delays its looks, while
@@ -44,7 +50,11 @@ The rules and their thresholds (module constants, tested on both sides):
     80 % of their time on CPU.  Seconds: the group's non-CPU task time
     (without fine metrics, its time beyond one task at a time) over the
     workers, and never more than processes could save of its CPU time
-    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).
+    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).  Fix:
+    localsched's processes, unless pickling what would cross -- results,
+    their inputs, the graph's literal inputs (``GraphData.inputs``), at
+    ``PICKLE_OBJECT`` a Python object and ``PICKLE_RATE`` bytes a second --
+    costs half what they save: then only the GIL-free rewrite.
 ``memory``
     The bytes held at the peak (``memory.memory_peak``) are at least
     ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
@@ -120,6 +130,8 @@ MIN_SECONDS = 0.05
 OVERHEAD_SHARE = 0.25
 SHORT_TASK = 0.010
 TARGET_TASK = 0.100
+CHUNKS_PER_WORKER = 2
+SOURCE_SHARE = 0.1
 GIL_STRETCH = 1.8
 GIL_MIN_SAMPLES = 20
 GIL_ON_TIME = 0.15
@@ -179,6 +191,7 @@ def _overhead(f: Facts) -> list:
     gaps = busy = 0.0
     tasks = 0
     ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
+    judged = []
     for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
         n = comp.worker_count()
         spent = handoffs + preparation * n
@@ -188,6 +201,7 @@ def _overhead(f: Facts) -> list:
         if spent >= OVERHEAD_SHARE * (spent + worked):
             gaps, busy, tasks = gaps + spent, busy + worked, tasks + len(comp.keys)
             ceiling += max(0.0, comp.finished - comp.started + preparation - worked / n)
+            judged.append(comp)
     if gaps < MIN_SECONDS:
         return []
     short = [(g, s) for g, s in f.stats.items() if s.median < SHORT_TASK]
@@ -198,26 +212,62 @@ def _overhead(f: Facts) -> list:
     groups = [g for g, s in short[:3] if s.tasks >= 0.1 * many]
     g0, s0 = short[0]
     per_task = gaps / max(1, tasks)
-    factor = max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6))))
+    # (bigger tasks come from fewer chunks: at most as many fewer as leaves
+    # CHUNKS_PER_WORKER of the sources' chunks, and of this group's tasks, a worker)
+    source, sources = _chunks(f, judged)
+    most = min(s0.tasks, sources or s0.tasks) // (CHUNKS_PER_WORKER * f.workers)
+    factor = min(max(2, min(10_000, math.ceil(TARGET_TASK / max(s0.median, 1e-6)))), most)
+    saved = min(gaps * (1 - 1 / max(factor, 1)) / f.workers, ceiling)
+    if factor < 2 or saved < MIN_SECONDS / f.workers:
+        return []  # (the chunks are as few as the workers allow: no fix gains)
     size = f.size(g0)
     if size is not None and size >= 64e3:
-        # (never more than the whole array: all of the group's results)
-        whole = size * s0.tasks
-        factor = min(factor, s0.tasks)
         how = (f"make each task of '{g0}' do about {factor:,}x more work: chunks of about "
-               f"{_mb(min(size * factor, 256e6, whole))} instead of {_mb(size)} (the "
-               f"whole: {_mb(whole)})")
+               f"{_mb(min(size * factor, 256e6))} instead of {_mb(size)} (the "
+               f"whole: {_mb(size * s0.tasks)})")
     else:
         how = (f"make each task of '{g0}' do about {factor:,}x more work (fewer, larger "
                "chunks or partitions; a bag's items batched; small steps fused)")
+    if source is not None and sources >= 2 * factor:
+        how += (f": the {sources:,} chunks or partitions of '{source}' as about "
+                f"{sources // factor:,}")
     return [Finding(
         "overhead",
         f"Scheduling and hand-offs took {format_seconds(gaps)} of worker time "
         f"({_pct(gaps, gaps + busy)} of it): {tasks:,} tasks, a median "
         f"{format_seconds(s0.median)} each in {_names(groups)}, against about "
         f"{format_seconds(per_task)} of overhead per task{_where(f, g0)}.",
-        min(gaps / f.workers, ceiling), groups,
+        saved, groups,
         how + f", so that a task takes ~{format_seconds(TARGET_TASK)}.")]
+
+
+def _chunks(f: Facts, comps: list) -> tuple:
+    """The chunks the work comes from: ``(group, count)`` of the tasks
+    without inputs of the group that has the most of them, among the groups
+    of such tasks that hold data -- at least ``SOURCE_SHARE`` (10 %) of the
+    largest one's result bytes (where measured; else of its time): an
+    array's chunks, a dataframe's partitions, not the index arrays of a
+    shuffle or coordinates.  ``(None, 0)`` for none."""
+    count: dict = {}
+    spent: dict = {}
+    for comp in comps:
+        durations = comp.durations
+        for i, deps in enumerate(comp.deps):
+            if not deps:
+                g = _group(comp.keys[i])
+                count[g] = count.get(g, 0) + 1
+                spent[g] = spent.get(g, 0.0) + durations[i]
+    if not count:
+        return None, 0
+    sizes = {g: f.size(g) for g in count}
+    if all(v is not None for v in sizes.values()):
+        weight = {g: (sizes[g] or 0.0) * count[g] for g in count}
+    else:
+        weight = spent
+    heaviest = max(weight.values())
+    sources = [g for g in count if weight[g] >= SOURCE_SHARE * heaviest]
+    source = max(sources, key=lambda g: (count[g], weight[g]))
+    return source, count[source]
 
 
 def _sample_interval(f: Facts) -> float | None:
@@ -277,42 +327,62 @@ def _gil(f: Facts) -> list:
     return out
 
 
-#: Bytes a second that cross between processes, of the sizes measured: a
-#: Python container's size is measured shallow (a list of 10,000 dicts:
-#: 85 kB, pickled 429 kB), and such objects pickle at some 50 MB/s.
-PICKLE_RATE = 10e6
+#: Pickling over and back between processes: per Python object met (a
+#: bag's 120,000 dicts, 1.6 million objects: 1.6-2.6 s here) and per byte
+#: of flat payload (strings, buffers; arrays travel in shared memory).
+PICKLE_OBJECT = 0.5e-6
+PICKLE_RATE = 500e6
 
 
-def _crossing(f: Facts, g) -> float | None:
-    """Bytes of the results of ``g``'s tasks and of their inputs (their
-    dependencies' results), as measured; None where sizes were not."""
-    if f.run.cache_metric not in ("bytes", "nbytes"):
+def _crossing(f: Facts, g) -> tuple | None:
+    """``(bytes, seconds of pickling)`` of what ``g``'s tasks would move to
+    and from worker processes: their results and their inputs (their
+    dependencies' results, as measured; the literal inputs the graph holds,
+    ``GraphData.inputs``); None where neither was measured."""
+    objects = size = 0.0
+    measured = False
+    tasks = f.stats[g].tasks if g in f.stats else 0
+    for graph in f.run.graphs:
+        inputs = getattr(graph, "inputs", None)
+        if isinstance(inputs, dict) and g in inputs:
+            measured = True
+            o, b = inputs[g]
+            objects, size = objects + o * tasks, size + b * tasks
+            break  # (one graph's average per task stands for the group)
+    if f.run.cache_metric in ("bytes", "nbytes"):
+        sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
+        if sizes:
+            measured = True
+            size += _result_bytes(f, g, sizes)
+    if not measured:
         return None
-    sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
-    if not sizes:
-        return None
+    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE
+
+
+def _result_bytes(f: Facts, g, sizes: dict) -> float:
+    """Bytes of the results of ``g``'s tasks and of their inputs' results."""
+    if not f.comps:
+        return sum(v for k, v in sizes.items() if _group(k) == g)
     total = 0.0
-    for comp in f.comps or ():
+    for comp in f.comps:
         keys = comp.keys
         for i, k in enumerate(keys):
             if _group(k) == g:
                 total += sizes.get(k, 0.0) + sum(sizes.get(keys[j], 0.0) for j in comp.deps[i])
-    if not f.comps:
-        total = sum(v for k, v in sizes.items() if _group(k) == g)
     return total
 
 
 def _gil_fix(f: Facts, g, saved: float) -> str:
-    """Processes where the bytes that would cross them cost less than they
+    """Processes where what would cross between them costs less than they
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
     crossing = _crossing(f, g)
-    if crossing is not None and crossing / PICKLE_RATE >= 0.5 * saved:
-        return (f"{rewrite}: processes would not pay here, {_mb(crossing)} of results and "
+    if crossing is not None and crossing[1] >= 0.5 * saved:
+        return (f"{rewrite}: processes would not pay here, {_mb(crossing[0])} of results and "
                 f"inputs would cross between them (about "
-                f"{format_seconds(crossing / PICKLE_RATE)} of pickling).")
-    moved = (f" ({_mb(crossing)} of results and inputs would cross)"
+                f"{format_seconds(crossing[1])} of pickling).")
+    moved = (f" ({_mb(crossing[0])} of results and inputs would cross)"
              if crossing is not None else "")
     return (f"run it on localsched's processes: compute(..., "
             f"scheduler=localsched.multiprocessing.get){moved}, or {rewrite}.")

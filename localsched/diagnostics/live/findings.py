@@ -7,8 +7,10 @@ per run off the server's event loop and shared by every page.
 tasks, their transfers on processes (a task record's ``transfer`` field:
 without them, inputs' travel reads as hand-off overhead), the failed
 tasks, the graph's dependencies with when it was handed over (the
-scheduler's preparation), the workers and the wall -- so the dashboard
-names the causes the report names.  ``Dashboard.run_data`` (the report of
+scheduler's preparation), the workers and the wall, and the machine's
+load and BLAS's threads while it ran (``meta["load"]``, ``meta["blas"]``:
+the ``busy`` and ``blas`` findings) -- so the dashboard names the causes
+the report names.  ``Dashboard.run_data`` (the report of
 what the dashboard recorded) is built of the same.
 
 ``FindingsCache`` computes them: a thread per finished run (started when a
@@ -71,8 +73,10 @@ def run_data(log, now: float | None = None):
                                 submitted if submitted is not None
                                 and submitted <= log.started else None))
     walls = [(log.started, finished)] if finished is not None else []
+    meta = {k: v for k, v in (("load", getattr(log, "load", None)),
+                              ("blas", getattr(log, "blas", None))) if v is not None}
     return RunData(tasks=tasks, failed=failed, transfers=transfers, graphs=graphs,
-                   walls=walls)
+                   walls=walls, meta=meta)
 
 
 def run_findings(log) -> list:

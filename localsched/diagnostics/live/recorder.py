@@ -56,6 +56,19 @@ def _nbytes(value: Any) -> int:
     return n if n >= 0 else -1
 
 
+def _meter() -> Any:
+    """A started ``LoadMeter`` (the findings' ``busy``), None without
+    psutil; it looks for worker processes only while a localsched process
+    pool is alive (the scan costs milliseconds a computation)."""
+    pools = getattr(sys.modules.get("localsched._pool.pool"), "_live_pools", None)
+    try:
+        from ..machine_load import LoadMeter
+
+        return LoadMeter(descendants=bool(pools)).start()
+    except (ImportError, OSError):
+        return None
+
+
 class RunLog:
     """One computation as the hooks saw it.
 
@@ -67,13 +80,15 @@ class RunLog:
     whose results its end released); at the finish,
     ``failed`` (``(key, start, end, worker_id, error)``), ``finished``,
     ``errored`` and ``graph`` (``(keys, deps, order)`` and the workers, for
-    the findings of the finished run; ``profile.graph_of``).  ``link``: the
+    the findings of the finished run; ``profile.graph_of``), ``load`` and
+    ``blas`` (the machine's load while it ran and BLAS's threads, as a
+    report measures them: ``machine_load``).  ``link``: the
     dask.distributed dashboard the run used.
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
                  "errored", "link", "dask_starts", "state", "measured", "_workers", "graph",
-                 "submitted", "memory")
+                 "submitted", "memory", "load", "blas", "_meter")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False):
@@ -92,6 +107,9 @@ class RunLog:
         self.graph: tuple | None = None
         self.submitted: float | None = None  # (when the caller handed the graph over)
         self.memory: Any = None  # (the BudgetRecord, kept at the finish)
+        self.load: dict | None = None  # (LoadMeter's reading, at the finish)
+        self.blas: dict | None = None
+        self._meter: Any = None
 
     def workers(self) -> int | None:
         """The workers the computation runs on (its scheduler's
@@ -165,6 +183,7 @@ class Recorder:
         view = state_view(state)
         log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory)
         log.submitted, self._submitted = self._submitted, None
+        log._meter = _meter()
         records = view.outcome.records
         if not self.measure_memory and records is not None:
             # localsched's run keeps every task's record (``Needs.records``):
@@ -226,5 +245,13 @@ class Recorder:
         view = state_view(state)
         log.graph = (view.task_graph(), view.outcome.extra.get("workers"))
         log.memory = view.outcome.memory
+        meter, log._meter = log._meter, None
+        if meter is not None:
+            from ..machine_load import blas_threads
+
+            log.load = meter.stop()
+            # (threadpoolctl takes milliseconds; a run this short has no
+            # blas finding: causes.MIN_SECONDS of waits)
+            log.blas = blas_threads() if log.load["seconds"] >= 0.05 else None
         log.finished = time.time()
         log.state = None  # (don't keep the graph and its results alive)
