@@ -46,8 +46,11 @@ never reads a spilled input).
 
 The real memory.  Sizes miss what tasks allocate while they run and what
 the allocator keeps; so every ``POLL`` seconds (not per task) the budget
-reads the process's RSS (on processes, its workers' too, and the bytes its
-shared-memory store holds), and spills against the larger of the two.
+reads the process's RSS (on processes, its own and its workers' private
+memory, and the bytes its shared-memory store holds: a segment mapped in a
+process counts once, a worker's imported libraries not at all), and spills
+against the larger of the two.  A worker hands back what its tasks freed
+after each job once the budget arms (``localsched.budget_worker``).
 """
 
 from __future__ import annotations
@@ -409,23 +412,27 @@ class Budget:
         return self._measured
 
     def _real_memory(self) -> int:
-        """This process's RSS (and its workers'), plus shared memory held."""
-        total = _self_rss()
-        if self.processes:
-            try:
-                import psutil
+        """This process's RSS; on processes, its own and its workers'
+        private memory (RSS less file and shared pages: the libraries a
+        worker imports are code the OS can page out, and segments mapped
+        from ``/dev/shm`` are counted once, as the bytes the store holds)."""
+        if not self.processes:
+            return _self_rss()
+        total = _self_private()
+        try:
+            import psutil
 
-                if self._proc is None:
-                    self._proc = psutil.Process()
-                for child in self._proc.children(recursive=True):
-                    try:
-                        total += child.memory_info().rss
-                    except psutil.Error:
-                        pass
-            except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
-                pass
-            total += budget_limits.shm_bytes_held()
-        return total
+            if self._proc is None:
+                self._proc = psutil.Process()
+            for child in self._proc.children(recursive=True):
+                try:
+                    m = child.memory_info()
+                    total += m.rss - getattr(m, "shared", 0)
+                except psutil.Error:
+                    pass
+        except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
+            pass
+        return total + budget_limits.shm_bytes_held()
 
     # -- spilling -------------------------------------------------------------------
 
@@ -557,6 +564,19 @@ def _self_rss() -> int:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
+
+
+def _self_private() -> int:
+    """This process's resident memory less its file and shared pages."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * _PAGE
+    except OSError:
+        import psutil
+
+        m = psutil.Process().memory_info()
+        return int(m.rss - getattr(m, "shared", 0))
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -59,6 +59,7 @@ from typing import Any
 
 from . import batching as _batching
 from .batching import Planner
+from .budget_worker import run_batch_trimmed
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
@@ -284,7 +285,10 @@ class PoolLoop:
                                   settings.announce, emit=self.events.put, where=flight.where,
                                   **settings.probes)
             elif settings.stream:  # a process pool that routes ``emit`` back to this process
-                fut = self.submit(run_batch, items, data, None, settings.announce,
+                # (an armed budget: the worker hands back what its tasks freed)
+                armed = self.budget is not None and self.budget.armed
+                fut = self.submit(run_batch_trimmed if armed else run_batch, items, data, None,
+                                  settings.announce,
                                   emit=self.emit, **settings.probes)
                 if settings.measure:  # the inputs were pickled by submit
                     flight.sent = (flight.dispatched, time.time())
