@@ -39,10 +39,11 @@ next to nothing per task (issue #34: at most 0.3 us): so a run starts
 more, and none of the hooks above run.  Once the real memory reaches
 ``ARM`` x ``target``, or the results in the cache do by their sizes
 (every ``POLL`` s: an allocator that reuses freed memory shows no
-growth), or a long task's result alone does, the budget *arms*: every result in the cache is
-measured and held from then on, the hooks run, and a pool's batches shrink
-to one task each (every result comes back to be counted, and a batch
-never reads a spilled input).
+growth), or a long task's result alone does, the budget *arms*: every
+result in the cache is measured and held from then on, the hooks run, and
+a pool's batch takes a task only while its expected bytes fit below
+``pause`` and none of its inputs is on disk (``fits``: the order and each
+group's sizes are known; a batch never reads a spilled input).
 
 The real memory.  Sizes miss what tasks allocate while they run and what
 the allocator keeps; so every ``POLL`` seconds (not per task) the budget
@@ -162,6 +163,7 @@ class Budget:
         self._last_poll = 0.0
         self._measured = 0
         self.pinned: Any = ()  # the inputs of the task being prepared
+        self.room = 0  # bytes the batch being planned may still add (``fits``)
         self.baseline = 0
         self.baseline = self._real_memory()
         # Watching (see "Watching, then counting"): armed once the real memory
@@ -209,8 +211,7 @@ class Budget:
         if not self.armed and not self.watch(False):
             return True
         planner = loop.planner
-        if planner.budget:  # (counting: one task per batch, every result seen)
-            planner.budget = planner.large_budget = 0.0
+        planner.fits = self.fits  # (counting: a batch takes what fits, see ``fits``)
         m = self.machine
         ready = m.ready
         if self.pressure() > self.t.pause:
@@ -228,7 +229,44 @@ class Budget:
             self.record.paused_seconds += time.time() - self.paused_since
             self.paused_since = None
         self.prepare(ready[-1])
+        self.room = self.t.pause - self.pressure()
         return True
+
+    def fits(self, j: int) -> bool:
+        """Whether task j may join the batch being planned (after the top,
+        ``admit``): none of its inputs is on disk (a batch never reads
+        back), its group's results have been sized, and its expected output
+        (on processes with its inputs: they travel) fits in the room left
+        below ``pause``.  The batch's tasks are then ``reserve``d."""
+        m = self.machine
+        g = self.groups.get(key_split(m.keys[j]))
+        if g is None:
+            return False
+        need = g[0] // g[1]
+        spilled, size = self.spilled, self.size
+        for d in m.deps[j]:
+            if d in spilled:
+                return False
+            if self.processes:
+                need += size.get(d, 0)
+        if need > self.room:
+            return False
+        self.room -= need
+        return True
+
+    def reserve(self, batch: list) -> None:
+        """The batch planned after ``admit``: room for the outputs of the
+        tasks after its first (``prepare`` made room for that one)."""
+        if not self.armed:
+            return
+        m, size, reserved = self.machine, self.size, self.reserved
+        for j in batch[1:]:
+            need = self._expected(j)
+            if self.processes:
+                for d in m.deps[j]:
+                    need += size.get(d, 0)
+            reserved[j] = need
+            self.reserved_bytes += need
 
     def watch(self, long: bool) -> bool:
         """Watching: read the real memory if due (or after a ``long``
@@ -281,6 +319,8 @@ class Budget:
         self.size[i] = n
         self.held[i] = n
         self.held_bytes += n
+        if value is None:  # (not here: it stayed in its batch's worker; sizes nothing)
+            return n
         name = key_split(self.machine.keys[i])
         g = self.groups.get(name)
         if g is None:

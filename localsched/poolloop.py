@@ -46,7 +46,7 @@ handles; posttask hooks and the caller get the values.
 Memory budget.  With one (``localsched.budget``), ``dispatch`` asks it
 before each batch (``admit``: it may pause, or put a task that frees memory
 on top) and ``handle`` tells it what each list of records completed; once
-the budget arms, batches are one task each.
+the budget arms, a batch takes only what fits (``Budget.fits``).
 """
 
 from __future__ import annotations
@@ -252,6 +252,8 @@ class PoolLoop:
     def _dispatch_one(self, planner: Planner, spare: int) -> None:
         settings = self.settings
         batch = planner.next_batch(spare)
+        if self.budget is not None:  # (room for what the batch's tasks will make)
+            self.budget.reserve(batch)
         direct = settings.direct and planner.tiny_batch
         items, data = planner.items(batch, keep_all=settings.keep_all,
                                     pack_data=settings.pack_data, direct=direct)
