@@ -23,7 +23,7 @@ With a budget, the loops call a ``Budget`` at three points:
   is crossed;
 - at the end (``finish``: spilled outputs read back for the caller) and on
   every exit (``close``: the spill directory goes, after a failure and
-  Ctrl-C too).
+  Ctrl-C too; a cache the caller passed gets its spilled values back).
 
 What to spill: the held result whose next use in the planned order is
 furthest away (an output nothing else uses first, then by the smallest
@@ -397,10 +397,26 @@ class Budget:
         self._note()
 
     def close(self) -> None:
-        """On every exit: the spill directory goes."""
-        store, self.store = self.store, None
-        if store is not None:
-            store.close()
+        """On every exit: the spill directory goes.  A cache the caller
+        passed (dask's ``cache=``) gets back what was spilled from it (after
+        a failure too: nothing computed is lost), never a placeholder for a
+        file that is gone; the run's own cache just drops them."""
+        if self.store is None:
+            return
+        m = self.machine
+        try:
+            for d in list(self.spilled):
+                if m.owns_cache:
+                    m.cache.pop(m.keys[d], None)
+                    continue
+                try:
+                    self._read_back(d, make_room=False)
+                except Exception:  # noqa: BLE001 -- the run's own error comes first
+                    m.cache.pop(m.keys[d], None)  # (gone: computed again next time)
+        finally:
+            store, self.store = self.store, None
+            if store is not None:
+                store.close()
 
     # -- what is held -------------------------------------------------------------------
 

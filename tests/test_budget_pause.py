@@ -74,3 +74,46 @@ def test_above_pause_producers_wait_while_a_consumer_runs(monkeypatch):
     assert len(starts) == 3, events
     assert "paused" in events and events.index("paused") < events.index("c ends"), events
     assert events.index("c ends") < events.index(starts[0]), events
+
+
+# -- a disk that refuses: one clear error, nothing computed lost -------------------------
+
+
+def _held_graph(n=12, size=2 * MB):
+    """n blocks all held until a fan-in ``m`` is done, then used again."""
+    dsk = {("x", i): (np.full, size // 8, float(i)) for i in range(n)}
+    dsk["m"] = (lambda *a: float(sum(float(np.sum(x)) for x in a)), *[("x", i) for i in range(n)])
+    for i in range(n):
+        dsk[("y", i)] = (np.add, ("x", i), "m")
+    dsk["out"] = (lambda *a: float(sum(float(np.sum(x)) for x in a)),
+                  *[("y", i) for i in range(n)])
+    return dsk, "out"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", ["sync", "threads"])
+def test_a_refused_spill_is_one_error_naming_the_directory_and_the_cache_keeps_values(
+        name, tmp_path):
+    """Spilling stops at the cap (``max-spill``, as a full disk does): the
+    run raises one ``SpillError`` naming its directory, and a cache the
+    caller passed holds values, never placeholders for files that are gone:
+    a second run with that cache and no budget gives the right answer."""
+    import dask
+
+    from localsched.budget import Spilled
+    from localsched.local import get_sync
+    from localsched.spill import SpillError
+
+    get = get_sync if name == "sync" else lambda *a, **k: threaded_get(*a, num_workers=2, **k)
+    monkeypatch_free = {"localsched.memory.spill": True,
+                        "localsched.memory.spill-directory": str(tmp_path),
+                        "localsched.memory.max-spill": "5MB"}  # (two blocks fit, not three)
+    dsk, key = _held_graph()
+    cache: dict = {}
+    with dask.config.set(monkeypatch_free), pytest.raises(SpillError) as info:
+        get(dsk, key, memory_limit="12MB", cache=cache)
+    assert str(tmp_path) in str(info.value) and "localsched-spill-" in str(info.value)
+    assert cache and not any(type(v) is Spilled for v in cache.values())
+    expected = get_sync(dsk, key)
+    assert get(dsk, key, cache=cache) == expected
+    assert list(tmp_path.iterdir()) == []
