@@ -48,9 +48,9 @@ group's sizes are known; a batch never reads a spilled input).
 The real memory.  Sizes miss what tasks allocate while they run and what
 the allocator keeps; so every ``POLL`` seconds (not per task) the budget
 reads the process's RSS (on processes, its own and its workers' private
-memory, and the bytes its shared-memory store holds: a segment mapped in a
-process counts once, a worker's imported libraries not at all), and spills
-against the larger of the two.  A worker hands back what its tasks freed
+memory and the shared-memory files its store made, workers' segments not
+yet handled included: each byte once, a worker's imported libraries not at
+all), and spills against the larger of the two.  A worker hands back what its tasks freed
 after each job once the budget arms (``localsched.budget_worker``).
 """
 
@@ -468,13 +468,15 @@ class Budget:
         return self._measured
 
     def _real_memory(self) -> int:
-        """This process's RSS; on processes, its own and its workers'
-        private memory (RSS less file and shared pages: the libraries a
-        worker imports are code the OS can page out, and segments mapped
-        from ``/dev/shm`` are counted once, as the bytes the store holds)."""
+        """This process's RSS; on processes, each byte once: the private
+        memory of this process and its workers (RSS less file pages --
+        libraries, code the OS can page out -- and less shared pages) and
+        the shared memory the store made (``shm_bytes_held``; where that
+        leaves out the segments this process maps, its shared pages too)."""
         if not self.processes:
             return _self_rss()
-        total = _self_private()
+        shm, every_file = budget_limits.shm_bytes_held()
+        total = shm + _self_private(shared_too=not every_file)
         try:
             import psutil
 
@@ -488,7 +490,7 @@ class Budget:
                     pass
         except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
             pass
-        return total + budget_limits.shm_bytes_held()
+        return total
 
     # -- spilling -------------------------------------------------------------------
 
@@ -622,13 +624,18 @@ def _self_rss() -> int:
         return int(psutil.Process().memory_info().rss)
 
 
-def _self_private() -> int:
-    """This process's resident memory less its file and shared pages."""
+def _self_private(shared_too: bool = False) -> int:
+    """This process's resident memory less its file pages, and less its
+    shared pages unless ``shared_too``."""
     try:
-        with open("/proc/self/statm", "rb") as f:
-            fields = f.read().split()
-        return (int(fields[1]) - int(fields[2])) * _PAGE
-    except OSError:
+        with open("/proc/self/status", "rb") as f:
+            text = f.read()
+        total = 0
+        for field in (b"RssAnon:", b"RssShmem:") if shared_too else (b"RssAnon:",):
+            at = text.index(field) + len(field)
+            total += int(text[at:text.index(b"kB", at)]) * 1024
+        return total
+    except (OSError, ValueError):
         import psutil
 
         m = psutil.Process().memory_info()
