@@ -83,7 +83,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 from .batch_held import Held
@@ -232,6 +232,9 @@ class Planner:
         # (``group_of`` and ``mark``, a list over the tasks each, are made
         # on first use: see ``__getattr__``; a threads run the workers
         # schedule themselves may never plan a batch.)
+        # A memory budget's say on each task a batch would take (``fits(j)``,
+        # see ``localsched.budget``); None: no budget counts.
+        self.fits: Callable[[int], bool] | None = None
         # group -> [total seconds, count, a task of it, tiny results so far]
         self.stats: dict = {}
         # Across computations (``_recall``): each group's entry of
@@ -378,6 +381,7 @@ class Planner:
         status, mark, stack, serial = run.status, self.mark, run.ready, self.serial
         stats, group_of, max_live, limit = self.stats, self.group_of, self.max_live, self.limit
         fresh, max_inputs = self.fresh, self.max_inputs  # (``fresh`` grows as groups are recalled)
+        fits = self.fits
         # A batch whose results are all tiny holds nothing: it is counted
         # (``Held``) from its first result that may be large, if any.
         tiny = self._tiny(i)
@@ -408,6 +412,8 @@ class Planner:
                         local, len(batch), spent + e, budget, stack_empty):
                     break
                 stack_empty = True  # (nothing is pushed while a batch is planned)
+            if fits is not None and not fits(j):
+                break
             if held is None and not st[3]:  # (a result that may be large: count)
                 held = Held(self, i, large, tiny=True, tiny_after=len(batch) - 1)
             if held is not None:

@@ -23,7 +23,7 @@ With a budget, the loops call a ``Budget`` at three points:
   is crossed;
 - at the end (``finish``: spilled outputs read back for the caller) and on
   every exit (``close``: the spill directory goes, after a failure and
-  Ctrl-C too).
+  Ctrl-C too; a cache the caller passed gets its spilled values back).
 
 What to spill: the held result whose next use in the planned order is
 furthest away (an output nothing else uses first, then by the smallest
@@ -39,15 +39,19 @@ next to nothing per task (issue #34: at most 0.3 us): so a run starts
 more, and none of the hooks above run.  Once the real memory reaches
 ``ARM`` x ``target``, or the results in the cache do by their sizes
 (every ``POLL`` s: an allocator that reuses freed memory shows no
-growth), or a long task's result alone does, the budget *arms*: every result in the cache is
-measured and held from then on, the hooks run, and a pool's batches shrink
-to one task each (every result comes back to be counted, and a batch
-never reads a spilled input).
+growth), or a long task's result alone does, the budget *arms*: every
+result in the cache is measured and held from then on, the hooks run, and
+a pool's batch takes a task only while its expected bytes fit below
+``pause`` and none of its inputs is on disk (``fits``: the order and each
+group's sizes are known; a batch never reads a spilled input).
 
 The real memory.  Sizes miss what tasks allocate while they run and what
 the allocator keeps; so every ``POLL`` seconds (not per task) the budget
-reads the process's RSS (on processes, its workers' too, and the bytes its
-shared-memory store holds), and spills against the larger of the two.
+reads the process's RSS (on processes, its own and its workers' private
+memory and the shared-memory files its store made, workers' segments not
+yet handled included: each byte once, a worker's imported libraries not at
+all), and spills against the larger of the two.  A worker hands back what its tasks freed
+after each job once the budget arms (``localsched.budget_worker``).
 """
 
 from __future__ import annotations
@@ -159,6 +163,7 @@ class Budget:
         self._last_poll = 0.0
         self._measured = 0
         self.pinned: Any = ()  # the inputs of the task being prepared
+        self.room = 0  # bytes the batch being planned may still add (``fits``)
         self.baseline = 0
         self.baseline = self._real_memory()
         # Watching (see "Watching, then counting"): armed once the real memory
@@ -206,8 +211,7 @@ class Budget:
         if not self.armed and not self.watch(False):
             return True
         planner = loop.planner
-        if planner.budget:  # (counting: one task per batch, every result seen)
-            planner.budget = planner.large_budget = 0.0
+        planner.fits = self.fits  # (counting: a batch takes what fits, see ``fits``)
         m = self.machine
         ready = m.ready
         if self.pressure() > self.t.pause:
@@ -225,7 +229,44 @@ class Budget:
             self.record.paused_seconds += time.time() - self.paused_since
             self.paused_since = None
         self.prepare(ready[-1])
+        self.room = self.t.pause - self.pressure()
         return True
+
+    def fits(self, j: int) -> bool:
+        """Whether task j may join the batch being planned (after the top,
+        ``admit``): none of its inputs is on disk (a batch never reads
+        back), its group's results have been sized, and its expected output
+        (on processes with its inputs: they travel) fits in the room left
+        below ``pause``.  The batch's tasks are then ``reserve``d."""
+        m = self.machine
+        g = self.groups.get(key_split(m.keys[j]))
+        if g is None:
+            return False
+        need = g[0] // g[1]
+        spilled, size = self.spilled, self.size
+        for d in m.deps[j]:
+            if d in spilled:
+                return False
+            if self.processes:
+                need += size.get(d, 0)
+        if need > self.room:
+            return False
+        self.room -= need
+        return True
+
+    def reserve(self, batch: list) -> None:
+        """The batch planned after ``admit``: room for the outputs of the
+        tasks after its first (``prepare`` made room for that one)."""
+        if not self.armed:
+            return
+        m, size, reserved = self.machine, self.size, self.reserved
+        for j in batch[1:]:
+            need = self._expected(j)
+            if self.processes:
+                for d in m.deps[j]:
+                    need += size.get(d, 0)
+            reserved[j] = need
+            self.reserved_bytes += need
 
     def watch(self, long: bool) -> bool:
         """Watching: read the real memory if due (or after a ``long``
@@ -278,6 +319,8 @@ class Budget:
         self.size[i] = n
         self.held[i] = n
         self.held_bytes += n
+        if value is None:  # (not here: it stayed in its batch's worker; sizes nothing)
+            return n
         name = key_split(self.machine.keys[i])
         g = self.groups.get(name)
         if g is None:
@@ -353,10 +396,26 @@ class Budget:
         self._note()
 
     def close(self) -> None:
-        """On every exit: the spill directory goes."""
-        store, self.store = self.store, None
-        if store is not None:
-            store.close()
+        """On every exit: the spill directory goes.  A cache the caller
+        passed (dask's ``cache=``) gets back what was spilled from it (after
+        a failure too: nothing computed is lost), never a placeholder for a
+        file that is gone; the run's own cache just drops them."""
+        if self.store is None:
+            return
+        m = self.machine
+        try:
+            for d in list(self.spilled):
+                if m.owns_cache:
+                    m.cache.pop(m.keys[d], None)
+                    continue
+                try:
+                    self._read_back(d, make_room=False)
+                except Exception:  # noqa: BLE001 -- the run's own error comes first
+                    m.cache.pop(m.keys[d], None)  # (gone: computed again next time)
+        finally:
+            store, self.store = self.store, None
+            if store is not None:
+                store.close()
 
     # -- what is held -------------------------------------------------------------------
 
@@ -408,22 +467,28 @@ class Budget:
         return self._measured
 
     def _real_memory(self) -> int:
-        """This process's RSS (and its workers'), plus shared memory held."""
-        total = _self_rss()
-        if self.processes:
-            try:
-                import psutil
+        """This process's RSS; on processes, each byte once: the private
+        memory of this process and its workers (RSS less file pages --
+        libraries, code the OS can page out -- and less shared pages) and
+        the shared memory the store made (``shm_bytes_held``; where that
+        leaves out the segments this process maps, its shared pages too)."""
+        if not self.processes:
+            return _self_rss()
+        shm, every_file = budget_limits.shm_bytes_held()
+        total = shm + _self_private(shared_too=not every_file)
+        try:
+            import psutil
 
-                if self._proc is None:
-                    self._proc = psutil.Process()
-                for child in self._proc.children(recursive=True):
-                    try:
-                        total += child.memory_info().rss
-                    except psutil.Error:
-                        pass
-            except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
-                pass
-            total += budget_limits.shm_bytes_held()
+            if self._proc is None:
+                self._proc = psutil.Process()
+            for child in self._proc.children(recursive=True):
+                try:
+                    m = child.memory_info()
+                    total += m.rss - getattr(m, "shared", 0)
+                except psutil.Error:
+                    pass
+        except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
+            pass
         return total
 
     # -- spilling -------------------------------------------------------------------
@@ -556,6 +621,24 @@ def _self_rss() -> int:
         import psutil
 
         return int(psutil.Process().memory_info().rss)
+
+
+def _self_private(shared_too: bool = False) -> int:
+    """This process's resident memory less its file pages, and less its
+    shared pages unless ``shared_too``."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            text = f.read()
+        total = 0
+        for field in (b"RssAnon:", b"RssShmem:") if shared_too else (b"RssAnon:",):
+            at = text.index(field) + len(field)
+            total += int(text[at:text.index(b"kB", at)]) * 1024
+        return total
+    except (OSError, ValueError):
+        import psutil
+
+        m = psutil.Process().memory_info()
+        return int(m.rss - getattr(m, "shared", 0))
 
 
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Any, NamedTuple
 
 from .options import dask_config
@@ -185,10 +186,35 @@ def _system_total() -> int:
     return limit if limit is not None and 0 < limit < total else total
 
 
-def shm_bytes_held() -> int:
-    """Bytes this process's segment store holds in shared memory: live
-    segments and its free list (RAM, though in no process's private RSS).
+def shm_bytes_held() -> tuple[int, bool]:
+    """Bytes of shared memory this process's segment store has made (RAM,
+    in no process's private RSS), and whether that is every one of its
+    files: where segments are files (``/dev/shm``), their blocks, read from
+    the directory -- live segments, the free list, and those workers wrote
+    for records not handled yet (the store learns of them later); else
+    the store's own count, which leaves out what this process maps.
     The one place the budget reads the store."""
+    import sys
+
+    store_module = sys.modules.get("localsched._shm.store")
+    store = store_module.current() if store_module is not None else None
+    if store is None:
+        return 0, True
+    if getattr(store.kind, "maps_by_descriptor", False):  # files: count them
+        prefix, total = store.prefix, 0
+        try:
+            with os.scandir(store.kind.directory) as entries:
+                for entry in entries:
+                    if entry.name.startswith(prefix):
+                        try:
+                            st = entry.stat(follow_symlinks=False)
+                        except OSError:  # (gone since listed)
+                            continue
+                        if stat.S_ISREG(st.st_mode):
+                            total += st.st_blocks * 512
+            return total, True
+        except OSError:
+            pass
     from ._shm import bytes_held
 
-    return bytes_held()
+    return bytes_held(), False

@@ -46,7 +46,7 @@ handles; posttask hooks and the caller get the values.
 Memory budget.  With one (``localsched.budget``), ``dispatch`` asks it
 before each batch (``admit``: it may pause, or put a task that frees memory
 on top) and ``handle`` tells it what each list of records completed; once
-the budget arms, batches are one task each.
+the budget arms, a batch takes only what fits (``Budget.fits``).
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from typing import Any
 
 from . import batching as _batching
 from .batching import Planner
+from .budget_worker import run_batch_trimmed
 from .graph import execute, flatten_keys
 from .lifecycle import Computation
 from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
@@ -253,6 +254,8 @@ class PoolLoop:
     def _dispatch_one(self, planner: Planner, spare: int) -> None:
         settings = self.settings
         batch = planner.next_batch(spare)
+        if self.budget is not None:  # (room for what the batch's tasks will make)
+            self.budget.reserve(batch)
         direct = settings.direct and planner.tiny_batch
         items, data = planner.items(batch, keep_all=settings.keep_all,
                                     pack_data=settings.pack_data, direct=direct)
@@ -287,7 +290,10 @@ class PoolLoop:
                                   settings.announce, emit=self.events.put, where=flight.where,
                                   **settings.probes)
             elif settings.stream:  # a process pool that routes ``emit`` back to this process
-                fut = self.submit(run_batch, items, data, None, settings.announce,
+                # (an armed budget: the worker hands back what its tasks freed)
+                armed = self.budget is not None and self.budget.armed
+                fut = self.submit(run_batch_trimmed if armed else run_batch, items, data, None,
+                                  settings.announce,
                                   emit=self.emit, **settings.probes)
                 if settings.measure:  # the inputs were pickled by submit
                     flight.sent = (flight.dispatched, time.time())

@@ -19,6 +19,11 @@ arrival: "tuple[float, float, bool] | None" = None
 #: up): the worker loop sends them to the caller, who warns once.
 notes: "list[str]" = []
 
+#: Set by a job under a memory budget (``localsched.budget_worker``): the
+#: worker loop hands its freed memory back as soon as the job's reply is
+#: sent, not once idle.
+trim_after: bool = False
+
 #: Seconds the last hand-off of records spent pickling them.
 dump_seconds: float = 0.0
 

@@ -158,9 +158,10 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     dirty = False  # ran a job since the last trim
     while True:
         try:
-            if dirty and trim is not None and not jobs.poll(IDLE_TRIM_AFTER):
+            # (at once when the job asked: a memory budget counts it)
+            if dirty and trim is not None and (_job.trim_after or not jobs.poll(IDLE_TRIM_AFTER)):
                 trim()
-                dirty = False
+                dirty = _job.trim_after = False
             frame = jobs.recv_bytes()
         except (EOFError, OSError):
             return  # the pool is gone
