@@ -156,6 +156,7 @@ class PoolLoop:
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
         self.flights = machine.in_flight  # batch serial -> its task indices
+        self.slots = machine.at  # batch serial -> its thread's task slot (threads)
         self.flight_of: dict = {}  # batch serial -> _Flight
         self.successor: dict = {}  # after task a of a batch finishes, b starts
         self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
@@ -280,9 +281,11 @@ class PoolLoop:
             flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
+                # (slot: the task the thread runs now, for running_keys)
+                slot = self.slots[planner.serial] = [0, -1]
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
                                   settings.announce, emit=self.events.put, where=flight.where,
-                                  **settings.probes)
+                                  slot=slot, **settings.probes)
             elif settings.stream:  # a process pool that routes ``emit`` back to this process
                 fut = self.submit(run_batch, items, data, None, settings.announce,
                                   emit=self.emit, **settings.probes)
@@ -328,6 +331,7 @@ class PoolLoop:
         serial = self.planner.mark[flight.batch[0]]
         self.flights.pop(serial, None)
         self.flight_of.pop(serial, None)
+        self.slots.pop(serial, None)
         self.idle += 1
         exc = fut.exception()
         machine = self.machine
@@ -582,6 +586,7 @@ class PoolLoop:
                 serial = self.planner.mark[flight.batch[0]]
                 self.flight_of.pop(serial, None)
                 self.flights.pop(serial, None)
+                self.slots.pop(serial, None)
 
     def hand_over_outputs(self) -> None:
         """Outputs in shared memory become the caller's own objects (mapped,
