@@ -111,6 +111,7 @@ def test_an_open_page_shows_the_end_of_a_closed_dashboard(chromium_path, monkeyp
     finally:
         dash.close()
     assert result == [28]
+    assert "no longer updates" in under, (under, strip)  # (the last update arrived)
     assert "finished" in rendered_again and "9 / 9" in rendered_again, rendered_again
     assert "finished" in strip and "9 / 9" in strip, strip
     assert "no longer updates" in under and "/somewhere/report.html" in under, under
