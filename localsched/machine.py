@@ -87,8 +87,10 @@ class RunState:
     ``order``, ``dependents``, ``priority``, ``is_output``, ``status``,
     ``waiting``, ``refs``, ``in_run``, ``ready``, ``cache``, ``finished``,
     ``released``, ``remaining``, ``ntasks``.  ``in_flight`` (batch id ->
-    task indices) and ``current`` (the task run inline) are the loop's notes
-    of what runs now, for ``running_keys``.
+    task indices), ``at`` (batch id -> the list whose ``[1]`` its worker
+    sets to each task it starts: thread pools) and ``current`` (the task
+    run inline) are the loop's notes of what runs now, for
+    ``running_keys`` and ``at_work``.
     """
 
     def __init__(self, dsk: Mapping, keys: Any, known: dict | None = None):
@@ -114,6 +116,7 @@ class RunState:
                 gc.enable()
         self.remaining = self.ntasks
         self.in_flight: dict = {}  # batch id -> task indices (pool loops)
+        self.at: dict = {}  # batch id -> [_, the task its worker started last] (threads)
         self.current: int | None = None  # the task running inline (sync)
 
     def _prepare(self, dsk: Mapping, known: dict | None, flat: list) -> None:
@@ -289,13 +292,44 @@ class RunState:
         return [keys[i] for i in reversed(stack) if status[i] == READY]
 
     def running_keys(self) -> set:
-        """Keys of the tasks running now (O(running))."""
+        """Keys of the tasks running now (O(running)): dask's ``running``,
+        every task handed to a worker and not yet reported."""
         keys, status = self.keys, self.status
         current = self.current  # (read once: another thread may be asking)
         if current is not None:  # (sync: the task this thread runs, if any)
             return {keys[current]} if status[current] == RUNNING else set()
         return {keys[i] for batch in list(self.in_flight.values()) for i in batch
                 if status[i] == RUNNING}
+
+    def at_work(self) -> tuple:
+        """``(keys, ended)``: the keys of the tasks the workers run at this
+        moment, and how many tasks have ended whose records have not
+        arrived yet (a live view's counts).  A batch runs its tasks in
+        order and its worker hands records over every millisecond or so, so
+        a quick task's record may wait behind a long one; on threads the
+        worker's task slot (``at``) says which task it runs, so the tasks
+        before it in its batch have ended and those after it wait.  Without
+        a slot (processes), every unreported task of a batch is at work, as
+        in ``running_keys``.  O(tasks in flight)."""
+        keys, status, at = self.keys, self.status, self.at
+        current = self.current
+        if current is not None:
+            return ({keys[current]} if status[current] == RUNNING else set()), 0
+        running: set = set()
+        ended = 0
+        for serial, batch in list(self.in_flight.items()):
+            slot = at.get(serial)
+            i = slot[1] if slot is not None else -1
+            if slot is None or i not in batch:  # (no slot, or not started yet)
+                if slot is None or status[batch[0]] != RUNNING:
+                    running.update(keys[j] for j in batch if status[j] == RUNNING)
+                else:
+                    running.add(keys[batch[0]])
+                continue
+            if status[i] == RUNNING:
+                running.add(keys[i])
+            ended += sum(status[j] == RUNNING for j in batch[:batch.index(i)])
+        return running, ended
 
     def waiting_count(self) -> int:
         """How many tasks of the run wait for inputs (counted in C)."""

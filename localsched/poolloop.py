@@ -157,6 +157,7 @@ class PoolLoop:
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
         self.flights = machine.in_flight  # batch serial -> its task indices
+        self.slots = machine.at  # batch serial -> its thread's task slot (threads)
         self.flight_of: dict = {}  # batch serial -> _Flight
         self.successor: dict = {}  # after task a of a batch finishes, b starts
         self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
@@ -286,9 +287,11 @@ class PoolLoop:
         try:
             if self.ctx is not None:  # threads: in a copy of the caller's context
                 # (emit: the thread's records straight onto the event queue, see ``wait``)
+                # (slot: the task the thread runs now, for running_keys)
+                slot = self.slots[planner.serial] = [0, -1]
                 fut = self.submit(self.ctx.copy().run, run_batch, items, data, self.cancelled,
                                   settings.announce, emit=self.events.put, where=flight.where,
-                                  **settings.probes)
+                                  slot=slot, **settings.probes)
             elif settings.stream:  # a process pool that routes ``emit`` back to this process
                 # (an armed budget: the worker hands back what its tasks freed)
                 armed = self.budget is not None and self.budget.armed
@@ -337,6 +340,7 @@ class PoolLoop:
         serial = self.planner.mark[flight.batch[0]]
         self.flights.pop(serial, None)
         self.flight_of.pop(serial, None)
+        self.slots.pop(serial, None)
         self.idle += 1
         exc = fut.exception()
         machine = self.machine
@@ -577,6 +581,7 @@ class PoolLoop:
                 serial = self.planner.mark[flight.batch[0]]
                 self.flight_of.pop(serial, None)
                 self.flights.pop(serial, None)
+                self.slots.pop(serial, None)
 
     def hand_over_outputs(self) -> None:
         """Outputs in shared memory become the caller's own objects (mapped,

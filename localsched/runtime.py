@@ -106,7 +106,7 @@ def _task_slot(job) -> list:
 
 def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *,
               emit: Callable, where: list | None = None, measure: bool = False,
-              sample: float = 0.0, sizes: bool = False):
+              sample: float = 0.0, sizes: bool = False, slot: list | None = None):
     """Run a batch of tasks in order, on a worker; emit lists of records.
 
     ``batch`` holds ``BatchItem`` tuples ``(i, key, spec, store, drop,
@@ -128,7 +128,10 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     is published in ``running_tasks``; in a worker process the worker's
     sampler runs and its samples travel back as a ``SAMPLES_NOTE``.
     ``sizes``: each record's probe holds the result's size
-    (``localsched.metrics.nbytes``).
+    (``localsched.metrics.nbytes``).  ``slot`` (threads): a list whose
+    ``[1]`` the batch sets to the index of each task it starts, as a worker
+    process's task slot (the scheduler reads it: a record may be a
+    hand-off behind).
 
     ``emit(records)`` is where each list goes: on threads the loop's event
     queue (``PoolLoop.events.put``); in a worker process the job's own
@@ -138,14 +141,14 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     """
     if measure or sample or sizes:
         return _run_batch_measured(batch, data, cancelled, announce, emit, where, measure,
-                                   sample, sizes)
+                                   sample, sizes, slot)
     # Inside tasks, Callback.active is a registry of their own (empty).
     token = _callbacks.enter_computation()
     job = _job()
     if job is not None and not _warm:
         _warm.append(True)  # this process has run a batch (no start-up next time)
     wid = job.worker_pid if job is not None else threading.get_ident()
-    slot = _task_slot(job)
+    slot = _task_slot(job) if slot is None else slot
     now = time.time
     buf: list = []
     carried = 0
@@ -195,7 +198,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
 
 
 def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, sample,
-                        sizes=False):
+                        sizes=False, slot=None):
     """``run_batch`` while a callback measures or samples (the rare path).
 
     Measuring, the thread's CPU clock (a system call) is read once per
@@ -211,7 +214,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     job = _job()
     tid = threading.get_ident()
     wid = job.worker_pid if job is not None else tid
-    task_slot = _task_slot(job)
+    task_slot = _task_slot(job) if slot is None else slot
     now = time.time
     running = running_tasks
     outer_task = running.get(tid) if sample else None

@@ -155,6 +155,13 @@ class StateView(Mapping):
         None: the loop has none."""
         return None
 
+    def at_work(self) -> tuple:
+        """``(keys, ended)``: the keys of the tasks running at this moment
+        (``state["running"]`` where the loop cannot tell better) and how
+        many tasks ended whose records (and posttask hooks) have not
+        arrived yet (0 where the loop cannot tell): a live view's figures."""
+        return set(self["running"]), 0
+
 
 class DaskState(StateView):
     """dask's own schedulers' plain dict state, read as a StateView: no task
@@ -272,6 +279,10 @@ class State(StateView):
         """The keys of the ``ntasks`` tasks this computation runs, in run
         order (a new list, built in C: a progress display's groups)."""
         return list(map(self._machine.keys.__getitem__, self._machine.order))
+
+    def at_work(self) -> tuple:
+        """See ``StateView.at_work`` (``RunState.at_work``)."""
+        return self._machine.at_work()
 
     def task_graph(self) -> tuple:
         """``(keys, deps, order)``: the compiled graph's keys by position,

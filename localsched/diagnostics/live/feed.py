@@ -272,6 +272,7 @@ class Feed:
         self.durations = GroupDurations()
         self.done = 0
         self.erred = 0
+        self.ended = 0  # (tasks ended, records on their way included: _take_running)
         self._ends_seen = 0
         self._failed_seen = False
         self._held_keys: dict = {}
@@ -489,8 +490,8 @@ class Feed:
                     gone[0].held -= gone[1]
 
     def _take_running(self, run: RunLog, now: float) -> None:
-        """The tasks running now: the run's live ``state["running"]`` (read
-        here, a snapshot of a few keys) every RUNNING_EVERY seconds -- at
+        """The tasks running now and ``ended`` (records on their way too):
+        ``RunLog.at_work`` (a snapshot of a few keys) every RUNNING_EVERY seconds -- at
         ten updates a second, reading it each time cost more than all the
         rest of an update; a task first seen running is dated by its start
         when known (dask's schedulers report starts), else by now.  The dict
@@ -500,9 +501,11 @@ class Feed:
         if now - self._running_read < RUNNING_EVERY and run.finished is None:
             return
         self._running_read = now
-        keys = run.running_now()
+        ended = len(run.ends)  # (before the state: a record arriving between counts once)
+        keys, unreported = run.at_work()
         if keys is None:
             return
+        self.ended = ended + unreported
         running = {}
         group = self.group
         starts = run.dask_starts
@@ -621,6 +624,8 @@ class Feed:
             if shown:
                 self._take_running(run, now)
                 done, erred = self.done, self.erred
+                if run.finished is None:  # (tasks ended whose records are on their way)
+                    done = min(max(done, self.ended), len(run.keys) or done)
             else:
                 done, erred = len(run.ends), 0
             total = len(run.keys) or max(done + erred, 1)
@@ -686,7 +691,7 @@ class Feed:
                 rates.append((run.started, 0))
         if not rates or now - rates[-1][0] >= 0.05:
             rates.append((now, done))
-        if len(rates) < 2:
+        if not rates:
             return 0.0
         recent = [(t, d) for t, d in rates if now - t <= 3.0] or [rates[-1]]
         t, d = recent[0]

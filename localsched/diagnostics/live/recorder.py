@@ -13,9 +13,13 @@ There is no ``pretask`` hook on localsched's schedulers: hearing each start
 makes the workers announce every batch and hand records over before each
 next task (measured: several µs per task on the 50k-task tree).  What runs
 now is read instead, about ten times a second and only while a page is
-open, from the run's live ``state["running"]`` (dask's documented state
-field; localsched builds it as a snapshot of the tasks handed to workers).
-dask's own schedulers fire ``pretask`` anyway; there it dates the starts.
+open, from the run's live state (``StateView.at_work``: on threads each
+worker's task slot, which its batch runner writes per task anyway, says
+which task it runs, and so which tasks of its batch have ended though
+their records are still on their way: the counts move as tasks end, not
+as batches do; elsewhere dask's ``state["running"]``, the tasks handed to
+workers).  dask's own schedulers fire ``pretask`` anyway; there it dates
+the starts.
 """
 
 from __future__ import annotations
@@ -129,21 +133,23 @@ class RunLog:
             return state_view(state).outcome.memory
         return self.memory
 
-    def running_now(self) -> list | None:
-        """Keys of the tasks running now (from the live state), [] once
-        finished, None if the state cannot tell."""
+    def at_work(self) -> tuple:
+        """``(keys, ended)``: the keys of the tasks running now (from the
+        live state) and how many tasks ended whose records are still on
+        their way (``StateView.at_work``); ``([], 0)`` once finished,
+        ``(None, 0)`` if the state cannot tell."""
         if self.finished is not None:
-            return []
+            return [], 0
         state = self.state
         if state is None:
-            return None
+            return None, 0
         for _ in range(3):
             try:
-                return list(state["running"])
-            except (RuntimeError, KeyError, TypeError):  # (changed while read: again)
-                continue
-        return None
-
+                keys, ended = state_view(state).at_work()
+                return list(keys), ended
+            except (RuntimeError, KeyError, TypeError, IndexError, ValueError):
+                continue  # (changed while read: again)
+        return None, 0
 
 
 class Recorder:

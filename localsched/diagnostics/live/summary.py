@@ -141,11 +141,14 @@ class Summary(Component):
         # the strip's height is fixed), computed once per run.
         self._findings_of: int | None = None
         self._ended: str | None = None  # (the dashboard's end, as shown)
+        self.root: Div | None = None
+        self._state: tuple | None = None  # (status, recording, ended) the Div's text says
         self.findings = Div(text="", width=PAGE_WIDTH, name="summary_findings")
         self._show(self._read_now())
         # (the source rides in the Div's tags: part of the document with it)
         self.root = Div(text=self.text, width=PAGE_WIDTH, height=STRIP_HEIGHT, name="summary",
                         tags=[self.text_source], styles={"contain": "strict"})
+        self._state = self._state_of(self._read[1] if self._read else {})
         self.text_source.js_on_change("data", CustomJS(args={"div": self.root},
                                                         code=_WRITE_TEXT_JS))
 
@@ -156,11 +159,23 @@ class Summary(Component):
         if text != self.text:
             self.text = text
             self.text_source.data = {"html": [text]}
+        state = self._state_of(progress)
+        if self.root is not None and state != self._state:
+            # The ticks write the strip's DOM (the source's callback); the
+            # Div's own text follows each change of state (idle, running,
+            # finished, ended): a view that renders again -- or is made
+            # after the ticks -- shows the run's state, never the page's first.
+            self._state = state
+            self.root.text = text
         if progress["status"] in ("finished", "errored"):
             self._show_findings(progress["run"])
         if ended and self._ended is None:  # (the dashboard's end: once, above the findings)
             self._ended = ended_html(ended)
             self.findings.text = self._ended + self.findings.text
+
+    def _state_of(self, progress: dict) -> tuple:
+        return (progress.get("status"), progress.get("run"),
+                getattr(self.context, "recording", True), getattr(self.context, "ended", None))
 
     def _show_findings(self, run: int) -> None:
         if self._findings_of == run:
