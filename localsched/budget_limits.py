@@ -197,24 +197,35 @@ def shm_bytes_held() -> tuple[int, bool]:
     import sys
 
     store_module = sys.modules.get("localsched._shm.store")
-    store = store_module.current() if store_module is not None else None
-    if store is None:
+    if store_module is None:  # (no pool has made one: nothing held)
         return 0, True
-    if getattr(store.kind, "maps_by_descriptor", False):  # files: count them
-        prefix, total = store.prefix, 0
-        try:
-            with os.scandir(store.kind.directory) as entries:
-                for entry in entries:
-                    if entry.name.startswith(prefix):
-                        try:
-                            st = entry.stat(follow_symlinks=False)
-                        except OSError:  # (gone since listed)
-                            continue
-                        if stat.S_ISREG(st.st_mode):
-                            total += st.st_blocks * 512
-            return total, True
-        except OSError:
-            pass
-    from ._shm import bytes_held
+    total, complete = 0, True
+    for store in store_module.stores():
+        held = _files_held(store)
+        if held is None:  # (not files: the store's own count)
+            total += store.bytes_held()
+            complete = False
+        else:
+            total += held
+    return total, complete
 
-    return bytes_held(), False
+
+def _files_held(store) -> int | None:
+    """The blocks of ``store``'s files in its directory, or None where its
+    segments are not files one can list (or the listing failed)."""
+    if not getattr(store.kind, "maps_by_descriptor", False):
+        return None
+    prefix, total = store.prefix, 0
+    try:
+        with os.scandir(store.kind.directory) as entries:
+            for entry in entries:
+                if entry.name.startswith(prefix):
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:  # (gone since listed)
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        total += st.st_blocks * 512
+    except OSError:
+        return None
+    return total

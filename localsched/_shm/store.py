@@ -592,6 +592,11 @@ def current(platform: Platform) -> SegmentStore | None:
     return _stores.get(platform)
 
 
+def stores() -> list[SegmentStore]:
+    """This process's stores, one per platform a pool has used."""
+    return [s for s in list(_stores.values()) if s is not None]
+
+
 def held_bytes() -> int:
     """What this process's stores hold in no process's resident set
     (``SegmentStore.bytes_held``), summed."""
