@@ -25,7 +25,6 @@ from .graph import CALL, execute
 from .lifecycle import Computation
 from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
 from .records_wire import TaskRecord
-from .records_wire import probe as make_probe
 from .task_records import Writer
 from .utils import add_note
 
@@ -271,7 +270,8 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
             if measure:
                 c = cpu() - c0
                 spent += c
-                probe = make_probe(c, sink or None)
+                # (a records_wire.Probe: cpu, metrics; no marks or size here)
+                probe = (c, sink or None, None, None, None, None)
             machine.current = None
             freed = complete(i, value)
             if budget is not None:
