@@ -240,3 +240,32 @@ def test_a_caller_killed_mid_spill_is_reaped_by_the_next_run_and_nothing_else(tm
         live.stdin.flush()
         assert live.wait(timeout=120) == 0, live.stderr.read()
     assert _spill_dirs(root) == ({foreign.name} if foreign is not None else set())
+
+
+# -- batches under an armed budget -----------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_an_armed_budget_still_batches_what_fits(monkeypatch):
+    """Once a budget counts, a batch keeps taking tasks whose expected
+    results fit below ``pause`` (it used to take one task each: every
+    hand-off a round trip); none is taken that would read a spilled input."""
+    from localsched.batching import Planner
+
+    sizes: list = []
+    next_batch = Planner.next_batch
+
+    def recorded(self, spare=0):
+        batch = next_batch(self, spare)
+        sizes.append(len(batch))
+        return batch
+
+    monkeypatch.setattr(Planner, "next_batch", recorded)
+    monkeypatch.setattr(budget, "ARM", 0)  # counting from the first task
+    monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)  # (flat)
+    n = 400
+    dsk = {("c", 0): (np.zeros, 1000)}
+    dsk.update({("c", i): (np.add, ("c", i - 1), 1.0) for i in range(1, n)})  # 8 kB results
+    result = threaded_get(dsk, ("c", n - 1), num_workers=1, memory_limit="100MB")
+    assert result[0] == n - 1
+    assert max(sizes) > 1 and len(sizes) < n / 2, sizes
