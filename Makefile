@@ -35,7 +35,7 @@ docs: venv
 ## `make test` writes its own to temporary directories and leaves the tree clean)
 gallery: venv browser
 	$(PY) -m pip install -q -e ".[test]"
-	LOCALSCHED_WRITE_GALLERY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_gallery.py tests/diagnostics/test_gallery.py
+	LOCALSCHED_WRITE_GALLERY=1 $(PY) -m pytest -q -p no:cacheprovider tests/test_gallery.py tests/diagnostics/reporting/test_gallery_pages.py
 	$(PY) docs/_static/gallery/make_findings.py
 
 ## venv: the project-local virtual environment (Debian's python3 needs python3-venv for it)

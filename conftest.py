@@ -10,8 +10,8 @@ import threading
 import psutil
 import pytest
 
-from localsched.batching import forget as forget_learned
 from localsched.callbacks import Callback
+from localsched.run.batching import forget as forget_learned
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -121,7 +121,7 @@ def subprocess_cluster_client(tmp_path_factory):
     by ``SCHEDULER_CLOCK_SHIFT`` and its ``no-workers-timeout`` is 1 s (a
     test loses every worker); their process groups are killed at the end."""
     pytest.importorskip("distributed")
-    from tests.cluster_procs import SHIFT_CLOCK, SubprocessCluster
+    from tests.support.cluster_procs import SHIFT_CLOCK, SubprocessCluster
 
     tmp = tmp_path_factory.mktemp("dask-cluster")
     preload = tmp / "shift_clock.py"
@@ -195,7 +195,7 @@ def no_leftovers(request):
     for name in _cluster_names(request.node):
         request.getfixturevalue(name)
     # Each test plans from scratch: nothing learned from an earlier test's
-    # computations (localsched.batching, "Across computations").
+    # computations (localsched.run.batching, "Across computations").
     forget_learned()
     threads_before = set(threading.enumerate())
     active_before = set(Callback.active)
@@ -239,9 +239,9 @@ def _reap(processes, what: str) -> list:
 
 @pytest.fixture
 def chromium_path():
-    """Path of the headless Chromium (``tests.browser.require_chromium``:
+    """Path of the headless Chromium (``tests.support.browser.require_chromium``:
     skipped locally if missing, a failure in CI, where the test command
     installs it; skipped off Linux, where the driver cannot run)."""
-    from tests.browser import require_chromium
+    from tests.support.browser import require_chromium
 
     return require_chromium()

@@ -9,7 +9,7 @@ alternating in one process, ``--repeat`` times; the best process CPU time
 of each (on a shared machine wall time is mostly other people's work); the
 difference per task (bar: at most 0.3 us/task).
 
-``workloads``: the held-out workloads of ``tests/budget_workloads.py``
+``workloads``: the held-out workloads of ``tests/support/budget_workloads.py``
 (array fan-in, a persisted intermediate reused late, a dataframe shuffle, a
 bag groupby), each in a fresh process whose process tree (RSS plus its
 ``/dev/shm`` files) is sampled every 20 ms from outside: dask's threaded
@@ -34,7 +34,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import graphs  # noqa: E402
@@ -90,11 +90,11 @@ def _cluster_run(name: str, budget: int) -> tuple[int, float]:
     """The workload on a LocalCluster whose two workers share the budget."""
     import subprocess
 
-    from memory_sampler import MemorySampler
+    from tests.support.memory_sampler import MemorySampler
 
     code = f"""
 import sys, time
-sys.path.insert(0, {os.path.join(os.path.dirname(HERE), 'tests')!r})
+sys.path.insert(0, {os.path.join(os.path.dirname(HERE), 'tests', 'support')!r})
 import dask, distributed
 from budget_workloads import WORKLOADS
 coll, check = WORKLOADS[{name!r}]()
@@ -130,7 +130,7 @@ with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True,
 
 
 def workloads(only: str | None, modes: list) -> None:
-    from budget_workloads import BUDGET, WORKLOADS, run_measured
+    from tests.support.budget_workloads import BUDGET, WORKLOADS, run_measured
 
     allowed = 1.1 * BUDGET + 100 * MB
     print(f"budget {BUDGET / MB:.0f} MB; localsched's bar: peak <= {allowed / MB:.0f} MB")

@@ -10,7 +10,7 @@ recording only         the Dashboard's hooks (its Recorder) as a plain
                        Callback: what recording costs, with no server at all
 dashboard, no tab      a Dashboard (server thread up, nothing connected)
 dashboard, one tab     the same with /status open in a real headless
-                       Chromium tab (tests/live_tab.py), refreshing at 100 ms
+                       Chromium tab (tests/support/live_tab.py), refreshing at 100 ms
 =====================  =====================================================
 
 "The page adds" is *dashboard, no tab* minus *recording only* (target: nothing
@@ -56,7 +56,7 @@ try:  # run as a script or as a module
 except ImportError:
     import graphs  # type: ignore[no-redef]
 
-from tests.live_tab import LiveTab  # noqa: E402
+from tests.support.live_tab import LiveTab  # noqa: E402
 
 TAB_TARGET_US = 1.0
 #: Updates a second the tab must receive during a run ("about every 100 ms").

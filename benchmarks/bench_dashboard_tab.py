@@ -7,7 +7,7 @@ alternated (``--repeat`` rounds, best of each):
 ==============  ==========================================================
 no dashboard    no Dashboard object, no browser: the bare run
 one tab         a Dashboard recording the run, ``/status`` open in a real
-                headless Chromium tab (tests/live_tab.py) whose page has
+                headless Chromium tab (tests/support/live_tab.py) whose page has
                 loaded before the run starts
 ==============  ==========================================================
 
@@ -45,7 +45,7 @@ try:  # run as a script or as a module
 except ImportError:
     import graphs  # type: ignore[no-redef]
 
-from tests.live_tab import LiveTab  # noqa: E402
+from tests.support.live_tab import LiveTab  # noqa: E402
 
 BAR_US = 2.0
 DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "

@@ -7,7 +7,7 @@ In these, both schedulers spend most of the call in dask's own graph
 handling (``__dask_graph__``: optimisation, legacy conversion, fusion) and
 in the fused tasks, where dask's ``execute_graph`` orders each task's inner
 graph with ``dask.order`` every time it runs; localsched finds that order
-once, at compile time (``localsched.fused``).
+once, at compile time (``localsched.plan.fused``).
 
 Run:  python benchmarks/bench_dask_graphs.py [--repeat N] [--only NAME]
       [--schedulers sync,threads,processes]

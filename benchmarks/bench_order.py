@@ -1,9 +1,9 @@
 """Peak live results under localsched's static order vs dask's order.
 
 For each graph in ``graphs.ORDER_GRAPHS``, both orders are put on the same
-integer-indexed graph (``localsched.graph.compile_graph``) and replayed as a
+integer-indexed graph (``localsched.plan.graph.compile_graph``) and replayed as a
 sequential run, one task at a time in priority order; the figure is
-``localsched.order.peak_live`` of that run: the most results held at once,
+``localsched.plan.order.peak_live`` of that run: the most results held at once,
 a result being held from when its task runs until its last dependent has
 run (outputs to the end).  Both orders are counted the same way:
 
@@ -27,9 +27,9 @@ import time
 
 import dask.order
 
-from localsched.graph import compile_graph
-from localsched.order import order as ls_order
-from localsched.order import peak_live
+from localsched.plan.graph import compile_graph
+from localsched.plan.order import order as ls_order
+from localsched.plan.order import peak_live
 
 try:  # run as a script (python benchmarks/bench_order.py) or as a module
     from . import graphs
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
               flush=True)
     print()
     print("peak = most results held at once in a sequential run in priority order;")
-    print("order ms ls = localsched.order.order alone; +compile = with compile_graph.")
+    print("order ms ls = localsched.plan.order.order alone; +compile = with compile_graph.")
     if worse:
         print(f"localsched holds more than dask on: {', '.join(worse)}")
     else:

@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable
 
 import localsched.local
-from localsched.graph import compile_graph
-from localsched.machine import RunState
-from localsched.order import order_and_consumers
+from localsched.plan.graph import compile_graph
+from localsched.plan.order import order_and_consumers
+from localsched.run.machine import RunState
 
 try:  # run as a script (python benchmarks/bench_prep.py) or as a module
     from . import graphs

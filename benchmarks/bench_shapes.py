@@ -100,8 +100,8 @@ def bare_plan(dsk: dict, keys: list) -> list:
     """The graph's tasks in localsched's run order, each as
     ``(key, function, how, arguments)``: ``how`` 0, arguments are values;
     1, keys; 2, one list of keys (``sum([...])``)."""
-    from localsched.graph import compile_graph
-    from localsched.order import order
+    from localsched.plan.graph import compile_graph
+    from localsched.plan.order import order
 
     g = compile_graph(dsk, None)
     plan = []
@@ -174,7 +174,7 @@ def timed(get: Callable, dsk: dict, keys: list) -> tuple[float, object]:
 
 def batch_stats(dsk: dict, keys: list) -> str:
     """How localsched's threads(2) handed the graph out: one untimed run."""
-    from localsched.batching import Planner
+    from localsched.run.batching import Planner
 
     sizes: list = []
     plan = Planner.next_batch

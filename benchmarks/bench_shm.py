@@ -18,7 +18,7 @@ processes ≤ 1.5 × localsched threads.  ``--transport pipe`` runs
 localsched's processes with shared memory switched off
 (``LOCALSCHED_SHM=0``), as before #10, for the before/after figure.
 ``--cold`` makes localsched's planner forget, before each of its runs,
-what earlier computations taught it (``localsched.batching.forget``): the
+what earlier computations taught it (``localsched.run.batching.forget``): the
 figure for a first computation, whose first batches go one task at a time
 until each function is timed.  ``--memory`` also reports the peak of
 ResourceProfiler's ``mem`` (shared
@@ -70,8 +70,8 @@ def main(argv=None) -> int:
     import dask.threaded
     import numpy as np
 
-    import localsched.batching
     import localsched.multiprocessing
+    import localsched.run.batching
     import localsched.threaded
 
     y = build(args.size, args.chunk)
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
         for name in order:
             gc.collect()
             if args.cold:
-                localsched.batching.forget()
+                localsched.run.batching.forget()
             t0 = time.perf_counter()
             out = contenders[name]()
             t = time.perf_counter() - t0

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from localsched.spill import SpillStore
+from localsched.run.spill import SpillStore
 
 CHUNK = 64 << 20
 

@@ -67,7 +67,7 @@ def __dir__():
 # localsched.dashboard when dask is already imported, serves the live
 # dashboard with no code change (localsched.diagnostics.live.from_environment);
 # only then is anything more imported.
-from . import settings as _settings  # noqa: E402  (after the exports above)
+from .system import settings as _settings  # noqa: E402  (after the exports above)
 
 if (_settings.text("LOCALSCHED_DASHBOARD") or _settings.text("DASK_LOCALSCHED__DASHBOARD")
         or ("dask.config" in _sys.modules

@@ -1,8 +1,8 @@
-"""``python -m localsched``: the ``localsched`` command (see ``localsched.cli``)."""
+"""``python -m localsched``: the ``localsched`` command (see ``localsched.command.cli``)."""
 
 import sys
 
-from .cli import main
+from .command.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -73,7 +73,7 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from .forking import at_fork_in_child
+from .system.forking import at_fork_in_child
 
 __all__ = [
     "Callback",

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .core import get_async
-from .options import check_options
+from .run.core import get_async
+from .system.options import check_options
 
 __all__ = ["get_sync", "get"]
 
@@ -32,7 +32,7 @@ def get_sync(
 
     A failing task raises its own exception, with its own frames in the
     traceback.  ``cache``: results known already (see
-    ``localsched.core.get_async``).  The other schedulers' options
+    ``localsched.run.core.get_async``).  The other schedulers' options
     (``num_workers=``, ``rerun_exceptions_locally=``, ``optimize_graph=``,
     ...) are accepted and change nothing here; an option no dask scheduler
     knows raises TypeError.

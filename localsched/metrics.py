@@ -215,8 +215,8 @@ def nbytes(value) -> int | None:
 
 # Results that put no memory at stake: numbers, and strings or bytes of at
 # most ``TINY_LEN`` items.  The batch planner does not count them against what
-# a batch holds (``localsched.batching``, "Tiny results"); a worker hands
-# number results over in bulk (``localsched.runtime.FLUSH_RESULTS``).
+# a batch holds (``localsched.run.batching``, "Tiny results"); a worker hands
+# number results over in bulk (``localsched.worker.runtime.FLUSH_RESULTS``).
 NUMBERS = frozenset((int, float, bool, complex))
 _TEXTS = frozenset((str, bytes))
 TINY_LEN = 256

@@ -19,7 +19,7 @@ maps them (``localsched/_shm/``).  Small objects keep the pipe.  The
 scheduler's outputs map their segments without keeping a file descriptor,
 and a reaper process removes the segments if this process is killed.
 Where shared memory does not work (a ``/dev/shm`` that is missing,
-read-only or full, a failed self-test: ``localsched._platform``)
+read-only or full, a failed self-test: ``localsched.system.platform``)
 everything takes the pipes, with one warning.
 
 A worker that dies (``os._exit``, a segfault, the OOM killer) fails its
@@ -42,7 +42,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
 
-from . import _platform
 from ._pool import (
     START_METHODS,
     BrokenProcessPool,
@@ -56,9 +55,10 @@ from ._pool import (
 )
 from ._pool.workers import max_workers
 from ._shm import transport as shm
-from .core import get_async
-from .forking import renew_in_child
-from .options import check_options, dask_config, resolve_pool_options
+from .run.core import get_async
+from .system import platform as _platform
+from .system.forking import renew_in_child
+from .system.options import check_options, dask_config, resolve_pool_options
 
 __all__ = ["get", "ProcessPool", "WorkerDiedError", "BrokenProcessPool", "RemoteTraceback",
            "RemoteError", "dumps", "default_pool", "shutdown", "START_METHODS", "SharedPools"]
@@ -240,7 +240,7 @@ def get(
         Accepted for dask compatibility (dask's config keys too); localsched
         always ships tasks with pickle, falling back to cloudpickle.
     callbacks, rerun_exceptions_locally, cache, memory_limit
-        See ``localsched.core.get_async``.
+        See ``localsched.run.core.get_async``.
     shared : SharedPools, optional
         Where the shared pool comes from (default: this module's, on this
         machine's platform).

@@ -33,9 +33,9 @@ from concurrent.futures import Executor, Future
 from queue import Empty, SimpleQueue
 from typing import TYPE_CHECKING, Any
 
-from .core import get_async, in_task
-from .forking import at_fork_in_child
-from .options import check_options, dask_config, resolve_pool_options
+from .run.core import get_async, in_task
+from .system.forking import at_fork_in_child
+from .system.options import check_options, dask_config, resolve_pool_options
 
 if TYPE_CHECKING:
     from multiprocessing.pool import ThreadPool as MPThreadPool
@@ -217,7 +217,7 @@ def get(
         ``ProcessPool``) runs the graph as ``localsched.multiprocessing.get``
         does on it: each batch is sent its inputs.
     callbacks, rerun_exceptions_locally, chunksize, cache, memory_limit
-        See ``localsched.core.get_async``; unset, dask's config supplies
+        See ``localsched.run.core.get_async``; unset, dask's config supplies
         ``rerun_exceptions_locally``, ``chunksize`` and ``localsched.memory-limit``.
     **options
         Keywords other dask schedulers take (``optimize_graph=``, ...), as

@@ -3,7 +3,7 @@
 Hooks keep dask's signatures (``posttask(key, result, dsk, state,
 worker_id)`` ...).  ``state`` is a :class:`State`: dask's read-only Mapping
 of the scheduler state (``state["cache"]``, ``state["ready"]`` ...), built
-on access from the run's :class:`~localsched.machine.RunState`, plus two
+on access from the run's :class:`~localsched.run.machine.RunState`, plus two
 typed attributes that say what happened:
 
 - ``state.task``: the :class:`TaskRecord` of the task whose posttask fires
@@ -29,7 +29,7 @@ so that the diagnostics ask the same questions of all three, never
 The view points at the RunState; nothing points back at the view, so the
 run is freed as soon as its last user lets go.
 
->>> from localsched.machine import RunState
+>>> from localsched.run.machine import RunState
 >>> state = State(RunState({'a': 1, 'b': (abs, 'a')}, 'b'))
 >>> len(state), state["waiting"], state["ready"], state["cache"]
 (9, {}, ['b'], {'a': 1})
@@ -44,10 +44,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget_record import BudgetRecord
-from .machine import DONE, WAITING, RunState
-from .records_wire import TaskRecord  # (declared with the other layouts of a record)
-from .task_records import TaskRecords
+from .run.budget_record import BudgetRecord
+from .run.machine import DONE, WAITING, RunState
+from .run.task_records import TaskRecords
+from .worker.records_wire import TaskRecord  # (declared with the other layouts of a record)
 
 __all__ = ["State", "TaskRecord", "RunOutcome", "StateView", "DaskState", "state_view"]
 
@@ -68,13 +68,13 @@ class RunOutcome:
     loop adds (a cluster: its client, lost attempts ...); ``records``: None,
     or while a callback needs them (``Needs.records``) the record of every
     finished task, appended as each ends (before its posttask hooks fire),
-    complete at ``finish``: a :class:`~localsched.task_records.TaskRecords`,
+    complete at ``finish``: a :class:`~localsched.run.task_records.TaskRecords`,
     a sequence of tuples of :class:`TaskRecord`'s fields
     (``TaskRecord._make(r)`` names them; in hot loops unpack them or read
     ``r[TASK_START]``, ``records_wire``'s positions), kept by column so
     that a long run's records are no objects for the garbage collector to
     track.  ``memory``: None, or with a memory
-    budget (``memory_limit=``) its :class:`~localsched.budget_record.BudgetRecord`
+    budget (``memory_limit=``) its :class:`~localsched.run.budget_record.BudgetRecord`
     (thresholds, held and spilled bytes over time, spill events).
     """
 

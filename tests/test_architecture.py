@@ -188,8 +188,8 @@ def test_shared_memory_sits_between_the_pool_and_the_platform():
     are the records' layouts (``records_wire``), which shared memory reads
     records by."""
     graph = import_graph()
-    leaves = ("localsched._platform", "localsched.settings", "localsched.forking",
-              "localsched.records_wire")
+    leaves = ("localsched.system.platform", "localsched.system.settings", "localsched.system.forking",
+              "localsched.worker.records_wire")
     wrong = []
     for module, imported in graph.items():
         for target in imported:
@@ -237,7 +237,7 @@ def test_the_design_notes_on_which_loop_drives_runstate_match_the_imports():
     # three share the lifecycle.
     graph = import_graph()
     cluster = {m for m in graph if m.startswith("localsched.distributed")}
-    assert all("localsched.machine" not in graph[m] for m in cluster)
-    assert any("localsched.lifecycle" in graph[m] for m in cluster)
-    for local_loop in ("localsched.inline", "localsched.poolloop"):
-        assert "localsched.machine" in graph[local_loop]
+    assert all("localsched.run.machine" not in graph[m] for m in cluster)
+    assert any("localsched.run.lifecycle" in graph[m] for m in cluster)
+    for local_loop in ("localsched.run.inline", "localsched.run.poolloop"):
+        assert "localsched.run.machine" in graph[local_loop]

@@ -16,11 +16,11 @@ import pytest
 
 import localsched
 from localsched.callbacks import Callback
-from localsched.graph import CycleError
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
+from localsched.plan.graph import CycleError
 from localsched.threaded import get as get_threads
-from tests.platform_marks import needs_posix_signals
+from tests.support.platform_marks import needs_posix_signals
 
 SCHEDULERS = {
     "sync": get_sync,
@@ -392,7 +392,7 @@ def test_pre_and_posttask_bracket_execution_not_queueing(get, scheduler_name):
         pytest.skip("on a cluster pretask fires when the scheduler dispatches the task "
                     "(hearing of each start from the workers costs ~17 % on tiny tasks); "
                     "a worker may hold it queued for one task's time. state.timing is "
-                    "the worker's own start and end: see tests/test_distributed.py")
+                    "the worker's own start and end: see tests/distributed/test_distributed.py")
     started = {}
     spans = {}
 

@@ -12,9 +12,9 @@ three schedulers.
 from __future__ import annotations
 
 import pytest
-from dask_conformance import harness
 
 from conftest import IN_CI
+from tests.dask_conformance import harness
 
 dask_utils_test = pytest.importorskip("dask.utils_test", reason="dask is not installed")
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from browser import open_in_chromium, require_chromium
+
+from tests.support.browser import open_in_chromium, require_chromium
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -290,7 +291,7 @@ def documented_command_lines() -> list[tuple[str, str]]:
 def test_documented_options_exist():
     # Every --option a documented `localsched SUBCOMMAND ...` line uses is
     # one that subcommand's parser knows.
-    from localsched.cli import build_parser
+    from localsched.command.cli import build_parser
 
     parser = build_parser()
     subparsers = next(a for a in parser._actions if a.choices and "profile" in a.choices)
@@ -308,9 +309,9 @@ def test_documented_options_exist():
 
 def test_the_settings_table_lists_every_setting_users_may_set():
     # One table (docs/guides/settings.md) names every environment variable
-    # and dask config key of ``localsched.settings``, and no other; no
+    # and dask config key of ``localsched.system.settings``, and no other; no
     # other page lists the tests' platform simulations as users' settings.
-    from localsched import settings
+    from localsched.system import settings
 
     table = (DOCS / "guides" / "settings.md").read_text(encoding="utf-8")
     listed = set(re.findall(r"^\| `([^`]+)` \|", table, re.M))

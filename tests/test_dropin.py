@@ -22,7 +22,7 @@ from localsched import threaded
 from localsched.callbacks import Callback, Needs
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
-from tests.platform_marks import needs_fork, needs_posix_signals
+from tests.support.platform_marks import needs_fork, needs_posix_signals
 
 SCHEDULERS = {
     "sync": get_sync,

@@ -1,7 +1,7 @@
 """The README's picture: the first screen of the real report of the demo.
 
 The documentation and the README show pictures of what localsched draws;
-none is made by hand.  ``tests/diagnostics/test_gallery.py`` writes the
+none is made by hand.  ``tests/diagnostics/reporting/test_gallery_pages.py`` writes the
 report and the live page whole; this test runs the bundled demo as ``make
 demo`` does (``localsched demo``), opens the performance report it writes
 in headless Chromium, checks that it rendered with no console error, and
@@ -21,7 +21,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import open_in_chromium, require_chromium
+
+from tests.support.browser import open_in_chromium, require_chromium
 
 GALLERY = Path(__file__).resolve().parent.parent / "docs" / "_static" / "gallery"
 
@@ -51,7 +52,7 @@ def test_report_first_screen(gallery, tmp_path):
     """The report ``make demo`` writes (``localsched demo``, its defaults)."""
     chromium = require_chromium()
     report_path = tmp_path / "report.html"
-    proc = subprocess.run([sys.executable, "-m", "localsched.cli", "demo", "--no-progress",
+    proc = subprocess.run([sys.executable, "-m", "localsched.command.cli", "demo", "--no-progress",
                            "-o", str(report_path)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=500)
     assert proc.returncode == 0, proc.stderr

@@ -139,7 +139,7 @@ def _assert_bokeh_plot(cell, groups=()) -> None:
 
 
 def _check_walkthrough(nb) -> None:
-    from localsched.demo import blocked_workload
+    from localsched.command.demo import blocked_workload
 
     # The profiled run: every task of the graph was profiled and cached once.
     summary = _stdout(_cell(nb, "profile-summary"))
@@ -214,9 +214,9 @@ def _wall(text: str, name: str) -> float:
 
 def _check_where_the_time_went(nb, cwd: Path) -> None:
     try:  # the repository root is on sys.path (python -m pytest), or tests/ is
-        from tests.trace_format import check_trace
+        from tests.support.trace_format import check_trace
     except ImportError:
-        from trace_format import check_trace
+        from tests.support.trace_format import check_trace
 
     # 1. The GIL: on threads the pure-Python loop waits (noncpu) for the lock
     # the other thread holds; on processes it computes.

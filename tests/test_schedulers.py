@@ -16,8 +16,8 @@ from localsched import multiprocessing as lmp
 from localsched import threaded
 from localsched.callbacks import Callback
 from localsched.local import get_sync
-from tests.gates import Gate, notify
-from tests.platform_marks import START_METHODS, needs_posix_signals
+from tests.support.gates import Gate, notify
+from tests.support.platform_marks import START_METHODS, needs_posix_signals
 
 
 def inc(x):
@@ -141,8 +141,8 @@ def _chain(n: int, func=inc) -> dict:
 
 
 def _first_batch(dsk, key):
-    from localsched.batching import Planner
-    from localsched.machine import RunState as Run
+    from localsched.run.batching import Planner
+    from localsched.run.machine import RunState as Run
 
     planner = Planner(Run(dsk, key), learn=True)  # (as on processes with shared memory)
     return planner, planner.next_batch()
@@ -194,9 +194,9 @@ def test_small_results_start_afresh_each_computation():
 
 
 def test_threads_neither_keep_nor_recall_what_was_learned():
-    from localsched import batching
-    from localsched.batching import Planner
-    from localsched.machine import RunState as Run
+    from localsched.run import batching
+    from localsched.run.batching import Planner
+    from localsched.run.machine import RunState as Run
 
     threaded.get(_chain(20), "inc-19")
     assert not batching._learned
@@ -266,8 +266,8 @@ def test_a_batch_recalls_groups_it_meets_after_its_first_task():
     # are recalled as the batch grows.
     dsk = _meeting_graph(None)
     _learn_meeting(dsk)
-    from localsched.batching import Planner
-    from localsched.machine import RunState as Run
+    from localsched.run.batching import Planner
+    from localsched.run.machine import RunState as Run
 
     planner = Planner(Run(dsk, "total-0"), learn=True)
     big = planner.run.keys.index("big-0")
@@ -308,7 +308,7 @@ def test_this_computations_timings_take_over_from_a_recalled_mean():
 
 
 def test_the_memory_keeps_the_most_recently_used_groups(monkeypatch):
-    from localsched import batching
+    from localsched.run import batching
 
     monkeypatch.setattr(batching, "MEMORY_SIZE", 3)
     for name in "abcde":
@@ -363,9 +363,9 @@ def test_a_process_batch_is_sent_at_most_max_inputs_results():
     # Each input a batch is sent is a second copy, held by the worker from
     # the batch's start: the batch closing a tree must not take its whole
     # frontier (dask's worker holds one task's inputs at a time).
-    from localsched.batching import MAX_INPUTS, Planner
-    from localsched.machine import DONE, READY
-    from localsched.machine import RunState as Run
+    from localsched.run.batching import MAX_INPUTS, Planner
+    from localsched.run.machine import DONE, READY
+    from localsched.run.machine import RunState as Run
 
     dsk, out = _reduction_tail(9)
     sizes = {}
@@ -390,7 +390,7 @@ def test_a_process_batch_is_sent_at_most_max_inputs_results():
 
 
 def test_processes_batches_take_few_inputs_and_workers_keep_no_result(monkeypatch):
-    from localsched import batching
+    from localsched.run import batching
 
     sent = []
     items = batching.Planner.items
@@ -544,8 +544,8 @@ def test_scheduler_names_in_compute():
 def test_a_batch_stopped_at_its_limit_recalls_no_group_it_does_not_take():
     # (Batches that start elsewhere recall nothing: a group recalled by a
     # batch that never took its task would no longer go alone later.)
-    from localsched.batching import Planner
-    from localsched.machine import RunState as Run
+    from localsched.run.batching import Planner
+    from localsched.run.machine import RunState as Run
 
     dsk = {"inc-0": (inc, 0), "mid-0": (_mid, "inc-0"), "dec-0": (_dec, "mid-0")}
     _learn({k: dsk[k] for k in ("inc-0", "mid-0")}, "mid-0", 1e-3, large=True)

@@ -1,7 +1,7 @@
 """localsched's process pool.
 
 The rooms, lowest first (each imports only those above it; none imports the
-scheduler, ``localsched.core``)::
+scheduler, ``localsched.run.core``)::
 
     job        what a worker process knows of its current job (pid, arrival,
                pickling seconds): globals the batch runner reads
@@ -46,7 +46,7 @@ _WHERE = {
 
 def __getattr__(name: str) -> Any:
     if name == "pool_size":
-        from ..options import pool_size  # one helper for every pool type
+        from ..system.options import pool_size  # one helper for every pool type
 
         return pool_size
     module = _WHERE.get(name)

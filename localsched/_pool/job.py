@@ -1,7 +1,7 @@
 """What a worker process knows of the job it runs now.
 
 Set by the worker loop (``localsched._pool.worker``), read by the
-worker-side runtime (``localsched.runtime``) through ``sys.modules``: the
+worker-side runtime (``localsched.worker.runtime``) through ``sys.modules``: the
 pool does not import the scheduler, and the scheduler does not import the
 pool for these.
 """
@@ -19,7 +19,7 @@ arrival: "tuple[float, float, bool] | None" = None
 #: up): the worker loop sends them to the caller, who warns once.
 notes: "list[str]" = []
 
-#: Set by a job under a memory budget (``localsched.budget_worker``): the
+#: Set by a job under a memory budget (``localsched.worker.budget_worker``): the
 #: worker loop hands its freed memory back as soon as the job's reply is
 #: sent, not once idle.
 trim_after: bool = False

@@ -22,9 +22,9 @@ from collections import deque
 from multiprocessing.connection import wait as wait_for
 from typing import Any
 
-from .. import _platform
 from .._shm import oob
 from .._shm import store as segments
+from ..system import platform as _platform
 from .jobs import BrokenProcessPool, WorkerDiedError, _settle
 from .protocol import LAST_OF_JOB, Kind, decode, encode, unpack_exception
 from .workers import (

@@ -56,10 +56,10 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 
-from .. import _platform
 from .._shm import oob
 from .._shm import store as segments
-from ..forking import renew_in_child
+from ..system import platform as _platform
+from ..system.forking import renew_in_child
 from .jobs import BrokenProcessPool, WorkerDiedError, _Job, _JobFuture, _settle
 from .listener import _Listener
 from .protocol import Kind, dumps, encode
@@ -110,7 +110,7 @@ class ProcessPool(_Listener, Executor):
     initializer, initargs
         Run once in each worker process when it starts.  If it raises, or a
         worker exits at start-up, the pool is broken (BrokenProcessPool).
-    platform : localsched._platform.Platform, optional
+    platform : localsched.system.platform.Platform, optional
         What the pool and its workers run as (which kind of shared memory,
         how workers start and are waited on), as multiprocessing's objects
         take a context; default: this machine's, detected once.  Its

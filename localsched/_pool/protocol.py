@@ -178,7 +178,7 @@ def unpack_exception(packed) -> BaseException:
 
 # -- records -------------------------------------------------------------------
 
-# The record layout is localsched.core.run_batch's: (i, ok, value, start,
+# The record layout is localsched.run.core.run_batch's: (i, ok, value, start,
 # end, worker id).  The pool reads only these two fields: ``ok`` False means
 # ``value`` is the task's exception, packed here before it travels.
 RECORD_OK = 1

@@ -1,7 +1,7 @@
 """Which task a worker process is running, readable after it dies.
 
 A worker hands its tasks' records over every millisecond or every few
-results, not per task (``localsched.runtime.FLUSH_INTERVAL``): that is
+results, not per task (``localsched.worker.runtime.FLUSH_INTERVAL``): that is
 what makes tiny tasks cheap, and why the records cannot say which task a
 worker was running when it died.  So each worker gets a *task slot*: two
 8-byte integers of memory it shares with the pool, written with plain
@@ -10,7 +10,7 @@ memory stores (no system call)::
     [JOB]   the id of the job the worker runs (written as the job starts)
     [TASK]  the index of the task its batch runner started last
             (``NO_TASK`` until the first; written per task by
-            ``localsched.runtime.run_batch``)
+            ``localsched.worker.runtime.run_batch``)
 
 When the worker dies, the pool reads the slot (the memory outlives the
 process) and its ``WorkerDiedError`` carries the task's index if the slot
@@ -20,7 +20,7 @@ How the worker gets its slot, by start method: "fork" inherits an
 anonymous shared mapping; "spawn" is passed the descriptor of a small file
 with no name, which it maps; "forkserver" is sent that descriptor with its
 start arguments (multiprocessing's ``DupFd``, as its Connections are).
-Where the platform has neither (``localsched._platform``), a worker has no
+Where the platform has neither (``localsched.system.platform``), a worker has no
 slot: its death names no task, and the scheduler names every task the lost
 batch may have been running.
 """
@@ -31,7 +31,7 @@ import mmap
 import os
 from typing import Any
 
-from .. import _platform
+from ..system import platform as _platform
 
 __all__ = ["TaskSlot", "JOB", "TASK", "NO_TASK", "attach"]
 

@@ -29,10 +29,11 @@ import threading
 import time
 from collections.abc import Callable
 
-from .. import _platform, settings
 from .._shm import store as _shm_store
 from .._shm.oob import loads_job
 from .._shm.worker_side import WorkerSide
+from ..system import platform as _platform
+from ..system import settings
 from . import job as _job
 from . import taskslot
 from .protocol import Kind, decode, dump_records, dumps, encode, pack_exception

@@ -42,8 +42,8 @@ from contextlib import contextmanager
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any
 
-from .. import _platform
-from ..forking import at_fork_in_child
+from ..system import platform as _platform
+from ..system.forking import at_fork_in_child
 from . import worker as worker_module
 from .taskslot import TaskSlot
 

@@ -7,7 +7,7 @@ through the pool's pipes.  The process pool (``localsched._pool``) carries
 the handles in its messages; this package knows nothing of the pool.
 
 The rooms, lowest first (each imports only those above it, and
-``localsched._platform``; none imports the pool or the scheduler)::
+``localsched.system.platform``; none imports the pool or the scheduler)::
 
     kinds          where a segment's bytes live, and the rules every kind
                    keeps beside other users: files in /dev/shm (Linux),

@@ -37,8 +37,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from .._platform import Platform, descriptorless_mmap
-from ..records_wire import REC_VALUE
+from ..system.platform import Platform, descriptorless_mmap
+from ..worker.records_wire import REC_VALUE
 from . import store as segments
 from .kinds import SegmentKind
 from .store import SegmentStore, kind_of

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import os
 
-from .. import _platform
+from ..system import platform as _platform
 from .kinds import DevShmFiles, PosixObjects, SegmentKind
 from .named_mappings import NamedMappings
 

@@ -1,5 +1,5 @@
 """Where a segment's bytes live, and how to reach them by name: the kinds
-of segment (``localsched._platform`` says which this platform has).
+of segment (``localsched.system.platform`` says which this platform has).
 
 Every kind answers the calls of ``SegmentKind``; ``store``
 holds one of them (its platform's: ``kind_in_use.kind_of``), and asks only through those
@@ -63,8 +63,8 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from .. import _platform
-from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN, O_CAREFUL, SHM_DIR, flock, is_ours
+from ..system import platform as _platform
+from ..system.platform import LOCK_EX, LOCK_NB, LOCK_SH, LOCK_UN, O_CAREFUL, SHM_DIR, flock, is_ours
 
 __all__ = ["SegmentKind", "DevShmFiles", "PosixObjects", "LOCK_SUFFIX", "JOURNAL_SUFFIX", "base36"]
 

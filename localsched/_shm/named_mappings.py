@@ -30,7 +30,7 @@ one and read the mapping again): if any call fails or a byte differs, the
 pipes are used with one warning naming the failure, as before.
 
 The tests run the same protocol (``HandOver``) on Linux with POSIX
-objects as handles (``tests/windows_sim.py``: a kind of theirs, named by
+objects as handles (``tests/support/windows_sim.py``: a kind of theirs, named by
 the simulated ``Platform``).
 """
 
@@ -41,7 +41,7 @@ import os
 import secrets
 from typing import Any
 
-from .. import _platform
+from ..system import platform as _platform
 from .kinds import SegmentKind
 
 __all__ = ["HandOver", "NamedMappings"]

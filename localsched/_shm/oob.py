@@ -38,7 +38,7 @@ from typing import Any
 
 import cloudpickle
 
-from ..records_wire import REC_OK, REC_VALUE
+from ..worker.records_wire import REC_OK, REC_VALUE
 from . import store as segments
 from .handles import SharedValue, from_wire, map_locked
 from .kinds import SegmentKind

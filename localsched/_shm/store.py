@@ -69,7 +69,7 @@ private directory; named mappings: a self-test) before this process
 creates its lock file or reaper, and ``None`` sends the caller to the
 pipes after one warning (``warn_once``; in a worker, whose loop sets
 ``notes_to``, a note its job hands to the caller).  A platform with no
-kind (no file locks: see ``localsched._platform``) always takes the pipes.
+kind (no file locks: see ``localsched.system.platform``) always takes the pipes.
 
 The free list.  While a computation runs, a released segment is kept (at
 most ``FREE_MAX``) instead of unlinked: a new segment costs page
@@ -103,10 +103,10 @@ import threading
 import warnings
 from typing import Any
 
-from .. import _platform
-from .. import settings as user_settings
-from .._platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, Platform, flock
-from ..forking import at_fork_in_child
+from ..system import platform as _platform
+from ..system import settings as user_settings
+from ..system.forking import at_fork_in_child
+from ..system.platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, Platform, flock
 from .kind_in_use import kind_of
 from .kinds import LOCK_SUFFIX, SegmentKind
 

@@ -1,7 +1,7 @@
 """Zero-copy transport: large buffers travel through shared memory, not the pipe.
 
 The facade the scheduler uses (``transport=Transport(pool.platform)`` in
-``localsched.core``: ``load``, ``release``, ``SharedValue``, ``Inbox``)
+``localsched.run.core``: ``load``, ``release``, ``SharedValue``, ``Inbox``)
 over the package's rooms:
 
 - ``oob``: out-of-band pickling, and which unpickler makes a value or a
@@ -35,7 +35,7 @@ threshold, object arrays (pickle sends their items in-band), plain
 ``bytes`` nested inside a result (a ``bytes`` result itself travels through
 shared memory and is copied out on arrival).  Everything takes the pipe
 when shared memory is switched off, or the platform has none that works
-(``localsched._platform``: no file locks, ``/dev/shm`` missing, read-only,
+(``localsched.system.platform``: no file locks, ``/dev/shm`` missing, read-only,
 not sticky, too small or out of inodes; a macOS registry directory that is
 not the user's own; Windows' named mappings failing their self-test),
 decided when a computation starts and at each job, before any file is
@@ -56,7 +56,7 @@ start-up, so set them before the pool starts):
 
 from __future__ import annotations
 
-from .._platform import Platform
+from ..system.platform import Platform
 from .handles import Inbox, SharedValue, load, release, release_records
 from .oob import dump_records, dumps_job, dumps_oob, loads_job, loads_records, share
 from .store import (

@@ -25,8 +25,8 @@ from __future__ import annotations
 import itertools
 import os
 
-from .._platform import LOCK_SH, Platform, flock
-from ..forking import renew_in_child
+from ..system.forking import renew_in_child
+from ..system.platform import LOCK_SH, Platform, flock
 from .kind_in_use import kind_of
 from .kinds import SegmentKind
 from .store import _owner_of, write_segment

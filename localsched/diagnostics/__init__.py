@@ -84,11 +84,9 @@ pandas only by ``to_pandas()``.
 
 from __future__ import annotations
 
-from .cache import CacheProfiler
-from .metrics import FineMetrics
-from .profile import Profiler
-from .progress import ProgressBar
-from .records import (
+from .collectors.cache import CacheProfiler
+from .collectors.metrics import FineMetrics
+from .collectors.records import (
     ActivityData,
     CacheData,
     FailedTaskData,
@@ -100,9 +98,11 @@ from .records import (
     TransferData,
     WorkerResourceData,
 )
-from .resource import ResourceProfiler
-from .sampler import SampleProfiler
-from .summary import GroupSummary, Summary
+from .collectors.resource import ResourceProfiler
+from .collectors.sampler import SampleProfiler
+from .profile import Profiler
+from .progress import ProgressBar
+from .reporting.summary import GroupSummary, Summary
 
 __all__ = [
     "Profiler",
@@ -154,10 +154,10 @@ def visualize(profilers, filename="profile.html", show=True, save=True, mode=Non
               **figure_kwargs):
     """Stack the profilers' Bokeh plots on one aligned time axis, under a summary.
 
-    See ``localsched.diagnostics.plots.visualize`` (bokeh is imported here,
+    See ``localsched.diagnostics.reporting.plots.visualize`` (bokeh is imported here,
     on first use).
     """
-    from .plots import visualize as _visualize
+    from .reporting.plots import visualize as _visualize
 
     return _visualize(profilers, filename=filename, show=show, save=save, mode=mode,
                       **figure_kwargs)

@@ -2,7 +2,7 @@
 
 Nothing of it runs per task: it reads the run's task records
 (``Needs(records=True)``, see ``collector``); the
-:class:`~localsched.diagnostics.records.TaskData` records are built only when
+:class:`~localsched.diagnostics.collectors.records.TaskData` records are built only when
 ``results`` is read, and only for the computations finished since the last read.
 
 Times are the worker's own measurement, ``state.timing``: epoch seconds
@@ -25,11 +25,17 @@ import time
 
 from ..callbacks import Needs
 from ..view import TaskRecord, state_view
-from .budgets import snapshot
-from .collector import Collector, FinishedRun, LiveRun
-from .literals import graph_inputs
-from .records import FailedTaskData, GraphData, InterruptedTaskData, TaskData, TransferData
-from .summary import Summary, summarize
+from .collectors.budgets import snapshot
+from .collectors.collector import Collector, FinishedRun, LiveRun
+from .collectors.literals import graph_inputs
+from .collectors.records import (
+    FailedTaskData,
+    GraphData,
+    InterruptedTaskData,
+    TaskData,
+    TransferData,
+)
+from .reporting.summary import Summary, summarize
 
 __all__ = ["Profiler", "graph_of"]
 
@@ -73,7 +79,7 @@ class Profiler(Collector):
 
     See Also
     --------
-    ResourceProfiler, CacheProfiler, localsched.diagnostics.plots.visualize
+    ResourceProfiler, CacheProfiler, localsched.diagnostics.reporting.plots.visualize
     """
 
     # No hook per task: it reads the run's records; results may stay in the workers.
@@ -186,14 +192,14 @@ class Profiler(Collector):
 
     @property
     def budgets(self) -> list:
-        """:class:`~localsched.budget_record.BudgetRecord` of every finished
+        """:class:`~localsched.run.budget_record.BudgetRecord` of every finished
         computation that ran within a memory budget (``memory_limit=``)."""
         return self._read("_budgets")
 
     def summary(self, top: int = 10) -> Summary:
         """The numbers to read first: wall time, tasks, workers, efficiency, top groups.
 
-        See :class:`localsched.diagnostics.summary.Summary`.
+        See :class:`localsched.diagnostics.reporting.summary.Summary`.
         """
         with self._build_lock:
             self._ensure_built()
@@ -204,7 +210,7 @@ class Profiler(Collector):
         """The finished tasks as a pandas DataFrame: one row per ``TaskData``
         (``key``, ``task``, ``start_time``, ``end_time``, ``worker_id``) plus
         ``group`` (dask's ``key_split``) and ``duration`` in seconds."""
-        from .tables import records_frame
+        from .reporting.tables import records_frame
 
         return records_frame(self.results, TaskData)
 

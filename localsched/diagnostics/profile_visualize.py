@@ -2,7 +2,7 @@
 
 ``from dask.diagnostics.profile_visualize import visualize`` becomes
 ``from localsched.diagnostics.profile_visualize import visualize``.  The
-plotting itself lives in :mod:`localsched.diagnostics.plots`; this module
+plotting itself lives in :mod:`localsched.diagnostics.reporting.plots`; this module
 adds dask's small helpers and imports bokeh only when one is called.
 
 >>> unquote((dict, [['a', 1], ['b', (list, [2, 3])]]))
@@ -19,29 +19,29 @@ __all__ = ["visualize", "plot_tasks", "plot_resources", "plot_cache", "get_color
 
 
 def visualize(profilers, filename="profile.html", show=True, save=True, mode=None, **kwargs):
-    """See :func:`localsched.diagnostics.plots.visualize`."""
-    from .plots import visualize as _visualize
+    """See :func:`localsched.diagnostics.reporting.plots.visualize`."""
+    from .reporting.plots import visualize as _visualize
 
     return _visualize(profilers, filename=filename, show=show, save=save, mode=mode, **kwargs)
 
 
 def plot_tasks(results, *args, **kwargs):
-    """See :func:`localsched.diagnostics.plots.plot_tasks`."""
-    from .plots import plot_tasks as _plot_tasks
+    """See :func:`localsched.diagnostics.reporting.plots.plot_tasks`."""
+    from .reporting.plots import plot_tasks as _plot_tasks
 
     return _plot_tasks(results, *args, **kwargs)
 
 
 def plot_resources(results, *args, **kwargs):
-    """See :func:`localsched.diagnostics.plots.plot_resources`."""
-    from .plots import plot_resources as _plot_resources
+    """See :func:`localsched.diagnostics.reporting.plots.plot_resources`."""
+    from .reporting.plots import plot_resources as _plot_resources
 
     return _plot_resources(results, *args, **kwargs)
 
 
 def plot_cache(results, *args, **kwargs):
-    """See :func:`localsched.diagnostics.plots.plot_cache`."""
-    from .plots import plot_cache as _plot_cache
+    """See :func:`localsched.diagnostics.reporting.plots.plot_cache`."""
+    from .reporting.plots import plot_cache as _plot_cache
 
     return _plot_cache(results, *args, **kwargs)
 

@@ -23,7 +23,7 @@ finished set), never iterates the scheduler's sets, so it costs the same
 for ten tasks or ten million.  Under dask's own schedulers, which keep no
 records, a small posttask hook counts instead.
 
-What it draws is a plain :class:`~localsched.diagnostics.progress_view.Progress`
+What it draws is a plain :class:`~localsched.diagnostics.collectors.progress_view.Progress`
 record; a renderer turns it into text (:class:`TextRenderer`,
 ``progress_text``) or ipywidgets (:class:`WidgetRenderer`,
 ``progress_widget``), so the choice of display is just the choice of
@@ -33,7 +33,7 @@ Times are elapsed seconds of the injectable ``timer`` (default
 ``time.monotonic``, which wall-clock adjustments cannot make go backwards),
 measured from the computation's ``start``.
 
-The remaining time is estimated per task group (``localsched.diagnostics.eta``):
+The remaining time is estimated per task group (``localsched.diagnostics.collectors.eta``):
 the tasks left in each group times the mean duration of that group's
 finished tasks (as the workers measured them), over the number of workers
 seen -- not a global rate, which a cheap first phase would make wildly
@@ -54,13 +54,13 @@ from itertools import repeat
 from typing import Any
 
 from ..callbacks import Callback, Hooks, Needs
-from ..forking import renew_in_child
-from ..task_records import TaskRecords
+from ..run.task_records import TaskRecords
+from ..system.forking import renew_in_child
 from ..utils import key_split
 from ..view import StateView, state_view
-from .eta import remaining_time
-from .progress_text import TextRenderer
-from .progress_view import (
+from .collectors.eta import remaining_time
+from .collectors.progress_text import TextRenderer
+from .collectors.progress_view import (
     ERRORED,
     FINISHED,
     FORMATS,
@@ -70,7 +70,7 @@ from .progress_view import (
     format_time,
     timing_text,
 )
-from .progress_widget import WidgetRenderer, import_ipywidgets, in_notebook
+from .collectors.progress_widget import WidgetRenderer, import_ipywidgets, in_notebook
 
 __all__ = [
     "ProgressBar",

@@ -10,7 +10,7 @@ The names of this module, each from the module that holds it:
 * ``stack_tree`` -- ``stacks``;
 * ``performance_report`` -- ``perf_report``.
 
->>> from localsched.diagnostics.records import TaskData
+>>> from localsched.diagnostics.collectors.records import TaskData
 >>> run = RunData(tasks=[TaskData(('inc-1a2b', 0), None, 10.0, 10.5, 1)])
 >>> RunData.from_json(run.to_json()).tasks == run.tasks
 True
@@ -18,10 +18,10 @@ True
 
 from __future__ import annotations
 
-from .codec import DATA_ELEMENT_ID, FORMAT, VERSION
-from .perf_report import performance_report
-from .rundata import RunData, RunFileError, load_json, to_chrome_trace
-from .stacks import stack_tree
+from .collectors.stacks import stack_tree
+from .reporting.perf_report import performance_report
+from .runs.codec import DATA_ELEMENT_ID, FORMAT, VERSION
+from .runs.rundata import RunData, RunFileError, load_json, to_chrome_trace
 
 __all__ = ["RunData", "RunFileError", "performance_report", "to_chrome_trace", "load_json",
            "stack_tree", "FORMAT", "VERSION", "DATA_ELEMENT_ID"]

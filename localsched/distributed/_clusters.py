@@ -24,8 +24,8 @@ from __future__ import annotations
 import atexit
 import threading
 
-from .. import _platform
-from ..forking import at_fork_in_child
+from ..system import platform as _platform
+from ..system.forking import at_fork_in_child
 
 _lock = threading.Lock()
 _embedded: list = []  # [cluster, Client] once started

@@ -60,7 +60,7 @@ class LazyGraph(Mapping):
 
     def _mapping(self) -> Mapping:
         if self._graph is None:
-            from ..graph import as_mapping
+            from ..plan.graph import as_mapping
 
             try:
                 self._graph = as_mapping(self.source)
@@ -83,7 +83,7 @@ class LazyGraph(Mapping):
 
 class ClusterComputation:
     """Send, observe, gather (see the module docstring).  ``hooks`` is the
-    lifecycle (``localsched.lifecycle.Computation``) already started."""
+    lifecycle (``localsched.run.lifecycle.Computation``) already started."""
 
     def __init__(self, client, graph, keys, life, options: dict, rerun: bool = False,
                  timed_groups: bool = False):
@@ -102,7 +102,7 @@ class ClusterComputation:
         self.state: ClusterState | None = None
 
     def run(self):
-        from ..graph import flatten_keys
+        from ..plan.graph import flatten_keys
 
         client, stream, q = self.client, self.stream, self.queue
         flat = frozenset(flatten_keys(self.keys, []))
@@ -194,7 +194,7 @@ class ClusterComputation:
     def _open(self, rows: list | None) -> ClusterState:
         state = self.state
         if state is None:
-            from ..graph import flatten_keys
+            from ..plan.graph import flatten_keys
 
             state = self.state = ClusterState(self.client, frozenset(flatten_keys(self.keys, [])))
             state.clock_offset = self.offset

@@ -3,7 +3,7 @@
 :class:`WorkerTier` is a callback: around each ``localsched.distributed``
 run it keeps
 
-- ``activities``: :class:`~localsched.diagnostics.records.ActivityData` of
+- ``activities``: :class:`~localsched.diagnostics.collectors.records.ActivityData` of
   every task, from the workers' own startstops (``compute``, ``transfer``
   of inputs from a peer, ``disk-read``/``disk-write`` when spilled);
 - ``metrics``: dask.distributed's fine performance metrics of the run (the
@@ -18,7 +18,7 @@ run it keeps
   the unit ``"loop-seconds"`` instead of ``"seconds"``;
 - ``samples``: the workers' statistical profile for the run's time window
   (distributed samples every 10 ms), one
-  :class:`~localsched.diagnostics.records.SampleData` per sample, by task
+  :class:`~localsched.diagnostics.collectors.records.SampleData` per sample, by task
   group (its ``time`` is the window's middle, its ``worker_id`` None: the
   cluster merges samples across workers; its ``seconds`` the group's
   compute seconds over its sample count);
@@ -27,7 +27,7 @@ run it keeps
 - ``worker_resources``: ``(time, worker, mem MB, cpu %)`` of every worker,
   from its own SystemMonitor (every 0.5 s, the worker's clock), and
   ``resources``: the same summed over the workers, as
-  :class:`~localsched.diagnostics.records.ResourceData` (one sample per
+  :class:`~localsched.diagnostics.collectors.records.ResourceData` (one sample per
   0.5 s step).  (The ResourceProfiler measures this process and its
   children: for a LocalCluster, the scheduler and every worker, summed.)
 
@@ -96,7 +96,7 @@ class WorkerTier(Callback):
     @property
     def resources(self) -> list:
         """``worker_resources`` summed over the workers per 0.5 s step."""
-        from ..diagnostics.records import ResourceData
+        from ..diagnostics.collectors.records import ResourceData
 
         steps: dict = {}
         for t, _worker, mem, cpu in self.worker_resources:
@@ -108,7 +108,7 @@ class WorkerTier(Callback):
     @property
     def metric_records(self) -> list:
         """``metrics`` as :class:`MetricData` rows."""
-        from ..diagnostics.records import MetricData
+        from ..diagnostics.collectors.records import MetricData
 
         return [MetricData(span, group, activity, unit, v)
                 for (span, group, activity, unit), v in self.metrics.items()]
@@ -131,7 +131,7 @@ class WorkerTier(Callback):
             self.activities.append(ActivityData(key, activity, start, stop, worker_id))
 
     def _finish(self, dsk, state, errored):
-        from ..diagnostics.records import SampleData
+        from ..diagnostics.collectors.records import SampleData
 
         t0 = self._runs.pop(id(state), None)
         if t0 is None:
@@ -184,7 +184,7 @@ def worker_monitors(client, since: float, until: float, offset: float = 0.0) -> 
 
 
 def _activity_type():
-    from ..diagnostics.records import ActivityData
+    from ..diagnostics.collectors.records import ActivityData
 
     return ActivityData
 
@@ -350,7 +350,7 @@ def _profile_interval() -> float:
 def _walk(node: dict, stack: tuple, group: str | None, t: float, out: list,
           seconds: float | None = None) -> None:
     """Expand distributed's counting tree into one SampleData per sample."""
-    from ..diagnostics.records import SampleData
+    from ..diagnostics.collectors.records import SampleData
 
     children = node.get("children") or {}
     ident = node.get("identifier", "root")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..lifecycle import Computation
+from ..run.lifecycle import Computation
 from ._clusters import default_client
 from ._computation import ClusterComputation, LazyGraph
 from ._detail import Detail
@@ -49,7 +49,7 @@ def get(dsk: Any, keys: Any, client=None, address: str | None = None, *,
     ...     get({'x': 2, 'y': (pow, 'x', 10)}, [['y'], 'x'], client=c)
     ((1024,), 2)
     """
-    from ..options import check_options, dask_config
+    from ..system.options import check_options, dask_config
 
     if options:
         check_options(options, "localsched.distributed.get")
@@ -74,8 +74,8 @@ def get(dsk: Any, keys: Any, client=None, address: str | None = None, *,
 def _raise_cycle(graph: Mapping, keys, exc: BaseException) -> None:
     """localsched's CycleError (naming the cycle, as every localsched get
     does) for a cycle the scheduler refused."""
-    from ..graph import compile_graph, flatten_keys
-    from ..order import order_and_consumers
+    from ..plan.graph import compile_graph, flatten_keys
+    from ..plan.order import order_and_consumers
 
     g = compile_graph(graph)
     outputs = [g.index[k] for k in flatten_keys(keys, []) if k in g.index]
@@ -117,7 +117,7 @@ def _sendable(dsk, client):
             Expr = ()
         if isinstance(dsk, Expr):
             return dsk
-        from ..graph import as_mapping
+        from ..plan.graph import as_mapping
 
         graph = dict(as_mapping(dsk))
     if isinstance(graph, dict) and client.futures:
@@ -158,7 +158,7 @@ def _referenced(graph: dict, candidates: set) -> set:
 def _check_outputs(graph, keys, client) -> None:
     """A requested key neither in the graph nor held on the cluster by this
     Client would wait forever: a KeyError naming it."""
-    from ..graph import flatten_keys
+    from ..plan.graph import flatten_keys
 
     if not isinstance(graph, Mapping):
         return

@@ -43,7 +43,7 @@ def _own_task(graph, key, deps: list, values: dict):
     ``values`` (its inputs); None if the graph lacks it, or it does not
     use the inputs the cluster's task used (e.g. a Future inside the
     task, which the cluster replaced by its key)."""
-    from ..graph import compile_graph, execute
+    from ..plan.graph import compile_graph, execute
 
     if key not in graph:
         return None

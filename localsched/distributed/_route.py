@@ -27,7 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from ..forking import at_fork_in_child
+from ..system.forking import at_fork_in_child
 
 _lock = threading.Lock()
 _saved: dict = {}  # what dask's named_schedulers held before the hook

@@ -27,7 +27,7 @@ import time
 from collections.abc import Iterable
 from queue import SimpleQueue
 
-from ..forking import at_fork_in_child
+from ..system.forking import at_fork_in_child
 
 #: Seconds an estimate of the scheduler's clock offset is reused.
 OFFSET_MAX_AGE = 60.0

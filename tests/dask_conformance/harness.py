@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 # (tests/ is on sys.path wherever dask_conformance is importable)
-from platform_marks import kill_session
+from tests.support.platform_marks import kill_session
 
 from .localsched_swap import SKIP_PREFIX, SWAPPED_NAMES
 

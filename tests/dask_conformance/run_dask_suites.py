@@ -53,7 +53,7 @@ def run(suites, scheduler: str, named: bool, workers: int, extra: list, timeout:
         per_test_timeout: int):
     import os
 
-    from dask_conformance import harness
+    from tests.dask_conformance import harness
 
     site_packages = harness.dask_tests_dir().parent.parent
     workdir = Path(tempfile.mkdtemp(prefix="dask-suites-"))

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from tests.diagnostics.servers import port_is_free
+from tests.support.servers import port_is_free
 
 SCHEDULERS = {
     "sync": ("localsched.local", "get_sync"),

@@ -7,8 +7,8 @@ from operator import add, truediv
 
 import pytest
 
+from localsched.diagnostics.collectors.records import TaskData
 from localsched.diagnostics.profile import Profiler
-from localsched.diagnostics.records import TaskData
 
 
 def inc(x):

@@ -16,9 +16,9 @@ from localsched.diagnostics import Profiler
 from localsched.diagnostics.progress import ProgressBar
 from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
-from localsched.termsafe import terminal_text
+from localsched.system.termsafe import terminal_text
 from localsched.threaded import get as get_threads
-from tests.platform_marks import needs_control_characters_in_file_names
+from tests.support.platform_marks import needs_control_characters_in_file_names
 
 NASTY = ["title\x1b]0;pwned\x07", "clear\x1b[2J", "back\rover", "lone\udcff", "rtl\u202eabc",
          "c1\x9b31m"]
@@ -81,8 +81,9 @@ def test_cli_group_progress_and_messages_escape_names(tmp_path):
         dsk = {{(n, i): (abs, -i) for n in names for i in range(2)}}
         localsched.get(dsk, list(dsk))
     """), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "localsched.cli", "profile", "--group-progress",
-                           "-o", "r.html", "job.py"], cwd=tmp_path, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "localsched.command.cli", "profile",
+                           "--group-progress", "-o", "r.html", "job.py"],
+                          cwd=tmp_path, capture_output=True,
                           timeout=180)
     err = proc.stderr.decode("utf-8", "surrogateescape")
     assert proc.returncode == 0, err
@@ -91,7 +92,7 @@ def test_cli_group_progress_and_messages_escape_names(tmp_path):
     # An error message naming a file: its name is escaped too.
     bad = tmp_path / "bad\x1b[2J.json"
     bad.write_text("{}", encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "localsched.cli", "report", bad.name],
+    proc = subprocess.run([sys.executable, "-m", "localsched.command.cli", "report", bad.name],
                           cwd=tmp_path, capture_output=True, timeout=180)
     err = proc.stderr.decode("utf-8", "surrogateescape")
     assert proc.returncode != 0 and "\x1b" not in err and "bad\\x1b[2J.json" in err

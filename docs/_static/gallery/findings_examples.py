@@ -3,7 +3,7 @@
 its finding printed (the rules' verdict: the machine's load left out, as
 the guide shows them), then its fix applied as written and both wall times
 measured.  The workloads are the findings tests' own
-(tests/diagnostics/test_findings_applied.py).
+(tests/diagnostics/analysis/test_findings_applied.py).
 
     .venv/bin/python docs/_static/gallery/findings_examples.py [name ...]
 """
@@ -22,7 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
 sys.path[:0] = [ROOT]
 
-from tests.diagnostics import test_findings_applied as t  # noqa: E402
+from tests.diagnostics.analysis import test_findings_applied as t  # noqa: E402
 
 
 def recorded(get, dsk, keys, samples=False, **kwargs):

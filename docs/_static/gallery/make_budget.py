@@ -31,10 +31,10 @@ import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 import localsched  # noqa: E402
-from localsched.budget_record import BudgetRecord  # noqa: E402
 from localsched.callbacks import Callback  # noqa: E402
 from localsched.diagnostics.report import performance_report  # noqa: E402
-from localsched.spill import SpillStore  # noqa: E402
+from localsched.run.budget_record import BudgetRecord  # noqa: E402
+from localsched.run.spill import SpillStore  # noqa: E402
 
 LIMIT = 200_000_000
 
@@ -113,7 +113,7 @@ def panel_page(run, path: str) -> None:
 
     from localsched.diagnostics.figures.base import group_colors
     from localsched.diagnostics.figures.memory import plot_held
-    from localsched.diagnostics.naming import groups_of
+    from localsched.diagnostics.reporting.naming import groups_of
 
     t0 = min(t.start_time for t in run.tasks)
     span = max(t.end_time for t in run.tasks) - t0

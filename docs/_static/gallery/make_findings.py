@@ -20,7 +20,7 @@ ROOT = os.path.join(HERE, "..", "..", "..")
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # (the tests' workloads and browser)
 
 # The workloads with a known cause are the findings tests' own.
-from tests.diagnostics.test_findings import inc, make_block, nap, py_loop, total  # noqa: E402
+from tests.diagnostics.analysis.test_findings import inc, make_block, nap, py_loop, total  # noqa: E402
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """What a recorded run says to change: pure functions of a ``RunData``'s records.
 
 Nothing here runs a scheduler or draws: every function reads the plain
-records of one run (``localsched.diagnostics.records``) and returns plain
+records of one run (``localsched.diagnostics.collectors.records``) and returns plain
 values, so the same answers come out of a run just recorded, one loaded from
 JSON (an older one too: what it lacks is "not measured", None, never an
 error), and one recorded on a dask.distributed cluster.  ``RunData`` has a
@@ -26,8 +26,8 @@ One module an idea, imports pointing down only::
                  the records (shared by the three above)
     groups       per task group: counts, durations, result sizes (numpy)
 
->>> from localsched.diagnostics.records import TaskData, GraphData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData, GraphData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> run = RunData(tasks=[TaskData('a', None, 0.0, 1.0, 1), TaskData('b', None, 1.0, 3.0, 1)],
 ...               graphs=[GraphData(['a', 'b'], [(), (0,)], [0, 1], 0.0, 3.0, 1)],
 ...               walls=[(0.0, 3.0)])

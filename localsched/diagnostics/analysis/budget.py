@@ -36,9 +36,9 @@ fix)``: ``rules`` makes them findings (this module does not import it).
 
 from __future__ import annotations
 
-from ...budget_record import DISK_READ, DISK_WRITE
+from ...run.budget_record import DISK_READ, DISK_WRITE
 from ...utils import key_split
-from ..naming import format_seconds
+from ..reporting.naming import format_seconds
 
 __all__ = ["spill_finding", "budget_advice", "disk_stall", "SPILL_SHARE", "TARGET",
            "DISK_SPEED"]

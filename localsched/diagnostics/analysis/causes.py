@@ -46,7 +46,7 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
 
 from __future__ import annotations
 
-from ..naming import format_seconds
+from ..reporting.naming import format_seconds
 from .facts import Facts
 from .finding import Finding, names, pct
 from .replay import what_if

@@ -39,8 +39,8 @@ regression or a failed run, 2: a file that cannot be read); the report of
 runs merged side by side shows the same comparison, each run against the
 first (task seconds: the merged fine metrics are not split by run).
 
->>> from localsched.diagnostics.records import TaskData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> a = RunData(tasks=[TaskData(('load-1', i), None, 0.0, 0.2, 1) for i in range(5)])
 >>> b = RunData(tasks=[TaskData(('load-2', i), None, 0.0, 0.6, 1) for i in range(5)])
 >>> c = compare(a, b)
@@ -55,9 +55,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import NamedTuple
 
-from ...termsafe import terminal_text
-from ..naming import format_seconds, shorten
-from ..summary import summarize
+from ...system.termsafe import terminal_text
+from ..reporting.naming import format_seconds, shorten
+from ..reporting.summary import summarize
 from .groups import group_stats
 
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",

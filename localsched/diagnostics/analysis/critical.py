@@ -11,8 +11,8 @@ tasks alone need.
 None when the run's dependencies were not recorded (a run saved before they
 were, see ``graphs``).
 
->>> from localsched.diagnostics.records import TaskData, GraphData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData, GraphData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> run = RunData(tasks=[TaskData('a', None, 0.0, 1.0, 1), TaskData('b', None, 0.0, 5.0, 2),
 ...                      TaskData('c', None, 5.0, 6.0, 1)],
 ...               graphs=[GraphData(['a', 'b', 'c'], [(), (), (0, 1)], [0, 1, 2], 0.0, 6.0, 2)])

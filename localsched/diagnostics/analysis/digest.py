@@ -12,7 +12,7 @@ writes them (tuples as arrays); the critical path's first ``KEYS_LIMIT``.
 
 from __future__ import annotations
 
-from ..codec import encode_key
+from ..runs.codec import encode_key
 from .facts import Facts
 from .replay import WHAT_IF_WORKERS, what_if
 from .rules import findings

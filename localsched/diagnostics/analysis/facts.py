@@ -13,7 +13,7 @@ from functools import cached_property
 from itertools import accumulate
 
 from ...utils import key_split
-from ..summary import union_length
+from ..reporting.summary import union_length
 from .budget import disk_stall
 from .critical import critical_path
 from .graphs import computations

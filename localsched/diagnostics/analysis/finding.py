@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from ..naming import shorten
+from ..reporting.naming import shorten
 
 __all__ = ["Finding", "names", "pct", "mb"]
 

@@ -2,7 +2,7 @@
 dependencies, by position in the run order.
 
 A run keeps its dependencies once per computation (``RunData.graphs``,
-:class:`~localsched.diagnostics.records.GraphData`) and its tasks as
+:class:`~localsched.diagnostics.collectors.records.GraphData`) and its tasks as
 records.  ``computations(run)`` joins the two: for each computation, the
 tasks that finished (a record each), in localsched's run order -- or, where
 the scheduler had none (dask's schedulers, a cluster), in the order they
@@ -14,8 +14,8 @@ that did not finish is left out with its edges.
 None when the run has tasks but no graph: saved before graphs were kept,
 or recorded by something that keeps none -- "not measured".
 
->>> from localsched.diagnostics.records import TaskData, GraphData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData, GraphData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> run = RunData(tasks=[TaskData('b', None, 1.0, 3.0, 7), TaskData('a', None, 0.0, 1.0, 7)],
 ...               graphs=[GraphData(['x', 'a', 'b'], [(), (0,), (1,)], [1, 2], 0.0, 3.0, 1)])
 >>> [(c.keys, c.deps, c.durations, c.ready) for c in computations(run)]

@@ -1,10 +1,10 @@
 """Per task group: how many tasks, their seconds, their durations' median,
 their results' sizes -- the numbers findings and comparisons start from.
 
-Groups are dask's ``key_split`` names (``localsched.diagnostics.naming``),
+Groups are dask's ``key_split`` names (``localsched.diagnostics.reporting.naming``),
 so runs of the same code compare by group whatever the keys' tokens.
 
->>> from localsched.diagnostics.records import TaskData
+>>> from localsched.diagnostics.collectors.records import TaskData
 >>> stats = group_stats([TaskData(('x-1', i), None, 0.0, 0.1 * (i + 1), 1) for i in range(3)])
 >>> s = stats['x']; (s.tasks, round(s.total, 6), round(s.median, 6), round(s.longest, 6))
 (3, 0.6, 0.2, 0.3)
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..naming import groups_of
+from ..reporting.naming import groups_of
 
 __all__ = ["GroupStats", "group_stats", "result_sizes"]
 

@@ -17,8 +17,8 @@ Only runs whose cache metric is bytes (``performance_report``,
 ``CacheProfiler(metric="nbytes")``) have sizes: any other run gives None,
 "not measured".
 
->>> from localsched.diagnostics.records import CacheData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import CacheData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> run = RunData(cache=[CacheData(('x-1', 0), None, 100, 0.0, 2.0),
 ...                      CacheData(('x-1', 1), None, 100, 1.0, 3.0),
 ...                      CacheData('total-2', None, 8, 3.0, 4.0)], cache_metric='bytes')
@@ -31,8 +31,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ...budget_record import DISK_READ, DISK_WRITE
-from ..naming import groups_of
+from ...run.budget_record import DISK_READ, DISK_WRITE
+from ..reporting.naming import groups_of
 
 __all__ = ["MemoryPeak", "memory_peak", "held_over_time", "lifetimes", "BYTE_METRICS"]
 

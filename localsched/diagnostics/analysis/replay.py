@@ -2,7 +2,7 @@
 was measured.
 
 Each computation is replayed with localsched's own scheduling policy
-(``localsched.machine``): the ready tasks form a stack; at the start it
+(``localsched.run.machine``): the ready tasks form a stack; at the start it
 holds the tasks with no inputs, the first in run order on top; when a task
 ends, the dependents it made ready go on top, the first in run order last
 (so on top), and every free worker takes the top task.  A task takes its
@@ -21,8 +21,8 @@ few small tasks per hand-off): it predicts from durations as they were.
 
 None when the run's dependencies were not recorded (see ``graphs``).
 
->>> from localsched.diagnostics.records import TaskData, GraphData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData, GraphData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> tasks = [TaskData(('x', i), None, float(i), i + 1.0, 1) for i in range(4)]
 >>> g = GraphData([('x', i) for i in range(4)], [()] * 4, [0, 1, 2, 3], 0.0, 4.0, 1)
 >>> run = RunData(tasks=tasks, graphs=[g])

@@ -101,8 +101,8 @@ The rules and their thresholds (module constants, tested on both sides):
     their time beyond the median over the workers) is at least
     ``MIN_SECONDS``.
 
->>> from localsched.diagnostics.records import TaskData
->>> from localsched.diagnostics.rundata import RunData
+>>> from localsched.diagnostics.collectors.records import TaskData
+>>> from localsched.diagnostics.runs.rundata import RunData
 >>> tasks = [TaskData(('load-1', i), None, 0.0, 0.1, 1) for i in range(19)]
 >>> tasks.append(TaskData(('load-1', 19), None, 0.0, 2.0, 1))
 >>> [(f.kind, f.groups) for f in findings(RunData(tasks=tasks))]
@@ -113,7 +113,7 @@ from __future__ import annotations
 
 import math
 
-from ..naming import format_seconds, shorten
+from ..reporting.naming import format_seconds, shorten
 from . import causes
 from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length

@@ -9,7 +9,7 @@ user's code was; per group, the one with the most
 seconds of samples wins.  The line is the function's first line (what the
 sampler keeps: ``co_firstlineno``).
 
->>> from localsched.diagnostics.records import SampleData
+>>> from localsched.diagnostics.collectors.records import SampleData
 >>> lib = ('/x/site-packages/pandas/frame.py', 40, 'apply')
 >>> s = [SampleData(0.0, 1, 'score', (('/me/run.py', 12, 'udf_score'), lib), 0.01)]
 >>> user_functions(s)

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from bokeh.plotting import figure
 
-from ..accounting import shares
-from ..aggregate import activity_order
+from ..collectors.accounting import shares
+from ..reporting.aggregate import activity_order
 from .base import FIGURE_DEFAULTS, activity_colors, figure_options, point_hover
 
 __all__ = ["plot_accounting", "accounting_html"]

@@ -34,7 +34,7 @@ except ImportError as exc:
         "localsched's diagnostic plots need bokeh; install it with `pip install bokeh`"
     ) from exc
 
-from ..naming import shorten
+from ..reporting.naming import shorten
 
 __all__ = ["FIGURE_DEFAULTS", "RENAMED", "LABEL_SIZE", "LEGEND_ITEMS", "TOP_COLORS",
            "OTHER_COLORS", "TOP_PALETTE", "ACTIVITY_COLORS", "new_figure", "figure_options",

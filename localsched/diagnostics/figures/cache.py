@@ -14,7 +14,8 @@ from collections.abc import Sequence
 import numpy as np
 from bokeh.models import NumeralTickFormatter, Range1d
 
-from ..aggregate import (
+from ..collectors.records import CacheData
+from ..reporting.aggregate import (
     PIXELS,
     CacheTable,
     cache_steps,
@@ -23,7 +24,6 @@ from ..aggregate import (
     seconds_per_pixel,
     step_max,
 )
-from ..records import CacheData
 from .base import (
     LABEL_SIZE,
     LEGEND_ITEMS,
@@ -53,7 +53,7 @@ def plot_cache(results: Sequence[CacheData], metric_name: str = "tasks", x_range
     ``label_size`` as for ``plot_tasks``; other keyword arguments go to
     ``bokeh.plotting.figure``.
 
-    >>> from localsched.diagnostics.records import CacheData
+    >>> from localsched.diagnostics.collectors.records import CacheData
     >>> fig = plot_cache([CacheData(('x-abc123', 0), None, 1, 10.0, 12.0),
     ...                   CacheData(('x-abc123', 1), None, 1, 11.0, 13.0)])
     >>> [r.name for r in fig.renderers], fig.yaxis[0].axis_label

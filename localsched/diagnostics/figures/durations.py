@@ -6,7 +6,7 @@ overlap and written as ``420 µs``, ``12 ms``, ``1.5 s`` -- so panels compare
 at a glance.  The ``HISTOGRAM_GROUPS`` groups with most time are shown;
 ``durations_note`` says so when there are more.
 
->>> from localsched.diagnostics.records import TaskData
+>>> from localsched.diagnostics.collectors.records import TaskData
 >>> grid = plot_durations([TaskData(('a-1a2b3c4d', i), None, 0.0, 0.1 * (i + 1), 0)
 ...                        for i in range(5)])
 >>> fig = grid.children[0][0]
@@ -23,9 +23,9 @@ from bokeh.layouts import gridplot
 from bokeh.models import CustomJSTickFormatter, Div, FixedTicker
 from bokeh.plotting import figure
 
-from ..aggregate import TaskTable, duration_bins
-from ..naming import format_seconds, shorten
-from ..records import TaskData
+from ..collectors.records import TaskData
+from ..reporting.aggregate import TaskTable, duration_bins
+from ..reporting.naming import format_seconds, shorten
 from .base import LABEL_SIZE, group_colors, point_hover
 
 __all__ = ["plot_durations", "durations_note", "duration_ticks", "HISTOGRAM_GROUPS"]

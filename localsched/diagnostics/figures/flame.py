@@ -26,10 +26,10 @@ from bokeh.layouts import column
 from bokeh.models import Column, ColumnDataSource, CustomJS, Range1d, Select
 from bokeh.plotting import figure
 
-from ..aggregate import NO_GROUP, PIXELS
-from ..naming import shorten
-from ..records import SampleData
-from ..stacks import GROUP_FILE, sample_seconds, stack_tree, width_key
+from ..collectors.records import SampleData
+from ..collectors.stacks import GROUP_FILE, sample_seconds, stack_tree, width_key
+from ..reporting.aggregate import NO_GROUP, PIXELS
+from ..reporting.naming import shorten
 from .base import FIGURE_DEFAULTS, figure_options, point_hover
 
 __all__ = ["plot_flame", "flame_trees", "flame_rects", "flame_depth", "FLAME_MIN_SHARE",
@@ -245,7 +245,7 @@ def flame_trees(samples: Sequence[SampleData],
     ``tree(group=..., by_group=...)`` builds a tree, by default
     ``stacks.stack_tree`` over ``samples``.
 
-    >>> from localsched.diagnostics.records import SampleData
+    >>> from localsched.diagnostics.collectors.records import SampleData
     >>> s = [SampleData(0.0, 1, 'x', (('m.py', 1, 'f'),), 0.01),
     ...      SampleData(0.1, 1, None, (), 0.09)]
     >>> trees = flame_trees(s)

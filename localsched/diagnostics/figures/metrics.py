@@ -14,8 +14,8 @@ from collections.abc import Mapping
 
 from bokeh.plotting import figure
 
-from ..aggregate import NO_GROUP, metric_table
-from ..naming import shorten
+from ..reporting.aggregate import NO_GROUP, metric_table
+from ..reporting.naming import shorten
 from .base import (
     FIGURE_DEFAULTS,
     LABEL_SIZE,

@@ -2,7 +2,7 @@
 
 Lines with more samples than pixels keep each pixel's maximum.
 
->>> from localsched.diagnostics.records import ResourceData
+>>> from localsched.diagnostics.collectors.records import ResourceData
 >>> fig = plot_resources([ResourceData(50.0, 120.0, 80.0), ResourceData(51.0, 150.0, 195.0)])
 >>> fig.select_one({'name': 'memory'}).y_range_name, fig.extra_y_ranges['memory'].end
 ('memory', 165.0)
@@ -16,8 +16,8 @@ import numpy as np
 from bokeh.models import LinearAxis, Range1d
 from bokeh.palettes import Category10
 
-from ..aggregate import PIXELS, ResourceTable, origin, seconds_per_pixel
-from ..records import ResourceData
+from ..collectors.records import ResourceData
+from ..reporting.aggregate import PIXELS, ResourceTable, origin, seconds_per_pixel
 from .base import LABEL_SIZE, add_legend, empty_message, height_fixed, new_figure, point_hover
 
 __all__ = ["plot_resources", "draw_resources"]
@@ -32,7 +32,7 @@ def plot_resources(results: Sequence[ResourceData], x_range=None, t0: float | No
     more samples than pixels keep each pixel's maximum.  Other keyword
     arguments go to ``bokeh.plotting.figure``.
 
-    >>> from localsched.diagnostics.records import ResourceData
+    >>> from localsched.diagnostics.collectors.records import ResourceData
     >>> fig = plot_resources([ResourceData(50.0, 120.0, 80.0),
     ...                       ResourceData(51.0, 150.0, 195.0)])
     >>> fig.select_one({'name': 'memory'}).y_range_name, fig.extra_y_ranges['memory'].end

@@ -12,7 +12,7 @@ metrics' activities are thin segments across the middle of a row.  Above
 (``aggregate.occupancy_bars``): the source's ``count`` column says how many
 tasks a bar stands for, ``height`` its height in rows.
 
->>> from localsched.diagnostics.records import TaskData
+>>> from localsched.diagnostics.collectors.records import TaskData
 >>> results = [TaskData('inc-a1b2c3d4', (abs, -1), 100.0, 100.5, 7),
 ...            TaskData(('add-f00d1234', 0), (max, 1, 2), 100.5, 101.0, 3)]
 >>> fig = plot_tasks(results)
@@ -28,7 +28,14 @@ from collections.abc import Sequence
 import numpy as np
 from bokeh.models import Range1d
 
-from ..aggregate import (
+from ..collectors.records import (
+    ActivityData,
+    FailedTaskData,
+    InterruptedTaskData,
+    TaskData,
+    TransferData,
+)
+from ..reporting.aggregate import (
     AGGREGATE_ABOVE,
     TaskTable,
     activity_order,
@@ -37,8 +44,7 @@ from ..aggregate import (
     origin,
     seconds_per_pixel,
 )
-from ..naming import format_seconds, groups_of, short_repr, shown_text, worker_label
-from ..records import ActivityData, FailedTaskData, InterruptedTaskData, TaskData, TransferData
+from ..reporting.naming import format_seconds, groups_of, short_repr, shown_text, worker_label
 from .base import (
     LABEL_SIZE,
     LEGEND_ITEMS,
@@ -109,7 +115,7 @@ def plot_tasks(results: Sequence[TaskData], x_range=None, t0: float | None = Non
     on top of the task bars; above ``AGGREGATE_ABOVE`` of them they are
     aggregated by activity as the bars are.
 
-    >>> from localsched.diagnostics.records import TaskData
+    >>> from localsched.diagnostics.collectors.records import TaskData
     >>> fig = plot_tasks([TaskData('a-1', (len, 'ab'), 5.0, 6.0, 2),
     ...                   TaskData('b-1', (len, 'c'), 5.5, 7.0, 1)], width=400)
     >>> data = fig.select_one({'name': 'tasks'}).data_source.data

@@ -14,9 +14,9 @@ import weakref
 from typing import Any
 
 from ... import callbacks as callbacks_module
-from ... import settings
 from ...callbacks import Callback, Needs, active_callbacks
-from ...forking import at_fork_in_child, renew_in_child
+from ...system import settings
+from ...system.forking import at_fork_in_child, renew_in_child
 from .feed import Feed
 from .pages import COMPONENTS, applications
 from .recorder import DEFAULT_HISTORY, Recorder
@@ -229,8 +229,8 @@ class Dashboard(Callback):
         """A RunData of what was recorded so far: tasks, failures, resources,
         and the records of the FineMetrics / SampleProfiler / CacheProfiler /
         ResourceProfiler active beside the Dashboard."""
-        from ..records import ResourceData
-        from ..rundata import RunData
+        from ..collectors.records import ResourceData
+        from ..runs.rundata import RunData
         from .findings import run_data
 
         data = RunData(meta={"title": "localsched dashboard"})

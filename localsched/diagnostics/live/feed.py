@@ -21,10 +21,10 @@ from typing import NamedTuple
 import numpy as np
 import psutil
 
-from ... import _platform
+from ...system import platform as _platform
 from ...utils import key_split
-from ..eta import GroupDurations
-from ..naming import printable
+from ..collectors.eta import GroupDurations
+from ..reporting.naming import printable
 from .bins import merge_tiny
 from .findings import FindingsCache
 from .recorder import Recorder, RunLog

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
-from ...records_wire import TASK_TRANSFER
+from ...worker.records_wire import TASK_TRANSFER
 
 __all__ = ["run_data", "run_findings", "FindingsCache", "KEEP"]
 
@@ -46,8 +46,8 @@ def _split(error: str) -> tuple:
 def run_data(log, now: float | None = None):
     """The ``RunData`` of a :class:`~.recorder.RunLog` (module docstring);
     ``now``: the finish of a run still going (its records so far)."""
-    from ..records import FailedTaskData, GraphData, TaskData, TransferData
-    from ..rundata import RunData
+    from ..collectors.records import FailedTaskData, GraphData, TaskData, TransferData
+    from ..runs.rundata import RunData
 
     finished = log.finished if log.finished is not None else now
     n = len(log.ends)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from bokeh.models import ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from ..aggregate import NO_GROUP
-from ..naming import shorten
+from ..reporting.aggregate import NO_GROUP
+from ..reporting.naming import shorten
 from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FineMetricsView"]

@@ -12,8 +12,8 @@ from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.models.widgets import Button
 from bokeh.plotting import figure
 
+from ..collectors.stacks import GROUP_FILE, stack_tree
 from ..figures.flame import GROUP_COLOR, clip_labels, fit_label
-from ..stacks import GROUP_FILE, stack_tree
 from .component import PAGE_WIDTH, Component, changed, lean
 
 __all__ = ["FlameGraph"]
@@ -83,7 +83,7 @@ class FlameGraph(Component):
 
 
 def _layout(root: dict) -> dict:
-    from ..stacks import width_key  # (here: the module's imports are another helper's)
+    from ..collectors.stacks import width_key  # (here: the module's imports are another helper's)
 
     cols: dict = {k: [] for k in COLUMNS}
     weight = width_key(root)  # the time the samples stand for

@@ -30,7 +30,7 @@ import ipaddress
 import socket
 from collections.abc import Iterable
 
-from ... import settings
+from ...system import settings
 
 __all__ = ["HostPolicy", "ALLOWED_HOSTS_ENV_VAR", "guarded"]
 

@@ -29,7 +29,7 @@ import sys
 import time
 from typing import Any
 
-from ...task_records import TaskRecords
+from ...run.task_records import TaskRecords
 from ...view import state_view
 
 __all__ = ["RunLog", "Recorder", "DEFAULT_HISTORY"]
@@ -66,7 +66,7 @@ def _meter() -> Any:
     pool is alive (the scan costs milliseconds a computation)."""
     pools = getattr(sys.modules.get("localsched._pool.pool"), "_live_pools", None)
     try:
-        from ..machine_load import LoadMeter
+        from ..collectors.machine_load import LoadMeter
 
         return LoadMeter(descendants=bool(pools)).start()
     except (ImportError, OSError):
@@ -253,7 +253,7 @@ class Recorder:
         log.memory = view.outcome.memory
         meter, log._meter = log._meter, None
         if meter is not None:
-            from ..machine_load import blas_threads
+            from ..collectors.machine_load import blas_threads
 
             log.load = meter.stop()
             # (threadpoolctl takes milliseconds; a run this short has no

@@ -17,7 +17,7 @@ import tempfile
 
 from tornado.web import RedirectHandler, RequestHandler
 
-from ..naming import printable
+from ..reporting.naming import printable
 
 __all__ = ["routes", "prometheus_text"]
 

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from ...forking import renew_in_child
+from ...system.forking import renew_in_child
 from .hosts import HostPolicy, guarded
 
 __all__ = ["BackgroundServer", "THREAD_NAME", "parse_address"]

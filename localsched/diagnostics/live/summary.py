@@ -24,8 +24,8 @@ import html
 from bokeh.models import ColumnDataSource, CustomJS
 from bokeh.models.widgets import Div
 
-from ..advice_html import findings_short_html
-from ..eta import format_clock
+from ..collectors.eta import format_clock
+from ..reporting.advice_html import findings_short_html
 from .component import PAGE_WIDTH, Component
 
 __all__ = ["Summary", "summary_html", "format_seconds"]

@@ -26,7 +26,7 @@ import numpy as np
 from bokeh.models import CategoricalColorMapper, ColumnDataSource, FixedTicker, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from ..naming import printable
+from ..reporting.naming import printable
 from .component import PAGE_WIDTH, Component, inline, lean
 from .feed import FAILED_COLOR
 

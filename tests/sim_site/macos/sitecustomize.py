@@ -1,7 +1,7 @@
 """A Python process started with this directory on its ``PYTHONPATH`` runs
-as macOS, simulated (``tests/macos_sim.py``: ``install``; the answers,
+as macOS, simulated (``tests/support/macos_sim.py``: ``install``; the answers,
 without ``MACOS_LIKE``'s rules)."""
 
-from tests.macos_sim import install
+from tests.support.macos_sim import install
 
 install()

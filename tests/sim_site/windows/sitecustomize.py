@@ -1,6 +1,6 @@
 """A Python process started with this directory on its ``PYTHONPATH`` runs
-as Windows, simulated (``tests/windows_sim.py``: ``install``)."""
+as Windows, simulated (``tests/support/windows_sim.py``: ``install``)."""
 
-from tests.windows_sim import install
+from tests.support.windows_sim import install
 
 install()

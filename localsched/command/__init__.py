@@ -1,0 +1,1 @@
+"""The ``localsched`` command: ``profile``, ``demo``, ``report``, ``compare``."""

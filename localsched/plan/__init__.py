@@ -1,0 +1,1 @@
+"""The plan: the task spec, the static order, fused subgraphs."""

@@ -1,0 +1,295 @@
+"""The inline loop: every task in the caller's thread, by the ready rule.
+
+The synchronous scheduler's loop.  When no callback at all takes part and
+no budget holds, nothing can read the run's view, so a lean copy of the
+loop (``_run_plain``) does only the run's moves: no note of the task
+running, no times, no ``finished``/``released`` sets, the move inlined.
+Otherwise it pops the top of the ready stack
+(``RunState.ready``), runs the task here, completes it and fires the hooks;
+a failing task raises its own exception with its own frames first.
+A finished task's record is built when posttask hooks or the run's
+records (``state.outcome.records``) want it.  Under a memory budget
+(``localsched.run.budget``), a copy of the plain loop reads the real memory now
+and then until the budget arms; from then on the measured loop calls the
+budget before and after each task.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from .. import metrics as _metrics
+from ..plan.graph import CALL, execute
+from ..utils import add_note
+from ..worker import runtime
+from ..worker.records_wire import TaskRecord
+from .lifecycle import Computation
+from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
+from .task_records import Writer
+
+__all__ = ["run_inline"]
+
+
+def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
+    """Run every task of ``machine`` in this thread; returns the CPU seconds
+    the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
+    ``localsched.run.budget.Budget``, watched by ``_run_watched`` until it arms,
+    then the measured loop runs, where its hooks are."""
+    needs = comp.needs
+    if needs.measure or needs.sample:
+        return _run_measured(machine, comp, budget)
+    if budget is None and not comp.cbs:
+        _run_plain(machine, comp)
+        return 0.0
+    if budget is not None:
+        if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
+            return _run_measured(machine, comp, budget)
+        return 0.0
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.view, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
+    now = time.time
+    wid = threading.get_ident()
+    new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
+    while ready:
+        i = ready.pop()
+        key = keys[i]
+        if status[i] != READY:
+            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+        status[i] = RUNNING  # (before pretask: it sees the task running, as in dask)
+        machine.current = i
+        for f in pretasks:
+            f(key, dsk, state)
+        t0 = now()
+        try:
+            value = execute(specs[i], cache)
+        except BaseException as exc:
+            _failed(state, key, exc, t0, now(), wid)
+            raise
+        t1 = now()
+        machine.current = None
+        freed = complete(i, value)
+        if make_records:  # (kept as plain values, no tuple: see task_records)
+            size = _metrics.nbytes(value) if sizes else None
+            if writer is not None:
+                writer.keep(key, t0, t1, wid, freed, None, size)
+            if posttasks:
+                state.task = new(record, (key, t0, t1, wid, tuple(freed) if freed else (),
+                                          None, None, None, size))
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+        value = None
+    return 0.0
+
+
+def _run_plain(machine: RunState, comp: Computation) -> None:
+    """``run_inline`` when no callback at all takes part (nothing can read
+    the state's view) and no budget holds: the run's moves only, with no
+    bookkeeping that only a view reads (``finished``, ``released``, the
+    task running now, the tasks' times).  ``RunState.mover``'s move is
+    spelled out here (a call per task saved): keep the two in step.  The
+    order, the releases and a failure's traceback are the other loops'."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    waiting, dependents, deps = machine.waiting, machine.dependents, machine.deps
+    refs, is_output = machine.refs, machine.is_output
+    push, by_priority, pop = ready.extend, machine.priority.__getitem__, ready.pop
+    done = 0
+    try:
+        while ready:
+            i = pop()
+            if status[i] != READY:
+                raise InvalidStateError(f"task {keys[i]!r} started while {STATE_NAMES[status[i]]}")
+            spec = specs[i]
+            try:
+                if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y), both keys
+                    args = spec[2]
+                    value = spec[1](cache[args[0]], cache[args[1]])
+                else:
+                    value = execute(spec, cache)
+            except BaseException as exc:
+                status[i] = RUNNING
+                t = time.time()
+                _failed(comp.view, keys[i], exc, t, t, threading.get_ident())
+                raise
+            cache[keys[i]] = value
+            value = None
+            status[i] = DONE
+            done += 1
+            new = None
+            for d in dependents[i]:
+                w = waiting[d] - 1
+                waiting[d] = w
+                if not w and status[d] == WAITING:
+                    status[d] = READY
+                    if new is None:
+                        new = [d]
+                    else:
+                        new.append(d)
+            if new is not None:  # (the ready rule: see RunState.mover)
+                if len(new) > 1:
+                    new.sort(key=by_priority, reverse=True)
+                push(new)
+            for d in deps[i]:
+                r = refs[d] - 1
+                refs[d] = r
+                if not r and not is_output[d]:
+                    del cache[keys[d]]
+    finally:
+        machine.remaining -= done
+
+
+#: Tasks between two readings of a watching budget, at most (see ``_run_watched``).
+WATCH_EVERY = 4096
+
+
+def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
+    """The plain loop while a memory budget only watches (see
+    ``localsched.run.budget``: "Watching, then counting"): the real memory is
+    read every ``budget.POLL`` s, after a task of ``budget.LONG`` s or
+    more, and after 16, 32, ... up to ``WATCH_EVERY`` tasks; returns True
+    once the budget arms (tasks may be left)."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.view, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
+    now = time.time
+    wid = threading.get_ident()
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
+    watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
+    # (and after a count of tasks that doubles up to WATCH_EVERY: a run of
+    # fast tasks -- memory the allocator reuses is quick to fill -- may end
+    # within one poll: 13 readings in a 100k-task run)
+    every = countdown = 16
+    while ready:
+        i = ready.pop()
+        key = keys[i]
+        if status[i] != READY:
+            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+        status[i] = RUNNING
+        machine.current = i
+        for f in pretasks:
+            f(key, dsk, state)
+        t0 = now()
+        try:
+            value = execute(specs[i], cache)
+        except BaseException as exc:
+            _failed(state, key, exc, t0, now(), wid)
+            raise
+        t1 = now()
+        machine.current = None
+        freed = complete(i, value)
+        if make_records:
+            size = _metrics.nbytes(value) if sizes else None
+            if writer is not None:
+                writer.keep(key, t0, t1, wid, freed, None, size)
+            if posttasks:
+                state.task = tuple.__new__(TaskRecord, (
+                    key, t0, t1, wid, tuple(freed) if freed else (), None, None, None, size))
+                for f in posttasks:
+                    f(key, value, dsk, state, wid)
+        value = None
+        countdown -= 1
+        if t1 >= due or t1 - t0 >= long or not countdown:
+            watch(i, True)
+            if budget.armed:
+                return bool(ready)
+            due = t1 + poll
+            every = countdown = min(2 * every, WATCH_EVERY)
+    return False
+
+
+def _writer(state, comp: Computation) -> tuple[Writer | None, bool]:
+    """(the run's records' writer or None, whether records carry sizes)."""
+    records = state.outcome.records
+    needs = comp.needs
+    return (None if records is None else records.writer(needs.measure, needs.sizes)), needs.sizes
+
+
+def _failed(state, key, exc: BaseException, t0: float, t1: float, wid) -> None:
+    """Note a failed (or interrupted) task in the outcome; its own frames
+    first in the traceback."""
+    if isinstance(exc, Exception):
+        state.outcome.failed[key] = (exc, t0, t1, wid)
+        add_note(exc, f"while computing task {key!r}")
+        exc.with_traceback(runtime.trim_traceback(exc.__traceback__))
+    else:
+        state.outcome.running_since[key] = (t0, wid)  # interrupted
+
+
+def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
+    """``run_inline`` while a callback measures or samples, or a budget holds."""
+    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
+                                         machine.status, machine.ready)
+    state, dsk = comp.view, comp.dsk
+    pretasks, posttasks = comp.pretasks, comp.posttasks
+    measure, sample = comp.needs.measure, comp.needs.sample
+    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
+    now = time.time
+    wid = threading.get_ident()
+    local = _metrics._local
+    outer_sink = getattr(local, "sink", None)
+    running = runtime.running_tasks
+    outer_task = running.get(wid)
+    cpu = runtime.thread_time
+    spent = 0.0
+    writer, sizes = _writer(state, comp)
+    make_records = bool(posttasks) or writer is not None
+    try:
+        probe = None  # (not first in the try: see poolloop.PoolLoop.run)
+        while ready:
+            i = ready.pop()
+            key = keys[i]
+            if status[i] != READY:
+                raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
+            status[i] = RUNNING
+            machine.current = i
+            if budget is not None:  # (its inputs back from disk, room for its output)
+                budget.prepare(i)  # (nothing until the budget arms)
+            for f in pretasks:
+                f(key, dsk, state)
+            if measure:
+                sink = local.sink = []
+                c0 = cpu()
+            if sample:
+                running[wid] = key
+            t0 = now()
+            try:
+                value = execute(specs[i], cache)
+            except BaseException as exc:
+                _failed(state, key, exc, t0, now(), wid)
+                raise
+            t1 = now()
+            if measure:
+                c = cpu() - c0
+                spent += c
+                # (a records_wire.Probe: cpu, metrics; no marks or size here)
+                probe = (c, sink or None, None, None, None, None)
+            machine.current = None
+            freed = complete(i, value)
+            if budget is not None:
+                budget.completed(i, t1 - t0 >= budget.long)
+            if make_records:
+                size = _metrics.nbytes(value) if sizes else None
+                if writer is not None:
+                    writer.keep(key, t0, t1, wid, freed, probe, size)
+                if posttasks:
+                    state.task = tuple.__new__(TaskRecord, (
+                        key, t0, t1, wid, tuple(freed) if freed else (), None, probe, None, size))
+                    for f in posttasks:
+                        f(key, value, dsk, state, wid)
+            value = None
+    finally:
+        local.sink = outer_sink
+        if outer_task is None:
+            running.pop(wid, None)
+        else:  # a computation nested in a task: its task again
+            running[wid] = outer_task
+    return spent

@@ -1,0 +1,337 @@
+"""Threads that schedule themselves: the loop of a threads run nobody watches.
+
+The pool loop (``localsched.run.poolloop``) keeps the run's state in the
+caller's thread: it plans a batch, hands it to a worker, and completes each
+task when its record comes back.  Every task thus costs the work twice
+over -- the planner simulates what becomes ready inside a batch, the
+records redo it -- plus the hand-offs, and a task that becomes ready on a
+worker waits for a round trip through the caller's thread (on a chain,
+nothing else can run meanwhile).  That is the price of hooks that fire in
+one thread, of records, of processes.  When nothing watches a run of
+threads (``PoolSettings.direct``: no hook, no records, no measurement, the
+cache the run's own) and no ``chunksize`` is asked for, none of it is
+needed: the workers share the ``RunState`` under one lock and each runs
+the inline loop (``localsched.run.inline``) itself::
+
+    with lock: complete the task just run, take the top of the ready stack
+    run it (the lock free)
+
+So a task that becomes ready on a worker runs there next, with no hand-off
+at all (the top of the stack is the dependent the worker just made ready:
+dask's ready rule, the sequential run's order), and the other workers take
+what else is ready.  A worker finding nothing ready waits on the lock's
+condition; a worker that leaves ready tasks behind it while others wait
+wakes as many as there are tasks for (never one per task on a chain).
+Results leave the cache as soon as their last user completes, as in a
+sequential run.
+
+The short lane.  Two workers on a reduction tree each advance a frontier
+of their own: when one finds nothing ready next to what it just did, it
+starts a new branch while the other finishes the old one, and the partial
+results of both are held (a 4,096-leaf tree of objects: 22 live results
+on two workers, 31 on three, where a sequential run holds 14).  Tasks that
+run long can be worth it; short ones never are (under the GIL they do not
+even run at once, and the hand-over costs as much as the task).  So each
+function's mean duration is measured, and a function is *short* below
+``SHORT``: one worker at a time (the holder of the short lane) runs short
+tasks, the others take only tasks of functions that are long or not yet
+timed, and wait otherwise (taking the lane over if its holder's task has
+run for a whole ``LANE_PATIENCE``: it was not short, and may wait for the
+tasks behind it).  On tiny tasks the run is then the sequential
+run on one worker (the tree holds 14), with no hand-off between workers;
+work that takes its time spreads as before.
+
+Results that count.  Tasks that run at once, on several workers, each
+advance a region of their own, and a result that may be large (anything
+but a number or a short string: ``metrics.is_tiny``) held by each adds to
+the peak; the pool loop's batches are planned to keep that depth-first
+(``batching``: "What a batch holds"), this loop is not.  So the first such
+result of a task run outside the short lane while another task runs
+(a chain never hands over) hands the run over: the
+workers stop taking tasks, the running ones complete, and the pool loop
+goes on from the same state.  Runs of numbers, and of short tasks
+whatever they make, stay here.
+
+The caller's thread only waits: for the end, the first failure (raised by
+the pool loop as any failure, with its task named), or Ctrl-C, which stops
+the workers before their next task (the running ones cannot be stopped:
+they end on their daemon threads).  Under the GIL, two workers on
+pure-Python tasks cost about what one thread does (the lock is held for a
+task's bookkeeping only); tasks that release the GIL run at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .. import callbacks as _callbacks
+from ..metrics import is_tiny
+from ..plan.graph import CALL, execute
+from .batching import spec_group
+from .machine import READY, RUNNING, InvalidStateError, RunState
+
+__all__ = ["Crew"]
+
+
+# A function whose tasks took less than this on average (seconds) is
+# "short": one worker at a time runs short tasks (see "The short lane").
+SHORT = 1e-4
+# A worker waiting while the lane's holder runs short tasks looks again
+# this often (seconds), and takes over the lane if its holder has started
+# no task since: that task was not short (it may wait for one behind it).
+LANE_PATIENCE = 10e-3
+# What a worker's run of tasks ended with (else a failure: ``(i, exc, start, end)``).
+_IDLE, _FINISHED, _STOPPED = 0, 1, 2
+
+
+class Crew:
+    """Workers that run one computation's state themselves (see the module
+    docstring).  ``start`` hands them to the pool, ``wait`` waits for the
+    end and returns the first failure ``(i, exc, start, end, worker_id)``
+    or None, ``stop`` makes them stop before their next task.
+
+    Lifetimes: a worker holds the run's structures only in the frame of
+    ``_run_tasks``, which it leaves before it waits or says the run is
+    over; ``wait`` returns once every worker not running a task has left
+    (a task still running after a failure or Ctrl-C keeps its own, as an
+    abandoned batch does), and ``release`` drops the crew's references, so
+    the computation's results and graph go with the caller's last one."""
+
+    def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None):
+        self.machine = machine
+        self.complete = complete
+        self.lock = threading.Lock()
+        self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
+        self.done = threading.Event()
+        self.stopped = False
+        self.handover = False  # (stopped for the pool loop to go on: see ``_hand_over``)
+        self.idle = 0  # workers waiting for a ready task
+        self.inside = 0  # workers in ``work``
+        self.running = 0  # ... of them running a task now
+        self.failure: tuple | None = None
+        self.futures: list = []
+        # function -> [seconds, tasks, short] so far; the worker in the short lane
+        self.stats: dict = {}
+        self.lane: int | None = None
+        self.lane_ticks = 0  # tasks its holders started
+
+    def start(self, submit: Callable, num_workers: int, run_in: Callable) -> None:
+        """Hand up to ``num_workers`` workers to the pool (``run_in()``: the
+        callable that runs a function where tasks belong, in a copy of the
+        caller's context)."""
+        assert self.machine is not None
+        for _ in range(min(num_workers, self.machine.remaining)):
+            fut = submit(run_in(), self.work)
+            self.futures.append(fut)
+            # (a worker that never ran or died outside a task ends the run)
+            fut.add_done_callback(self._ended)
+
+    def wait(self) -> tuple | None:
+        """Wait for the end of the run (short waits: Ctrl-C is seen at once)."""
+        done = self.done
+        while not done.wait(0.1):
+            pass
+        return self.failure
+
+    def release(self) -> None:
+        """Drop the references to the run (it is over, or abandoned)."""
+        with self.lock:
+            self.machine = self.complete = self.failure = None
+            self.futures = []
+
+    def stop(self) -> None:
+        """No worker starts another task (the running ones finish theirs)."""
+        with self.lock:
+            self._end()
+
+    def work(self) -> None:
+        """One worker: runs tasks while some are ready, waits while others
+        run, until the run is over."""
+        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
+        wid = threading.get_ident()
+        with self.lock:
+            self.inside += 1
+        try:
+            while True:
+                outcome = self._run_tasks() if not self.stopped else _STOPPED
+                with self.lock:
+                    if outcome == _IDLE:
+                        if self._wait_for_work():
+                            continue
+                    elif outcome == _FINISHED:
+                        self._end()
+                    elif type(outcome) is tuple:
+                        i, exc, t0, t1 = outcome
+                        self._fail(i, exc, t0, t1, wid)
+                        outcome = exc = None  # (the failure is the caller's now)
+                    break
+        except BaseException as exc:  # noqa: B036 -- a fault of the loop itself: the run fails
+            with self.lock:
+                self._fail(-1, exc, 0.0, 0.0, wid)
+        finally:
+            _callbacks._local_active.reset(token)
+            with self.lock:
+                self.inside -= 1
+                self._check_done()
+
+    def _run_tasks(self):
+        """The hot loop: complete the task just run and take the top of the
+        ready stack, under the lock; run it, the lock free.  Returns why it
+        stopped (``_IDLE``: nothing this worker may take), or a task's failure."""
+        machine, complete, lock = self.machine, self.complete, self.lock
+        if machine is None or complete is None:
+            return _STOPPED
+        ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
+        wake, now, stats = self.wake, time.time, self.stats
+        wid = threading.get_ident()
+        i, g, st, value, t0, t1, laned = -1, None, None, None, 0.0, 0.0, False
+        while True:
+            with lock:
+                if i >= 0:
+                    self.running -= 1
+                    if st is None:
+                        st = stats.get(g)  # (another worker may have timed one since)
+                    if st is None:
+                        stats[g] = [t1 - t0, 1, t1 - t0 < SHORT]
+                    else:
+                        st[0] += t1 - t0
+                        st[1] += 1
+                        st[2] = st[0] < SHORT * st[1]
+                    if self.stopped and not self.handover:
+                        return self._leave(_STOPPED, wid)
+                    complete(i, value)
+                    if (not laned and self.running and value is not None
+                            and not is_tiny(value)):
+                        self._hand_over()  # (see "Results that count")
+                    value = None
+                    if not machine.remaining:
+                        self.stopped = True  # (a worker arriving now leaves at once)
+                        return self._leave(_FINISHED, wid)
+                if self.stopped or not ready:
+                    return self._leave(_STOPPED if self.stopped else _IDLE, wid)
+                i = ready[-1]
+                spec = specs[i]
+                g = id(spec[1]) if spec[0] == CALL else spec_group(spec)
+                st = stats.get(g)  # (function -> [seconds, tasks, short])
+                # The short lane: one worker at a time runs short tasks.
+                if st is not None and st[2]:
+                    if self.lane != wid:
+                        if self.lane is not None:
+                            return _IDLE  # (its holder takes them)
+                        self.lane = wid
+                    laned = True
+                else:
+                    if self.lane == wid:
+                        self.lane = None
+                    laned = False
+                ready.pop()
+                if status[i] != READY:
+                    raise InvalidStateError(f"task {machine.keys[i]!r} taken twice")
+                status[i] = RUNNING
+                self.running += 1
+                if ready and self.idle and self.lane is None:
+                    # Work for the waiting workers too.  (Not while this one
+                    # runs short tasks: it gives up the lane when it reaches
+                    # a long one, and wakes them then.)
+                    wake.notify(len(ready))
+            if laned:
+                self.lane_ticks += 1  # (read by the waiting workers: see LANE_PATIENCE)
+            t0 = now()
+            try:
+                if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
+                    args = spec[2]
+                    value = spec[1](cache[args[0]], cache[args[1]])
+                else:
+                    value = execute(spec, cache)
+            except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
+                with lock:
+                    self.running -= 1
+                    self._leave(None, wid)
+                return (i, exc, t0, now())
+            t1 = now()
+
+    def _leave(self, outcome, wid):
+        """(Lock held.)  This worker leaves the hot loop: it gives up the
+        short lane, if it held it."""
+        if self.lane == wid:
+            self.lane = None
+        return outcome
+
+    def _short(self, spec) -> bool:
+        """Whether a task's function is known to be short (``SHORT``)."""
+        st = self.stats.get(id(spec[1]) if spec[0] == CALL else spec_group(spec))
+        return st is not None and st[2]
+
+    def _wait_for_work(self) -> bool:
+        """(Lock held, nothing was ready.)  Wait until a task is ready;
+        False: the run is over (finished, failed, stopped or stalled)."""
+        seen = -1  # the lane's ticks when this worker began to wait for it
+        while True:
+            if self.stopped or self.machine is None:
+                return False
+            ready = self.machine.ready
+            if ready:
+                if self.lane is None or not self._short(self.machine.specs[ready[-1]]):
+                    return True
+                if self.lane_ticks == seen:
+                    # The lane's task has run for a whole wait: it is not
+                    # short after all (it may wait for one of these: tasks
+                    # meet at a barrier).  Take the lane over.
+                    self.lane = None
+                    return True
+                seen = self.lane_ticks
+                self.idle += 1
+                try:
+                    self.wake.wait(LANE_PATIENCE)
+                finally:
+                    self.idle -= 1
+                continue
+            if not self.machine.remaining:
+                return False
+            if not self.running:  # nothing runs that could make a task ready
+                self._fail(-1, InvalidStateError("scheduler stalled with tasks left"),
+                           0.0, 0.0, None)
+                return False
+            self.idle += 1
+            try:
+                self.wake.wait()
+            finally:
+                self.idle -= 1
+
+    def _end(self) -> None:
+        """(Lock held.)  The run is over: the others stop waiting."""
+        self.stopped = True
+        self.wake.notify_all()
+        self._check_done()
+
+    def _check_done(self) -> None:
+        """(Lock held.)  Tell the caller once the run is over and every
+        worker not running a task has left."""
+        if self.stopped and self.inside <= self.running and not (self.handover and self.running):
+            self.done.set()
+
+    def _hand_over(self) -> None:
+        """(Lock held.)  A result that counts: the pool loop's batches take
+        the rest of the run over, once the running tasks are complete."""
+        self.handover = True
+        self._end()
+
+    def _fail(self, i: int, exc: BaseException, t0: float, t1: float, wid) -> None:
+        """(Lock held.)  The first failure ends the run (later ones are dropped)."""
+        if self.failure is None and self.machine is not None and self.machine.remaining:
+            self.failure = (i, exc, t0, t1, wid)
+        self._end()
+
+    def _ended(self, fut) -> None:
+        """A worker's future is done: if it never ran (cancelled) or raised
+        outside a task, the run cannot go on without it saying so."""
+        if fut.cancelled():
+            exc: BaseException | None = InvalidStateError("a worker of the run was cancelled")
+        else:
+            exc = fut.exception()
+        if exc is not None:
+            with self.lock:
+                self._fail(-1, exc, 0.0, 0.0, None)

@@ -1,0 +1,205 @@
+"""``localsched compare`` as a CI gate: what a job relies on (issue #36, item 4).
+
+- identical reruns of a small workload never flag a regression, on a quiet
+  machine and beside CPU hogs;
+- a group whose work doubled is always flagged;
+- a faster run never exits 1 (bigger chunks make each task longer);
+- an after-run with failed or interrupted tasks always exits 1;
+- repeats (several files per side) measure the noise; exit 2 on bad input.
+
+CPU hogs are child processes spinning, killed (and waited for) at the end.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+import localsched
+from localsched.command.cli import main
+from localsched.diagnostics.collectors.records import FailedTaskData, InterruptedTaskData, TaskData
+from localsched.diagnostics.report import RunData, performance_report
+
+
+def spin(i, n):
+    s = 0
+    for k in range(n):
+        s += k * i
+    return s
+
+
+def parse(x, n):
+    return spin(1, n) + x
+
+
+def boom(x):
+    raise ValueError("bad input")
+
+
+def workload(path, parse_n=400_000):
+    """Two groups: ``load`` (fixed) and ``parse`` (``parse_n`` steps per task)."""
+    dsk = {("load", i): (spin, i, 60_000) for i in range(8)}
+    dsk.update({("parse", i): (parse, ("load", i), parse_n) for i in range(8)})
+    with performance_report(None, samples=False, json=str(path)):
+        localsched.get(dsk, list(dsk), num_workers=2)
+    return str(path)
+
+
+@pytest.fixture
+def hogs():
+    """Two processes spinning on the CPU (the machine's two cores) for the
+    test, as other programs would: not descendants of this process (a
+    report's load meter counts this process's descendants as its own
+    workers), so each is started by a shell that exits at once; killed and
+    waited for (by psutil) at the end."""
+    import psutil
+
+    pids = []
+    for _ in range(2):
+        out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' "
+                              ">/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout
+        pids.append(int(out.split()[0]))
+    procs = [psutil.Process(pid) for pid in pids]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(procs, timeout=60)
+
+
+def reruns_never_flag(tmp_path, capsys):
+    runs = [workload(tmp_path / f"run{i}.json") for i in range(10)]
+    statuses = [main(["compare", a, b]) for a in runs for b in runs if a != b]
+    out = capsys.readouterr().out
+    assert statuses == [0] * len(statuses), out
+
+
+def test_ten_identical_reruns_never_flag_a_regression(tmp_path, capsys):
+    reruns_never_flag(tmp_path, capsys)
+
+
+def test_ten_identical_reruns_beside_cpu_hogs_never_flag_a_regression(tmp_path, capsys, hogs):
+    reruns_never_flag(tmp_path, capsys)
+
+
+def slowed_twice_is_flagged(tmp_path, capsys):
+    for i in range(3):
+        before = workload(tmp_path / f"before{i}.json")
+        after = workload(tmp_path / f"after{i}.json", parse_n=800_000)
+        assert main(["compare", before, after]) == 1
+        out = capsys.readouterr().out
+        line = next(x for x in out.splitlines() if x.startswith("parse"))
+        assert "REGRESSION" in line, out
+
+
+def test_a_group_slowed_twice_is_always_flagged(tmp_path, capsys):
+    slowed_twice_is_flagged(tmp_path, capsys)
+
+
+def test_a_group_slowed_twice_beside_cpu_hogs_is_always_flagged(tmp_path, capsys, hogs):
+    slowed_twice_is_flagged(tmp_path, capsys)
+
+
+def cpu(group, seconds):
+    return {((), group, "thread-cpu", "seconds"): seconds}
+
+
+def save(path, run):
+    run.save_json(str(path))
+    return str(path)
+
+
+def test_a_faster_run_with_bigger_chunks_exits_0(tmp_path, capsys):
+    # before: 100 tasks of 10 ms over 2.0 s (overhead between them); after:
+    # 4 tasks of 300 ms -- each task 30x longer, the group's seconds +20 %,
+    # the run 3x faster.
+    before = RunData(tasks=[TaskData(("work", i), None, i * 0.02, i * 0.02 + 0.01, i % 2)
+                            for i in range(100)], walls=[(0.0, 2.0)])
+    after = RunData(tasks=[TaskData(("work", i), None, 0.3 * (i // 2), 0.3 * (i // 2) + 0.3,
+                                    i % 2) for i in range(4)], walls=[(0.0, 0.66)])
+    a, b = save(tmp_path / "a.json", before), save(tmp_path / "b.json", after)
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out and "faster" in out
+
+
+def test_cpu_seconds_are_judged_not_time_spent_waiting_for_a_cpu(tmp_path, capsys):
+    tasks = [TaskData(("work", i), None, 0.0, 0.1, 1) for i in range(10)]
+    slow = [TaskData(("work", i), None, 0.0, 0.3, 1) for i in range(10)]
+    base = save(tmp_path / "a.json", RunData(tasks=tasks, metrics=cpu("work", 0.9),
+                                             walls=[(0.0, 1.0)]))
+    waited = save(tmp_path / "b.json", RunData(tasks=slow, metrics=cpu("work", 0.9),
+                                               walls=[(0.0, 1.0)]))
+    burnt = save(tmp_path / "c.json", RunData(tasks=tasks, metrics=cpu("work", 1.9),
+                                              walls=[(0.0, 1.0)]))
+    assert main(["compare", base, waited]) == 0
+    assert main(["compare", base, burnt]) == 1
+    out = capsys.readouterr().out
+    assert "CPU" in out
+
+
+def test_a_failing_after_run_exits_1(tmp_path, capsys):
+    before = workload(tmp_path / "before.json")
+    after = tmp_path / "after.json"
+    dsk = {("parse", i): (boom, i) for i in range(4)}
+    with pytest.raises(ValueError), performance_report(None, samples=False, json=str(after)):
+        localsched.get(dsk, list(dsk), num_workers=2)
+    assert main(["compare", before, str(after)]) == 1
+    out = capsys.readouterr().out
+    assert "failed" in out and "no regression" not in out
+
+
+@pytest.mark.parametrize("kind", ["failed", "interrupted"])
+def test_failed_or_interrupted_tasks_are_never_no_regression(tmp_path, capsys, kind):
+    tasks = [TaskData(("work", i), None, 0.0, 0.1, 1) for i in range(10)]
+    bad = ([FailedTaskData(("work", 10), None, 0.0, 0.05, 1, "ValueError", "x")]
+           if kind == "failed" else [])
+    stopped = ([InterruptedTaskData(("work", 10), None, 0.0, 0.05, 1)]
+               if kind == "interrupted" else [])
+    a = save(tmp_path / "a.json", RunData(tasks=tasks, walls=[(0.0, 1.0)]))
+    b = save(tmp_path / "b.json", RunData(tasks=tasks, failed=bad, interrupted=stopped,
+                                          walls=[(0.0, 1.0)]))
+    assert main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    assert kind in out and "no regression" not in out
+
+
+def test_an_after_run_that_ran_nothing_exits_1(tmp_path, capsys):
+    a = save(tmp_path / "a.json", RunData(tasks=[TaskData("x-1", None, 0.0, 0.1, 1)],
+                                          walls=[(0.0, 0.1)]))
+    b = save(tmp_path / "b.json", RunData())
+    assert main(["compare", a, b]) == 1
+    capsys.readouterr()
+
+
+def noisy(path, seconds):
+    return save(path, RunData(tasks=[TaskData(("work", i), None, 0.0, seconds / 10, 1)
+                                     for i in range(10)], walls=[(0.0, seconds)]))
+
+
+def test_repeats_measure_the_noise(tmp_path, capsys):
+    # +30 %: a regression against one quiet reference ...
+    b = [noisy(tmp_path / f"b{i}.json", s) for i, s in enumerate([1.0, 1.01, 0.99])]
+    a = [noisy(tmp_path / f"a{i}.json", s) for i, s in enumerate([1.3, 1.31, 1.29])]
+    assert main(["compare", "--repeats", "3", *b, *a]) == 1
+    assert "noise" in capsys.readouterr().out
+    # ... within the noise the repeats measured
+    b = [noisy(tmp_path / f"nb{i}.json", s) for i, s in enumerate([1.0, 1.5, 0.9])]
+    a = [noisy(tmp_path / f"na{i}.json", s) for i, s in enumerate([1.3, 1.2, 1.4])]
+    assert main(["compare", "--repeats", "3", *b, *a]) == 0
+    capsys.readouterr()
+
+
+def test_the_number_of_files_must_match_the_repeats(tmp_path, capsys):
+    a = noisy(tmp_path / "a.json", 1.0)
+    assert main(["compare", "--repeats", "2", a, a, a]) == 2
+    assert "repeats" in capsys.readouterr().err
+    assert main(["compare", a, a, a]) == 2
+    capsys.readouterr()

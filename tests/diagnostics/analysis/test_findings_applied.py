@@ -1,0 +1,350 @@
+"""Findings on real workloads of each cause (issue #36), and their fixes
+applied as written: the gain measured is at least half the one claimed.
+
+Tasks sleep where a gain is measured: sleeping tasks leave the cores to
+each other, so what is compared is the work's shape, which the load of
+this shared machine does not change (the hogs' test is about that load).
+Each hog and pool a test starts it stops (``finally``)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import localsched
+import localsched.multiprocessing as lmp
+from localsched.diagnostics.report import performance_report
+from tests.support.platform_marks import needs_schedstat
+
+HELD_BACK = {"gil", "straggler", "overhead"}
+
+
+def nap(x, seconds):
+    time.sleep(seconds)
+    return x
+
+
+def recorded(get, dsk, keys, samples=False, **kwargs):
+    with performance_report(None, samples=samples) as report:
+        get(dsk, keys, **kwargs)
+    return report.data
+
+
+def wall(run) -> float:
+    return sum(b - a for a, b in run.walls)
+
+
+def verdicts(run) -> dict:
+    """The rules' verdicts whatever the machine's load (see test_findings)."""
+    run.meta.pop("load", None)
+    return {f.kind: f for f in run.findings()}
+
+
+def parts(durations):
+    """Independent sleeping tasks, run in the order given (keys in that order)."""
+    return {("part", i): (nap, i, d) for i, d in enumerate(durations)}
+
+
+def test_a_straggler_last_claims_what_an_even_split_saves_and_splitting_gains_it():
+    dsk = parts([0.03] * 20 + [0.6])
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    found = verdicts(run)
+    assert "straggler" in found, [str(f) for f in run.findings()]
+    claimed = found["straggler"].seconds
+    assert claimed > 0.15
+    even = parts([0.03] * 40)  # (the slow one's 0.6 s split into 20 usual pieces)
+    after = recorded(localsched.get, even, list(even), num_workers=2)
+    assert wall(run) - wall(after) >= 0.5 * claimed
+
+
+def test_a_straggler_first_while_the_rest_fill_the_other_worker_is_no_finding():
+    dsk = parts([0.6] + [0.03] * 20)
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    assert "straggler" not in verdicts(run), [str(f) for f in run.findings()]
+
+
+def test_sleeping_io_on_two_threads_names_the_threads_and_they_gain_it():
+    dsk = {("fetch", i): (nap, i, 0.05) for i in range(48)}
+    run = recorded(localsched.get, dsk, list(dsk), num_workers=2)
+    found = verdicts(run)
+    assert "idle" in found, [str(f) for f in run.findings()]
+    f = found["idle"]
+    n = int(f.fix.split("num_workers=")[1].split(")")[0])
+    assert n >= 8 and "straggler" not in found and "overhead" not in found
+    after = recorded(localsched.get, dsk, list(dsk), num_workers=n)
+    assert wall(run) - wall(after) >= 0.5 * f.seconds
+
+
+def matmul_block(seed):
+    a = np.random.default_rng(seed).random((300, 300))
+    return float((a @ a).sum())
+
+
+def other_programs_spinning(n: int) -> list:
+    """n processes spinning on the CPU as other programs would: not this
+    process's descendants (the load meter counts those as its own
+    workers), each started by a shell that exits at once."""
+    import psutil
+
+    procs = []
+    for _ in range(n):
+        out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while 1: pass' "
+                              ">/dev/null 2>&1 & echo $!"],
+                             capture_output=True, text=True, check=True).stdout
+        procs.append(psutil.Process(int(out.split()[0])))
+    return procs
+
+
+def test_beside_cpu_hogs_the_machine_was_busy_and_nothing_false_is_said():
+    import psutil
+
+    hogs = other_programs_spinning(3)
+    try:
+        dsk = {("block", i): (matmul_block, i) for i in range(16)}
+        run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    finally:
+        for h in hogs:
+            try:
+                h.kill()
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(hogs, timeout=30)
+    found = {f.kind: f for f in run.findings()}
+    assert "busy" in found, [str(f) for f in run.findings()]
+    assert not ({"transfer"} | HELD_BACK) & set(found), [str(f) for f in run.findings()]
+
+
+COLD_MODULE = """
+import pandas, pandas.core.frame  # (a heavy import: what a cold worker pays)
+
+def score(i):
+    return i + 1
+"""
+
+
+def test_a_cold_pool_importing_the_tasks_module_is_start_up_never_transfer(tmp_path,
+                                                                          monkeypatch):
+    (tmp_path / "cold_udfs.py").write_text(textwrap.dedent(COLD_MODULE))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import cold_udfs
+
+    pool = lmp.ProcessPool(2)
+    try:
+        dsk = {("score", i): (cold_udfs.score, i) for i in range(8)}
+        run = recorded(lmp.get, dsk, list(dsk), num_workers=2, pool=pool)
+    finally:
+        pool.shutdown()
+        sys.modules.pop("cold_udfs", None)
+    found = verdicts(run)
+    assert "transfer" not in found, [str(f) for f in run.findings()]
+    assert "start-up" in found, [str(f) for f in run.findings()]
+
+
+@pytest.mark.parametrize("threads", [1])
+def test_the_load_and_blas_threads_are_recorded(threads):
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(threads):
+        run = recorded(localsched.get, {"a": (nap, 1, 0.01)}, "a")
+    assert run.meta["blas"]["threads"] == threads
+    load = run.meta["load"]
+    assert load["cores"] >= 1 and load["seconds"] > 0 and load["machine_cpu"] >= 0
+    assert load["native_cpu"] >= 0 and load["caller_cpu"] >= 0
+
+
+def test_the_demo_runs_one_blas_thread_per_task(tmp_path):
+    # (the variables used to be set after the report had imported NumPy:
+    # BLAS had read them already, and ran a thread per core in each task)
+    pytest.importorskip("threadpoolctl")
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMP_NUM_THREADS")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    proc = subprocess.run(
+        [sys.executable, "-m", "localsched.command.cli", "demo", "--blocks", "2",
+         "--block-size", "60", "--no-progress", "--no-samples", "-o", "demo.html",
+         "--json", "demo.json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    meta = json.loads((tmp_path / "demo.json").read_text())["meta"]
+    assert meta["blas"]["threads"] == 1
+
+
+def parse_records(lines):
+    import json
+
+    out = []
+    for line in lines:
+        record = json.loads(line)
+        out.append(sum(len(str(v)) for v in record.values()))
+    return sum(out)
+
+
+@needs_schedstat
+def test_a_bag_of_json_on_threads_names_the_users_function_and_localscheds_processes():
+    import json
+
+    lines = [json.dumps({"id": i, "name": f"user{i}", "tags": ["a", "b"], "score": i + 0.5})
+             for i in range(8_000)]
+    dsk = {("parse", i): (parse_records, lines) for i in range(40)}
+    run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    f = found["gil"]
+    assert "parse_records (test_findings_applied.py:" in f.title
+    assert "scheduler=localsched.multiprocessing.get" in f.fix and "'processes'" not in f.fix
+
+
+def test_xarray_rolling_and_groupby_raise_no_false_alarm():
+    # (well-shaped chunks: no overhead, gil, straggler, transfer or blas,
+    # loaded or not -- on a busy machine the busy finding holds back the first three)
+    xr = pytest.importorskip("xarray")
+    import dask.array as da
+    import pandas as pd
+
+    time_ = pd.date_range("2000-01-01", periods=730, freq="D")
+    data = da.random.RandomState(0).random_sample((730, 60, 60), chunks=(183, 60, 60))
+    x = xr.DataArray(data, dims=("time", "lat", "lon"), coords={"time": time_})
+    with performance_report(None) as report:
+        x.rolling(time=7).mean().groupby("time.month").mean().compute(
+            scheduler=localsched.get)
+    found = {f.kind: f for f in report.data.findings()}
+    assert not ({"transfer", "blas"} | HELD_BACK) & set(found), \
+        [str(f) for f in report.data.findings()]
+    # (and the overhead rule itself, busy machine or not: 4 chunks on 2
+    # workers; its tiny tasks are the groupby's shuffle, not the chunks)
+    assert "overhead" not in verdicts(report.data), [str(f) for f in report.data.findings()]
+
+
+def inc(x):
+    return x + 1
+
+
+def inc_range(lo, hi):
+    return [x + 1 for x in range(lo, hi)]
+
+
+def test_tiny_tasks_made_bigger_as_the_overhead_finding_says_gain_what_it_claims():
+    dsk = {("inc", i): (inc, i) for i in range(20_000)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    run = report.data
+    found = verdicts(run)
+    assert "overhead" in found, [str(f) for f in run.findings()]
+    claimed = found["overhead"].seconds
+    # (the computation from its graph's submission: its preparation is saved too)
+    before = max(g.finished for g in run.graphs) - min(g.submitted for g in run.graphs)
+    assert claimed <= before
+    bigger = {("inc", j): (inc_range, j * 10_000, (j + 1) * 10_000) for j in range(2)}
+    with performance_report(None, samples=False) as report:
+        localsched.get(bigger, list(bigger), num_workers=2)
+    after = max(g.finished for g in report.data.graphs) - min(
+        g.submitted for g in report.data.graphs)
+    assert before - after >= 0.5 * claimed
+
+
+def py_loop(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+@needs_schedstat
+def test_python_loops_moved_to_processes_as_the_gil_finding_says_gain_what_it_claims():
+    # (the fix as written: localsched's processes, its pool started once
+    # per script -- warmed here, as a script's later computations find it.
+    # Each way's best of 3, alternating: the other programs on this machine
+    # come and go, and a moment they take the cores takes processes' gain.)
+    dsk = {("py", i): (py_loop, 150_000) for i in range(40)}
+    lmp.get({"warm": (py_loop, 10)}, "warm", num_workers=2)
+    run = recorded(localsched.get, dsk, list(dsk), samples=True, num_workers=2)
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    f = found["gil"]
+    assert "compute(..., scheduler=localsched.multiprocessing.get)" in f.fix
+    threads, processes = [wall(run)], []
+    for _ in range(3):
+        processes.append(wall(recorded(lmp.get, dsk, list(dsk), num_workers=2)))
+        if len(threads) < 3:
+            threads.append(wall(recorded(localsched.get, dsk, list(dsk), num_workers=2)))
+    assert min(threads) - min(processes) >= 0.5 * f.seconds, (threads, processes, f.seconds)
+
+
+def rescore(d):
+    weight = sum(ord(c) for c in d["name"]) % 7
+    return {"id": d["id"], "score": d["score"] * weight + len(d["tags"]),
+            "name": d["name"].upper()}
+
+
+@needs_schedstat
+def test_a_bag_of_dicts_held_by_the_gil_is_not_sent_to_processes_that_pickle_it():
+    # (Python code over 160,000 dicts, a few microseconds each: on threads the
+    # GIL holds it to one at a time, but on processes each partition's dicts
+    # are pickled over and back -- 200,000 dicts took 2.2-2.8 s on threads,
+    # 3.0-4.8 s on localsched's processes with a warm pool, here.  The
+    # finding weighs the dicts that would cross: no processes; and waits
+    # for the GIL are no I/O: no more threads.)
+    db = pytest.importorskip("dask.bag")
+    # (the partitions are the graph's literal data, as from_sequence makes
+    # them, without its hashing of every dict: seconds on this machine)
+    dsk = {("records", p): [{"id": i, "name": f"user{i}", "tags": ["a", "b", "c"],
+                             "score": i + 0.5} for i in range(p * 5000, (p + 1) * 5000)]
+           for p in range(32)}
+    bag = db.Bag(dsk, "records", 32).map(rescore).pluck("score")
+    with performance_report(None, samples=True) as report:
+        bag.sum().compute(scheduler=localsched.get, num_workers=2)
+    run = report.data
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    assert "multiprocessing" not in found["gil"].fix, found["gil"].fix
+    assert "pickling" in found["gil"].fix
+    assert "idle" not in found, [str(f) for f in run.findings()]
+
+
+def group_stats(g):
+    import pandas as pd
+
+    return pd.Series({"mean": g["x"].mean(), "spread": g["y"].max() - g["y"].min()})
+
+
+def grouped_apply(partitions: int):
+    """A dataframe groupby-apply (real pandas via dask.dataframe, the tasks
+    shuffle), 24,000 rows in ``partitions``, recorded on 2 threads."""
+    import dask
+    import pandas as pd
+
+    dd = pytest.importorskip("dask.dataframe")
+    rng = np.random.default_rng(0)
+    n = 24_000
+    frame = pd.DataFrame({"key": rng.integers(0, 50, n), "x": rng.random(n),
+                          "y": rng.random(n)})
+    df = dd.from_pandas(frame, npartitions=partitions)
+    with dask.config.set({"dataframe.shuffle.method": "tasks"}), \
+            performance_report(None, samples=True) as report:
+        df.groupby("key").apply(group_stats, meta={"mean": "f8", "spread": "f8"}).compute(
+            scheduler=localsched.get, num_workers=2)
+    return report.data
+
+
+def test_a_dataframe_groupby_apply_of_well_shaped_partitions_raises_no_false_alarm():
+    run = grouped_apply(4)
+    found = {f.kind: f for f in run.findings()}
+    assert not ({"transfer", "blas"} | HELD_BACK) & set(found), [str(f) for f in run.findings()]
+    assert "overhead" not in verdicts(run), [str(f) for f in run.findings()]
+
+
+def test_a_dataframe_groupby_apply_of_tiny_partitions_is_told_to_use_fewer():
+    # (24 partitions of 1,000 rows: the shuffle's ~500 tasks of microseconds,
+    # each a hand-off; the fix names the partitions, keeping 2 a worker)
+    run = grouped_apply(24)
+    found = verdicts(run)
+    assert "overhead" in found, [str(f) for f in run.findings()]
+    assert "the 24 chunks or partitions of 'frompandas' as about 4" in found["overhead"].fix

@@ -1,0 +1,171 @@
+"""Threads that nobody watches schedule themselves: a task that becomes
+ready on a worker runs there, without a hand-off, while independent work
+still spreads over every worker (see ``localsched/run/threadloop.py``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Executor
+
+import pytest
+
+from localsched import threaded
+from localsched.callbacks import Callback
+
+
+class CountingPool(Executor):
+    """localsched's own thread pool, counting the hand-offs it receives."""
+
+    def __init__(self, num_workers: int):
+        self.pool = threaded.ThreadPool(num_workers, name="counted")
+        self.num_workers = num_workers
+        self.submitted = 0
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.submitted += 1
+        return self.pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.pool.shutdown(wait, cancel_futures=cancel_futures)
+
+
+def slow_step(x):
+    """A task longer than a batch's budget (it would go alone to a worker
+    were it handed out one by one): spins for 3 ms of wall time."""
+    end = time.perf_counter() + 3e-3
+    while time.perf_counter() < end:
+        pass
+    return (x[0] + 1, x[1] | {threading.get_ident()})
+
+
+def chain(n: int, func=slow_step) -> tuple[dict, str]:
+    dsk: dict = {"c-0": (func, (0, frozenset()))}
+    for i in range(1, n):
+        dsk[f"c-{i}"] = (func, f"c-{i - 1}")
+    return dsk, f"c-{n - 1}"
+
+
+def test_a_chain_runs_on_one_worker_without_a_hand_off_per_task():
+    dsk, out = chain(12)
+    with CountingPool(2) as pool:
+        steps, threads = threaded.get(dsk, out, pool=pool, num_workers=2)
+    assert steps == 12
+    assert len(threads) == 1
+    assert pool.submitted <= 2  # (one start per worker, not one per task)
+
+
+def test_independent_tasks_still_run_at_once():
+    barrier = threading.Barrier(2, timeout=30)  # (a broken barrier fails, never hangs)
+
+    def meet(i):
+        return barrier.wait() >= 0
+
+    dsk = {("m", i): (meet, i) for i in range(2)}
+    dsk["both"] = (all, [("m", 0), ("m", 1)])
+    assert threaded.get(dsk, "both", num_workers=2) is True
+
+
+def test_work_made_ready_by_one_worker_wakes_an_idle_one():
+    # One task makes two ready; they can only finish together.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def meet(_):
+        return barrier.wait() >= 0
+
+    dsk = {"root": (abs, -1), "a": (meet, "root"), "b": (meet, "root"),
+           "both": (all, ["a", "b"])}
+    for _ in range(5):
+        assert threaded.get(dsk, "both", num_workers=2) is True
+
+
+def test_the_first_failure_stops_the_run_and_names_its_task():
+    ran = []
+
+    def fail(_):
+        raise ZeroDivisionError("boom")
+
+    dsk = {"a": (abs, -1), "b": (fail, "a"), "c": (ran.append, "b")}
+    with pytest.raises(ZeroDivisionError, match="boom") as info:
+        threaded.get(dsk, "c", num_workers=2)
+    assert "'b'" in "".join(getattr(info.value, "__notes__", []))
+    assert ran == []
+    assert threaded.get({"x": (abs, -2)}, "x", num_workers=2) == 2  # (the pool works on)
+
+
+def test_results_leave_the_cache_once_their_users_ran():
+    live: list = []
+
+    class Big:
+        count = 0
+
+        def __init__(self):
+            Big.count += 1
+
+        def __del__(self):
+            Big.count -= 1
+
+    def make(_):
+        return Big()
+
+    def use(b):
+        live.append(Big.count)
+        return 1
+
+    dsk = {}
+    for i in range(200):
+        dsk[("big", i)] = (make, i)
+        dsk[("use", i)] = (use, ("big", i))
+    dsk["total"] = (sum, [("use", i) for i in range(200)])
+    assert threaded.get(dsk, "total", num_workers=2) == 200
+    assert max(live) <= 8  # depth-first: each made, used and released in turn
+    assert Big.count == 0
+
+
+def test_a_watched_run_still_fires_every_hook_in_the_callers_thread():
+    seen = []
+    me = threading.get_ident()
+    cb = Callback(posttask=lambda key, *_: seen.append((key, threading.get_ident())))
+    dsk, out = chain(3, func=lambda x: (x[0] + 1, x[1]))
+    assert threaded.get(dsk, out, num_workers=2, callbacks=[cb])[0] == 3
+    assert [k for k, _ in seen] == ["c-0", "c-1", "c-2"]
+    assert {t for _, t in seen} == {me}
+
+
+def test_short_tasks_that_wait_for_each_other_still_meet():
+    # Ten quick tasks make the function "short" (one worker at a time runs
+    # short tasks); the last two meet at a barrier: the second must start
+    # while the first waits.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def step(i, *_):
+        if i >= 10:
+            barrier.wait()
+        return i
+
+    dsk: dict = {("s", i): (step, i) for i in range(10)}
+    dsk["first"] = (sum, [("s", i) for i in range(10)])
+    dsk[("s", 10)] = (step, 10, "first")
+    dsk[("s", 11)] = (step, 11, "first")
+    dsk["all"] = (sum, [("s", 10), ("s", 11)])
+    assert threaded.get(dsk, "all", num_workers=2) == 21
+
+
+def test_a_run_handed_over_to_batches_still_fails_and_recovers_as_usual():
+    # Two lists made at once on two workers: results that may be large,
+    # made side by side, hand the run over to the pool loop's batches; a
+    # failure there is raised as any other, and the pool works on.
+    barrier = threading.Barrier(2, timeout=30)
+
+    def make(i):
+        barrier.wait()
+        return [i] * 1000
+
+    def fail(a, b):
+        raise ZeroDivisionError("after the hand-over")
+
+    dsk = {"a": (make, 0), "b": (make, 1), "c": (fail, "a", "b")}
+    with pytest.raises(ZeroDivisionError, match="after the hand-over"):
+        threaded.get(dsk, "c", num_workers=2)
+    dsk["c"] = (lambda a, b: len(a) + len(b), "a", "b")
+    assert threaded.get(dsk, "c", num_workers=2) == 2000

@@ -1,0 +1,1 @@
+"""What the tests share that is not a test: helpers and simulations."""
