@@ -5,6 +5,11 @@
   only defers the circle to run time, and one for annotations still ties
   the two modules' designs together.
 - No function over 100 lines, no module over 700 lines.
+- No private name imported from another folder; the lower folders
+  (``plan``, ``worker``, ``_pool``, ``_shm``, ``system``) never import the
+  loops, the command, the diagnostics or the cluster tier.
+- The layout page (``docs/explanation/layout.md``) lists every module and
+  every test module, and nothing else.
 
 Each rule lists its offenders by name, so a failure says what to fix.
 """
@@ -12,6 +17,7 @@ Each rule lists its offenders by name, so a failure says what to fix.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import localsched
@@ -241,3 +247,88 @@ def test_the_design_notes_on_which_loop_drives_runstate_match_the_imports():
     assert any("localsched.run.lifecycle" in graph[m] for m in cluster)
     for local_loop in ("localsched.run.inline", "localsched.run.poolloop"):
         assert "localsched.run.machine" in graph[local_loop]
+
+
+# -- the layout page lists every module ---------------------------------------
+
+REPO_DIR = PACKAGE_DIR.parent
+LAYOUT_PAGE = REPO_DIR / "docs" / "explanation" / "layout.md"
+_HEADING = re.compile(r"^### `([\w/]+)/`\s*$")
+_ROW = re.compile(r"^\| `([\w]+\.py)` \|")
+
+
+def _listed_in_layout() -> set[str]:
+    listed, folder = set(), None
+    for line in LAYOUT_PAGE.read_text(encoding="utf-8").splitlines():
+        if m := _HEADING.match(line):
+            folder = m.group(1)
+        elif (m := _ROW.match(line)) and folder is not None:
+            listed.add(f"{folder}/{m.group(1)}")
+    return listed
+
+
+def _modules_on_disk() -> set[str]:
+    found = set()
+    for top in ("localsched", "tests"):
+        for path in (REPO_DIR / top).rglob("*.py"):
+            rel = path.relative_to(REPO_DIR)
+            if path.name != "__init__.py" and "sim_site" not in rel.parts:
+                found.add(rel.as_posix())
+    return found
+
+
+def test_the_layout_page_lists_every_module_and_test_module():
+    """docs/explanation/layout.md has one table per folder, one row per
+    module: a newcomer finds any room, and its tests, from there."""
+    listed, on_disk = _listed_in_layout(), _modules_on_disk()
+    assert sorted(on_disk - listed) == [], "add a row to docs/explanation/layout.md"
+    assert sorted(listed - on_disk) == [], "rows of modules that are gone"
+
+
+# -- rooms keep their private names -------------------------------------------
+
+def _folder(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def test_no_private_name_is_imported_from_another_folder():
+    """A name with a leading underscore is its folder's own business: no
+    ``from ..other import _name`` (``_pool``, ``_shm`` and ``_platform``-like
+    modules are imported by their folder's public name, never reached into)."""
+    sources = _sources()
+    wrong = []
+    for name, (path, tree) in sources.items():
+        folder = _folder(name, path)
+        for node in _import_nodes(tree):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = folder.split(".")
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            if source.split(".")[0] != "localsched" or source not in sources:
+                continue
+            source_folder = _folder(source, sources[source][0])
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and source_folder != folder:
+                    wrong.append(f"{name}: from {source} import {alias.name}")
+    assert wrong == []
+
+
+def test_the_lower_folders_never_import_the_loops_or_the_diagnostics():
+    """``plan/``, ``worker/``, ``_pool/``, ``_shm/`` and ``system/`` sit
+    under the run: none imports ``run/``, the command, the diagnostics or
+    the cluster tier, so each can be read (and tested) without them."""
+    lower = ("plan", "worker", "_pool", "_shm", "system")
+    upper = ("run", "command", "diagnostics", "distributed")
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        if module.split(".")[1:2] and module.split(".")[1] in lower
+        for target in targets
+        if target.split(".")[1:2] and target.split(".")[1] in upper
+    ]
+    assert wrong == []
