@@ -293,8 +293,8 @@ def _folder(module: str, path: Path) -> str:
 
 def test_no_private_name_is_imported_from_another_folder():
     """A name with a leading underscore is its folder's own business: no
-    ``from ..other import _name`` (``_pool``, ``_shm`` and ``_platform``-like
-    modules are imported by their folder's public name, never reached into)."""
+    ``from ..other import _name``.  (A private folder such as ``_pool`` is
+    imported through the public names of its modules.)"""
     sources = _sources()
     wrong = []
     for name, (path, tree) in sources.items():
