@@ -194,8 +194,8 @@ def test_shared_memory_sits_between_the_pool_and_the_platform():
     are the records' layouts (``records_wire``), which shared memory reads
     records by."""
     graph = import_graph()
-    leaves = ("localsched.system.platform", "localsched.system.settings", "localsched.system.forking",
-              "localsched.worker.records_wire")
+    leaves = ("localsched.system.platform", "localsched.system.settings",
+              "localsched.system.forking", "localsched.worker.records_wire")
     wrong = []
     for module, imported in graph.items():
         for target in imported:

@@ -209,7 +209,8 @@ def test_the_allow_list_names_only_what_exists():
 def test_one_fork_mechanism():
     direct = [str(path.relative_to(PACKAGE_DIR.parent)) for path in PACKAGE_DIR.rglob("*.py")
               if path.name != "forking.py" and "register_at_fork(" in path.read_text("utf-8")]
-    assert not direct, f"modules registering fork handlers outside localsched.system.forking: {direct}"
+    assert not direct, ("modules registering fork handlers outside "
+                        f"localsched.system.forking: {direct}")
 
 
 def test_the_scan_sees_state_and_its_reset(tmp_path, monkeypatch):
