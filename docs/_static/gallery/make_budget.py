@@ -25,7 +25,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # (the tests' browser driver)
+sys.path[:0] = [ROOT]  # (the tests' browser driver: tests.support.browser)
 
 import dask  # noqa: E402
 import dask.array as da  # noqa: E402
@@ -124,7 +124,7 @@ def panel_page(run, path: str) -> None:
 
 
 def main() -> None:
-    from browser import open_in_chromium
+    from tests.support.browser import open_in_chromium
 
     workdir = tempfile.mkdtemp()
     run = example(os.path.join(workdir, "report.html"))

@@ -17,14 +17,14 @@ from localsched.diagnostics.report import performance_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..", "..")
-sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]  # (the tests' workloads and browser)
+sys.path[:0] = [ROOT]  # (the tests' workloads and browser: tests.*)
 
 # The workloads with a known cause are the findings tests' own.
 from tests.diagnostics.analysis.test_findings import inc, make_block, nap, py_loop, total  # noqa: E402
 
 
 def main() -> None:
-    from browser import open_in_chromium
+    from tests.support.browser import open_in_chromium
 
     page = os.path.join(tempfile.mkdtemp(), "report.html")
     with performance_report(page, title="Findings on a script with known causes"):
