@@ -148,7 +148,8 @@ def summarize(results: Sequence, failed: Sequence = (), interrupted: Sequence = 
     the computations (``Profiler.walls``), if known.
     """
     spans = [(r.key, r.start_time, r.end_time, r.worker_id)
-             for records in (results, failed, interrupted) for r in records]
+             for records in (results, failed) for r in records]
+    spans += [(r.key, r.start_time, r.stop_time, r.worker_id) for r in interrupted]
     span = 0.0
     if walls:
         wall = union_length(walls)
