@@ -33,7 +33,7 @@ results a running task reads are never spilled).  A spilled result leaves a
 (release when the last user ends) is unchanged.
 
 Watching, then counting.  A budget the run never comes near must cost
-next to nothing per task (issue #34: at most 0.3 us): so a run starts
+next to nothing per task (the bar: ``benchmarks/README.md``): so a run starts
 *watching*, its loops unchanged but for a reading of the real memory
 (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
 more, and none of the hooks above run.  Once the real memory reaches
