@@ -70,7 +70,7 @@ def base36(n: int) -> str:
 
 
 def _write_buffers(fd: int, layout: tuple, buffers: list) -> None:
-    # pwrite copies straight into the file's pages (see the module note).
+    # pwrite copies straight into the file's pages (see DevShmFiles).
     for (off, n), b in zip(layout, buffers, strict=True):
         done = 0
         while done < n:
