@@ -38,26 +38,9 @@ Subclass and override either the plain names or dask's underscored names
 ['b', 'c']
 
 What a callback needs.  Measuring costs, so a computation asks its
-callbacks once what they need, as a :class:`Needs`: every result in
-``posttask`` (``results``; a Profiler does not, and results that stay inside
-a worker's batch then never travel back), each ``pretask`` at the task's
-true start (``exact_start``; else just before its posttask, which saves a
-hand-off per batch), fine metrics (``measure``) and stack samples
-(``sample``, an interval in seconds), or only the run's task records, read
-when it likes instead of a call per task (``records``).  A ``Callback``
-declares it as its
-``needs`` attribute; plain functions travel in a :class:`Hooks` 5-tuple that
-carries one.  A plain tuple needs everything, as dask gives it.
-
->>> class Timer(Callback):
-...     needs = Needs(results=False)
-...     def _posttask(self, key, result, dsk, state, worker_id):
-...         pass
->>> needs_of(Timer()._callback).results
-False
->>> hooks = Hooks(posttask=lambda *a: None, needs=Needs(results=False))
->>> len(hooks), needs_of(hooks) == Needs(results=False)
-(5, True)
+callbacks once what they need (:class:`Needs`: results, exact starts, fine
+metrics, samples, sizes, or only the run's task records); a plain tuple
+of hooks needs everything, as dask gives it.
 
 See Also
 --------
@@ -92,7 +75,7 @@ __all__ = [
 HOOKS = ("start", "start_state", "pretask", "posttask", "finish")
 
 class Needs(NamedTuple):
-    """What a callback needs from a computation (see the module docstring).
+    """What a callback needs from a computation.
 
     ``results``: posttask hooks get every task's result (False: they may
     get None); ``exact_start``: pretask fires when the task starts on its
@@ -106,6 +89,28 @@ class Needs(NamedTuple):
     ``state.outcome.records`` (a sequence that grows as tasks end, complete at
     ``finish``), so a callback that only reads what happened needs no
     posttask hook: nothing of its own runs per task.
+
+    Measuring costs, so a computation asks its
+    callbacks once what they need, as a :class:`Needs`: every result in
+    ``posttask`` (``results``; a Profiler does not, and results that stay inside
+    a worker's batch then never travel back), each ``pretask`` at the task's
+    true start (``exact_start``; else just before its posttask, which saves a
+    hand-off per batch), fine metrics (``measure``) and stack samples
+    (``sample``, an interval in seconds), or only the run's task records, read
+    when it likes instead of a call per task (``records``).  A ``Callback``
+    declares it as its
+    ``needs`` attribute; plain functions travel in a :class:`Hooks` 5-tuple that
+    carries one.  A plain tuple needs everything, as dask gives it.
+
+    >>> class Timer(Callback):
+    ...     needs = Needs(results=False)
+    ...     def _posttask(self, key, result, dsk, state, worker_id):
+    ...         pass
+    >>> needs_of(Timer()._callback).results
+    False
+    >>> hooks = Hooks(posttask=lambda *a: None, needs=Needs(results=False))
+    >>> len(hooks), needs_of(hooks) == Needs(results=False)
+    (5, True)
     """
 
     results: bool = True

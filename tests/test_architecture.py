@@ -5,6 +5,10 @@
   only defers the circle to run time, and one for annotations still ties
   the two modules' designs together.
 - No function over 100 lines, no module over 700 lines.
+- No module note (the docstring at the top) over 50 lines, no package
+  note over 70: a note says what the room does and why; the detail is in
+  the docstrings of the functions it concerns, the figures in
+  ``benchmarks/README.md``.
 - No private name imported from another folder; the lower folders
   (``plan``, ``worker``, ``_pool``, ``_shm``, ``system``) never import the
   loops, the command, the diagnostics or the cluster tier.
@@ -25,6 +29,8 @@ import localsched
 PACKAGE_DIR = Path(localsched.__file__).parent
 MAX_FUNCTION_LINES = 100
 MAX_MODULE_LINES = 700
+MAX_NOTE_LINES = 50
+MAX_PACKAGE_NOTE_LINES = 70
 
 
 def _module_name(path: Path) -> str:
@@ -235,6 +241,28 @@ def test_no_module_over_700_lines():
         if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     ]
     assert long_modules == []
+
+
+def _note_lines(tree: ast.Module) -> int:
+    """How many lines the module's note (its docstring) spans, 0 for none."""
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return 0
+    assert first.end_lineno is not None
+    return first.end_lineno - first.lineno + 1
+
+
+def test_module_notes_are_short():
+    """A module note says what the room does and why, briefly (issue #39):
+    a newcomer reads it in one screen.  A package's note may also draw its
+    rooms, hence a higher cap."""
+    long_notes = []
+    for name, (path, tree) in _sources().items():
+        cap = MAX_PACKAGE_NOTE_LINES if path.name == "__init__.py" else MAX_NOTE_LINES
+        if (n := _note_lines(tree)) > cap:
+            long_notes.append(f"{name} ({n} lines, cap {cap})")
+    assert long_notes == [], "move the detail to the functions' docstrings"
 
 
 def test_the_design_notes_on_which_loop_drives_runstate_match_the_imports():

@@ -5,7 +5,7 @@ Why our own pool, not loky
 loky (joblib's reusable, crash-tolerant executor) was weighed as the
 backbone, and measured (``benchmarks/bench_pool_backends.py``; figures in
 ``benchmarks/README.md``).  Speed does not decide it: every backend is
-over ten times faster than dask's on tiny tasks, because batching makes
+far faster than dask's on tiny tasks, because batching makes
 the hand-offs few, and none is clearly faster.  The record stream does: a loky (or
 CPython) future carries only its final result, while the scheduler needs
 each task's record *while its batch runs*, so ``pretask``/``posttask``

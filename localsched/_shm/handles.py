@@ -11,7 +11,7 @@ Mapping, two ways:
 - ``map_value`` in the process that owns the handle (the caller, whose
   outputs may be thousands): the mapping holds **no file descriptor**
   (``mmap(2)`` through ctypes, the descriptor closed at once; Python's
-  ``mmap`` keeps a duplicate per mapping), so 2,000 outputs of 160 KB need
+  ``mmap`` keeps a duplicate per mapping), so thousands of outputs need
   no descriptor at all.  The store counts the mapping, so a segment mapped
   here never goes into the free list for a worker to rewrite.
 - ``map_locked`` in a worker (a job's inputs, a handful): Python's

@@ -24,32 +24,12 @@ planted name therefore costs at most that segment (the value takes the
 pipe, with one warning): never a value written into another user's file,
 never a wait on a FIFO, never another user's file removed.
 
-``DevShmFiles`` (Linux): files in ``/dev/shm``.  Written with ``pwrite``
-(no mapping, no page faults on the writing side, ENOSPC instead of
-SIGBUS), mapped copy-on-write (zero-copy), reusable in place (the free
-list keeps a released segment under its name, its owner holding a
-descriptor of it), guarded by ``flock`` (a reader's shared lock keeps a
-lent segment from being rewritten), found by listing the directory.
-
-``PosixObjects`` (macOS, the BSDs): POSIX shared-memory objects.  macOS
-sizes an object once, reads and writes it only through ``MAP_SHARED``
-mappings, names it in 31 characters and lists nothing.  So an object is
-sized, mapped and filled once; a reader copies it once into private
-anonymous memory (the value is then the reader's alone, writable, as an
-unpickled one would be); names are short (base 36); nothing is reused
-(``reuse`` False: no free list); and each name goes into its owner's
-*journal* (a file beside the owner's lock in ``_platform.registry_dir()``,
-a private directory used through its descriptor; workers are handed
-their owner's, wherever its temporary directory was) before the object
-exists, so that the reaper and the sweeps, which cannot list objects,
-read the journal.  A writer holds a shared ``flock`` on the journal from
-its append until its object exists; the compaction (names whose object
-is gone dropped, once the journal grows past ``JOURNAL_COMPACT`` bytes and
-no computation runs) holds it exclusively, so no name written meanwhile,
-nor one whose object is about to be made, is lost.
-
-``NamedMappings`` (Windows) and its simulation on Linux: see
-``named_mappings``.
+The kinds: ``DevShmFiles`` (Linux: files, written with ``pwrite``,
+mapped copy-on-write, reused in place), ``PosixObjects`` (macOS, the BSDs:
+objects filled once and copied out by readers, a journal of names since
+they cannot be listed) and ``NamedMappings`` (Windows, and its simulation
+on Linux: ``named_mappings``); each class's docstring says why it does
+what it does.
 """
 
 from __future__ import annotations
@@ -90,7 +70,7 @@ def base36(n: int) -> str:
 
 
 def _write_buffers(fd: int, layout: tuple, buffers: list) -> None:
-    # pwrite copies straight into the file's pages (see the module note).
+    # pwrite copies straight into the file's pages (see DevShmFiles).
     for (off, n), b in zip(layout, buffers, strict=True):
         done = 0
         while done < n:
@@ -294,7 +274,15 @@ def _lexists(name: str, dir_fd: int) -> bool:
 
 
 class DevShmFiles(SegmentKind):
-    """Segments as files in ``/dev/shm`` (Linux)."""
+    """Segments as files in ``/dev/shm`` (Linux).
+
+    Written with ``pwrite``
+    (no mapping, no page faults on the writing side, ENOSPC instead of
+    SIGBUS), mapped copy-on-write (zero-copy), reusable in place (the free
+    list keeps a released segment under its name, its owner holding a
+    descriptor of it), guarded by ``flock`` (a reader's shared lock keeps a
+    lent segment from being rewritten), found by listing the directory.
+    """
 
     prefix = "localsched-"
     reuse = True  # a free list, reused in place
@@ -386,7 +374,25 @@ def _object_is_ours(fd: int) -> bool:
 
 
 class PosixObjects(SegmentKind):
-    """Segments as POSIX shared-memory objects (macOS, the BSDs)."""
+    """Segments as POSIX shared-memory objects (macOS, the BSDs).
+
+    macOS
+    sizes an object once, reads and writes it only through ``MAP_SHARED``
+    mappings, names it in 31 characters and lists nothing.  So an object is
+    sized, mapped and filled once; a reader copies it once into private
+    anonymous memory (the value is then the reader's alone, writable, as an
+    unpickled one would be); names are short (base 36); nothing is reused
+    (``reuse`` False: no free list); and each name goes into its owner's
+    *journal* (a file beside the owner's lock in ``_platform.registry_dir()``,
+    a private directory used through its descriptor; workers are handed
+    their owner's, wherever its temporary directory was) before the object
+    exists, so that the reaper and the sweeps, which cannot list objects,
+    read the journal.  A writer holds a shared ``flock`` on the journal from
+    its append until its object exists; the compaction (names whose object
+    is gone dropped, once the journal grows past ``JOURNAL_COMPACT`` bytes and
+    no computation runs) holds it exclusively, so no name written meanwhile,
+    nor one whose object is about to be made, is lost.
+    """
 
     prefix = "lsc"
     held_outside_rss = True  # readers copy: nobody keeps a held one mapped

@@ -2,93 +2,38 @@
 they are written, reused, released and reaped.
 
 A segment is a file in ``/dev/shm`` on Linux, a POSIX shared-memory object
-on macOS and the BSDs, a named mapping on Windows (``kinds`` and
-``named_mappings``: what each kind can do, and why the objects have no
-free list and keep a journal of names).  The store holds its kind and asks
-only through the kind's calls: it names no directory and touches no file
-itself, so the rules every kind keeps beside other users (``kinds``: made
-exclusively, never followed, never waited on, used and removed only when
-ours, never renamed) hold for the store too.
+on macOS and the BSDs, a named mapping on Windows (``kinds``).  The store
+asks only through its kind's calls: it names no directory and touches no
+file itself, so the rules every kind keeps beside other users (made
+exclusively, never followed, never waited on, removed only when ours)
+hold for the store too.
 
-Names.  Every segment of an *owner* (a process that runs a process pool
-and so receives results in shared memory) starts with
-``localsched-<pid>_<nonce>-``: the pid is a label for people and for the
-ResourceProfiler, never a liveness test; the random nonce makes the owner
-unique across PID namespaces sharing ``/dev/shm``.  A job's segments add
-``<pool>-<job>-``; a segment keeps its name for life (the free list too).
+Names.  Every segment of an *owner* (a process that runs a process pool)
+starts with ``localsched-<pid>_<nonce>-``: the pid is a label for people,
+never a liveness test; the nonce makes the owner unique across PID
+namespaces sharing ``/dev/shm``.  A job's segments add ``<pool>-<job>-``.
 
-Liveness: the owner lock.  Each owner creates ``localsched-<owner>.lock``
-before any segment and holds a shared ``flock`` on it for its lifetime; so
-does every worker that runs a job for it (workers create segments under
-the owner's name).  An owner is dead when an exclusive lock on its lock
-file can be taken: that works whatever PID namespace the owner lives in,
-and a pid that happens to exist (or not) here means nothing.  A worker
-takes the lock with its first job; one that finds the file gone (or gone
-while it waited for the lock: the reaper removes it holding the lock)
-writes no segment for that owner, whose reaper may have run already --
-the job's values take the pipe.
+Liveness and reaping.  Each owner holds a shared ``flock`` on its
+``localsched-<owner>.lock`` for life, and so does every worker that writes
+segments for it; the owner is dead when an exclusive lock can be taken,
+whatever PID namespace it lives in.  A small detached reaper process per
+owner waits for that lock, then unlinks the owner's segments and lock
+(``_start_reaper``): so a SIGKILLed owner leaves nothing, at no cost per
+segment.  ``memfd_create`` segments passed by ``SCM_RIGHTS`` were turned
+down: one descriptor per live result (over ``ulimit -n`` on big persists)
+and sockets instead of pipes (foreign pools have none).  ``sweep_stale``
+removes what a dead owner left when its reaper could not run.
 
-Reaping: a reaper process per owner.  The owner starts one small process
-(``kinds``' reaper script, a few lines of Python, detached in its
-own session) that waits
-for an exclusive lock on the owner's lock file, i.e. until the owner and
-all its workers are gone however they went (SIGKILL included), then
-unlinks the owner's segments and lock file -- those that are this user's
-regular files -- and exits.  It costs the owner a few milliseconds once
-and nothing per segment (no registration message: the name prefix says
-what to remove).  ``memfd_create`` segments passed with ``SCM_RIGHTS``
-were the alternative (nothing named, nothing to reap, a little faster
-fresh), and were turned down: the scheduler would hold one descriptor
-per live intermediate result (a 1,200-chunk persist needs 1,200: over
-``ulimit -n 1024``), every hand-off would need Unix sockets carrying
-descriptors instead of the pipes (foreign pools have none), and the free
-list already takes the fresh-segment cost out of most hand-offs (figures:
-``benchmarks/README.md``, "Shared memory after a crash").  ``sweep_stale``
-still removes what a dead owner left when its reaper could not run.
+Finalizers take no lock: they only append events, which ``drain`` applies
+from ordinary code (``SegmentStore.drain``).  A released segment goes to a
+free list while computations run (``SegmentStore``), since a fresh
+segment costs page allocation.
 
-Releasing without locks in finalizers.  A handle's finalizer (and a
-mapping's) only appends an event to ``SegmentStore.events`` (a deque:
-append and popleft are atomic).  The events are applied by ``drain``,
-under the store's lock, from ordinary code: the scheduler's loop when it
-waits, each dispatch, the pool's listener after each message, an explicit
-``release``.  A cyclic collection may run anywhere, inside ``drain``
-included: it only appends.
-
-One store per platform value and process.  A store is made for a
-``Platform`` (``_platform``; the pool passes its own, as multiprocessing
-passes a context) and holds it and its kind: ``store(platform)`` is this
-process's store for that platform, made on first use.  Every function
-here that touches segments takes the kind (or the store) it works on;
-none looks a platform up.  A forked child forgets its parent's stores
-(``at_fork_in_child``, beside them).
-
-Where it runs.  ``usable_store`` asks the segment kind whether it works
-now (files: one ``statvfs`` of ``/dev/shm``, present, writable, sticky,
-inodes and room left; objects: the registry directory is this user's
-private directory; named mappings: a self-test) before this process
-creates its lock file or reaper, and ``None`` sends the caller to the
-pipes after one warning (``warn_once``; in a worker, whose loop sets
-``notes_to``, a note its job hands to the caller).  A platform with no
-kind (no file locks: see ``localsched.system.platform``) always takes the pipes.
-
-The free list.  While a computation runs, a released segment is kept (at
-most ``FREE_MAX``) instead of unlinked: a new segment costs page
-allocation and as much to free.  It keeps its name, and the
-store holds a descriptor of it, opened while the name was surely still its
-own (a live handle's: nobody else can remove or replace it in a sticky
-directory) and checked; a job's input, whose name its worker removed once
-mapped, cannot be held again and goes.  The store counts its free list in
-memory (never by listing the directory), lends a few free segments to
-each job it sends (``lend``), and the worker reports which it used
-(``DONE``): it rewrites one in place, under its own name, opened by name
-and checked to be this user's; the store rewrites one for its own job's
-inputs through the descriptor it holds (``claim_lent``), never reopening
-the name.  Either overwrites only under an exclusive ``flock`` taken
-without waiting: worker-side mappings hold a shared lock for as long as
-they live, and this process never lends a segment it still maps
-(``mapped``).  When the last computation ends, the free list is unlinked.
-``bytes_held`` says what the store holds in no process's resident set
-(``localsched._shm.bytes_held``: diagnostics, the memory budget).
+One store per platform value and process: ``store(platform)``, made on
+first use; ``usable_store`` says whether shared memory works now, else
+the caller takes the pipes.  Every function that touches segments takes
+the kind (or store) it works on; none looks a platform up.  A forked child
+forgets its parent's stores (``at_fork_in_child``, beside them).
 """
 
 from __future__ import annotations
@@ -201,7 +146,15 @@ def usable_store(platform: Platform) -> SegmentStore | None:
     """This process's store for ``platform`` if shared memory can be used
     now (``available``), created on first use; None (after the one
     warning) if it cannot, the store's lock file included: nothing is
-    created before that is known."""
+    created before that is known.
+
+    The segment kind says whether it works now (files: one ``statvfs`` of
+    ``/dev/shm``, present, writable, sticky, inodes and room left; objects:
+    the registry directory is this user's private directory; named
+    mappings: a self-test).  None sends the caller to the pipes after one
+    warning (``warn_once``; in a worker, whose loop sets ``notes_to``, a
+    note its job hands to the caller).  A platform with no kind (no file
+    locks: ``localsched.system.platform``) always takes the pipes."""
     if not available(platform):
         return None
     try:
@@ -273,7 +226,26 @@ def _claim(size: int, reusable: list, claim) -> tuple[Any, str] | None:
 class SegmentStore:
     """What this process owns in shared memory for one platform (its kind
     of segment): its name, lock and reaper, the handles it holds, its free
-    list, and the events finalizers leave."""
+    list, and the events finalizers leave.
+
+    The free list.  While a computation runs, a released segment is kept
+    (at most ``FREE_MAX``) instead of unlinked.  It keeps its name, and the
+    store holds a descriptor of it, opened while the name was surely still
+    its own (a live handle's: nobody else can remove or replace it in a
+    sticky directory) and checked; a job's input, whose name its worker
+    removed once mapped, cannot be held again and goes.  The store counts
+    its free list in memory (never by listing the directory), lends a few
+    free segments to each job it sends (``lend``), and the worker reports
+    which it used (``DONE``): it rewrites one in place, under its own name,
+    opened by name and checked to be this user's; the store rewrites one
+    for its own job's inputs through the descriptor it holds
+    (``claim_lent``), never reopening the name.  Either overwrites only
+    under an exclusive ``flock`` taken without waiting: worker-side
+    mappings hold a shared lock for as long as they live, and this process
+    never lends a segment it still maps (``mapped``).  When the last
+    computation ends, the free list is unlinked.  ``bytes_held`` says what
+    the store holds in no process's resident set (diagnostics, the memory
+    budget)."""
 
     def __init__(self, platform: Platform) -> None:
         segment_kind = kind_of(platform)
@@ -322,7 +294,13 @@ class SegmentStore:
         self.reaper = self._start_reaper()
 
     def _start_reaper(self) -> int | None:
-        """Start the reaper, detached: a shell starts it in the background
+        """Start the reaper, detached: ``kinds``' reaper script, a few
+        lines of Python in its own session, waits for an exclusive lock on
+        the owner's lock file (the owner and all its workers gone, however
+        they went), unlinks the owner's segments and lock file -- those
+        that are this user's regular files -- and exits.  It costs the
+        owner one start; no message per segment (the name prefix says what
+        to remove).  A shell starts it in the background
         and exits at once, so it is no child of this process (nothing
         waits for it, and it outlives this process by design).  Its exit
         status, or None if it could not start (then ``sweep_stale`` in a
@@ -370,7 +348,14 @@ class SegmentStore:
     # -- events in, decisions out -------------------------------------------
 
     def drain(self) -> None:
-        """Apply what finalizers reported (never called from one)."""
+        """Apply what finalizers reported (never called from one).
+
+        A handle's finalizer (and a mapping's) only appends an event to
+        ``events`` (a deque: append and popleft are atomic); this applies
+        them under the store's lock, from ordinary code: the scheduler's
+        loop when it waits, each dispatch, the pool's listener after each
+        message, an explicit ``release``.  A cyclic collection may run
+        anywhere, inside ``drain`` included: it only appends."""
         events = self.events
         if not events:
             return

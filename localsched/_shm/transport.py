@@ -2,16 +2,7 @@
 
 The facade the scheduler uses (``transport=Transport(pool.platform)`` in
 ``localsched.run.core``: ``load``, ``release``, ``SharedValue``, ``Inbox``)
-over the package's rooms:
-
-- ``oob``: out-of-band pickling, and which unpickler makes a value or a
-  handle;
-- ``store``: the segment store (names, the owner lock, the reaper, the
-  free list, sweeps), kind-neutral, over ``kinds`` (files in ``/dev/shm``
-  on Linux, POSIX shared-memory objects on macOS and the BSDs) and
-  ``named_mappings`` (Windows); ``worker_side``: what a worker writes;
-- ``handles``: ``SharedValue``, mapping a segment without pinning a file
-  descriptor, and the ``Inbox`` a computation's records arrive in.
+over the package's rooms (drawn in ``localsched._shm``'s note).
 
 How a large result travels::
 

@@ -15,17 +15,14 @@ time, tasks, workers, parallel efficiency, the task groups that took the
 time; also ``prof.summary()``), then the task stream, resources and cache on
 a shared time axis.  Every record's times are epoch seconds
 (``time.time()``), taken where the event happened, so the profilers line up.
-Tasks that raised (``prof.failed``), that were cut short (``prof.interrupted``)
-and the time process-pool tasks spent travelling (``prof.transfers``) are
-recorded beside dask's ``TaskData`` records.
+Failed, interrupted and travelling tasks are recorded beside dask's
+``TaskData`` records (``prof.failed``, ``prof.interrupted``,
+``prof.transfers``).
 
 Where the time went inside the tasks: ``FineMetrics`` (seconds per span,
-task group and activity -- thread CPU, non-CPU, the user's
-``localsched.metrics.meter`` labels, and around the tasks hand-offs,
-start-up, travel on processes and idle workers: every worker-second booked
-once, ``accounting``; the caller's own costs in caller-seconds) and
-``SampleProfiler`` (call stacks sampled per task group, each sample
-weighted by the time it stands for, as totals or a flame-graph tree).
+task group and activity, every worker-second booked once) and
+``SampleProfiler`` (call stacks sampled per task group, as totals or a
+flame-graph tree).
 
 They also work around dask's own schedulers (``dask.threaded.get``, a
 dask collection's ``.compute()``), as dask's diagnostics do.
@@ -52,34 +49,23 @@ has ``to_pandas()``; ``Summary`` and ``RunData`` show as tables in a notebook.
 
 How the package is laid out
 ---------------------------
-Imports go one way, top to bottom; bokeh is imported only when you plot,
-pandas only by ``to_pandas()``.
+The modules here are the public names (dask's ``profile``, ``progress``,
+``profile_visualize``, and ``report``); the rest lies in folders, imports
+pointing down only; bokeh is imported only when you plot, pandas only by
+``to_pandas()``::
 
-* Collectors (callbacks that record): ``profile``, ``resource``, ``cache``,
-  ``metrics`` (FineMetrics), ``sampler``, ``progress`` (its display in
-  ``progress_view``, the snapshot it draws, ``progress_text`` and
-  ``progress_widget``), on ``collector`` and ``records`` (the plain
-  NamedTuple records everything else reads); ``literals`` sizes the data a
-  graph carries (what a process pool would pickle) for ``profile``.
-* Names: ``naming`` -- a key's task group (``localsched.utils.key_split``,
-  dask's rule), worker rows, durations, task reprs -- so every output says
-  the same.
-* Numbers: ``summary`` (wall time, efficiency, top groups), ``stacks``
-  (samples as a call tree), ``aggregate`` (records to arrays and what a
-  pixel shows: NumPy, no bokeh, property-tested), ``tables`` (pandas
-  frames, notebook HTML).
-* One run's data: ``rundata`` (``RunData``), ``codec`` (its JSON), ``trace``
-  (Chrome/Perfetto export), ``perf_report`` (``performance_report``);
-  ``report`` gathers their names.
-* What to change: ``analysis/`` -- findings, the critical path, memory at
-  the peak, the what-if replay, run comparison: pure functions of a
-  ``RunData``'s records (``RunData.findings()`` ...) -- and ``advice_html``
-  (their HTML: the report's findings panel, the dashboard's list).
-* Drawing: ``figures/`` -- one module a figure (``tasks``, ``resources``,
-  ``cache``, ``metrics``, ``flame``, ``durations``) on ``figures/base``
-  (defaults, legends that grow their figure, colours) -- and ``page``, the
-  one place figures are put together (``visualize``, the report page).
-  ``plots`` and ``profile_visualize`` (dask's module name) gather their names.
+    collectors/  callbacks that record, cheaply, and the plain records
+                 everything else reads (``records``)
+    runs/        one run's records as one object (``RunData``): saved as
+                 JSON, checked when read back, exported as a trace
+    analysis/    what to change: findings, the critical path, memory at
+                 the peak, the what-if, run comparison -- pure functions
+    reporting/   the numbers, tables and texts, and the pages
+                 (``visualize``, ``performance_report``)
+    figures/     the bokeh figures, one module a figure
+    live/        the live dashboard
+
+Every module, one line each: ``docs/explanation/layout.md``.
 """
 
 from __future__ import annotations

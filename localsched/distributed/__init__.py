@@ -27,15 +27,11 @@ The rooms, imports pointing down only::
     _embedded     the embedded cluster: dask's SpecCluster of ``dask spec``
                   processes that close on SIGTERM and follow their parent
 
-Which cluster ``get`` uses: ``client=``; else ``address=`` (a Client made
-on first use, reused, closed at exit); else the current default Client;
-else an embedded cluster on this machine, whose scheduler and workers run
-in subprocesses that never import the caller's ``__main__`` (so a script
-needs no ``if __name__ == "__main__":`` guard), closed at exit or by
-``shutdown()``, and gone with the caller even when it is killed, leaving
-nothing behind (no process, no semaphore in /dev/shm); a Ctrl-C interrupts
-the computation, not the cluster.  An ``address=`` passed explicitly wins
-over a default Client made elsewhere.
+Which cluster ``get`` uses: ``client=``; else ``address=``; else the
+current default Client; else an embedded cluster on this machine, whose
+processes never import the caller's ``__main__`` (no ``if __name__ ==
+"__main__":`` guard needed) and go with the caller, leaving nothing
+behind (``_clusters``).
 
 The hooks:
 
@@ -61,15 +57,8 @@ One clock: every time a callback sees is on the caller's clock (the
 scheduler's clock minus ``state.clock_offset``, estimated from the midpoint
 of a round trip, as distributed's workers estimate ``scheduler_delay``).
 
-Failures are dask.distributed's own: a task's exception,
-``FutureCancelledError`` (with its reason) after ``client.cancel``,
-``client.close`` or ``client.restart`` from another thread,
-``CancelledError`` when the scheduler is lost; when every worker is gone,
-the computation waits as dask.distributed does
-(``distributed.scheduler.no-workers-timeout``).  ``finish`` fires with
-``errored=True``; the next computation works.  At the stop,
-``state.running_since`` holds the tasks a worker was executing and
-``state.queued_since`` those dispatched but not started.
+Failures are dask.distributed's own; ``finish`` fires with
+``errored=True`` and the next computation works (``ClusterComputation``).
 
 >>> from operator import add
 >>> from distributed import LocalCluster, Client

@@ -83,7 +83,19 @@ class LazyGraph(Mapping):
 
 class ClusterComputation:
     """Send, observe, gather (see the module docstring).  ``hooks`` is the
-    lifecycle (``localsched.run.lifecycle.Computation``) already started."""
+    lifecycle (``localsched.run.lifecycle.Computation``) already started.
+
+    Failures are dask.distributed's own: a task's exception,
+    ``FutureCancelledError`` (with its reason) after ``client.cancel``,
+    ``client.close`` or ``client.restart`` from another thread,
+    ``CancelledError`` when the scheduler is lost; when every worker is gone,
+    the computation waits as dask.distributed does
+    (``distributed.scheduler.no-workers-timeout``).  ``finish`` fires with
+    ``errored=True``; the next computation works.  At the stop,
+    ``state.running_since`` holds the tasks a worker was executing and
+    ``state.queued_since`` those dispatched but not started.  A Ctrl-C
+    interrupts the computation, not the cluster.
+    """
 
     def __init__(self, client, graph, keys, life, options: dict, rerun: bool = False,
                  timed_groups: bool = False):

@@ -11,8 +11,9 @@ worker's task-finished message, which the scheduler hands unchanged to
 ``SchedulerPlugin.transition(key, "processing", "memory", **msg)``
 (``startstops``, ``worker``, ``thread``, ``nbytes``).  A WorkerPlugin sees
 the true execution start, but one message per task start from the workers
-cost about 17 % of wall time on tiny tasks; the scheduler sees every task
-in one place, and batching its events costs nothing measurable.  So
+costs a large share of wall time on tiny tasks (``benchmarks/README.md``);
+the scheduler sees every task in one place, and batching its events costs
+nothing measurable.  So
 ``pretask`` fires when the scheduler dispatches a task to a worker, and the
 true start is in the worker's startstops.
 

@@ -16,64 +16,20 @@ same batch use are dropped by the worker after their last use and never
 travel back (except tiny ones: see "Tiny results").  Popping ready tasks
 from anywhere instead held many times more results than dask.
 
-Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
-duration of each task's function.  A task whose function has not been
-timed yet, or is slow, goes alone, so long tasks spread over all workers.
-A batch also stops once it holds more than ``MAX_LIVE`` results (see
-below), and, on processes, before a task after its first would bring the
-results it is sent from outside to more than ``MAX_INPUTS`` (each one a
-second copy, in the worker).  It takes from the shared stack only while
-that leaves a ready task to each other idle worker (``spare``).  A batch
-that continues a chain takes nothing another worker could start, so it may
-grow to ``CHAIN_FACTOR`` budgets and ``CHAIN_LIMIT`` tasks: each hand-off
-on a chain is a round trip while no other work runs.
+Size: about ``BATCH_BUDGET`` seconds of work, by the measured mean
+duration of each task's function, and a bounded number of held results;
+a task not yet timed, or slow, goes alone, so long tasks spread over all
+workers (the limits: :class:`Planner`).
 
-What a batch holds.  A worker's batch runs beside the others' like a second
-sequential run, so each of its results still wanted outside it adds to the
-computation's peak -- unless a sequential run would hold it as long anyway.
-Such a result is *parked* and not counted: one whose every user still
-waits for more than ``MAX_LIVE`` other inputs (no batch could bring that
-user within reach), and an output nothing uses that uses no result of the
-batch (``dask.compute(*[f(x) for x in items])``).  So independent tasks
-share a batch as readily as a chain does, while on a tree, a stencil or a
-reduction a batch stops at ``MAX_LIVE`` held results and is cut where it
-holds the fewest (``_cut``): it ends at the end of a region.  Results are
-counted as made, not net of the inputs they free (on threads those are
-freed only when the batch's records come back).
-
-Tiny results.  A number or a short string (``is_tiny``) is not worth
-giving up throughput for: a result of a group whose every result so far
-has been tiny is parked too, and a tiny input is not counted against
-``MAX_INPUTS`` (so a stencil of numbers batches at all).  A group is judged
-by each result that travels back; other types keep the depth-first rule.
-A batch whose every result is tiny (``tiny_batch``) is also cheaper to
-hand to a thread nobody watches (``items(direct=True)``, see
-``PoolSettings.direct``): its worker writes each result into the shared
-cache and sends every result back, so ``items`` need not work out where
-each is last used.
-
-Large results.  On processes, a result with large buffers crosses to the
-next worker through shared memory, which costs about as much as making it.
-Once a function's result has arrived that way (``Planner.large_result``),
-a batch that starts with it gets ``LARGE_BUDGET`` instead, and is cut where
-it leaves the fewest *large* results behind: on ``x + x.T`` the batch
-``x[i,j], x[j,i]`` and both tasks that use them runs in one worker.
-
-Across computations.  What a planner learns of each task group (its
-function's mean duration, whether its results are large) is kept when the
-computation ends (``remember``), by key name and function name, for the
-last ``MEMORY_SIZE`` groups, on processes with shared memory (``learn``).
-A later computation starting with a group known to make large results
-starts with the placement above (``_recall``) instead of sending each
-function's first tasks alone until one is timed; a recalled group whose
-first result comes back small loses it (``small_result``).  A remembered
-time may cut a batch, never grow one past a single untimed task of its
-group (``_fresh_fits``): the same names may take far longer this time (a
-pipeline tried on a sample, then run on the real data), and tasks that
-wait for each other (a ``threading.Barrier``) must not share a batch.
+Held results, tiny results, large results and what carries over between
+computations are the :class:`Planner`'s matter (its docstring): in short,
+a result a sequential run would hold as long anyway is not counted
+(*parked*), a run of numbers batches freely, a result that crossed
+processes through shared memory keeps its users in one worker, and what
+a group's function cost is remembered, trusted only to cut a batch.
 
 The figures behind these choices, with their commands, are in
-``benchmarks/README.md`` ("Why the planner batches as it does").
+``benchmarks/README.md`` ("Figures behind design choices").
 
 Records.  A worker reports each task as a plain tuple laid out as
 ``localsched.worker.records_wire.Record``; lists of them travel together.
@@ -208,6 +164,62 @@ class Planner:
     ``dependents``, ``waiting``, ``specs``, ``keys``, ``is_output`` and the
     ready stack ``ready`` (indices, next on top); entries whose task has left
     READY (joined an earlier batch) are skipped when reached.
+
+    Size: about ``BATCH_BUDGET`` seconds of work, judged by the measured mean
+    duration of each task's function.  A task whose function has not been
+    timed yet, or is slow, goes alone, so long tasks spread over all workers.
+    A batch also stops once it holds more than ``MAX_LIVE`` results (see
+    below), and, on processes, before a task after its first would bring the
+    results it is sent from outside to more than ``MAX_INPUTS`` (each one a
+    second copy, in the worker).  It takes from the shared stack only while
+    that leaves a ready task to each other idle worker (``spare``).  A batch
+    that continues a chain takes nothing another worker could start, so it may
+    grow to ``CHAIN_FACTOR`` budgets and ``CHAIN_LIMIT`` tasks: each hand-off
+    on a chain is a round trip while no other work runs.
+
+    What a batch holds.  A worker's batch runs beside the others' like a second
+    sequential run, so each of its results still wanted outside it adds to the
+    computation's peak -- unless a sequential run would hold it as long anyway.
+    Such a result is *parked* and not counted: one whose every user still
+    waits for more than ``MAX_LIVE`` other inputs (no batch could bring that
+    user within reach), and an output nothing uses that uses no result of the
+    batch (``dask.compute(*[f(x) for x in items])``).  So independent tasks
+    share a batch as readily as a chain does, while on a tree, a stencil or a
+    reduction a batch stops at ``MAX_LIVE`` held results and is cut where it
+    holds the fewest (``_cut``): it ends at the end of a region.  Results are
+    counted as made, not net of the inputs they free (on threads those are
+    freed only when the batch's records come back).
+
+    Tiny results.  A number or a short string (``is_tiny``) is not worth
+    giving up throughput for: a result of a group whose every result so far
+    has been tiny is parked too, and a tiny input is not counted against
+    ``MAX_INPUTS`` (so a stencil of numbers batches at all).  A group is judged
+    by each result that travels back; other types keep the depth-first rule.
+    A batch whose every result is tiny (``tiny_batch``) is also cheaper to
+    hand to a thread nobody watches (``items(direct=True)``, see
+    ``PoolSettings.direct``): its worker writes each result into the shared
+    cache and sends every result back, so ``items`` need not work out where
+    each is last used.
+
+    Large results.  On processes, a result with large buffers crosses to the
+    next worker through shared memory, which costs about as much as making it.
+    Once a function's result has arrived that way (``Planner.large_result``),
+    a batch that starts with it gets ``LARGE_BUDGET`` instead, and is cut where
+    it leaves the fewest *large* results behind: on ``x + x.T`` the batch
+    ``x[i,j], x[j,i]`` and both tasks that use them runs in one worker.
+
+    Across computations.  What a planner learns of each task group (its
+    function's mean duration, whether its results are large) is kept when the
+    computation ends (``remember``), by key name and function name, for the
+    last ``MEMORY_SIZE`` groups, on processes with shared memory (``learn``).
+    A later computation starting with a group known to make large results
+    starts with the placement above (``_recall``) instead of sending each
+    function's first tasks alone until one is timed; a recalled group whose
+    first result comes back small loses it (``small_result``).  A remembered
+    time may cut a batch, never grow one past a single untimed task of its
+    group (``_fresh_fits``): the same names may take far longer this time (a
+    pipeline tried on a sample, then run on the real data), and tasks that
+    wait for each other (a ``threading.Barrier``) must not share a batch.
     """
 
     def __init__(self, run, *, limit: int | None = None, budget: float = BATCH_BUDGET,

@@ -33,25 +33,12 @@ results a running task reads are never spilled).  A spilled result leaves a
 (release when the last user ends) is unchanged.
 
 Watching, then counting.  A budget the run never comes near must cost
-next to nothing per task (issue #34: at most 0.3 us): so a run starts
-*watching*, its loops unchanged but for a reading of the real memory
-(below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
-more, and none of the hooks above run.  Once the real memory reaches
-``ARM`` x ``target``, or the results in the cache do by their sizes
-(every ``POLL`` s: an allocator that reuses freed memory shows no
-growth), or a long task's result alone does, the budget *arms*: every
-result in the cache is measured and held from then on, the hooks run, and
-a pool's batch takes a task only while its expected bytes fit below
-``pause`` and none of its inputs is on disk (``fits``: the order and each
-group's sizes are known; a batch never reads a spilled input).
-
-The real memory.  Sizes miss what tasks allocate while they run and what
-the allocator keeps; so every ``POLL`` seconds (not per task) the budget
-reads the process's RSS (on processes, its own and its workers' private
-memory and the shared-memory files its store made, workers' segments not
-yet handled included: each byte once, a worker's imported libraries not at
-all), and spills against the larger of the two.  A worker hands back what its tasks freed
-after each job once the budget arms (``localsched.worker.budget_worker``).
+next to nothing per task (the bar: ``benchmarks/README.md``): so a run
+starts *watching* (the real memory read now and then, no hook per task)
+and *arms* only near the budget (``Budget.watch``).  The real memory, not
+only the results' sizes, is what is kept under the budget: sizes miss
+what tasks allocate while they run and what the allocator keeps
+(``Budget._real_memory``).
 """
 
 from __future__ import annotations
@@ -270,7 +257,21 @@ class Budget:
 
     def watch(self, long: bool) -> bool:
         """Watching: read the real memory if due (or after a ``long``
-        task) and arm once it reaches ``arm_at``; whether armed."""
+        task) and arm once it reaches ``arm_at``; whether armed.
+
+        Watching, then counting.  A budget the run never comes near must cost
+        next to nothing per task (the bar: ``benchmarks/README.md``): so a run starts
+        *watching*, its loops unchanged but for a reading of the real memory
+        (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
+        more, and none of the hooks above run.  Once the real memory reaches
+        ``ARM`` x ``target``, or the results in the cache do by their sizes
+        (every ``POLL`` s: an allocator that reuses freed memory shows no
+        growth), or a long task's result alone does, the budget *arms*: every
+        result in the cache is measured and held from then on, the hooks run, and
+        a pool's batch takes a task only while its expected bytes fit below
+        ``pause`` and none of its inputs is on disk (``fits``: the order and each
+        group's sizes are known; a batch never reads a spilled input).
+        """
         now = time.monotonic()
         self.countdown -= 1
         if not long and now < self.due and self.countdown > 0:
@@ -471,7 +472,16 @@ class Budget:
         memory of this process and its workers (RSS less file pages --
         libraries, code the OS can page out -- and less shared pages) and
         the shared memory the store made (``shm_bytes_held``; where that
-        leaves out the segments this process maps, its shared pages too)."""
+        leaves out the segments this process maps, its shared pages too).
+
+        The real memory.  Sizes miss what tasks allocate while they run and what
+        the allocator keeps; so every ``POLL`` seconds (not per task) the budget
+        reads the process's RSS (on processes, its own and its workers' private
+        memory and the shared-memory files its store made, workers' segments not
+        yet handled included: each byte once, a worker's imported libraries not at
+        all), and spills against the larger of the two.  A worker hands back what its tasks freed
+        after each job once the budget arms (``localsched.worker.budget_worker``).
+        """
         if not self.processes:
             return _self_rss()
         shm, every_file = budget_limits.shm_bytes_held()

@@ -29,13 +29,8 @@ the lowest priority is taken first.  The branch just advanced is continued
 before older ready work (dask's rule).
 
 Preparation (``RunState(...)``: compile, order, initial state) runs with
-the garbage collector paused: it makes several containers per task and
-frees none, so the collector's passes over them (for a large graph, ~20
-intermediate ones and a full one) would find nothing.  It is switched back
-on in a ``finally`` if it was on, so an error or Ctrl-C leaves it as the
-caller had it; tasks always run with the collector as the caller set it.
-Gets preparing in several threads at once: one may re-enable it while
-another still prepares (that one merely collects); none leaves it off.
+the garbage collector paused, and leaves it as the caller had it
+(``RunState``'s docstring says why and how).
 
 Nothing here points back at whoever drives it: a ``RunState`` holds the
 graph, the cache and plain containers, so dropping the computation's last
@@ -91,6 +86,15 @@ class RunState:
     sets to each task it starts: thread pools) and ``current`` (the task
     run inline) are the loop's notes of what runs now, for
     ``running_keys`` and ``at_work``.
+
+    Preparation (``RunState(...)``: compile, order, initial state) runs with
+    the garbage collector paused: it makes several containers per task and
+    frees none, so the collector's passes over them (for a large graph, ~20
+    intermediate ones and a full one) would find nothing.  It is switched back
+    on in a ``finally`` if it was on, so an error or Ctrl-C leaves it as the
+    caller had it; tasks always run with the collector as the caller set it.
+    Gets preparing in several threads at once: one may re-enable it while
+    another still prepares (that one merely collects); none leaves it off.
     """
 
     def __init__(self, dsk: Mapping, keys: Any, known: dict | None = None):
@@ -106,7 +110,7 @@ class RunState:
             if k not in dsk and not (known and k in known):
                 raise KeyError(f"key {k!r} is not in the graph")
         # The collector is paused while the graph is prepared (see the
-        # module docstring); as the caller left it on every exit path.
+        # class docstring); as the caller left it on every exit path.
         collecting = gc.isenabled()
         try:
             gc.disable()

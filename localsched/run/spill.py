@@ -6,68 +6,28 @@ one whose next use in the planned order is furthest away); this module only
 writes, reads back and forgets values by task number, and cleans up after
 itself and after owners that were killed.
 
-The directory.  Created on the first ``put`` (a run that never spills
-creates nothing), exclusively (``mkdir`` of a random name: an existing
-name, link included, is never reused), mode 0700, under ``directory_root``
-or the temp directory (``tempfile.gettempdir()``, read then).  It is opened
-once (``O_DIRECTORY | O_NOFOLLOW``), checked on the descriptor (a directory
-this user owns, no access for others) and every file is made and removed
-relative to that descriptor, so nothing swapped in under the name is
-followed.  Inside, ``owner.lock`` carries an exclusive ``flock`` for the
-store's life: the owner's liveness, whatever PID namespace it lives in.
+The directory is made on the first ``put`` (a run that never spills
+creates nothing), exclusively, mode 0700, and used by descriptor, so
+nothing swapped in under its name is followed; an exclusive ``flock`` on
+its ``owner.lock`` says its owner lives, whatever PID namespace it lives
+in.  ``close()`` (the caller's ``finally``) or a finalizer removes it; a
+killed owner's is reaped by the next store (``reap_stale``).  Details:
+:class:`SpillStore`.
 
-Cleaning up.  ``close()`` removes the directory (idempotent; the caller's
-``finally`` calls it, so it runs on success, failure and Ctrl-C); a
-``weakref.finalize`` does it too when the store is dropped or the
-interpreter exits (only in the process that made it: a forked child never
-removes its parent's directory).  A process killed outright (SIGKILL, OOM
-killer) leaves its directory; the next store's first ``put`` calls
-``reap_stale(root)``, which removes the directories named
-``localsched-spill-*`` in the root whose lock can be taken at once (their
-owner is gone): only directories, owned by this user, opened without
-following links and without blocking (a fifo or a link planted under the
-name is left alone, a live owner's lock is never waited on).  A directory
-without a lock file is younger than its owner's next step or a kill in
-between: it is removed once older than ``LOCKLESS_GRACE`` seconds.
-
-The format.  Pickle protocol 5 with out-of-band buffers (NumPy arrays,
-pandas' blocks, ``bytes``-like values): one file per value, a header (the
-lengths), the pickle stream, then each buffer as it lies in memory,
-written with ``os.writev`` straight from the buffers (no copy into one
-bytes object).  Reading allocates one fresh ``bytearray`` per buffer and
-fills it with ``readinto``; the unpickled arrays own it (as writable as the
-originals were).  Values
-pickle cannot take fall back to ``cloudpickle`` where installed.
-
-Errors.  A write refused by the disk (full ``ENOSPC``, quota ``EDQUOT``,
-read-only ``EROFS``, unwritable ``EACCES``/``EPERM``, file too large
-``EFBIG``) or a ``max_bytes`` cap that the value would exceed raises
-``SpillError`` (an ``OSError``) naming the directory and the bytes; the
-partial file is removed and the value stays with the caller: nothing is
-lost.  A value that cannot be pickled raises pickle's own error.
+Each value is one file: pickle protocol 5 with its out-of-band buffers
+written as they lie in memory and read back into fresh buffers, no copy
+into one bytes object.  A write the disk refuses raises ``SpillError``
+and the value stays with the caller: nothing is lost.
 
 Why not ``zict``.  ``zict.File`` (dask.distributed's spill; zict 3.0)
-writes a list of frames per key (``writelines``) and reads them back as
-one buffer (``readinto``), in a directory it makes with
-``os.makedirs(exist_ok=True)``: no exclusive private directory, no owner
-lock, nothing reaps a killed owner's files; serialization and eviction are
-its callers' (``zict.Buffer`` evicts the least recently used; here the
-scheduler chooses exactly), and one buffer per value would still have to be
-split into the arrays' own.  What this store
-needs from it, writing a list of buffers to a file and reading them back,
-is a few lines of ``os.writev``/``readinto``; the directory's life is the
+writes a list of frames per key and reads them back as one buffer, in a
+directory it makes with ``os.makedirs(exist_ok=True)``: no exclusive
+private directory, no owner lock, nothing reaps a killed owner's files;
+eviction is its callers' (here the scheduler chooses exactly).  What this
+store needs from it, writing buffers to a file and reading them back, is
+a few lines of ``os.writev``/``readinto``; the directory's life is the
 part that matters, and zict has none of it.  So: our own code, no new
 dependency.
-
-Portability.  Where the platform lacks the ``*at`` calls or ``writev``
-(Windows), the directory is used by path and each buffer takes its own
-``os.write``; without ``flock``, an owner's liveness is its open lock file,
-which Windows refuses to remove while it is open: a reaper that can remove
-it knows the owner is gone.
-
-Not thread-safe per task number: the budget calls ``put``/``get``/``drop``
-for one task from one thread at a time; the bookkeeping (bytes, events,
-the directory's creation) is under a lock.
 """
 
 from __future__ import annotations
@@ -418,6 +378,56 @@ class SpillStore:
     activity, task_id, nbytes)`` per write (``"disk-write"``) and read
     (``"disk-read"``), epoch seconds; ``directory``: the directory's path
     once made (None before the first ``put`` and after ``close``).
+
+    The directory.  Created on the first ``put`` (a run that never spills
+    creates nothing), exclusively (``mkdir`` of a random name: an existing
+    name, link included, is never reused), mode 0700, under ``directory_root``
+    or the temp directory (``tempfile.gettempdir()``, read then).  It is opened
+    once (``O_DIRECTORY | O_NOFOLLOW``), checked on the descriptor (a directory
+    this user owns, no access for others) and every file is made and removed
+    relative to that descriptor, so nothing swapped in under the name is
+    followed.  Inside, ``owner.lock`` carries an exclusive ``flock`` for the
+    store's life: the owner's liveness, whatever PID namespace it lives in.
+
+    Cleaning up.  ``close()`` removes the directory (idempotent; the caller's
+    ``finally`` calls it, so it runs on success, failure and Ctrl-C); a
+    ``weakref.finalize`` does it too when the store is dropped or the
+    interpreter exits (only in the process that made it: a forked child never
+    removes its parent's directory).  A process killed outright (SIGKILL, OOM
+    killer) leaves its directory; the next store's first ``put`` calls
+    ``reap_stale(root)``, which removes the directories named
+    ``localsched-spill-*`` in the root whose lock can be taken at once (their
+    owner is gone): only directories, owned by this user, opened without
+    following links and without blocking (a fifo or a link planted under the
+    name is left alone, a live owner's lock is never waited on).  A directory
+    without a lock file is younger than its owner's next step or a kill in
+    between: it is removed once older than ``LOCKLESS_GRACE`` seconds.
+
+    The format.  Pickle protocol 5 with out-of-band buffers (NumPy arrays,
+    pandas' blocks, ``bytes``-like values): one file per value, a header (the
+    lengths), the pickle stream, then each buffer as it lies in memory,
+    written with ``os.writev`` straight from the buffers (no copy into one
+    bytes object).  Reading allocates one fresh ``bytearray`` per buffer and
+    fills it with ``readinto``; the unpickled arrays own it (as writable as the
+    originals were).  Values
+    pickle cannot take fall back to ``cloudpickle`` where installed.
+
+    Errors.  A write refused by the disk (full ``ENOSPC``, quota ``EDQUOT``,
+    read-only ``EROFS``, unwritable ``EACCES``/``EPERM``, file too large
+    ``EFBIG``) or a ``max_bytes`` cap that the value would exceed raises
+    ``SpillError`` (an ``OSError``) naming the directory and the bytes; the
+    partial file is removed and the value stays with the caller: nothing is
+    lost.  A value that cannot be pickled raises pickle's own error.
+
+    Portability.  Where the platform lacks the ``*at`` calls or ``writev``
+    (Windows), the directory is used by path and each buffer takes its own
+    ``os.write``; without ``flock``, an owner's liveness is its open lock file,
+    which Windows refuses to remove while it is open: a reaper that can remove
+    it knows the owner is gone.
+
+    Not thread-safe per task number: the budget calls ``put``/``get``/``drop``
+    for one task from one thread at a time; the bookkeeping (bytes, events,
+    the directory's creation) is under a lock.
     """
 
     def __init__(self, directory_root: str | None = None, max_bytes: int | None = None):

@@ -19,38 +19,17 @@ the inline loop (``localsched.run.inline``) itself::
 So a task that becomes ready on a worker runs there next, with no hand-off
 at all (the top of the stack is the dependent the worker just made ready:
 dask's ready rule, the sequential run's order), and the other workers take
-what else is ready.  A worker finding nothing ready waits on the lock's
-condition; a worker that leaves ready tasks behind it while others wait
-wakes as many as there are tasks for (never one per task on a chain).
-Results leave the cache as soon as their last user completes, as in a
+what else is ready (a worker finding nothing ready waits:
+``Crew._wait_for_work``).  Results leave the cache as soon as their last user completes, as in a
 sequential run.
 
-The short lane.  Two workers on a reduction tree each advance a frontier
-of their own: when one finds nothing ready next to what it just did, it
-starts a new branch while the other finishes the old one, and the partial
-results of both are held (a 4,096-leaf tree of objects: 22 live results
-on two workers, 31 on three, where a sequential run holds 14).  Tasks that
-run long can be worth it; short ones never are (under the GIL they do not
-even run at once, and the hand-over costs as much as the task).  So each
-function's mean duration is measured, and a function is *short* below
-``SHORT``: one worker at a time (the holder of the short lane) runs short
-tasks, the others take only tasks of functions that are long or not yet
-timed, and wait otherwise (taking the lane over if its holder's task has
-run for a whole ``LANE_PATIENCE``: it was not short, and may wait for the
-tasks behind it).  On tiny tasks the run is then the sequential
-run on one worker (the tree holds 14), with no hand-off between workers;
-work that takes its time spreads as before.
-
-Results that count.  Tasks that run at once, on several workers, each
-advance a region of their own, and a result that may be large (anything
-but a number or a short string: ``metrics.is_tiny``) held by each adds to
-the peak; the pool loop's batches are planned to keep that depth-first
-(``batching``: "What a batch holds"), this loop is not.  So the first such
-result of a task run outside the short lane while another task runs
-(a chain never hands over) hands the run over: the
-workers stop taking tasks, the running ones complete, and the pool loop
-goes on from the same state.  Runs of numbers, and of short tasks
-whatever they make, stay here.
+Two rules keep memory near a sequential run's, both in :class:`Crew`:
+*the short lane* (tasks of functions measured short run on one worker at
+a time, so tiny tasks do not open a frontier per worker) and *results
+that count* (the first result that may be large, made while another task
+runs, hands the run over to the pool loop, whose batches are planned to
+stay depth-first).  Runs of numbers, and of short tasks whatever they
+make, stay here.
 
 The caller's thread only waits: for the end, the first failure (raised by
 the pool loop as any failure, with its task named), or Ctrl-C, which stops
@@ -98,7 +77,35 @@ class Crew:
     over; ``wait`` returns once every worker not running a task has left
     (a task still running after a failure or Ctrl-C keeps its own, as an
     abandoned batch does), and ``release`` drops the crew's references, so
-    the computation's results and graph go with the caller's last one."""
+    the computation's results and graph go with the caller's last one.
+
+    The short lane.  Two workers on a reduction tree each advance a frontier
+    of their own: when one finds nothing ready next to what it just did, it
+    starts a new branch while the other finishes the old one, and the partial
+    results of both are held (figures: ``benchmarks/README.md``, "Figures
+    behind design choices").  Tasks that
+    run long can be worth it; short ones never are (under the GIL they do not
+    even run at once, and the hand-over costs as much as the task).  So each
+    function's mean duration is measured, and a function is *short* below
+    ``SHORT``: one worker at a time (the holder of the short lane) runs short
+    tasks, the others take only tasks of functions that are long or not yet
+    timed, and wait otherwise (taking the lane over if its holder's task has
+    run for a whole ``LANE_PATIENCE``: it was not short, and may wait for the
+    tasks behind it).  On tiny tasks the run is then the sequential
+    run on one worker (holding what it holds), with no hand-off between workers;
+    work that takes its time spreads as before.
+
+    Results that count.  Tasks that run at once, on several workers, each
+    advance a region of their own, and a result that may be large (anything
+    but a number or a short string: ``metrics.is_tiny``) held by each adds to
+    the peak; the pool loop's batches are planned to keep that depth-first
+    (``batching``: "What a batch holds"), this loop is not.  So the first such
+    result of a task run outside the short lane while another task runs
+    (a chain never hands over) hands the run over: the
+    workers stop taking tasks, the running ones complete, and the pool loop
+    goes on from the same state.  Runs of numbers, and of short tasks
+    whatever they make, stay here.
+    """
 
     def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None):
         self.machine = machine
@@ -267,7 +274,11 @@ class Crew:
 
     def _wait_for_work(self) -> bool:
         """(Lock held, nothing was ready.)  Wait until a task is ready;
-        False: the run is over (finished, failed, stopped or stalled)."""
+        False: the run is over (finished, failed, stopped or stalled).
+
+        A worker finding nothing ready waits on the lock's condition; a
+        worker that leaves ready tasks behind it while others wait wakes as
+        many as there are tasks for (never one per task on a chain)."""
         seen = -1  # the lane's ticks when this worker began to wait for it
         while True:
             if self.stopped or self.machine is None:

@@ -25,68 +25,22 @@ Windows            named mappings,      (none needed:    psutil alone
 =================  ===================  ===============  ===================
 
 Three kinds of segment (``localsched/_shm/kinds.py``), chosen by
-``shared_memory_kind()``:
+``shared_memory_kind()`` (which says what each can and cannot do): files
+in ``/dev/shm`` (Linux), POSIX objects (macOS, the BSDs: no copy-on-write,
+no listing, no renaming, hence copies on arrival and a journal of names)
+and named mappings (Windows: freed by the OS with their last view; never
+run on Windows here, hence a self-test at first use).  Where there is no
+kind (no file locks for an owner lock), or the kind does not work now,
+values take the pipes, which always work, with one warning per process
+(``LOCALSCHED_SHM=0`` silences it).
 
-- **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
-  ``pwrite``, mapped copy-on-write (``MAP_PRIVATE``: zero-copy, and a task
-  that writes into an input gets private pages), renamed into and out of a
-  free list, guarded by ``flock``; the reaper and the sweeps find a dead
-  owner's segments by listing the directory.
-- **posix** (macOS, the BSDs): POSIX shared-memory objects (``shm_open``,
-  what ``multiprocessing.shared_memory`` uses).  macOS lets an object be
-  sized once (one ``ftruncate``), written and read only through a mapping
-  (no ``pwrite``), mapped only ``MAP_SHARED`` (no copy-on-write), named in
-  31 characters at most, and never listed nor renamed.  So a segment is
-  written through a shared mapping, read by copying it once into private
-  memory (a task may write into its input, as with pickled values), has a
-  short name, and there is no free list.  Owner locks live as files in
-  ``registry_dir()`` (a private directory under the temporary directory,
-  where ``flock`` works), and every segment's name is appended to its
-  owner's journal there before the object is made: the reaper and the
-  sweeps read the journal instead of a listing.
-
-- **named** (Windows): named mappings backed by the paging file, which the
-  OS frees with their last handle or view (nothing to reap, no owner lock),
-  but which die the moment the worker that wrote one lets go, before the
-  scheduler holds it: the writer holds what it wrote until the pool has
-  read the job to its end (``localsched/_shm/named_mappings.py``).  None
-  of it has run on Windows here: a self-test at first use sends the values
-  through the pipes, with one warning, if a call fails.
-
-Where there is no kind (no file locks for an owner lock), or the kind does
-not work now, values take the pipes, which always work, with one warning
-per process (``LOCALSCHED_SHM=0`` silences it); without segments there is
-no owner lock and no reaper.
-
-The answers that decide a path are one value, a frozen ``Platform``
-(the OS family, the kind of segment, descriptor passing, the wait limit,
-PDEATHSIG, pidfd, ``/proc`` details), detected once
-(``Platform.detect()``) and passed, as multiprocessing's objects take a
-context: the process pool takes one (default: the detected one) and
-hands it to its workers (in their boot message) and to the segment
-store it uses; each store holds its platform and kind.  Nothing here
-remembers a chosen platform, and no environment variable decides it: the
-questions below that depend on it take it as an argument (None: the
-detected one).  The tests build other values (macOS's, Windows' answers
-on Linux: ``tests/support/macos_sim.py``, ``tests/support/windows_sim.py``) and pass
-them.
-
-A few bytes shared with a worker process (which task it runs, read by the
-pool when it dies): an anonymous shared mapping where the worker is
-forked (POSIX), else a small file with no name, passed by descriptor:
-``memfd_create`` on Linux, an unlinked temporary file on the other POSIX
-systems; none on Windows (the pool then cannot say which task).
-
-The process pool (``localsched/_pool/workers.py``) hands a spawned worker
-its pipes by descriptor number and waits on them with ``select``
-(``Platform.fd_passing``); Windows can do neither, so there its workers start
-through multiprocessing's spawn, which carries pipe handles, and the pool
-waits on those pipes and a socket pair, at most ``Platform.wait_limit`` at once.
-
-``/proc``: the ResourceProfiler counts shared pages once (PSS, Linux
-only) and the live page lists child processes from ``/proc``; elsewhere
-both use psutil alone (shared pages then count once per process mapping
-them, as any RSS sum does).
+The answers that decide a path are one value, a frozen ``Platform``,
+detected once (``Platform.detect()``) and passed, as multiprocessing's
+objects take a context: the pool hands it to its workers and its segment
+store.  Nothing here remembers a chosen platform and no environment
+variable decides it, so the tests build other platforms' values on Linux
+(``tests/support/macos_sim.py``, ``tests/support/windows_sim.py``) and
+run them side by side.
 """
 
 from __future__ import annotations
@@ -193,7 +147,34 @@ def shared_memory_kind() -> str | None:
     ``SHM_DIR`` (Linux), ``"posix"`` shared-memory objects (macOS, the
     BSDs), ``"named"`` mappings (Windows), or None.  Whether it works *now*
     is asked separately, per job.  (What a pool and its store use is
-    their ``Platform``'s ``segment_kind``.)"""
+    their ``Platform``'s ``segment_kind``.)
+
+    - **files** (Linux): files in ``SHM_DIR``, a tmpfs, written with
+      ``pwrite``, mapped copy-on-write (``MAP_PRIVATE``: zero-copy, and a
+      task that writes into an input gets private pages), renamed into and
+      out of a free list, guarded by ``flock``; the reaper and the sweeps
+      find a dead owner's segments by listing the directory.
+    - **posix** (macOS, the BSDs): POSIX shared-memory objects
+      (``shm_open``, what ``multiprocessing.shared_memory`` uses).  macOS
+      lets an object be sized once (one ``ftruncate``), written and read
+      only through a mapping (no ``pwrite``), mapped only ``MAP_SHARED``
+      (no copy-on-write), named in 31 characters at most, and never listed
+      nor renamed.  So a segment is written through a shared mapping, read
+      by copying it once into private memory (a task may write into its
+      input, as with pickled values), has a short name, and there is no
+      free list.  Owner locks live as files in ``registry_dir()`` (a
+      private directory under the temporary directory, where ``flock``
+      works), and every segment's name is appended to its owner's journal
+      there before the object is made: the reaper and the sweeps read the
+      journal instead of a listing.
+    - **named** (Windows): named mappings backed by the paging file, which
+      the OS frees with their last handle or view (nothing to reap, no
+      owner lock), but which die the moment the worker that wrote one lets
+      go, before the scheduler holds it: the writer holds what it wrote
+      until the pool has read the job to its end
+      (``localsched/_shm/named_mappings.py``).  None of it has run on
+      Windows here: a self-test at first use sends the values through the
+      pipes, with one warning, if a call fails."""
     if os.name == "nt":
         return "named"
     if not FILE_LOCKS or os.name != "posix":
@@ -344,7 +325,9 @@ def _kb_field(path: str, field: bytes) -> int:
 def proc_memory(pid: int) -> tuple[int, int, int]:
     """``(rss, rss_shmem, pss_shmem)`` bytes of process ``pid`` (only where
     ``Platform.proc_details``): its resident set, the shared-memory part of it, and
-    that part shared out among the processes mapping it."""
+    that part shared out among the processes mapping it.  Elsewhere the
+    ResourceProfiler and the live page use psutil alone (shared pages then
+    count once per process mapping them, as any RSS sum does)."""
     rss = rss_shmem = 0
     with open(f"/proc/{pid}/status", "rb") as f:
         for line in f:
@@ -553,7 +536,9 @@ def shared_file_fd(size: int) -> int | None:
     """A descriptor (close-on-exec) of a ``size``-byte file with no name,
     which another process given the descriptor can map: a memfd (Linux),
     else an unlinked temporary file (the other POSIX systems); None on
-    Windows, or when neither can be had."""
+    Windows, or when neither can be had.  (What a spawned worker shares
+    with its pool: which task it runs, read by the pool when it dies; a
+    forked one gets ``shared_anonymous_mapping``.)"""
     if os.name != "posix":
         return None
     fd = None
@@ -582,7 +567,15 @@ class Platform:
     """What decides localsched's paths on this platform, as one value:
     detected once (``detect``), passed on (the pool hands it to the
     workers it starts, the store its segment kind), built otherwise only
-    by the tests (``dataclasses.replace``)."""
+    by the tests (``dataclasses.replace``).
+
+    The questions of this module that depend on it take it as an argument
+    (None: the detected one).  The pool (``localsched/_pool/workers.py``)
+    hands a spawned worker its pipes by descriptor number and waits on them
+    with ``select`` (``fd_passing``); Windows can do neither, so there its
+    workers start through multiprocessing's spawn, which carries pipe
+    handles, and the pool waits on those pipes and a socket pair, at most
+    ``wait_limit`` at once."""
 
     #: "linux", "macos", "bsd" (the other POSIX systems) or "windows"
     family: str

@@ -27,11 +27,8 @@ seconds too stretch on a crowded machine -- and to ``REPEATS_REL`` (10 %)
 with repeats.  A group new in ``after`` regressed when it exceeds
 ``min_seconds``.
 
-A *faster* run is never a regression: when the wall time fell beyond the
-bound (where it is judged), or fell while the CPU (task) seconds of all
-groups did not grow, the groups that grew are shown as moved work.  A run
-with failed or interrupted tasks, or one that ran no task, is never "no
-regression" either: ``problems`` says why, and ``status`` is 1.
+A faster run is never a regression, and a run that failed or ran nothing
+is never "no regression" (:class:`Comparison`).
 
 ``localsched compare [--repeats N] BEFORE... AFTER...`` prints
 ``Comparison.table()`` and exits with ``status`` (0: no regression, 1: a
@@ -110,7 +107,14 @@ class Comparison(NamedTuple):
     time as a ``GroupChange`` (None: unknown) and whether it was judged
     (``wall_note`` says why not) and regressed; ``faster``: the after-run
     was faster (its grown groups are not regressions); ``problems``: failed,
-    interrupted or empty runs; ``repeats``: runs per side."""
+    interrupted or empty runs; ``repeats``: runs per side.
+
+    A *faster* run is never a regression: when the wall time fell beyond the
+    bound (where it is judged), or fell while the CPU (task) seconds of all
+    groups did not grow, the groups that grew are shown as moved work.  A run
+    with failed or interrupted tasks, or one that ran no task, is never "no
+    regression" either: ``problems`` says why, and ``status`` is 1.
+    """
 
     groups: list
     regressions: list

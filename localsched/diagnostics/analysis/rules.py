@@ -2,104 +2,24 @@
 
 Each finding has a ``kind``, a ``title`` (one sentence), ``seconds`` (the
 wall seconds the fix would save: worker-seconds over the workers, or the
-what-if's; for ``memory`` how long results waited), ``groups`` (the task groups involved,
-dask's ``key_split`` names) and ``fix`` (what to change).  Every rule reads
-measurements only (``facts.Facts``); a rule whose measurements the run does
-not have (no samples, no sizes, no dependencies: an older JSON) stays
-silent.  Findings come most seconds first.  The ``busy``, ``blas``,
-``start-up`` and more-threads ``idle`` rules are in ``causes``; a ``busy``
-finding holds back ``causes.HELD_BACK``.  Where the sampler's stacks reach
-the user's own code, titles name its function and line (``usercode``).
+what-if's; for ``memory`` how long results waited), ``groups`` (the task
+groups involved, dask's ``key_split`` names) and ``fix`` (what to change).
+Every rule reads measurements only (``facts.Facts``); a rule whose
+measurements the run does not have (no samples, no sizes, no dependencies:
+an older JSON) stays silent, so a finding is never a guess.  Findings come
+most seconds first.  The ``busy``, ``blas``, ``start-up`` and more-threads
+``idle`` rules are in ``causes``; a ``busy`` finding holds back
+``causes.HELD_BACK``.  Where the sampler's stacks reach the user's own
+code, titles name its function and line (``usercode``).
 
-The rules and their thresholds (module constants, tested on both sides):
-
-``overhead``
-    In the computations where the hand-off gaps -- a worker's wait between
-    a task's end and the start of its next task when that task was ready
-    already -- and the workers' wait while the scheduler prepared (compiled,
-    ordered) the graph are at least ``OVERHEAD_SHARE`` (25 %) of hand-offs
-    plus task time, they add up to at least
-    ``MIN_SECONDS`` (50 ms), and the groups named have median tasks shorter
-    than ``SHORT_TASK`` (10 ms).  On processes and clusters the travel of
-    inputs is taken out (that is ``transfer``).  Seconds: those over the
-    workers, less those the fix leaves (one hand-off in ``factor``), at
-    most those computations' wall time (with their preparation) beyond
-    their work.  Fix: about ``TARGET_TASK`` (100 ms) of work per task (as
-    chunk bytes where result sizes were measured) -- but bigger tasks need
-    fewer chunks, and the ``factor`` leaves at least ``CHUNKS_PER_WORKER``
-    (2) of the sources' chunks (``_chunks``: the inputless tasks of the
-    data-holding group with most of them) and of the group's tasks a worker: no finding where it
-    is below 2 (tiny tasks split from chunks already that few, as a
-    groupby's shuffle makes: the only bigger chunk is the whole, which
-    leaves workers idle).
-``gil``
-    On threads with at least 2 workers, the sampler says Python code held
-    the GIL: it needs the GIL to look, so such code delays its looks, while
-    tasks asleep or in NumPy leave it free.  Where the system says how long
-    the sampler waited for a CPU (Linux: ``SampleProfiler.gil_waits``, its
-    lateness less that wait, so that a machine busy with other processes
-    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %) of the looks at
-    a group's tasks waited for the GIL (more than 1 ms).  Elsewhere (and in
-    runs saved without those waits): its samples stood for at least
-    ``GIL_STRETCH`` (1.8) sampler intervals on average and fewer than
-    ``GIL_ON_TIME`` (15 %) of its looks came on time (within 1.2
-    intervals).  Either way from at least ``GIL_MIN_SAMPLES`` (20) samples,
-    while the group's tasks overlapped
-    (at least 1.3 running at once on average), hold at least ``GIL_SHARE``
-    (10 %) of task time and, where fine metrics were taken, spent at most
-    80 % of their time on CPU.  Seconds: the group's non-CPU task time
-    (without fine metrics, its time beyond one task at a time) over the
-    workers, and never more than processes could save of its CPU time
-    (``cpu × (1 - 1/workers)``: waits beyond were for a CPU).  Fix:
-    localsched's processes, unless pickling what would cross -- results,
-    their inputs, the graph's literal inputs (``GraphData.inputs``), at
-    ``PICKLE_OBJECT`` a Python object and ``PICKLE_RATE`` bytes a second --
-    costs half what they save: then only the GIL-free rewrite.
-``memory``
-    The bytes held at the peak (``memory.memory_peak``) are at least
-    ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
-    worker were held then (more than the working set), and at most 2 groups
-    hold ``MEMORY_SHARE`` (60 %) of them.  Seconds: how long those results
-    waited, on average.  The fix names the groups whose tasks released them,
-    and for a run without a memory budget which ``memory_limit`` would have
-    held it and at what cost (``budget.budget_advice``).
-``spill``
-    A memory budget's spilling took a large share of the run: see
-    ``budget.spill_finding``.
-``critical-path``
-    The longest chain with the measured hand-off after each task (what no
-    number of workers shortens, ``replay.unlimited_makespan``) is at least
-    ``CP_SHARE`` (50 %) of the time from the first task's start to the last
-    one's end (per computation, summed), its tasks' own time at least
-    ``MIN_SECONDS``, and
-    longer than one task per computation (one long task is a
-    ``straggler``'s matter).
-``transfer``
-    On processes or a cluster: the inputs' and results' travel (fine
-    metrics' ``transfer``/``serialize``/``deserialize``, else the transfer
-    records, else a cluster's transfer activities) is at least
-    ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
-    ``MIN_SECONDS``.
-``idle``
-    Two causes. The caller: with 2 or more computations, time of the
-    recording before and between them (graph building, submission, the
-    script's own work; not the time after the last one; with one
-    computation, that is its graph being built: nothing to fix) is at
-    least ``IDLE_CALLER_SHARE`` (20 %) of the
-    recording and at least ``IDLE_CALLER_SECONDS`` (200 ms: the first
-    computation's own start-up, the pool's, stays below). Too few ready
-    tasks: with 2 or more workers, the worker-seconds in which a worker had
-    nothing it could run (fewer tasks ready or running than workers, from
-    the measured ends and the dependencies) are at least ``IDLE_SHARE``
-    (25 %) of all worker-seconds and ``MIN_SECONDS`` -- unless a
-    ``critical-path`` finding already explains them.
-``straggler``
-    In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
-    them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
-    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; what an even split
-    would have saved (``replay.even_split_saving``; without dependencies,
-    their time beyond the median over the workers) is at least
-    ``MIN_SECONDS``.
+One function a rule, its thresholds module constants (tested on both
+sides, ``tests/diagnostics/analysis/test_findings_thresholds.py``), its
+docstring the rule in full: ``overhead`` (hand-offs dwarf short tasks),
+``gil`` (threads wait for the GIL), ``memory`` (results held at the peak),
+``spill`` (``budget.spill_finding``), ``critical-path`` (a chain no worker
+count shortens), ``transfer`` (travel between processes), ``idle`` (the
+caller's gaps, too few ready tasks) and ``straggler`` (a few slow tasks).
+The reader's guide is ``docs/guides/findings.md``.
 
 >>> from localsched.diagnostics.collectors.records import TaskData
 >>> from localsched.diagnostics.runs.rundata import RunData
@@ -186,6 +106,27 @@ _names, _pct, _mb = names, pct, mb
 # -- the rules -------------------------------------------------------------------------
 
 def _overhead(f: Facts) -> list:
+    """The ``overhead`` rule.
+
+    In the computations where the hand-off gaps -- a worker's wait between
+    a task's end and the start of its next task when that task was ready
+    already -- and the workers' wait while the scheduler prepared
+    (compiled, ordered) the graph are at least ``OVERHEAD_SHARE`` (25 %) of
+    hand-offs plus task time, they add up to at least ``MIN_SECONDS`` (50
+    ms), and the groups named have median tasks shorter than ``SHORT_TASK``
+    (10 ms). On processes and clusters the travel of inputs is taken out
+    (that is ``transfer``). Seconds: those over the workers, less those the
+    fix leaves (one hand-off in ``factor``), at most those computations'
+    wall time (with their preparation) beyond their work. Fix: about
+    ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
+    sizes were measured) -- but bigger tasks need fewer chunks, and the
+    ``factor`` leaves at least ``CHUNKS_PER_WORKER`` (2) of the sources'
+    chunks (``_chunks``: the inputless tasks of the data-holding group with
+    most of them) and of the group's tasks a worker: no finding where it is
+    below 2 (tiny tasks split from chunks already that few, as a groupby's
+    shuffle makes: the only bigger chunk is the whole, which leaves workers
+    idle).
+    """
     # (judged per computation: a run of tiny tasks beside one of long ones is
     # still one whose tiny tasks cost more to hand over than to run)
     gaps = busy = 0.0
@@ -279,6 +220,31 @@ def _sample_interval(f: Facts) -> float | None:
 
 
 def _gil(f: Facts) -> list:
+    """The ``gil`` rule.
+
+    On threads with at least 2 workers, the sampler says Python code held
+    the GIL: it needs the GIL to look, so such code delays its looks, while
+    tasks asleep or in NumPy leave it free. Where the system says how long
+    the sampler waited for a CPU (Linux: ``SampleProfiler.gil_waits``, its
+    lateness less that wait, so that a machine busy with other processes
+    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %) of the looks
+    at a group's tasks waited for the GIL (more than 1 ms). Elsewhere (and
+    in runs saved without those waits): its samples stood for at least
+    ``GIL_STRETCH`` (1.8) sampler intervals on average and fewer than
+    ``GIL_ON_TIME`` (15 %) of its looks came on time (within 1.2
+    intervals). Either way from at least ``GIL_MIN_SAMPLES`` (20) samples,
+    while the group's tasks overlapped (at least 1.3 running at once on
+    average), hold at least ``GIL_SHARE`` (10 %) of task time and, where
+    fine metrics were taken, spent at most 80 % of their time on CPU.
+    Seconds: the group's non-CPU task time (without fine metrics, its time
+    beyond one task at a time) over the workers, and never more than
+    processes could save of its CPU time (``cpu × (1 - 1/workers)``: waits
+    beyond were for a CPU). Fix: localsched's processes, unless pickling
+    what would cross -- results, their inputs, the graph's literal inputs
+    (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object and
+    ``PICKLE_RATE`` bytes a second -- costs half what they save: then only
+    the GIL-free rewrite.
+    """
     if f.kind != "threads" or f.workers < 2 or not f.run.samples:
         return []
     interval = _sample_interval(f)
@@ -395,6 +361,16 @@ def _group(key) -> str:
 
 
 def _memory(f: Facts) -> list:
+    """The ``memory`` rule.
+
+    The bytes held at the peak (``memory.memory_peak``) are at least
+    ``MEMORY_BYTES`` (32 MB), at least ``MEMORY_RESULTS`` (4) results per
+    worker were held then (more than the working set), and at most 2 groups
+    hold ``MEMORY_SHARE`` (60 %) of them. Seconds: how long those results
+    waited, on average. The fix names the groups whose tasks released them,
+    and for a run without a memory budget which ``memory_limit`` would have
+    held it and at what cost (``budget.budget_advice``).
+    """
     peak = f.peak
     if peak is None or peak.bytes < MEMORY_BYTES:
         return []
@@ -434,6 +410,15 @@ def _memory(f: Facts) -> list:
 
 
 def _critical_path(f: Facts) -> list:
+    """The ``critical-path`` rule.
+
+    The longest chain with the measured hand-off after each task (what no
+    number of workers shortens, ``replay.unlimited_makespan``) is at least
+    ``CP_SHARE`` (50 %) of the time from the first task's start to the last
+    one's end (per computation, summed), its tasks' own time at least
+    ``MIN_SECONDS``, and longer than one task per computation (one long
+    task is a ``straggler``'s matter).
+    """
     cp = f.critical
     bound, span = f.chain_bound
     if cp is None or len(cp.keys) < 2 or len(cp.keys) <= len(f.comps or ()) \
@@ -478,6 +463,14 @@ def _travel(f: Facts) -> tuple:
 
 
 def _transfer(f: Facts) -> list:
+    """The ``transfer`` rule.
+
+    On processes or a cluster: the inputs' and results' travel (fine
+    metrics' ``transfer``/``serialize``/``deserialize``, else the transfer
+    records, else a cluster's transfer activities) is at least
+    ``TRANSFER_SHARE`` (20 %) of travel plus task time and at least
+    ``MIN_SECONDS``.
+    """
     if f.kind not in ("processes", "cluster"):
         return []
     travel, by_group = _travel(f)
@@ -503,6 +496,21 @@ def _transfer(f: Facts) -> list:
 
 
 def _idle(f: Facts, chain: bool) -> list:
+    """The ``idle`` rule.
+
+    Two causes. The caller: with 2 or more computations, time of the
+    recording before and between them (graph building, submission, the
+    script's own work; not the time after the last one; with one
+    computation, that is its graph being built: nothing to fix) is at least
+    ``IDLE_CALLER_SHARE`` (20 %) of the recording and at least
+    ``IDLE_CALLER_SECONDS`` (200 ms: the first computation's own start-up,
+    the pool's, stays below). Too few ready tasks: with 2 or more workers,
+    the worker-seconds in which a worker had nothing it could run (fewer
+    tasks ready or running than workers, from the measured ends and the
+    dependencies) are at least ``IDLE_SHARE`` (25 %) of all worker-seconds
+    and ``MIN_SECONDS`` -- unless a ``critical-path`` finding already
+    explains them.
+    """
     out = []
     caller = f.caller
     n = len(f.walls)
@@ -536,6 +544,15 @@ def _idle(f: Facts, chain: bool) -> list:
 
 
 def _straggler(f: Facts) -> list:
+    """The ``straggler`` rule.
+
+    In a group of at least ``STRAGGLER_TASKS`` (8) tasks, at most 10 % of
+    them took more than ``STRAGGLER_FACTOR`` (3) times the group's median
+    and more than ``STRAGGLER_EXCESS`` (50 ms) over it; what an even split
+    would have saved (``replay.even_split_saving``; without dependencies,
+    their time beyond the median over the workers) is at least
+    ``MIN_SECONDS``.
+    """
     import numpy as np
 
     out = []

@@ -23,43 +23,17 @@ dask.distributed's fine performance metrics, without the leading
 >>> sorted(fm.by("activity", unit=CALLER))
 ['scheduler']
 
-Every worker-second is booked once.  Each worker has one timeline from the
-computation's start to its finish, cut into activities (see
-``localsched.diagnostics.collectors.accounting``), so that in ``seconds`` (worker-seconds)
-``sum(fm.by("activity").values()) == wall × workers``:
+Every worker-second is booked once: each worker has one timeline from the
+computation's start to its finish, cut into activities (a task's CPU, its
+other wall time, the user's ``metrics.meter`` labels; around the tasks
+idle, hand-off and, on processes, start-up and travel), so that in
+``seconds`` ``sum(fm.by("activity").values()) == wall × workers``.  The
+caller's own costs are ``caller-seconds``.  The activities, one by one:
+:class:`FineMetrics`.
 
-- a task's own life: ``thread-cpu`` (CPU time of the thread that ran it,
-  ``time.thread_time``: on pools read once per hand-off, about every
-  millisecond and after every longer task, the stretch's CPU split among
-  its tasks by wall time), ``thread-noncpu`` (its wall time minus that:
-  waiting for the GIL, for I/O, sleeping), and each ``metrics.meter``
-  label (the wall time of the metered blocks, taken out of the two others);
-- around the tasks, per worker: ``idle`` (waiting for work), ``hand-off``
-  (between two tasks: storing results, handing records over), and on
-  processes ``start-up`` (a worker process's first batch ever waited for
-  the process to start), ``transfer`` (a batch's inputs on their way after
-  the caller pickled them, while the worker was free), ``deserialize``
-  (inputs received until the batch's first task starts) and ``serialize``
-  (the worker pickling results it hands back, split evenly among them);
-  ``serialize``/``transfer``/``deserialize`` belong to the task group they
-  served, the rest to no group (None);
-- under dask's own schedulers, which measure nothing: ``compute`` (the
-  wall time, not broken down).
-
-The caller's own costs are ``caller-seconds`` (group None): ``scheduler``,
-the CPU time the caller's thread spent in the computation besides running
-tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
-too), and on processes ``serialize``, the part of it spent pickling inputs.
-Under a memory budget (``memory_limit=``) the values it spilled and read
-back are ``disk-write`` and ``disk-read`` of the task group whose result
-moved (dask.distributed's names), in ``caller-seconds`` (wall seconds of
-the writes and reads: the CPU they took is in ``scheduler`` too), ``bytes``
-and ``count`` (``localsched.diagnostics.collectors.budgets``).
-
-Collecting costs under a microsecond per task, only while a FineMetrics is
-active: a worker reads its thread's CPU clock (a system call) once per
-hand-off and sends the seconds as one note before the tasks they cover,
-which the run's task records split among them by wall time when read
+Collecting is cheap and only while a FineMetrics is active: a worker reads
+its thread's CPU clock once per hand-off and sends the seconds as one note
+before the tasks they cover, split among them by wall time when read
 (``localsched.run.task_records``): nothing is built per task for it, and
 nothing of FineMetrics runs per task (it reads the run's task records,
 ``Needs(records=True)``); the mapping is built when read.
@@ -131,6 +105,39 @@ class FineMetrics(Collector):
 
     Works on the sync, thread and process schedulers (a foreign pool passed
     as ``pool=`` records wall time only, as ``compute``).
+
+    The activities.  Each worker has one timeline from the
+    computation's start to its finish, cut into activities (see
+    ``localsched.diagnostics.collectors.accounting``), so that in ``seconds`` (worker-seconds)
+    ``sum(fm.by("activity").values()) == wall × workers``:
+
+    - a task's own life: ``thread-cpu`` (CPU time of the thread that ran it,
+      ``time.thread_time``: on pools read once per hand-off, about every
+      millisecond and after every longer task, the stretch's CPU split among
+      its tasks by wall time), ``thread-noncpu`` (its wall time minus that:
+      waiting for the GIL, for I/O, sleeping), and each ``metrics.meter``
+      label (the wall time of the metered blocks, taken out of the two others);
+    - around the tasks, per worker: ``idle`` (waiting for work), ``hand-off``
+      (between two tasks: storing results, handing records over), and on
+      processes ``start-up`` (a worker process's first batch ever waited for
+      the process to start), ``transfer`` (a batch's inputs on their way after
+      the caller pickled them, while the worker was free), ``deserialize``
+      (inputs received until the batch's first task starts) and ``serialize``
+      (the worker pickling results it hands back, split evenly among them);
+      ``serialize``/``transfer``/``deserialize`` belong to the task group they
+      served, the rest to no group (None);
+    - under dask's own schedulers, which measure nothing: ``compute`` (the
+      wall time, not broken down).
+
+    The caller's own costs are ``caller-seconds`` (group None): ``scheduler``,
+    the CPU time the caller's thread spent in the computation besides running
+    tasks (compiling, ordering, the scheduling loop, the callbacks: this one's
+    too), and on processes ``serialize``, the part of it spent pickling inputs.
+    Under a memory budget (``memory_limit=``) the values it spilled and read
+    back are ``disk-write`` and ``disk-read`` of the task group whose result
+    moved (dask.distributed's names), in ``caller-seconds`` (wall seconds of
+    the writes and reads: the CPU they took is in ``scheduler`` too), ``bytes``
+    and ``count`` (``localsched.diagnostics.collectors.budgets``).
 
     >>> from localsched.local import get_sync
     >>> with FineMetrics() as fm:

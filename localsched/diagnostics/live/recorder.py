@@ -11,7 +11,7 @@ never waits for the reader.
 
 There is no ``pretask`` hook on localsched's schedulers: hearing each start
 makes the workers announce every batch and hand records over before each
-next task (measured: several µs per task on the 50k-task tree).  What runs
+next task (figures: ``benchmarks/README.md``).  What runs
 now is read instead, about ten times a second and only while a page is
 open, from the run's live state (``StateView.at_work``: on threads each
 worker's task slot, which its batch runner writes per task anyway, says

@@ -9,9 +9,8 @@ elapsed time and the ETA's countdown, while the take-in, the task stream
 and the groups go at the rate the page's CPU budget allows.
 
 The page's Div is not what changes ten times a second: a Div's new text
-makes BokehJS re-render it and lay out its layout again (measured: ~25 ms
-of the browser's CPU per change inside /status's column, ~12 ms as a root
-of its own -- the most a tab cost a run of tiny tasks).  The text goes to
+makes BokehJS re-render it and lay out its layout again (the most a tab
+cost a run of tiny tasks; figures: ``benchmarks/README.md``).  The text goes to
 a one-row ColumnDataSource no view draws (``text_source``), and a CustomJS
 writes it into the Div's element (the Div is a root of the document: its
 view is ``Bokeh.index[div.id]``); where that view is not found, it sets the

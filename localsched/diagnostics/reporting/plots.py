@@ -15,34 +15,16 @@ happened).  Each figure's x axis is ``record time - t0`` in seconds, labelled
 ``visualize`` passes every figure the earliest time across *all* profilers, and
 one shared x range, so the figures line up and zoom together.
 
-What the task stream shows
---------------------------
-One row per worker ("worker 0", "worker 1", ... in the axis and the hover);
-a bar per task, coloured by task group (the legend shortens long group
-names to ``label_size`` characters; the hover has them in full).  Tasks that
-raised are red and hatched, tasks cut short by Ctrl-C or another task's
-error are hatched and drawn up to the stop, and on the process scheduler
-thin grey (inputs sent) and red (result received) segments show the time a
-task spent travelling.
-
 Big runs
 --------
 A browser cannot draw 100,000 glyphs quickly, and a standalone HTML file
 holding all of them is large.  Instead of dropping records, what would be
-narrower than a pixel is aggregated, assuming the time span is drawn ``PIXELS``
-pixels wide.  Above ``AGGREGATE_ABOVE`` tasks (or transfer segments):
-
-* bars a pixel wide or wider stay as they are;
-* the narrower ones become one bar per worker and pixel column, spanning the
-  part of the column no wide bar covers, whose *height* is the share of that
-  part the worker was busy.  So a row's painted area is exactly its busy
-  time: a worker busy 0.2 s of 20 s looks nearly empty, one busy 20 s full.
-  The bar is coloured by the group with most time in it; its hover says how
-  many tasks and which groups it covers.
-
-Cache and resource lines with more than two points a pixel are resampled to
-the *maximum* within each pixel column, so peaks survive (a cache level that
-lasted a microsecond still shows).
+narrower than a pixel is aggregated (above ``AGGREGATE_ABOVE`` tasks or
+transfer segments): per worker and pixel column, one bar whose area is
+the busy time (``aggregate.occupancy_bars``); lines with more than two
+points a pixel keep each pixel column's maximum, so peaks survive
+(``aggregate.step_max``).  What each figure shows: its module in
+``localsched.diagnostics.figures``.
 
 Every ``plot_*`` function takes ``x_range`` (a bokeh range to share with other
 figures; with a numeric ``Range1d`` its span sets the pixel size) and ``t0``.

@@ -26,25 +26,10 @@ What is checked:
 * keys: JSON scalars, arrays (tuples) nested at most ``MAX_KEY_DEPTH``
   deep, ``{"bytes": hex}``, ``{"float": "nan"|"inf"|"-inf"}``, ``{"repr": str}``.
 
-Limits on what a small file can make the reader and the renderers do (the
+Limits on what a small file can make the reader and the renderers do: the
 JSON shares each key, task text and stack among the records that use it,
-so a few bytes per record can stand for a long text or a deep stack):
-
-* ``EXPANSION`` -- the text the records reference (each reference costs
-  the length of the key, worker, task text, activity name or group it
-  points to, counted up to ``TEXT_LIMIT`` characters: what the page and the
-  trace show of one) may be at most ``EXPANSION`` times the file's size
-  plus ``EXPANSION_SLACK`` characters;
-* the frames the samples reference (a sample costs its stack's depth: the
-  flame graph walks each) at most ``EXPANSION`` times the file's size plus
-  ``EXPANSION_SLACK``.
-
-Runs localsched records stay far below both (a key is referenced by a few
-records, each also holding its own times; stacks are tens of frames).
-The renderers cut each text they repeat per record to ``TEXT_LIMIT``
-characters (``naming.shown_text``, ``naming.groups_of``) and the trace's stack samples to a
-budget (``trace``), so a page or trace stays within a small multiple of
-the file that made it.
+so a few bytes can stand for a long text or a deep stack; ``EXPANSION``
+bounds what the records reference by the file's size (``check_run``).
 
 >>> try:
 ...     check_run({"format": "localsched-run", "version": 7}, "run.json", 100)
@@ -113,7 +98,28 @@ _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 def check_run(data, source, size: int | None = None) -> None:
     """Raise :class:`RunFileError` (naming ``source``) for the first problem
     of the parsed run ``data``; ``size`` (the file's characters) bounds what
-    it may reference (see the module docstring; None: not bounded)."""
+    it may reference (None: not bounded).
+
+    Limits on what a small file can make the reader and the renderers do (the
+    JSON shares each key, task text and stack among the records that use it,
+    so a few bytes per record can stand for a long text or a deep stack):
+
+    * ``EXPANSION`` -- the text the records reference (each reference costs
+      the length of the key, worker, task text, activity name or group it
+      points to, counted up to ``TEXT_LIMIT`` characters: what the page and the
+      trace show of one) may be at most ``EXPANSION`` times the file's size
+      plus ``EXPANSION_SLACK`` characters;
+    * the frames the samples reference (a sample costs its stack's depth: the
+      flame graph walks each) at most ``EXPANSION`` times the file's size plus
+      ``EXPANSION_SLACK``.
+
+    Runs localsched records stay far below both (a key is referenced by a few
+    records, each also holding its own times; stacks are tens of frames).
+    The renderers cut each text they repeat per record to ``TEXT_LIMIT``
+    characters (``naming.shown_text``, ``naming.groups_of``) and the trace's stack samples to a
+    budget (``trace``), so a page or trace stays within a small multiple of
+    the file that made it.
+    """
     _Checker(str(source), size).run(data)
 
 
