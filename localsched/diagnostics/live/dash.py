@@ -126,7 +126,7 @@ class Dashboard(Callback):
         # (at interpreter exit, as at close(): the open pages first show how
         # things ended -- never "running" in a tab left open)
         self._finalizer = weakref.finalize(self, _end_pages, self._server, self.page_finals,
-                                           self._end, EXITED)
+                                           self._end, EXITED, self.feed)
         self._printed = not quiet
         if not quiet:
             print(f"localsched dashboard: {self.link}", flush=True)
@@ -187,7 +187,7 @@ class Dashboard(Callback):
         server, self._server = self._server, None
         if server is not None:
             self._finalizer.detach()
-            _end_pages(server, self.page_finals, self._end, ended or CLOSED)
+            _end_pages(server, self.page_finals, self._end, ended or CLOSED, self.feed)
         self.feed.findings.close()
 
     @property
@@ -280,14 +280,20 @@ EXITED = "the program ended: this page no longer updates"
 END_TIMEOUT = 10.0
 
 
-def _end_pages(server, finals: dict, end: dict, note: str) -> None:
-    """Give each open page its last update (``note`` under the strip), wait
-    until written (END_TIMEOUT at most: a stalled tab never holds the exit),
-    then stop the server."""
+def _end_pages(server, finals: dict, end: dict, note: str, feed: Feed | None = None) -> None:
+    """Give each open page its last update (``note`` under the strip, and
+    the last run's findings, not a "computing" no update would replace),
+    wait until written (END_TIMEOUT in all at most: a stalled tab or a long
+    analysis never holds the exit), then stop the server."""
     end["note"] = note
     written: list = []
+    deadline = time.monotonic() + END_TIMEOUT
     if getattr(server, "_thread", None) is threading.current_thread():
         finals = {}  # (closed from a page's own callback: no waiting on itself)
+    if feed is not None and finals and feed.recorder.runs:  # (only for a page to show them)
+        last = feed.recorder.runs[-1]
+        if last.finished:
+            feed.findings.wait(last, timeout=max(0.0, deadline - time.monotonic()))
 
     def queue_all() -> None:
         for final in list(finals.values()):
@@ -297,10 +303,9 @@ def _end_pages(server, finals: dict, end: dict, note: str) -> None:
                 logger.exception("localsched dashboard: a page's last update failed")
 
     try:
-        server.call(queue_all, timeout=END_TIMEOUT)
+        server.call(queue_all, timeout=max(0.1, deadline - time.monotonic()))
     except Exception:  # noqa: BLE001 -- (the server stopped already)
         pass
-    deadline = time.monotonic() + END_TIMEOUT
     for event in written:
         event.wait(max(0.0, deadline - time.monotonic()))
     server.stop()

@@ -35,6 +35,10 @@ DOC_READY = ("window.Bokeh && Bokeh.documents.length > 0 && "
 STRIP = ("(() => { const m = Bokeh.documents[0].get_model_by_name('summary');"
          " const v = Bokeh.index[m.id]; return v ? v.markup_el.innerText : m.text; })()")
 UNDER = "Bokeh.documents[0].get_model_by_name('summary_findings').text"
+#: The strip as shown and the line under it, read in one go: a page applies
+#: an update between two evaluations (one read after the other could pair
+#: the strip before the last update with the line after it).
+END_STATE = f"[{STRIP}, {UNDER}]"
 #: The strip's Div's own text: what its view shows when it renders again
 #: (the ticks write only its DOM).
 STRIP_MODEL = "Bokeh.documents[0].get_model_by_name('summary').text"
@@ -77,28 +81,42 @@ def _the_end(tab, within: float = 60.0) -> tuple:
     when its event loop gets to it)."""
     deadline = time.monotonic() + within
     while True:
-        strip, under = tab.evaluate(STRIP), tab.evaluate(UNDER)
+        strip, under = tab.evaluate(END_STATE)
         if "no longer updates" in under or time.monotonic() > deadline:
             return strip, under
         time.sleep(0.05)
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(strict=False, reason=(
-    "known, open: after the diagnostics files before it (test_aggregate .. "
-    "test_dashboard_cli in one process; 2 of 2), the last update arrives and the "
-    "strip's Div says 'finished 9 / 9', but the text of its view in Bokeh.index "
-    "(what the test reads as shown) keeps the page's first state; alone, or after "
-    "test_dashboard_cli only, it passes"))
 def test_an_open_page_shows_the_end_of_a_closed_dashboard(chromium_path, monkeypatch):
     """The strip's ticks write its DOM, not its Div, whose text kept the
     page's first state ("not recording"): a view rendered again showed
-    that.  The Div's own text now follows each change of state."""
+    that.  The Div's own text now follows each change of state.  The
+    run's findings are on the page before it stops updating (not a frozen
+    "computing")."""
+    import threading
+
     from localsched.diagnostics.live import dash as dash_module
+    from localsched.diagnostics.live import findings as findings_module
 
     # (the bound on waiting for a stalled tab, not a speed: a loaded machine
     # may take seconds to schedule the server's thread)
     monkeypatch.setattr(dash_module, "END_TIMEOUT", 120.0)
+    # The run's analysis is still under way when the dashboard ends (as a
+    # big run's is when a script ends right after it): held until then.
+    ending = threading.Event()
+    end_pages, run_findings = dash_module._end_pages, findings_module.run_findings
+
+    def _ending(*args, **kwargs):
+        ending.set()
+        return end_pages(*args, **kwargs)
+
+    def _held_findings(log):
+        ending.wait(120)
+        return run_findings(log)
+
+    monkeypatch.setattr(dash_module, "_end_pages", _ending)
+    monkeypatch.setattr(findings_module, "run_findings", _held_findings)
     dash = Dashboard(quiet=True)
     graph = {("t", i): (abs, -i) for i in range(8)}
     graph["total"] = (sum, list(graph))
@@ -120,6 +138,7 @@ def test_an_open_page_shows_the_end_of_a_closed_dashboard(chromium_path, monkeyp
     assert "finished" in rendered_again and "9 / 9" in rendered_again, rendered_again
     assert "finished" in strip and "9 / 9" in strip, strip
     assert "no longer updates" in under and "/somewhere/report.html" in under, under
+    assert "computing" not in under.lower() and "finding" in under.lower(), under
 
 
 @pytest.mark.timeout(300)
