@@ -138,7 +138,7 @@ _KILLED_MID_SPILL = r"""
 import sys
 import dask
 import numpy as np
-from localsched import spill
+from localsched.run import spill
 from localsched.local import get_sync
 
 real, calls = spill._write_all, []
