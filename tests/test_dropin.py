@@ -144,7 +144,7 @@ def test_multiprocessing_context_from_dask_config():
 
     with dask.config.set({"multiprocessing.context": "fork"}):
         assert lmp.get({"x": (inc, 1)}, "x", num_workers=1) == 2
-    assert any(key[1] == "fork" for key in lmp._pools)
+    assert any(key[1] == "fork" for key in lmp._shared._pools)
 
 
 def test_keywords_dask_compute_forwards_are_accepted(get):

@@ -283,9 +283,9 @@ listener.STOP_GRACE = 600.0
 os.environ["LOCALSCHED_TEST_SLOW_BOOT"] = "1"  # (read by the workers' sitecustomize)
 
 def pending():  # Ctrl-C once the first batches wait for the starting workers
-    while not lmp._pools:
+    while not lmp._shared._pools:
         time.sleep(0.01)
-    (pool,) = lmp._pools.values()
+    (pool,) = lmp._shared._pools.values()
     while not pool._pending:
         time.sleep(0.01)
     print("workers", *pool.pids, flush=True)

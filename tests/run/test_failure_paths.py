@@ -56,7 +56,7 @@ def test_initializer_pools_are_shared_by_value():
     for _ in range(3):
         assert lmp.get({"x": (inc, 1)}, "x", num_workers=1,
                        initializer=lambda: None, initargs=()) == 2
-    assert len(lmp._pools) == 1
+    assert len(lmp._shared._pools) == 1
 
 
 def test_terminate_resolves_running_work():
