@@ -36,7 +36,8 @@ Watching, then counting.  A budget the run never comes near must cost
 next to nothing per task (issue #34: at most 0.3 us): so a run starts
 *watching*, its loops unchanged but for a reading of the real memory
 (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
-more, and none of the hooks above run.  Once the real memory reaches
+more, and none of the hooks above run (on threads nobody watches, the
+workers make these readings themselves: ``threadloop``).  Once the real memory reaches
 ``ARM`` x ``target``, or the results in the cache do by their sizes
 (every ``POLL`` s: an allocator that reuses freed memory shows no
 growth), or a long task's result alone does, the budget *arms*: every
