@@ -34,11 +34,12 @@ results a running task reads are never spilled).  A spilled result leaves a
 
 Watching, then counting.  A budget the run never comes near must cost
 next to nothing per task (the bar: ``benchmarks/README.md``): so a run
-starts *watching* (the real memory read now and then, no hook per task)
-and *arms* only near the budget (``Budget.watch``).  The real memory, not
-only the results' sizes, is what is kept under the budget: sizes miss
-what tasks allocate while they run and what the allocator keeps
-(``Budget._real_memory``).
+starts *watching* (the real memory read now and then, no hook per task;
+on threads nobody watches, the crew's workers take these readings
+themselves: ``threadloop``) and *arms* only near the budget
+(``Budget.watch``).  The real memory, not only the results' sizes, is
+what is kept under the budget: sizes miss what tasks allocate while they
+run and what the allocator keeps (``Budget._real_memory``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Only this thread touches the ``RunState`` and fires callbacks, so the
 callbacks of one computation never run concurrently.  Except on threads
 nobody watches (``PoolSettings.direct``, no ``chunksize``): there the
 workers share the state under a lock and schedule themselves
-(``threadloop.Crew``: no batch, no record; this thread only waits).
+(``threadloop.Crew``: no batch, no record; this thread only waits), under
+a memory budget too until it arms.
 
 Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
 sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
@@ -181,11 +182,11 @@ class PoolLoop:
             self.shared_type = getattr(transport, "SharedValue", None)
             self.emit = self.inbox = transport.Inbox(self.events.put)
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
-        # Threads nobody watches schedule themselves (see ``threadloop``);
-        # not under a memory budget, which admits each dispatch.
-        self.crew = (Crew(machine, self.complete)
+        # Threads nobody watches schedule themselves (see ``threadloop``),
+        # under a memory budget too until it arms (it then admits each batch).
+        self.crew = (Crew(machine, self.complete, budget)
                      if settings.direct and self.ctx is not None and chunksize is None
-                     and budget is None else None)
+                     and (budget is None or not budget.armed) else None)
         self.num_workers = num_workers
 
     # -- the steps ----------------------------------------------------------------

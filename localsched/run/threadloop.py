@@ -31,6 +31,17 @@ runs, hands the run over to the pool loop, whose batches are planned to
 stay depth-first).  Runs of numbers, and of short tasks whatever they
 make, stay here.
 
+Under a memory budget (``localsched.run.budget``).  A budget that only
+watches (it has not armed: "Watching, then counting") keeps the crew:
+the worker completing a task reads the real memory when a reading is due,
+by the inline loop's rule (every ``POLL`` s, after a task of ``LONG`` s or
+more, after 16, 32, ... up to ``WATCH_EVERY`` tasks), under the lock.
+Once the budget arms (spilling what it must then: the inputs of running
+tasks never go), the run is handed over as for a result that counts, each
+result completed meanwhile counted; the pool loop's batches go on from
+there, admitted by the budget.  A never-reached budget thus costs a
+counter and two comparisons per task.
+
 The caller's thread only waits: for the end, the first failure (raised by
 the pool loop as any failure, with its task named), or Ctrl-C, which stops
 the workers before their next task (the running ones cannot be stopped:
@@ -49,6 +60,7 @@ from typing import Any
 from .. import callbacks as _callbacks
 from ..metrics import is_tiny
 from ..plan.graph import CALL, execute
+from . import budget as _budget
 from .batching import spec_group
 from .machine import READY, RUNNING, InvalidStateError, RunState
 
@@ -107,9 +119,16 @@ class Crew:
     whatever they make, stay here.
     """
 
-    def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None):
+    def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None,
+                 budget: Any = None):
         self.machine = machine
         self.complete = complete
+        # A memory budget that only watches (see "Under a memory budget"):
+        # the next reading is due at this time, or after ``countdown`` tasks
+        # (16, 32, ... up to ``budget.WATCH_EVERY``), or after a long task.
+        self.budget = budget
+        self.due = 0.0
+        self.every = self.countdown = 16
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
         self.done = threading.Event()
@@ -146,7 +165,7 @@ class Crew:
     def release(self) -> None:
         """Drop the references to the run (it is over, or abandoned)."""
         with self.lock:
-            self.machine = self.complete = self.failure = None
+            self.machine = self.complete = self.failure = self.budget = None
             self.futures = []
 
     def stop(self) -> None:
@@ -188,9 +207,10 @@ class Crew:
         """The hot loop: complete the task just run and take the top of the
         ready stack, under the lock; run it, the lock free.  Returns why it
         stopped (``_IDLE``: nothing this worker may take), or a task's failure."""
-        machine, complete, lock = self.machine, self.complete, self.lock
+        machine, complete, lock, budget = self.machine, self.complete, self.lock, self.budget
         if machine is None or complete is None:
             return _STOPPED
+        long = budget.long if budget is not None else 0.0
         ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
         wake, now, stats = self.wake, time.time, self.stats
         wid = threading.get_ident()
@@ -210,6 +230,13 @@ class Crew:
                     if self.stopped and not self.handover:
                         return self._leave(_STOPPED, wid)
                     complete(i, value)
+                    if budget is not None:
+                        if budget.armed:  # (handing over: a running task's result counts)
+                            budget.completed(i)
+                        else:
+                            self.countdown -= 1
+                            if t1 >= self.due or t1 - t0 >= long or not self.countdown:
+                                self._watch(i, t1)
                     if (not laned and self.running and value is not None
                             and not is_tiny(value)):
                         self._hand_over()  # (see "Results that count")
@@ -259,6 +286,18 @@ class Crew:
                     self._leave(None, wid)
                 return (i, exc, t0, now())
             t1 = now()
+
+    def _watch(self, i: int, t1: float) -> None:
+        """(Lock held, task i just completed.)  A reading of the watching
+        budget (``Budget.completed``, as the inline loop's); once it arms,
+        the pool loop takes the run over, its hooks admitting each batch."""
+        budget = self.budget
+        budget.completed(i, True)
+        if budget.armed:
+            self._hand_over()
+            return
+        self.due = t1 + budget.poll
+        self.every = self.countdown = min(2 * self.every, _budget.WATCH_EVERY)
 
     def _leave(self, outcome, wid):
         """(Lock held.)  This worker leaves the hot loop: it gives up the

@@ -4,6 +4,8 @@ still spreads over every worker (see ``localsched/run/threadloop.py``)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from concurrent.futures import Executor
@@ -12,6 +14,7 @@ import pytest
 
 from localsched import threaded
 from localsched.callbacks import Callback
+from tests.support.platform_marks import needs_posix_signals
 
 
 class CountingPool(Executor):
@@ -169,3 +172,122 @@ def test_a_run_handed_over_to_batches_still_fails_and_recovers_as_usual():
         threaded.get(dsk, "c", num_workers=2)
     dsk["c"] = (lambda a, b: len(a) + len(b), "a", "b")
     assert threaded.get(dsk, "c", num_workers=2) == 2000
+
+
+# -- under a memory budget (issue #34) ----------------------------------------------------
+#
+# A budget that only watches (it has not armed) keeps the crew: its readings
+# of the real memory are made at the crew's completion step; once it arms,
+# the run is handed over to the pool loop, whose batches it admits.
+
+NEVER_REACHED = "1000GB"
+
+
+def test_a_never_reached_budget_keeps_the_crew():
+    dsk, out = chain(12)
+    with CountingPool(2) as pool:
+        steps, threads = threaded.get(dsk, out, pool=pool, num_workers=2,
+                                      memory_limit=NEVER_REACHED)
+    assert steps == 12
+    assert len(threads) == 1
+    assert pool.submitted <= 2  # (one start per worker: the crew, no batches)
+
+
+def _block(_, n=10**6):
+    import numpy as np
+
+    return np.ones(n // 8)
+
+
+def _both(a, b):
+    return float(a.sum() + b.sum())
+
+
+def test_a_budget_that_arms_mid_run_hands_over_and_still_spills(tmp_path, monkeypatch):
+    # A chain of 1 MB blocks, all held until its end (each is then read
+    # with the last one): 24 MB against a 12 MB budget.  A chain never
+    # hands over for its results' sake (one task runs at a time), so only
+    # the budget arming makes the crew hand the run over.
+    import dask
+
+    from localsched.run import budget, threadloop
+
+    handed: list = []
+    hand_over = threadloop.Crew._hand_over
+
+    def spy(self):
+        handed.append(self.machine.remaining)
+        hand_over(self)
+
+    monkeypatch.setattr(threadloop.Crew, "_hand_over", spy)
+    n = 24
+    dsk: dict = {("c", 0): (_block, 0)}
+    for i in range(1, n):
+        dsk[("c", i)] = (_block, ("c", i - 1))
+    for i in range(n):
+        dsk[("t", i)] = (_both, ("c", i), ("c", n - 1))
+    dsk["out"] = (sum, [("t", i) for i in range(n)])
+    # (what the budget recorded, kept at its finish: a callback with a
+    # finish hook would watch the run, and the crew runs only unwatched ones)
+    events: list = []
+    finish = budget.Budget.finish
+
+    def keep(self):
+        events.extend(self.events)
+        finish(self)
+
+    monkeypatch.setattr(budget.Budget, "finish", keep)
+    with dask.config.set({"localsched.memory.spill": True,
+                          "localsched.memory.spill-directory": str(tmp_path)}):
+        assert threaded.get(dsk, "out", num_workers=2, memory_limit="12MB") == n * 2 * 125_000
+    assert handed and handed[0] > 0  # (the crew ran the start, the pool loop the rest)
+    assert {e[2] for e in events} == {"disk-write", "disk-read"}
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("memory_limit", [None, NEVER_REACHED])
+def test_a_failing_task_under_a_watching_budget_fails_as_without(memory_limit):
+    ran = []
+
+    def fail(_):
+        raise ZeroDivisionError("boom")
+
+    dsk = {"a": (abs, -1), "b": (fail, "a"), "c": (ran.append, "b")}
+    with CountingPool(2) as pool:
+        with pytest.raises(ZeroDivisionError, match="boom") as info:
+            threaded.get(dsk, "c", num_workers=2, pool=pool, memory_limit=memory_limit)
+        assert pool.submitted <= 2  # (the crew's)
+    assert "'b'" in "".join(getattr(info.value, "__notes__", []))
+    assert ran == []
+    assert threaded.get({"x": (abs, -2)}, "x", num_workers=2,
+                        memory_limit=memory_limit) == 2
+
+
+@needs_posix_signals
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("memory_limit", [None, NEVER_REACHED])
+def test_ctrl_c_under_a_watching_budget_stops_as_without(memory_limit):
+    release, started = threading.Event(), threading.Event()
+    main = threading.get_ident()
+
+    def long(_):
+        started.set()
+        return release.wait(60)
+
+    def interrupter():
+        if started.wait(30):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    t = threading.Thread(target=interrupter)
+    t.start()
+    pool = CountingPool(2)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            threaded.get({"a": (abs, -1), "long": (long, "a")}, "long", num_workers=2,
+                         pool=pool, memory_limit=memory_limit)
+        assert pool.submitted <= 2  # (the crew's)
+    finally:
+        release.set()  # (the running task ends: the pool can shut down)
+        t.join()
+        pool.shutdown()
+    assert threaded.get({"x": (abs, -2)}, "x", num_workers=2, memory_limit=memory_limit) == 2
