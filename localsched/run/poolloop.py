@@ -21,9 +21,8 @@ Batches.  ``batching.Planner`` hands a worker a contiguous stretch of the
 sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
 a chain nobody else could help with), so memory stays depth-first; see
 ``localsched/run/batching.py``.  On processes one batch more than there are
-workers waits in the pool (``QUEUE_AHEAD``), so a
-worker that finishes gets its next batch from the pool's listener thread
-without a round trip through this thread.
+workers waits in the pool (``QUEUE_AHEAD``): a worker that finishes gets
+its next batch from the pool's listener, not from this thread.
 
 Timing.  ``posttask`` fires when a task's record arrives; ``state.task``
 holds the ``start``/``end`` the worker measured around the call.  When a

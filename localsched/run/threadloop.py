@@ -20,8 +20,8 @@ So a task that becomes ready on a worker runs there next, with no hand-off
 at all (the top of the stack is the dependent the worker just made ready:
 dask's ready rule, the sequential run's order), and the other workers take
 what else is ready (a worker finding nothing ready waits:
-``Crew._wait_for_work``).  Results leave the cache as soon as their last user completes, as in a
-sequential run.
+``Crew._wait_for_work``).  Results leave the cache when their last user
+completes, as in a sequential run.
 
 Two rules keep memory near a sequential run's, both in :class:`Crew`:
 *the short lane* (tasks of functions measured short run on one worker at
@@ -36,11 +36,10 @@ watches (it has not armed: "Watching, then counting") keeps the crew:
 the worker completing a task reads the real memory when a reading is due,
 by the inline loop's rule (every ``POLL`` s, after a task of ``LONG`` s or
 more, after 16, 32, ... up to ``WATCH_EVERY`` tasks), under the lock.
-Once the budget arms (spilling what it must then: the inputs of running
-tasks never go), the run is handed over as for a result that counts, each
-result completed meanwhile counted; the pool loop's batches go on from
-there, admitted by the budget.  A never-reached budget thus costs a
-counter and two comparisons per task.
+Once it arms (spilling what it must; the inputs of running tasks never
+go), the run is handed over as for a result that counts, each result
+completed meanwhile counted, and the pool loop's batches go on, admitted
+by the budget.
 
 The caller's thread only waits: for the end, the first failure (raised by
 the pool loop as any failure, with its task named), or Ctrl-C, which stops
