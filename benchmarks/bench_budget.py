@@ -40,6 +40,7 @@ sys.path.insert(0, HERE)
 import graphs  # noqa: E402
 
 import localsched.local  # noqa: E402
+import localsched.multiprocessing  # noqa: E402
 import localsched.threaded  # noqa: E402
 
 MB = 10**6
@@ -67,6 +68,9 @@ def overhead(repeat: int, only: str | None = None) -> None:
                          {"num_workers": 2}),
         "chain-sync": (graphs.chain(10_000), localsched.local.get_sync, {}),
         "chain-threads": (graphs.chain(10_000), localsched.threaded.get, {"num_workers": 2}),
+        # (processes: the caller's CPU, where the budget's readings run)
+        "tree-processes": (graphs.tree_reduction(20_000), localsched.multiprocessing.get,
+                           {"num_workers": 2}),
     }
     print(f"{'case':<16}{'tasks':>8}{'none us/task':>14}{'budget us/task':>16}{'diff':>8}"
           f"{'median diff':>13}")
