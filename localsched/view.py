@@ -157,10 +157,11 @@ class StateView(Mapping):
 
     def at_work(self) -> tuple:
         """``(keys, ended)``: the keys of the tasks running at this moment
-        (``state["running"]`` where the loop cannot tell better) and how
-        many tasks ended whose records (and posttask hooks) have not
-        arrived yet (0 where the loop cannot tell): a live view's figures."""
-        return set(self["running"]), 0
+        (``state["running"]`` where the loop cannot tell better) and the
+        keys of the tasks that ended whose records (and posttask hooks) have
+        not arrived yet (none where the loop cannot tell): a live view's
+        figures."""
+        return set(self["running"]), []
 
 
 class DaskState(StateView):

@@ -307,8 +307,8 @@ class RunState:
 
     def at_work(self) -> tuple:
         """``(keys, ended)``: the keys of the tasks the workers run at this
-        moment, and how many tasks have ended whose records have not
-        arrived yet (a live view's counts).  A batch runs its tasks in
+        moment, and the keys of the tasks that have ended whose records have
+        not arrived yet (a live view's counts).  A batch runs its tasks in
         order and its worker hands records over every millisecond or so, so
         a quick task's record may wait behind a long one; on threads the
         worker's task slot (``at``) says which task it runs, so the tasks
@@ -318,9 +318,9 @@ class RunState:
         keys, status, at = self.keys, self.status, self.at
         current = self.current
         if current is not None:
-            return ({keys[current]} if status[current] == RUNNING else set()), 0
+            return ({keys[current]} if status[current] == RUNNING else set()), []
         running: set = set()
-        ended = 0
+        ended: list = []
         for serial, batch in list(self.in_flight.items()):
             slot = at.get(serial)
             i = slot[1] if slot is not None else -1
@@ -332,7 +332,7 @@ class RunState:
                 continue
             if status[i] == RUNNING:
                 running.add(keys[i])
-            ended += sum(status[j] == RUNNING for j in batch[:batch.index(i)])
+            ended.extend(keys[j] for j in batch[:batch.index(i)] if status[j] == RUNNING)
         return running, ended
 
     def waiting_count(self) -> int:

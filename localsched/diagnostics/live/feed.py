@@ -58,12 +58,14 @@ FAILED_COLOR = "#d62728"
 
 
 class GroupCounts:
-    """Tasks of one group: total, done, running, erred; bytes held (-1: not measured)."""
+    """Tasks of one group: total, done, running, erred; ``ended``: done but
+    not yet taken in (their records are on their way: ``Feed.pending``);
+    bytes held (-1: not measured)."""
 
-    __slots__ = ("total", "done", "running", "erred", "held", "seconds")
+    __slots__ = ("total", "done", "running", "erred", "ended", "held", "seconds")
 
     def __init__(self) -> None:
-        self.total = self.done = self.running = self.erred = 0
+        self.total = self.done = self.running = self.erred = self.ended = 0
         self.held = -1
         self.seconds = 0.0
 
@@ -272,7 +274,9 @@ class Feed:
         self.durations = GroupDurations()
         self.done = 0
         self.erred = 0
-        self.ended = 0  # (tasks ended, records on their way included: _take_running)
+        #: key -> its GroupCounts: tasks that ended whose records are on
+        #: their way (read by ``_take_ended``, dropped as they are taken in).
+        self.pending: dict = {}
         self._ends_seen = 0
         self._failed_seen = False
         self._held_keys: dict = {}
@@ -417,7 +421,7 @@ class Feed:
         self._consumed[run.number] = n_ends
         if new.keys:
             self._take_ends(run, new, now)
-        self._take_running(run, now)
+        self._take_running(run, now, take_ended=True)
         if run.finished is not None and not self._failed_seen:
             self._failed_seen = True
             self._take_failures(run)
@@ -442,6 +446,8 @@ class Feed:
             c.seconds += float(seconds[g])
             self.durations.add_total(self._gid.names[g], float(seconds[g]), int(done[g]))
         self.done += n
+        if self.pending:
+            self._drop_pending(new.keys)
         lane = self._lanes(new.worker_ids)
         if run.measured and new.records is not None:
             self._take_sizes(new.records)
@@ -489,8 +495,31 @@ class Feed:
                 if gone is not None:
                     gone[0].held -= gone[1]
 
-    def _take_running(self, run: RunLog, now: float) -> None:
-        """The tasks running now and ``ended`` (records on their way too):
+    def _drop_pending(self, keys: list) -> None:
+        """Tasks just taken in are no longer pending."""
+        pop = self.pending.pop
+        for key in keys:
+            c = pop(key, None)
+            if c is not None:
+                c.ended -= 1
+
+    def _take_ended(self, ended: list) -> None:
+        """The tasks that ended whose records are on their way, counted
+        done by their groups and by the run until the records come.  Only a
+        take-in (``_take_in``) reads them, so the strip and the groups, drawn
+        from one take-in, agree; a record cannot already have been taken in:
+        the task read as running after the take-in."""
+        for c in self.pending.values():
+            c.ended = 0
+        pending, gid, counts_of = {}, self._gid, self._counts_of
+        for key in ended:
+            c = pending[key] = counts_of(gid[_head(key)])
+            c.ended += 1
+        self.pending = pending
+
+    def _take_running(self, run: RunLog, now: float, take_ended: bool = False) -> None:
+        """The tasks running now (and, with ``take_ended``, those ended
+        whose records are on their way: ``_take_ended``):
         ``RunLog.at_work`` (a snapshot of a few keys) every RUNNING_EVERY seconds -- at
         ten updates a second, reading it each time cost more than all the
         rest of an update; a task first seen running is dated by its start
@@ -501,11 +530,11 @@ class Feed:
         if now - self._running_read < RUNNING_EVERY and run.finished is None:
             return
         self._running_read = now
-        ended = len(run.ends)  # (before the state: a record arriving between counts once)
-        keys, unreported = run.at_work()
+        keys, ended = run.at_work()
         if keys is None:
             return
-        self.ended = ended + unreported
+        if take_ended:
+            self._take_ended(ended)
         running = {}
         group = self.group
         starts = run.dask_starts
@@ -625,7 +654,7 @@ class Feed:
                 self._take_running(run, now)
                 done, erred = self.done, self.erred
                 if run.finished is None:  # (tasks ended whose records are on their way)
-                    done = min(max(done, self.ended), len(run.keys) or done)
+                    done = min(done + len(self.pending), len(run.keys) or done)
             else:
                 done, erred = len(run.ends), 0
             total = len(run.keys) or max(done + erred, 1)
@@ -671,7 +700,8 @@ class Feed:
         cached = self._eta
         if cached is not None and cached[0] is self.run and now - cached[1] < ETA_EVERY:
             return
-        left = {g: c.total - c.done - c.running - c.erred for g, c in self.groups.items()}
+        left = {g: c.total - c.done - c.ended - c.running - c.erred
+                for g, c in self.groups.items()}
         # (a generator: hundreds of tuples alive at once would bring the
         # garbage collector's next pass nearer, which this thread then pays)
         ages = ((g, now - t) for t, g in self.running.values())

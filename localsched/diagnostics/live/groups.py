@@ -51,16 +51,17 @@ class GroupProgress(Component):
         with self.feed.lock:
             items = list(self.feed.groups.items())[:MAX_GROUPS]
             colors = self.feed.colors
-        counts = np.array([(c.done, c.running, c.erred, max(c.total, c.done + c.running +
-                                                              c.erred, 1))
-                           for _, c in items], dtype=float).reshape(-1, 4)
+            # (done: taken in, and ended with records on their way, as the strip counts)
+            rows = [(g, c.done + c.ended, c.running, c.erred, c.total) for g, c in items]
+        counts = np.array([(done, running, erred, max(total, done + running + erred, 1))
+                           for _, done, running, erred, total in rows],
+                          dtype=float).reshape(-1, 4)
         ends = np.cumsum(counts[:, :3], axis=1) / counts[:, 3:]
         labels, details = [], []
-        for g, c in items:
-            extra = f", {c.erred} erred" if c.erred else ""
-            labels.append(f"{g}  {c.done}/{c.total}{extra}")
-            details.append(f"{c.done} done, {c.running} running, {c.erred} erred "
-                           f"of {c.total}")
+        for g, done, running, erred, total in rows:
+            extra = f", {erred} erred" if erred else ""
+            labels.append(f"{g}  {done}/{total}{extra}")
+            details.append(f"{done} done, {running} running, {erred} erred of {total}")
         return {"name": np.array([g for g, _ in items], dtype=str),
                 "y": inline(np.arange(len(items))), "done": inline(ends[:, 0]),
                 "running": inline(ends[:, 1]), "erred": inline(ends[:, 2]),

@@ -135,21 +135,21 @@ class RunLog:
 
     def at_work(self) -> tuple:
         """``(keys, ended)``: the keys of the tasks running now (from the
-        live state) and how many tasks ended whose records are still on
-        their way (``StateView.at_work``); ``([], 0)`` once finished,
-        ``(None, 0)`` if the state cannot tell."""
+        live state) and of the tasks that ended whose records are still on
+        their way (``StateView.at_work``); ``([], [])`` once finished,
+        ``(None, [])`` if the state cannot tell."""
         if self.finished is not None:
-            return [], 0
+            return [], []
         state = self.state
         if state is None:
-            return None, 0
+            return None, []
         for _ in range(3):
             try:
                 keys, ended = state_view(state).at_work()
-                return list(keys), ended
+                return list(keys), list(ended)
             except (RuntimeError, KeyError, TypeError, IndexError, ValueError):
                 continue  # (changed while read: again)
-        return None, 0
+        return None, []
 
 
 class Recorder:

@@ -71,3 +71,38 @@ def test_tasks_that_ended_count_while_their_batch_still_runs(dash):
     assert during["rate"] > 0, during
     after = _progress(dash)
     assert (after["status"], after["done"], after["running"]) == ("finished", N + 5, 0)
+
+
+def _groups_done(dash) -> int:
+    """Tasks done as the page's progress-per-group bars label them."""
+    from localsched.diagnostics.live.groups import GroupProgress
+
+    labels = GroupProgress(dash.feed)._data()["label"]
+    return sum(int(label.split()[-1].split("/")[0]) for label in labels)
+
+
+def test_the_strip_and_the_groups_agree_while_records_are_on_their_way(dash):
+    """The strip's 'tasks done' is the sum of the groups' bars, also while a
+    batch's ended tasks wait for its long one: a reader of the page sees one
+    number of tasks done, not two (the gallery caught 854 against 853)."""
+    blocked, release = threading.Event(), threading.Event()
+    graph = _chain(blocked, release)
+    with dash:
+        worker = threading.Thread(
+            target=lambda: localsched.get(graph, ("step", N + 4), num_workers=2))
+        worker.start()
+        try:
+            assert blocked.wait(60)
+            during = _progress(dash)  # (a take-in: the strip's numbers)
+            shown = _groups_done(dash)
+            # a summary-only refresh reads the workers again: the strip must
+            # still agree with the bars the last take-in drew
+            dash.feed.progress()
+            summary = dash.feed.progress()["done"]
+        finally:
+            release.set()
+            worker.join(60)
+    assert not worker.is_alive()
+    assert during["done"] == N and shown == N and summary == N, (during, shown, summary)
+    after = _progress(dash)["done"]  # (a take-in of the last records first)
+    assert _groups_done(dash) == after == N + 5
