@@ -41,6 +41,7 @@ __all__ = ["RunLog", "Recorder", "DEFAULT_HISTORY"]
 #: computations are kept, however small.
 DEFAULT_HISTORY = 200_000
 
+#: Numbers of runs logged without a Recorder (a Recorder numbers its own from 1).
 _run_numbers = itertools.count(1)
 
 
@@ -87,7 +88,8 @@ class RunLog:
     the findings of the finished run; ``profile.graph_of``), ``load`` and
     ``blas`` (the machine's load while it ran and BLAS's threads, as a
     report measures them: ``machine_load``).  ``link``: the
-    dask.distributed dashboard the run used.
+    dask.distributed dashboard the run used; ``number``: its place among its
+    Recorder's runs (1 for the first a page shows).
     """
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
@@ -95,8 +97,8 @@ class RunLog:
                  "submitted", "memory", "load", "blas", "_meter")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
-                 measured: bool = False):
-        self.number = next(_run_numbers)
+                 measured: bool = False, number: int | None = None):
+        self.number = next(_run_numbers) if number is None else number
         self.started = time.time()
         self.keys = keys
         self.state = state
@@ -168,6 +170,7 @@ class Recorder:
         #: The posttask hook to install (sizes measured or not).
         self.posttask_hook = self.measured_posttask if measure_memory else self.posttask
         self.runs: list = []
+        self._numbers = itertools.count(1)  # (a page's "run #1" is its first)
         self._live: dict = {}  # id(state) -> RunLog
         self._current: tuple = (None, None)  # (state, RunLog) whose hook fired last
         self._submitted: float | None = None  # the last start hook's time
@@ -187,7 +190,8 @@ class Recorder:
 
     def start_state(self, dsk, state) -> None:
         view = state_view(state)
-        log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory)
+        log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory,
+                     next(self._numbers))
         log.submitted, self._submitted = self._submitted, None
         log._meter = _meter()
         records = view.outcome.records

@@ -291,6 +291,22 @@ def test_closed_dashboard_frees_its_port():
     assert port_is_free("127.0.0.1", port)
 
 
+def test_a_new_dashboard_numbers_its_runs_from_one():
+    """'run #1' on a new page is the first computation it saw, whatever
+    other dashboards recorded before in the same process."""
+    from localsched.local import get_sync
+
+    for _ in range(2):
+        d = Dashboard(quiet=True)
+        try:
+            with d:
+                get_sync(_graph(2), "total")
+                get_sync(_graph(2), "total")
+            assert json.loads(_get(d.link, "/json/progress.json")[2])["run"] == 2
+        finally:
+            d.close()
+
+
 def test_shared_dashboard_is_one_instance():
     from localsched.local import get_sync
 
