@@ -84,7 +84,7 @@ class Needs(NamedTuple):
     travel of process inputs and results, idle and scheduler time;
     ``sample``: stack samples of running tasks every that many seconds
     (0: none); ``sizes``: each result's size in bytes, measured where the
-    result lives (``state.task.nbytes``; ``localsched.metrics.nbytes``);
+    result lives (``state.task.nbytes``; ``localsched.metrics.sizeof``);
     ``records``: the run keeps every finished task's ``TaskRecord`` in
     ``state.outcome.records`` (a sequence that grows as tasks end, complete at
     ``finish``), so a callback that only reads what happened needs no

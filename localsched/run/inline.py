@@ -75,7 +75,7 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
         machine.current = None
         freed = complete(i, value)
         if make_records:  # (kept as plain values, no tuple: see task_records)
-            size = _metrics.nbytes(value) if sizes else None
+            size = _metrics.sizeof(value) if sizes else None
             if writer is not None:
                 writer.keep(key, t0, t1, wid, freed, None, size)
             if posttasks:
@@ -187,7 +187,7 @@ def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
         machine.current = None
         freed = complete(i, value)
         if make_records:
-            size = _metrics.nbytes(value) if sizes else None
+            size = _metrics.sizeof(value) if sizes else None
             if writer is not None:
                 writer.keep(key, t0, t1, wid, freed, None, size)
             if posttasks:
@@ -277,7 +277,7 @@ def _run_measured(machine: RunState, comp: Computation, budget=None) -> float:
             if budget is not None:
                 budget.completed(i, t1 - t0 >= budget.long)
             if make_records:
-                size = _metrics.nbytes(value) if sizes else None
+                size = _metrics.sizeof(value) if sizes else None
                 if writer is not None:
                     writer.keep(key, t0, t1, wid, freed, probe, size)
                 if posttasks:

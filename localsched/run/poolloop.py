@@ -57,7 +57,7 @@ from collections.abc import Callable
 from queue import Empty, SimpleQueue
 from typing import Any
 
-from ..metrics import NUMBERS, nbytes
+from ..metrics import NUMBERS, sizeof
 from ..plan.graph import execute, flatten_keys
 from ..utils import add_note, name_tasks
 from ..worker.budget_worker import run_batch_trimmed
@@ -473,7 +473,7 @@ class PoolLoop:
                     value = None  # (not mapped from shared memory for nobody)
                 elif self.load is not None:
                     value = self.load(value)
-                size = (nbytes(value) if size_here  # (a pool without a record stream)
+                size = (sizeof(value) if size_here  # (a pool without a record stream)
                         else probe[PROBE_NBYTES] if sizes else None)
                 transfer = activities = None
                 if pack_data:  # processes: the batch's travel (measured: its activities)

@@ -128,7 +128,7 @@ def run_batch(batch: list, data: dict, cancelled=None, announce: bool = False, *
     is published in ``running_tasks``; in a worker process the worker's
     sampler runs and its samples travel back as a ``SAMPLES_NOTE``.
     ``sizes``: each record's probe holds the result's size
-    (``localsched.metrics.nbytes``).  ``slot`` (threads): a list whose
+    (``localsched.metrics.sizeof``: its contents included).  ``slot`` (threads): a list whose
     ``[1]`` the batch sets to the index of each task it starts, as a worker
     process's task slot (the scheduler reads it: a record may be a
     hand-off behind).
@@ -222,7 +222,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
     outer_sink = getattr(local, "sink", None)
     # One list for the batch's user metrics, emptied after each task.
     sink = local.sink = [] if measure else outer_sink
-    nbytes = _metrics.nbytes
+    size_of = _metrics.sizeof
     arrival, fresh, emit = _enter_worker(job, wid, emit, sample)
     stretch = _Stretch(wid) if measure else None
     slot = 1 if measure else 0  # buf[0]: the CPU note of the tasks after it (measuring)
@@ -260,7 +260,7 @@ def _run_batch_measured(batch, data, cancelled, announce, emit, where, measure, 
                 running[tid] = None  # between tasks: the worker's own work
             probe = None
             # (the result's size, measured here: only the number travels)
-            size = nbytes(value) if sizes else None
+            size = size_of(value) if sizes else None
             if measure:
                 count += 1
                 busy += t1 - t0

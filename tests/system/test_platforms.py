@@ -388,7 +388,7 @@ def test_resource_profiler_and_live_feed_on_psutil_alone():
 
     from localsched import multiprocessing as lmp
     from localsched.diagnostics.collectors.resource import _ProcessTree
-    from localsched.diagnostics.live import feed
+    from localsched.diagnostics.live import resource_probe
     from localsched.system import platform as _platform
 
     # (macOS's answers about /proc: none; segments as this platform has them)
@@ -404,7 +404,7 @@ def test_resource_profiler_and_live_feed_on_psutil_alone():
         mem, _ = tree.measure()
         own_mb = psutil.Process().memory_info().rss / 1e6
         assert mem >= own_mb + 0.9 * held_mb, (mem, own_mb)
-        children = {p.pid for p in feed._children(psutil.Process(), no_proc)}
+        children = {p.pid for p in resource_probe.children(psutil.Process(), no_proc)}
         assert set(shared.pool(2).pids) <= children
     finally:
         shared.shutdown()

@@ -13,7 +13,7 @@ function must see each result: its ``posttask`` appends one tuple per task
 ``results`` is read.  Whatever is still cached when the computation ends is
 freed at the finish time.  All times are epoch seconds (time.time).
 
-A result whose size cannot be measured (``metrics.nbytes`` gives None, a
+A result whose size cannot be measured (``metrics.sizeof`` gives None, a
 metric function raises or returns no number) gets ``metric`` NaN: unknown,
 which the report notes and draws as 0; the computation goes on.
 """
@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ...callbacks import Needs
-from ...metrics import nbytes
+from ...metrics import sizeof
 from ...utils import funcname
 from ...worker.records_wire import TASK_END, TASK_FREED, TASK_KEY, TASK_NBYTES, TaskRecord
 from .collector import Collector, FinishedRun
@@ -43,7 +43,8 @@ class CacheProfiler(Collector):
     metric : callable or "nbytes", optional
         Applied to each result to give its size, e.g. ``len`` or
         ``cachey.nbytes``.  Default: every result counts 1.  ``"nbytes"``:
-        ``cachey.nbytes`` (``localsched.metrics.nbytes``) measured where the
+        the bytes the result holds, its items included
+        (``localsched.metrics.sizeof``), measured where the
         result lives -- in the worker process, which sends only the number,
         so no result travels to be measured -- or the size the cluster
         measured on ``localsched.distributed``.  With no metric or
@@ -128,7 +129,7 @@ class CacheProfiler(Collector):
             self._events(state).append((key, end, _measured(metric, result), freed))
         else:  # (the layout of a task record, as localsched's runs keep them)
             # (the result lives here: dask's schedulers run no worker process)
-            size = _size_or_nan(nbytes(result)) if metric == "nbytes" else None
+            size = _size_or_nan(sizeof(result)) if metric == "nbytes" else None
             self._events(state).append(TaskRecord(key, end, end, worker_id, freed, nbytes=size))
 
     def to_pandas(self):

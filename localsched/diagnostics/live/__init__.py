@@ -12,6 +12,7 @@ How it is built (one idea per module, imports point down the list)::
                   current run's list (scheduler thread; nothing else runs there)
     bins.py       tiny tasks merged per lane, group and time bin (numpy), the
                   groups of a bin side by side
+    resource_probe.py  CPU and memory of this process and its workers
     feed.py       the one pass over those lists, on demand, at most once per
                   interval: counts per group, running tasks, merged task-stream
                   rectangles, resource samples, lifetime counters, the ETA

@@ -19,15 +19,14 @@ from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
-import psutil
 
-from ...system import platform as _platform
 from ...utils import key_split
 from ..collectors.eta import GroupDurations
 from ..reporting.naming import printable
 from .bins import merge_tiny
 from .findings import FindingsCache
 from .recorder import Recorder, RunLog
+from .resource_probe import Resources
 
 __all__ = ["Feed", "GroupCounts"]
 
@@ -173,61 +172,6 @@ def _heads(keys, tuples: bool):
     return (k[0] if k.__class__ is tuple and k else k for k in keys)
 
 
-def _children(me: psutil.Process, platform: _platform.Platform | None = None) -> list:
-    """The direct child processes of ``me``: on Linux from ``/proc``'s
-    per-thread child lists (``_platform.child_pids``: a few small reads),
-    elsewhere psutil's ``children()``, which reads every process of the
-    machine (measured: 30-90 ms of the server thread, once per
-    CHILDREN_EVERY).  ``platform``: whose answer (None: the detected one)."""
-    pids = _platform.child_pids(me.pid, platform)
-    if pids is None:
-        return me.children()
-    found = []
-    for pid in pids:
-        try:
-            found.append(psutil.Process(pid))
-        except psutil.Error:
-            continue
-    return found
-
-
-class _Resources:
-    """CPU percent and memory (RSS) of this process and its children."""
-
-    #: Seconds between looks for new child processes (finding them reads
-    #: every process of the machine).
-    CHILDREN_EVERY = 5.0
-
-    def __init__(self) -> None:
-        self._me = psutil.Process()
-        self._procs: dict = {}
-        self._children: list = []
-        self._looked = -1e9
-
-    def measure(self) -> tuple:
-        now = time.monotonic()
-        if now - self._looked > self.CHILDREN_EVERY:
-            self._looked = now
-            try:  # worker processes are direct children
-                self._children = _children(self._me)
-            except psutil.Error:
-                self._children = []
-        procs = [self._me, *self._children]
-        cpu = mem = 0.0
-        known = {}
-        for p in procs:
-            p = self._procs.get(p.pid, p)
-            try:
-                with p.oneshot():
-                    cpu += p.cpu_percent()
-                    mem += p.memory_info().rss
-                known[p.pid] = p
-            except psutil.Error:
-                continue
-        self._procs = known
-        return cpu, mem
-
-
 class Feed:
     """Derived state of the current (or last) computation; see the module docstring."""
 
@@ -252,7 +196,7 @@ class Feed:
         # resources: (epoch, cpu %, memory bytes)
         self.resources: list = []
         self.resource_base = 0
-        self._resource_probe: _Resources | None = None
+        self._resource_probe: Resources | None = None
         self._last_resource = -1.0
         self._rates: deque = deque(maxlen=64)  # (when, done) of the run shown by progress()
         self._rate_run: RunLog | None = None
@@ -617,7 +561,7 @@ class Feed:
             if not force and now - self._last_resource < RESOURCE_INTERVAL:
                 return
             if self._resource_probe is None:
-                self._resource_probe = _Resources()
+                self._resource_probe = Resources()
             self._last_resource = now
             cpu, mem = self._resource_probe.measure()
             self.resources.append((now, cpu, mem))

@@ -29,6 +29,7 @@ import sys
 import time
 from typing import Any
 
+from ...metrics import sizeof
 from ...run.task_records import TaskRecords
 from ...view import state_view
 
@@ -46,19 +47,14 @@ _run_numbers = itertools.count(1)
 
 
 def _nbytes(value: Any) -> int:
-    """Bytes of a result: its ``nbytes``, dask's ``sizeof`` when dask is
-    loaded, else ``sys.getsizeof``; -1 (not counted) when it cannot be
-    measured -- reading ``nbytes`` raises (a dead ``weakref.proxy``), a
-    ``__sizeof__`` raises: a size is a nicety, never an error."""
+    """Bytes of a result, its items included (``metrics.sizeof``, as the
+    report and the budget count them); -1 (not counted) when it cannot be
+    measured: a size is a nicety, never an error."""
     try:
-        n = getattr(value, "nbytes", None)
-        if isinstance(n, int) and n >= 0:
-            return n
-        sizeof = getattr(sys.modules.get("dask.sizeof"), "sizeof", None)
-        n = int(sizeof(value)) if sizeof is not None else sys.getsizeof(value)
+        n = sizeof(value)
     except Exception:  # noqa: BLE001 -- a size is a nicety, never an error
         return -1
-    return n if n >= 0 else -1
+    return n if n is not None and n >= 0 else -1
 
 
 def _meter() -> Any:

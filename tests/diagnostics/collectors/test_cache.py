@@ -211,9 +211,14 @@ def test_nbytes_is_measured_where_the_result_lives(tmp_path):
     assert sizes[("q", 0)] == cachey.nbytes(1000)
 
 
-def test_cache_profiler_nbytes_on_every_scheduler_is_cachey_nbytes(scheduler):
+def test_cache_profiler_nbytes_on_every_scheduler_counts_what_results_hold(scheduler):
+    """``metric="nbytes"``: an array's bytes, a number's, and a list's with
+    its items (``metrics.sizeof``; cachey's ``nbytes`` counts a list's
+    header alone), the same on every scheduler."""
     np = pytest.importorskip("numpy")
     import cachey
+
+    from localsched.metrics import sizeof
 
     _, get = scheduler
     dsk = {"a": (np.ones, 1000), "b": (np.sum, "a"), "c": (make_list, 30)}
@@ -221,4 +226,5 @@ def test_cache_profiler_nbytes_on_every_scheduler_is_cachey_nbytes(scheduler):
         get(dsk, ["b", "c"])
     sizes = {r.key: r.metric for r in cprof.results}
     assert sizes == {"a": 8000, "b": cachey.nbytes(np.float64(1000)),
-                     "c": cachey.nbytes(list(range(30)))}
+                     "c": sizeof(list(range(30)))}
+    assert sizes["c"] > cachey.nbytes(list(range(30)))
