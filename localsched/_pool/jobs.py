@@ -16,6 +16,10 @@ from typing import Any
 from .._shm import store as segments
 from .._shm.handles import SharedValue
 from ..utils import name_tasks
+from .taskslot import NO_TASK
+
+#: ``_JobFuture.task_at_work`` of a job that waits for a worker.
+QUEUED = -2
 
 __all__ = ["WorkerDiedError", "BrokenProcessPool"]
 
@@ -73,7 +77,7 @@ class _Job:
     and the segment holding its inputs, owned here until the job ends."""
 
     __slots__ = ("id", "future", "frame", "emit", "worker", "shm_prefix", "inputs", "store",
-                 "lent")
+                 "lent", "last_task")
 
     def __init__(self, job_id: int, future: Future, frame: bytes, emit: Callable | None,
                  shm_prefix: str | None = None, inputs: SharedValue | None = None,
@@ -89,6 +93,10 @@ class _Job:
         self.inputs = inputs
         self.store = store
         self.lent = lent
+        # What ``_JobFuture.task_at_work`` says once no worker runs it:
+        # QUEUED until it starts, then (set as its worker lets it go) the
+        # task its batch started last, or None (its worker could not say).
+        self.last_task: int | None = QUEUED
 
     def ended(self, worker_died: bool = False, used=None) -> None:
         """The job will say no more: its inputs' segment goes (the worker
@@ -124,6 +132,31 @@ class _JobFuture(Future):
             return worker.slot.task_of(job.id)
         except (ValueError, AttributeError):  # (the worker ended meanwhile: slot closed)
             return None
+
+    def task_at_work(self) -> int | None:
+        """For a live view (``RunState.at_work``, read from another thread,
+        only when one asks): the index of the task this job's batch runs
+        now (the task its batch started last: those before it have ended);
+        ``NO_TASK`` (-1) on a worker that has not started a task of it yet;
+        ``QUEUED`` (-2) while it waits for a worker; None if it cannot be
+        told (a worker without a task slot).  Once the job has ended, the
+        task it started last (its worker's slot, read as the job ended)."""
+        job = self._job
+        if job is None:
+            return None
+        worker = job.worker
+        if worker is None:
+            return job.last_task
+        slot = worker.slot
+        try:
+            i = slot.task_of(job.id)
+        except (ValueError, AttributeError):  # (the worker ended meanwhile: slot closed)
+            return None
+        if i is not None:
+            return i
+        if job.worker is not worker:  # (it ended meanwhile: what its worker said last)
+            return job.last_task
+        return NO_TASK if slot.view is not None else None
 
     def cancel(self) -> bool:
         """Cancel the job if it has not started; its inputs' segment goes

@@ -276,6 +276,9 @@ class _Listener:
             if w.state is not BUSY or w.job is not job:
                 return True  # killed meanwhile: kill() settled the future
             w.job = None
+            # (what a live view reads of the ended job: its worker's slot
+            # moves on with the next job; a few memory loads per job)
+            job.last_task = w.slot.task_of(job.id)
             job.worker = None
             w.move(IDLE)
         job.ended(used=used)

@@ -36,7 +36,8 @@ segments the worker made under the job's prefix and never reported.
 A worker says which task it is running in its task slot (``taskslot``:
 a few shared bytes, written per task without a system call), so the
 WorkerDiedError of a worker that died carries that task's index even
-when the records of the tasks before it never left the worker.
+when the records of the tasks before it never left the worker, and a live
+view counts those tasks ended (``_JobFuture.task_at_work``).
 
 The pool's rooms: ``workers`` (worker handles and their states),
 ``listener`` (the thread that talks to them), ``jobs`` (a job, its future,

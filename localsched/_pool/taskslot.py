@@ -14,7 +14,9 @@ memory stores (no system call)::
 
 When the worker dies, the pool reads the slot (the memory outlives the
 process) and its ``WorkerDiedError`` carries the task's index if the slot
-speaks of the job the worker was running.
+speaks of the job the worker was running.  A live view reads it too, only
+when it asks (``jobs._JobFuture.task_at_work``): the tasks before that one
+in the batch have ended, though their records may still be in the worker.
 
 How the worker gets its slot, by start method: "fork" inherits an
 anonymous shared mapping; "spawn" is passed the descriptor of a small file

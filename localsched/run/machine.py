@@ -59,7 +59,10 @@ from ..plan.graph import DATA, compile_graph, flatten_keys
 from ..plan.order import order_and_consumers
 
 __all__ = ["RunState", "InvalidStateError", "WAITING", "READY", "RUNNING", "DONE",
-           "STATE_NAMES"]
+           "STATE_NAMES", "SLOT_NOT_STARTED", "SLOT_QUEUED"]
+
+# What a batch's task slot (``RunState.at``) may say besides a task's index.
+SLOT_NOT_STARTED, SLOT_QUEUED = -1, -2
 
 # Task states (a bytearray holds one per task).
 WAITING, READY, RUNNING, DONE = 0, 1, 2, 3
@@ -82,8 +85,8 @@ class RunState:
     ``order``, ``dependents``, ``priority``, ``is_output``, ``status``,
     ``waiting``, ``refs``, ``in_run``, ``ready``, ``cache``, ``finished``,
     ``released``, ``remaining``, ``ntasks``.  ``in_flight`` (batch id ->
-    task indices), ``at`` (batch id -> the list whose ``[1]`` its worker
-    sets to each task it starts: thread pools) and ``current`` (the task
+    task indices), ``at`` (batch id -> its task slot, which says the task
+    its worker started last: see ``at_work``) and ``current`` (the task
     run inline) are the loop's notes of what runs now, for
     ``running_keys`` and ``at_work``.
 
@@ -120,7 +123,7 @@ class RunState:
                 gc.enable()
         self.remaining = self.ntasks
         self.in_flight: dict = {}  # batch id -> task indices (pool loops)
-        self.at: dict = {}  # batch id -> [_, the task its worker started last] (threads)
+        self.at: dict = {}  # batch id -> its task slot (the task its worker started last)
         self.current: int | None = None  # the task running inline (sync)
 
     def _prepare(self, dsk: Mapping, known: dict | None, flat: list) -> None:
@@ -310,11 +313,16 @@ class RunState:
         moment, and the keys of the tasks that have ended whose records have
         not arrived yet (a live view's counts).  A batch runs its tasks in
         order and its worker hands records over every millisecond or so, so
-        a quick task's record may wait behind a long one; on threads the
-        worker's task slot (``at``) says which task it runs, so the tasks
-        before it in its batch have ended and those after it wait.  Without
-        a slot (processes), every unreported task of a batch is at work, as
-        in ``running_keys``.  O(tasks in flight)."""
+        a quick task's record may wait behind a long one; the batch's task
+        slot (``at``) says which task its worker runs, so the tasks before
+        it in its batch have ended and those after it wait.  A slot is a
+        list whose ``[1]`` its thread sets, or a function to ask (a process
+        pool's job: ``_pool.jobs._JobFuture.task_at_work``); it says the
+        task's index, ``SLOT_NOT_STARTED`` (its first task is about to
+        run), ``SLOT_QUEUED`` (the batch waits for a worker: none of it
+        runs) or None (it cannot tell).  Without a slot, or one that cannot
+        tell, every unreported task of a batch is at work, as in
+        ``running_keys``.  O(tasks in flight)."""
         keys, status, at = self.keys, self.status, self.at
         current = self.current
         if current is not None:
@@ -323,9 +331,11 @@ class RunState:
         ended: list = []
         for serial, batch in list(self.in_flight.items()):
             slot = at.get(serial)
-            i = slot[1] if slot is not None else -1
-            if slot is None or i not in batch:  # (no slot, or not started yet)
-                if slot is None or status[batch[0]] != RUNNING:
+            i = None if slot is None else slot[1] if type(slot) is list else slot()
+            if i == SLOT_QUEUED:
+                continue
+            if i is None or i not in batch:  # (cannot tell, or not started yet)
+                if i is None or status[batch[0]] != RUNNING:
                     running.update(keys[j] for j in batch if status[j] == RUNNING)
                 else:
                     running.add(keys[batch[0]])

@@ -157,7 +157,7 @@ class PoolLoop:
         self.cancelled: list = []  # made non-empty to stop in-process batches early
         self.inflight: dict = {}  # future -> _Flight
         self.flights = machine.in_flight  # batch serial -> its task indices
-        self.slots = machine.at  # batch serial -> its thread's task slot (threads)
+        self.slots = machine.at  # batch serial -> its worker's task slot
         self.flight_of: dict = {}  # batch serial -> _Flight
         self.successor: dict = {}  # after task a of a batch finishes, b starts
         self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
@@ -300,6 +300,9 @@ class PoolLoop:
                                   emit=self.emit, **settings.probes)
                 if settings.measure:  # the inputs were pickled by submit
                     flight.sent = (flight.dispatched, time.time())
+                at_work = getattr(fut, "task_at_work", None)  # (a process pool's job:
+                if at_work is not None:  # its worker's task slot, read only when asked)
+                    self.slots[planner.serial] = at_work
             else:
                 fut = self.submit(run_batch_collect, items, data)
         except Exception as exc:  # e.g. a task or an input that cannot be pickled

@@ -23,8 +23,9 @@ reverse).
 In a worker process, the pool's ``localsched._pool.job`` says which
 process this is and when its job arrived, and holds the worker's task
 slot, where the batch runner writes the index of each task it starts (a
-plain memory store: the pool reads it if the worker dies, since the
-records it has are up to a hand-off behind); it is read through
+plain memory store: the pool reads it if the worker dies, and a live
+view when it asks, since the records it has are up to a hand-off
+behind); it is read through
 ``sys.modules`` (loaded there by the worker), so importing the runtime
 never imports the pool.
 """

@@ -653,10 +653,10 @@ class Feed:
         self._eta = (self.run, now, eta)
 
     def _rate(self, run: RunLog, now: float, done: int) -> float:
-        """Tasks per second over the last couple of seconds (from the counts
-        this method is given, sampled at most every 50 ms, and the run's
-        start with none done: a first look after a long first batch reads
-        its rate, not 0.0 until the next look)."""
+        """Tasks per second over the last 3 seconds (from the counts given,
+        sampled at most every 50 ms, and the run's start with none done),
+        or since the look before, when none was that recent: a look after a
+        long first batch or a quiet spell reads its rate, not 0.0)."""
         rates = self._rates
         if self._rate_run is not run:
             self._rate_run = run
@@ -667,7 +667,7 @@ class Feed:
             rates.append((now, done))
         if not rates:
             return 0.0
-        recent = [(t, d) for t, d in rates if now - t <= 3.0] or [rates[-1]]
-        t, d = recent[0]
+        recent = [(t, d) for t, d in rates if now - t <= 3.0]  # (else the look before them)
+        t, d = recent[0] if len(recent) > 1 or len(recent) == len(rates) else rates[~len(recent)]
         dt = now - t
         return (done - d) / dt if dt > 0 else 0.0
