@@ -47,6 +47,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from operator import itemgetter, sub
 from typing import Any
 
 from ..metrics import nbytes
@@ -68,6 +69,11 @@ LONG = 1e-3
 ARM = 0.5
 # Calls between two readings of a watching budget, at most (see ``watch``).
 WATCH_EVERY = 4096
+# How fast memory may grow, bytes a second: a watching budget reads again
+# when memory growing this fast could reach ``arm_at`` (``watch``), after
+# ``POLL`` s at the soonest and ``WAIT_MAX`` s at the latest.
+GROWTH = 2 * 10**9 * (os.cpu_count() or 1)
+WAIT_MAX = 1.0
 # Results sized at most per reading while watching (``Budget._cache_estimate``).
 SAMPLE = 256
 # Results smaller than this are never spilled: a file per value would cost
@@ -263,11 +269,15 @@ class Budget:
         Watching, then counting.  A budget the run never comes near must cost
         next to nothing per task (the bar: ``benchmarks/README.md``): so a run starts
         *watching*, its loops unchanged but for a reading of the real memory
-        (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
-        more, and none of the hooks above run.  Once the real memory reaches
-        ``ARM`` x ``target``, or the results in the cache do by their sizes
-        (every ``POLL`` s: an allocator that reuses freed memory shows no
-        growth), or a long task's result alone does, the budget *arms*: every
+        (below) now and then or after a task of ``LONG`` seconds or more, and
+        none of the hooks above run.  The next reading is due when memory
+        growing at ``GROWTH`` bytes a second could have reached ``arm_at``
+        (``POLL`` s at the soonest, ``WAIT_MAX`` s at the latest: the loops
+        read the wait as ``poll``); in between, after a count of calls,
+        only the results in the cache are sized.  Once the real memory
+        reaches ``ARM`` x ``target``, or the results in the cache do by their
+        sizes (an allocator that reuses freed memory shows no growth), or a
+        long task's result alone does, the budget *arms*: every
         result in the cache is measured and held from then on, the hooks run, and
         a pool's batch takes a task only while its expected bytes fit below
         ``pause`` and none of its inputs is on disk (``fits``: the order and each
@@ -275,14 +285,21 @@ class Budget:
         """
         now = time.monotonic()
         self.countdown -= 1
-        if not long and now < self.due and self.countdown > 0:
+        due = long or now >= self.due
+        if not due and self.countdown > 0:
             return False
         self.every = self.countdown = min(2 * self.every, WATCH_EVERY)
-        self.due = now + POLL
-        self._last_poll = 0.0  # (read now)
-        if self._measure() >= self.arm_at or self._cache_estimate() >= self.arm_at:
+        seen = self._cache_estimate()
+        if due:  # (after a count of calls, only the sizes: the real memory costs more)
+            self._last_poll = 0.0  # (read now)
+            seen = max(seen, self._measure())
+        if seen >= self.arm_at:
             self.arm()
-        return self.armed
+            return True
+        if due:  # (far below ``arm_at``, rarely: memory growing at ``GROWTH`` could not reach it)
+            self.poll = max(POLL, min((self.arm_at - seen) / GROWTH, WAIT_MAX))
+            self.due = now + self.poll
+        return False
 
     def _cache_estimate(self) -> int:
         """The bytes the results in the cache take, by their sizes (every
@@ -373,13 +390,15 @@ class Budget:
         status = self.machine.status
         if not self.armed:
             long = big = False
-            cache, keys = self.machine.cache, self.machine.keys
-            for i, ok, _, t0, t1, *_ in records:  # (records_wire.Record tuples)
-                if i >= 0 and ok and t1 - t0 >= LONG:
-                    long = True
-                    if self._big(cache.get(keys[i])):
-                        big = True
-                        break
+            # (records_wire.Record tuples: the longest first, in C; notes say 0)
+            if records and max(map(sub, map(_END, records), map(_START, records))) >= LONG:
+                cache, keys = self.machine.cache, self.machine.keys
+                for i, ok, _, t0, t1, _, _ in records:
+                    if i >= 0 and ok and t1 - t0 >= LONG:
+                        long = True
+                        if self._big(cache.get(keys[i])):
+                            big = True
+                            break
             if not (self.watch(long) or big):
                 return
             for i, ok, *_ in records:  # (arming counted them)
@@ -487,6 +506,11 @@ class Budget:
             return _self_rss()
         shm, every_file = budget_limits.shm_bytes_held()
         total = shm + _self_private(shared_too=not every_file)
+        pids = _descendants()
+        if pids is not None:  # (Linux: a few small reads, no scan of every process)
+            for pid in pids:
+                total += _private_of(pid)
+            return total
         try:
             import psutil
 
@@ -652,4 +676,46 @@ def _self_private(shared_too: bool = False) -> int:
         return int(m.rss - getattr(m, "shared", 0))
 
 
+def _descendants() -> list[int] | None:
+    """The pids of this process's children, theirs, and so on, from each
+    thread's ``/proc/PID/task/TID/children`` (Linux); None where that
+    cannot be read (``psutil`` then scans every process: milliseconds)."""
+    me = os.getpid()
+    found: list[int] = []
+    todo = [me]
+    while todo:
+        pid = todo.pop()
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            if pid == me:
+                return None
+            continue  # (a child that has gone since listed)
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                    kids = [int(k) for k in f.read().split()]
+            except FileNotFoundError:
+                if pid == me:
+                    return None  # (a kernel without CONFIG_PROC_CHILDREN)
+                continue
+            except (OSError, ValueError):
+                continue
+            found.extend(kids)
+            todo.extend(kids)
+    return found
+
+
+def _private_of(pid: int) -> int:
+    """A process's resident memory less its shared pages (file and shared
+    memory), as psutil's ``rss - shared``: 0 once it has gone."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            fields = f.read().split()
+        return (int(fields[1]) - int(fields[2])) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_START, _END = itemgetter(3), itemgetter(4)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -342,3 +342,90 @@ def test_no_thread_is_left_behind(spill_dir):
     dsk, key, expected = held_graph(8, 2 * MB)
     assert get_sync(dsk, key, memory_limit="10MB") == expected
     assert set(threading.enumerate()) <= before
+
+
+# -- a budget far from its limit: rare, cheap readings ----------------------------------
+
+
+def _watching_budget(limit, real_memory, processes=False):
+    """A Budget on its own (no run), its real memory read from ``real_memory()``."""
+    from types import SimpleNamespace
+
+    from localsched.run import budget
+
+    class Fake(budget.Budget):
+        def _real_memory(self):
+            return real_memory()
+
+    machine = SimpleNamespace(cache={}, index={}, status=[], specs=[])
+    return Fake(budget_limits.thresholds(limit), machine, SimpleNamespace(memory=None),
+                processes=processes)
+
+
+def test_a_budget_far_from_its_limit_reads_the_memory_rarely():
+    """The wait until the next reading grows with the room left below the
+    level where the budget starts counting: a budget the run never comes
+    near costs next to nothing (each reading on processes reads every
+    worker's memory), one near it reads every ``POLL`` s as before."""
+    import time
+
+    from localsched.run import budget
+
+    used = [0]
+    far = _watching_budget(100 * 10**9, lambda: used[0])
+    assert not far.watch(False)
+    assert far.due - time.monotonic() > 10 * budget.POLL
+    near = _watching_budget(100 * MB, lambda: used[0])
+    used[0] = near.arm_at - MB  # (1 MB below arming)
+    assert not near.watch(False)
+    assert near.due - time.monotonic() <= budget.POLL
+    used[0] = near.arm_at
+    near.due = 0.0
+    assert near.watch(False)  # (reached: armed)
+
+
+def _hold_in_a_worker(fifo_ready, fifo_go, n):
+    """In a worker: hold ``n`` bytes (touched) until told to let go."""
+    held = np.ones(n // 8)
+    with open(fifo_ready, "w") as f:
+        f.write("held\n")
+    with open(fifo_go) as f:
+        f.readline()
+    return float(held[0])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm") or not hasattr(os, "mkfifo"),
+                    reason="Linux's /proc")
+def test_on_processes_a_reading_counts_what_a_worker_holds(tmp_path, monkeypatch):
+    """A reading on processes counts each worker's private memory, from the
+    workers' own entries in ``/proc`` (not a scan of every process on the
+    machine, as ``psutil.Process.children`` does: milliseconds a reading)."""
+    import psutil
+
+    def no_scan(self, recursive=False):
+        raise AssertionError("scanned every process for the workers")
+
+    mp_get({"warm": (sum, [1, 2])}, "warm", num_workers=2)
+    b = _watching_budget(10**9, lambda: 0, processes=True)
+    from localsched.run.budget import Budget
+
+    monkeypatch.setattr(psutil.Process, "children", no_scan)
+    before = Budget._real_memory(b)
+    ready, go = str(tmp_path / "ready"), str(tmp_path / "go")
+    os.mkfifo(ready)
+    os.mkfifo(go)
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(
+        mp_get({"h": (_hold_in_a_worker, ready, go, 64 * MB)}, "h", num_workers=2)))
+    t.start()
+    try:
+        with open(ready) as f:
+            assert f.readline() == "held\n"
+        during = Budget._real_memory(b)
+    finally:
+        with open(go, "w") as f:
+            f.write("go\n")
+        t.join(60)
+    assert result == [1.0]
+    assert during - before >= 48 * MB, (before, during)
