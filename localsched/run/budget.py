@@ -39,7 +39,7 @@ on threads nobody watches, the crew's workers take these readings
 themselves: ``threadloop``) and *arms* only near the budget
 (``Budget.watch``).  The real memory, not only the results' sizes, is
 what is kept under the budget: sizes miss what tasks allocate while they
-run and what the allocator keeps (``Budget._real_memory``).
+run and what the allocator keeps (``localsched.run.budget_memory``).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any
 from ..metrics import nbytes
 from ..plan.graph import DATA
 from ..utils import key_split
-from . import budget_limits
+from . import budget_limits, budget_memory
 from .budget_limits import Thresholds
 from .budget_record import DISK_READ, DISK_WRITE, BudgetRecord
 from .machine import DONE, RUNNING, RunState
@@ -153,7 +153,6 @@ class Budget:
         self.paused_since: float | None = None
         self.peak_measured = 0
         self.warned = False
-        self._proc: Any = None
         self._last_poll = 0.0
         self._measured = 0
         self.pinned: Any = ()  # the inputs of the task being prepared
@@ -488,43 +487,11 @@ class Budget:
         return self._measured
 
     def _real_memory(self) -> int:
-        """This process's RSS; on processes, each byte once: the private
-        memory of this process and its workers (RSS less file pages --
-        libraries, code the OS can page out -- and less shared pages) and
-        the shared memory the store made (``shm_bytes_held``; where that
-        leaves out the segments this process maps, its shared pages too).
-
-        The real memory.  Sizes miss what tasks allocate while they run and what
-        the allocator keeps; so every ``POLL`` seconds (not per task) the budget
-        reads the process's RSS (on processes, its own and its workers' private
-        memory and the shared-memory files its store made, workers' segments not
-        yet handled included: each byte once, a worker's imported libraries not at
-        all), and spills against the larger of the two.  A worker hands back what its tasks freed
-        after each job once the budget arms (``localsched.worker.budget_worker``).
-        """
-        if not self.processes:
-            return _self_rss()
-        shm, every_file = budget_limits.shm_bytes_held()
-        total = shm + _self_private(shared_too=not every_file)
-        pids = _descendants()
-        if pids is not None:  # (Linux: a few small reads, no scan of every process)
-            for pid in pids:
-                total += _private_of(pid)
-            return total
-        try:
-            import psutil
-
-            if self._proc is None:
-                self._proc = psutil.Process()
-            for child in self._proc.children(recursive=True):
-                try:
-                    m = child.memory_info()
-                    total += m.rss - getattr(m, "shared", 0)
-                except psutil.Error:
-                    pass
-        except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
-            pass
-        return total
+        """The real memory of the process tree (``localsched.run.budget_memory``):
+        read now and then, not per task, and spilled against when above what
+        the sizes count.  A worker hands back what its tasks freed after each
+        job once the budget arms (``localsched.worker.budget_worker``)."""
+        return budget_memory.real_memory(self.processes)
 
     # -- spilling -------------------------------------------------------------------
 
@@ -647,75 +614,4 @@ class Budget:
         self.timeline.append((time.time(), self.held_bytes, spilled))
 
 
-def _self_rss() -> int:
-    """This process's resident set, in bytes (cheap: one small read on Linux)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except OSError:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-
-
-def _self_private(shared_too: bool = False) -> int:
-    """This process's resident memory less its file pages, and less its
-    shared pages unless ``shared_too``."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            text = f.read()
-        total = 0
-        for field in (b"RssAnon:", b"RssShmem:") if shared_too else (b"RssAnon:",):
-            at = text.index(field) + len(field)
-            total += int(text[at:text.index(b"kB", at)]) * 1024
-        return total
-    except (OSError, ValueError):
-        import psutil
-
-        m = psutil.Process().memory_info()
-        return int(m.rss - getattr(m, "shared", 0))
-
-
-def _descendants() -> list[int] | None:
-    """The pids of this process's children, theirs, and so on, from each
-    thread's ``/proc/PID/task/TID/children`` (Linux); None where that
-    cannot be read (``psutil`` then scans every process: milliseconds)."""
-    me = os.getpid()
-    found: list[int] = []
-    todo = [me]
-    while todo:
-        pid = todo.pop()
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            if pid == me:
-                return None
-            continue  # (a child that has gone since listed)
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
-                    kids = [int(k) for k in f.read().split()]
-            except FileNotFoundError:
-                if pid == me:
-                    return None  # (a kernel without CONFIG_PROC_CHILDREN)
-                continue
-            except (OSError, ValueError):
-                continue
-            found.extend(kids)
-            todo.extend(kids)
-    return found
-
-
-def _private_of(pid: int) -> int:
-    """A process's resident memory less its shared pages (file and shared
-    memory), as psutil's ``rss - shared``: 0 once it has gone."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            fields = f.read().split()
-        return (int(fields[1]) - int(fields[2])) * _PAGE
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-_START, _END = itemgetter(3), itemgetter(4)
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_START, _END = itemgetter(3), itemgetter(4)  # (a Record's start and end)

@@ -9,8 +9,8 @@ Otherwise it pops the top of the ready stack
 a failing task raises its own exception with its own frames first.
 A finished task's record is built when posttask hooks or the run's
 records (``state.outcome.records``) want it.  Under a memory budget
-(``localsched.run.budget``), a copy of the plain loop reads the real memory now
-and then until the budget arms; from then on the measured loop calls the
+(``localsched.run.budget``), the same loop reads the real memory now and
+then until the budget arms; from then on the measured loop calls the
 budget before and after each task.
 """
 
@@ -24,6 +24,7 @@ from ..plan.graph import CALL, execute
 from ..utils import add_note
 from ..worker import runtime
 from ..worker.records_wire import TaskRecord
+from .budget import WATCH_EVERY
 from .lifecycle import Computation
 from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
 from .task_records import Writer
@@ -34,18 +35,27 @@ __all__ = ["run_inline"]
 def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     """Run every task of ``machine`` in this thread; returns the CPU seconds
     the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
-    ``localsched.run.budget.Budget``, watched by ``_run_watched`` until it arms,
-    then the measured loop runs, where its hooks are."""
+    ``localsched.run.budget.Budget``, watched by ``_run_observed`` until it
+    arms, then the measured loop runs, where its hooks are."""
     needs = comp.needs
     if needs.measure or needs.sample:
         return _run_measured(machine, comp, budget)
     if budget is None and not comp.cbs:
         _run_plain(machine, comp)
         return 0.0
-    if budget is not None:
-        if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
-            return _run_measured(machine, comp, budget)
-        return 0.0
+    if _run_observed(machine, comp, budget):  # (armed: the hooks run from now on)
+        return _run_measured(machine, comp, budget)
+    return 0.0
+
+
+def _run_observed(machine: RunState, comp: Computation, budget=None) -> bool:
+    """``run_inline`` while callbacks take part that neither measure nor
+    sample, or a memory budget only watches (see ``localsched.run.budget``:
+    "Watching, then counting"): then the real memory is read when the
+    budget says (``budget.poll`` s after the last reading), after a task
+    of ``budget.LONG`` s or more, and after 16, 32, ... up to
+    ``budget.WATCH_EVERY`` tasks; returns True once the budget arms (tasks may
+    be left).  With no budget, a task pays one test of a local for it."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     state, dsk = comp.view, comp.dsk
@@ -56,6 +66,13 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     new, record = tuple.__new__, TaskRecord  # (a record without a Python-level __new__)
     writer, sizes = _writer(state, comp)
     make_records = bool(posttasks) or writer is not None
+    watching = budget is not None
+    long = budget.long if watching else 0.0
+    due = now()
+    # (and after a count of tasks that doubles up to WATCH_EVERY: a run of
+    # fast tasks -- memory the allocator reuses is quick to fill -- may end
+    # within one poll: 13 readings in a 100k-task run)
+    every = countdown = 16
     while ready:
         i = ready.pop()
         key = keys[i]
@@ -84,7 +101,15 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
         value = None
-    return 0.0
+        if watching:
+            countdown -= 1
+            if t1 >= due or t1 - t0 >= long or not countdown:
+                budget.completed(i, True)
+                if budget.armed:
+                    return bool(ready)
+                due = t1 + budget.poll  # (the budget's wait: longer far from its limit)
+                every = countdown = min(2 * every, WATCH_EVERY)
+    return False
 
 
 def _run_plain(machine: RunState, comp: Computation) -> None:
@@ -142,68 +167,6 @@ def _run_plain(machine: RunState, comp: Computation) -> None:
                     del cache[keys[d]]
     finally:
         machine.remaining -= done
-
-
-#: Tasks between two readings of a watching budget, at most (see ``_run_watched``).
-WATCH_EVERY = 4096
-
-
-def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
-    """The plain loop while a memory budget only watches (see
-    ``localsched.run.budget``: "Watching, then counting"): the real memory is
-    read every ``budget.POLL`` s, after a task of ``budget.LONG`` s or
-    more, and after 16, 32, ... up to ``WATCH_EVERY`` tasks; returns True
-    once the budget arms (tasks may be left)."""
-    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
-                                         machine.status, machine.ready)
-    state, dsk = comp.view, comp.dsk
-    pretasks, posttasks = comp.pretasks, comp.posttasks
-    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
-    now = time.time
-    wid = threading.get_ident()
-    writer, sizes = _writer(state, comp)
-    make_records = bool(posttasks) or writer is not None
-    watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
-    # (and after a count of tasks that doubles up to WATCH_EVERY: a run of
-    # fast tasks -- memory the allocator reuses is quick to fill -- may end
-    # within one poll: 13 readings in a 100k-task run)
-    every = countdown = 16
-    while ready:
-        i = ready.pop()
-        key = keys[i]
-        if status[i] != READY:
-            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
-        status[i] = RUNNING
-        machine.current = i
-        for f in pretasks:
-            f(key, dsk, state)
-        t0 = now()
-        try:
-            value = execute(specs[i], cache)
-        except BaseException as exc:
-            _failed(state, key, exc, t0, now(), wid)
-            raise
-        t1 = now()
-        machine.current = None
-        freed = complete(i, value)
-        if make_records:
-            size = _metrics.nbytes(value) if sizes else None
-            if writer is not None:
-                writer.keep(key, t0, t1, wid, freed, None, size)
-            if posttasks:
-                state.task = tuple.__new__(TaskRecord, (
-                    key, t0, t1, wid, tuple(freed) if freed else (), None, None, None, size))
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
-        value = None
-        countdown -= 1
-        if t1 >= due or t1 - t0 >= long or not countdown:
-            watch(i, True)
-            if budget.armed:
-                return bool(ready)
-            due = t1 + poll
-            every = countdown = min(2 * every, WATCH_EVERY)
-    return False
 
 
 def _writer(state, comp: Computation) -> tuple[Writer | None, bool]:
