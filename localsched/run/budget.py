@@ -136,6 +136,7 @@ class Budget:
         self.machine = machine
         self.held: dict = {}  # task -> bytes, results in memory
         self.spilled: dict = {}  # task -> bytes, results on disk
+        self.kept: dict = {}  # task -> bytes, results held whose file stayed (``_read_back``)
         self.size: dict = {}  # task -> bytes of its result (kept after release)
         self.held_bytes = 0
         self.reserved: dict = {}  # running task -> bytes its output is expected to take
@@ -470,6 +471,8 @@ class Budget:
         n = self.held.pop(d, None)
         if n is not None:
             self.held_bytes -= n
+            if self.kept.pop(d, None) is not None and self.store is not None:
+                self.store.drop(d)
         elif self.spilled.pop(d, None) is not None and self.store is not None:
             self.store.drop(d)
 
@@ -552,23 +555,28 @@ class Budget:
             from .spill import SpillStore
 
             self.store = SpillStore(self.t.spill_directory, self.t.max_spill)
-        try:
-            written = self.store.put(d, self.load(value) if self.load is not None else value)
-        except BaseException:
-            self.held[d] = n
-            raise
+        written = 0
+        if self.kept.pop(d, None) is None:  # (else its file is still there: nothing to write)
+            try:
+                written = self.store.put(d, self.load(value) if self.load is not None else value)
+            except BaseException:
+                self.held[d] = n
+                raise
         m.cache[key] = Spilled(n)
         if self.release is not None:
             self.release(value)
         value = None
         self.held_bytes -= n
         self.spilled[d] = n
-        self.events.append((t0, time.time(), DISK_WRITE, key, written))
+        if written:
+            self.events.append((t0, time.time(), DISK_WRITE, key, written))
         return n
 
     def _read_back(self, d: int, make_room: bool = True) -> None:
         """Read result d back into the cache (room made first; the inputs
-        of the task being prepared are kept)."""
+        of the task being prepared are kept).  Its file stays while tasks
+        after the one being prepared will use it (``kept``): spilled again
+        before then, it is not written again."""
         m = self.machine
         n = self.spilled[d]
         if make_room:
@@ -579,7 +587,10 @@ class Budget:
                 self.reserved_bytes -= n
         t0 = time.time()
         value = self.store.get(d)
-        self.store.drop(d)
+        if make_room and (m.refs[d] > 1 or m.is_output[d]):
+            self.kept[d] = n
+        else:
+            self.store.drop(d)
         del self.spilled[d]
         m.cache[m.keys[d]] = value
         self.held[d] = n

@@ -429,3 +429,30 @@ def test_on_processes_a_reading_counts_what_a_worker_holds(tmp_path, monkeypatch
         t.join(60)
     assert result == [1.0]
     assert during - before >= 48 * MB, (before, during)
+
+
+# -- a result read back with users to come keeps its file -------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", list(GETS))
+def test_a_result_read_back_is_never_written_twice(name, spill_dir):
+    """Each block has three users far apart (its sum, then ``y`` after one
+    fan-in, ``z`` after another): read back for one user and spilled again
+    before the next, it is not written again -- its file stayed (each
+    value was written two or three times: disk time for nothing)."""
+    import collections
+
+    dsk, _, _ = held_graph(12, 2 * MB)
+    n = 12
+    dsk["m2"] = (sum, [("t", i) for i in range(n)])
+    dsk.update({("z", i): (np.add, ("x", i), "m2") for i in range(n)})
+    dsk.update({("u", i): (np.sum, ("z", i)) for i in range(n)})
+    dsk["out2"] = (sum, [("u", i) for i in range(n)])
+    cb = Outcome()
+    assert GETS[name](dsk, "out2", memory_limit="12MB", callbacks=[cb]) == get_sync(dsk, "out2")
+    events = cb.outcome.memory.events
+    writes = collections.Counter(e[3] for e in events if e[2] == "disk-write")
+    assert writes and max(writes.values()) == 1, writes
+    assert {e[2] for e in events} == {"disk-write", "disk-read"}
+    assert os.listdir(spill_dir) == []
