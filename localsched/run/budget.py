@@ -30,7 +30,8 @@ furthest away (an output nothing else uses first, then by the smallest
 static priority of a dependent still to run: ``machine.RunState.priority``;
 results a running task reads are never spilled).  A spilled result leaves a
 ``Spilled`` placeholder in the cache, so the cache's own bookkeeping
-(release when the last user ends) is unchanged.
+(release when the last user ends) is unchanged.  A result read back while
+later tasks still need it keeps its file: spilled again, nothing is written.
 
 Watching, then counting.  A budget the run never comes near must cost
 next to nothing per task (the bar: ``benchmarks/README.md``): so a run
@@ -60,7 +61,8 @@ from .machine import DONE, RUNNING, RunState
 
 __all__ = ["Budget", "MemoryBudgetError", "Spilled", "for_run", "POLL"]
 
-# Seconds between two readings of the real memory (RSS) while a budget runs.
+# Seconds between two readings of the real memory (RSS) while a budget counts,
+# and at the soonest while it watches (``watch``).
 POLL = 0.05
 # Watching, the budget also reads it after a task of this many seconds or
 # more (a task that makes a large result takes a while: its pages fault in).
@@ -127,7 +129,7 @@ def _fmt(n: float) -> str:
 class Budget:
     """One computation's memory budget (see the module docstring)."""
 
-    poll = POLL
+    poll = POLL  # (the wait until the next reading while watching: ``watch`` sets it)
     long = LONG
 
     def __init__(self, t: Thresholds, machine: RunState, outcome, *, transport: Any = None,
