@@ -456,3 +456,46 @@ def test_a_result_read_back_is_never_written_twice(name, spill_dir):
     assert writes and max(writes.values()) == 1, writes
     assert {e[2] for e in events} == {"disk-write", "disk-read"}
     assert os.listdir(spill_dir) == []
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_a_sync_budget_that_arms_mid_run_keeps_the_order_and_the_answer(watched, monkeypatch):
+    """On sync, a watching budget rides the loop a run without one takes
+    (the plain one, or with callbacks the observed one); when it arms, the
+    measured loop takes over the run where it stands: the same tasks in
+    the same order, the same answer."""
+    from operator import add
+
+    from localsched.run import budget
+    from localsched.run.machine import DONE
+
+    def run(**kw):
+        log: list = []
+
+        def leaf(i):
+            log.append(i)
+            return i
+
+        dsk: dict = {("x", i): (leaf, i) for i in range(64)}
+        level, n = "x", 64
+        while n > 1:
+            dsk.update({(level + "'", i): (add, (level, 2 * i), (level, 2 * i + 1))
+                        for i in range(n // 2)})
+            level, n = level + "'", n // 2
+        callbacks = [Callback(posttask=lambda *a: log.append("post"))] if watched else None
+        return get_sync(dsk, (level, 0), callbacks=callbacks, **kw), log
+
+    armed: list = []
+    arm = budget.Budget.arm
+
+    def noted_arm(self):
+        armed.append(sum(s == DONE for s in self.machine.status))
+        arm(self)
+
+    monkeypatch.setattr(budget.Budget, "arm", noted_arm)
+    monkeypatch.setattr(budget, "ARM", 0)  # (armed at the first reading: after the first task)
+    plain_answer, plain_log = run()
+    armed_answer, armed_log = run(memory_limit="1GB")
+    assert armed and 0 < armed[0] < 127, armed  # (mid-run: tasks done, tasks left)
+    assert armed_answer == plain_answer == sum(range(64))
+    assert armed_log == plain_log
