@@ -97,9 +97,9 @@ def _descendants() -> list[int] | None:
                 with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
                     kids = [int(k) for k in f.read().split()]
             except FileNotFoundError:
-                if pid == me:
+                if pid == me and tid == str(me):
                     return None  # (a kernel without CONFIG_PROC_CHILDREN)
-                continue
+                continue  # (a thread or a process that has gone since listed)
             except (OSError, ValueError):
                 continue
             found.extend(kids)

@@ -395,22 +395,28 @@ def _hold_in_a_worker(fifo_ready, fifo_go, n):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(not os.path.exists("/proc/self/statm") or not hasattr(os, "mkfifo"),
-                    reason="Linux's /proc")
-def test_on_processes_a_reading_counts_what_a_worker_holds(tmp_path, monkeypatch):
+@pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+                    or not hasattr(os, "mkfifo"), reason="Linux's /proc with its children files")
+@pytest.mark.parametrize("way", ["proc", "psutil"])
+def test_on_processes_a_reading_counts_what_a_worker_holds(way, tmp_path, monkeypatch):
     """A reading on processes counts each worker's private memory, from the
     workers' own entries in ``/proc`` (not a scan of every process on the
-    machine, as ``psutil.Process.children`` does: milliseconds a reading)."""
+    machine, as ``psutil.Process.children`` does: milliseconds a reading);
+    where those cannot be read, through psutil."""
     import psutil
+
+    from localsched.run import budget_memory
+    from localsched.run.budget import Budget
 
     def no_scan(self, recursive=False):
         raise AssertionError("scanned every process for the workers")
 
     mp_get({"warm": (sum, [1, 2])}, "warm", num_workers=2)
     b = _watching_budget(10**9, lambda: 0, processes=True)
-    from localsched.run.budget import Budget
-
-    monkeypatch.setattr(psutil.Process, "children", no_scan)
+    if way == "proc":
+        monkeypatch.setattr(psutil.Process, "children", no_scan)
+    else:
+        monkeypatch.setattr(budget_memory, "_descendants", lambda: None)
     before = Budget._real_memory(b)
     ready, go = str(tmp_path / "ready"), str(tmp_path / "go")
     os.mkfifo(ready)
