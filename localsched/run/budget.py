@@ -30,7 +30,8 @@ furthest away (an output nothing else uses first, then by the smallest
 static priority of a dependent still to run: ``machine.RunState.priority``;
 results a running task reads are never spilled).  A spilled result leaves a
 ``Spilled`` placeholder in the cache, so the cache's own bookkeeping
-(release when the last user ends) is unchanged.
+(release when the last user ends) is unchanged.  A result read back while
+later tasks still need it keeps its file: spilled again, nothing is written.
 
 Watching, then counting.  A budget the run never comes near must cost
 next to nothing per task (the bar: ``benchmarks/README.md``): so a run
@@ -39,27 +40,28 @@ on threads nobody watches, the crew's workers take these readings
 themselves: ``threadloop``) and *arms* only near the budget
 (``Budget.watch``).  The real memory, not only the results' sizes, is
 what is kept under the budget: sizes miss what tasks allocate while they
-run and what the allocator keeps (``Budget._real_memory``).
+run and what the allocator keeps (``localsched.run.budget_memory``).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import time
+from operator import itemgetter, sub
 from typing import Any
 
-from ..metrics import nbytes
+from ..metrics import sizeof
 from ..plan.graph import DATA
 from ..utils import key_split
-from . import budget_limits
+from . import budget_limits, budget_memory
 from .budget_limits import Thresholds
 from .budget_record import DISK_READ, DISK_WRITE, BudgetRecord
 from .machine import DONE, RUNNING, RunState
 
 __all__ = ["Budget", "MemoryBudgetError", "Spilled", "for_run", "POLL"]
 
-# Seconds between two readings of the real memory (RSS) while a budget runs.
+# Seconds between two readings of the real memory (RSS) while a budget counts,
+# and at the soonest while it watches (``watch``).
 POLL = 0.05
 # Watching, the budget also reads it after a task of this many seconds or
 # more (a task that makes a large result takes a while: its pages fault in).
@@ -68,6 +70,11 @@ LONG = 1e-3
 ARM = 0.5
 # Calls between two readings of a watching budget, at most (see ``watch``).
 WATCH_EVERY = 4096
+# How fast memory may grow, bytes a second: a watching budget reads again
+# when memory growing this fast could reach ``arm_at`` (``watch``), after
+# ``POLL`` s at the soonest and ``WAIT_MAX`` s at the latest.
+GROWTH = 2 * 10**9 * (os.cpu_count() or 1)
+WAIT_MAX = 1.0
 # Results sized at most per reading while watching (``Budget._cache_estimate``).
 SAMPLE = 256
 # Results smaller than this are never spilled: a file per value would cost
@@ -80,7 +87,6 @@ SCAN = 64
 # results are written in bursts, not one per task.
 HYSTERESIS = 0.1
 _NEVER = float("inf")
-_CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 
 
 class MemoryBudgetError(MemoryError):
@@ -121,7 +127,7 @@ def _fmt(n: float) -> str:
 class Budget:
     """One computation's memory budget (see the module docstring)."""
 
-    poll = POLL
+    poll = POLL  # (the wait until the next reading while watching: ``watch`` sets it)
     long = LONG
 
     def __init__(self, t: Thresholds, machine: RunState, outcome, *, transport: Any = None,
@@ -130,6 +136,7 @@ class Budget:
         self.machine = machine
         self.held: dict = {}  # task -> bytes, results in memory
         self.spilled: dict = {}  # task -> bytes, results on disk
+        self.kept: dict = {}  # task -> bytes, results held whose file stayed (``_read_back``)
         self.size: dict = {}  # task -> bytes of its result (kept after release)
         self.held_bytes = 0
         self.reserved: dict = {}  # running task -> bytes its output is expected to take
@@ -147,7 +154,6 @@ class Budget:
         self.paused_since: float | None = None
         self.peak_measured = 0
         self.warned = False
-        self._proc: Any = None
         self._last_poll = 0.0
         self._measured = 0
         self.pinned: Any = ()  # the inputs of the task being prepared
@@ -263,11 +269,15 @@ class Budget:
         Watching, then counting.  A budget the run never comes near must cost
         next to nothing per task (the bar: ``benchmarks/README.md``): so a run starts
         *watching*, its loops unchanged but for a reading of the real memory
-        (below) every ``POLL`` seconds or after a task of ``LONG`` seconds or
-        more, and none of the hooks above run.  Once the real memory reaches
-        ``ARM`` x ``target``, or the results in the cache do by their sizes
-        (every ``POLL`` s: an allocator that reuses freed memory shows no
-        growth), or a long task's result alone does, the budget *arms*: every
+        (below) now and then or after a task of ``LONG`` seconds or more, and
+        none of the hooks above run.  The next reading is due when memory
+        growing at ``GROWTH`` bytes a second could have reached ``arm_at``
+        (``POLL`` s at the soonest, ``WAIT_MAX`` s at the latest: the loops
+        read the wait as ``poll``); in between, after a count of calls,
+        only the results in the cache are sized.  Once the real memory
+        reaches ``ARM`` x ``target``, or the results in the cache do by their
+        sizes (an allocator that reuses freed memory shows no growth), or a
+        long task's result alone does, the budget *arms*: every
         result in the cache is measured and held from then on, the hooks run, and
         a pool's batch takes a task only while its expected bytes fit below
         ``pause`` and none of its inputs is on disk (``fits``: the order and each
@@ -275,14 +285,21 @@ class Budget:
         """
         now = time.monotonic()
         self.countdown -= 1
-        if not long and now < self.due and self.countdown > 0:
+        due = long or now >= self.due
+        if not due and self.countdown > 0:
             return False
         self.every = self.countdown = min(2 * self.every, WATCH_EVERY)
-        self.due = now + POLL
-        self._last_poll = 0.0  # (read now)
-        if self._measure() >= self.arm_at or self._cache_estimate() >= self.arm_at:
+        seen = self._cache_estimate()
+        if due:  # (after a count of calls, only the sizes: the real memory costs more)
+            self._last_poll = 0.0  # (read now)
+            seen = max(seen, self._measure())
+        if seen >= self.arm_at:
             self.arm()
-        return self.armed
+            return True
+        if due:  # (far below ``arm_at``, rarely: memory growing at ``GROWTH`` could not reach it)
+            self.poll = max(POLL, min((self.arm_at - seen) / GROWTH, WAIT_MAX))
+            self.due = now + self.poll
+        return False
 
     def _cache_estimate(self) -> int:
         """The bytes the results in the cache take, by their sizes (every
@@ -373,13 +390,15 @@ class Budget:
         status = self.machine.status
         if not self.armed:
             long = big = False
-            cache, keys = self.machine.cache, self.machine.keys
-            for i, ok, _, t0, t1, *_ in records:  # (records_wire.Record tuples)
-                if i >= 0 and ok and t1 - t0 >= LONG:
-                    long = True
-                    if self._big(cache.get(keys[i])):
-                        big = True
-                        break
+            # (records_wire.Record tuples: the longest first, in C; notes say 0)
+            if records and max(map(sub, map(_END, records), map(_START, records))) >= LONG:
+                cache, keys = self.machine.cache, self.machine.keys
+                for i, ok, _, t0, t1, _, _ in records:
+                    if i >= 0 and ok and t1 - t0 >= LONG:
+                        long = True
+                        if self._big(cache.get(keys[i])):
+                            big = True
+                            break
             if not (self.watch(long) or big):
                 return
             for i, ok, *_ in records:  # (arming counted them)
@@ -433,14 +452,7 @@ class Budget:
             return int(value.size)
         if type(value) is Spilled:
             return value.nbytes
-        if type(value) in _CONTAINERS:  # (their items too: dask's sizeof samples them)
-            sizeof = sys.modules.get("dask.sizeof")
-            if sizeof is not None:
-                try:
-                    return int(sizeof.sizeof(value))
-                except Exception:  # noqa: BLE001 -- a size is an estimate, never an error
-                    pass
-        n = nbytes(value)
+        n = sizeof(value)  # (a container with its items: the report's measure too)
         return n if n is not None else 0
 
     def _expected(self, i: int) -> int:
@@ -452,6 +464,8 @@ class Budget:
         n = self.held.pop(d, None)
         if n is not None:
             self.held_bytes -= n
+            if self.kept.pop(d, None) is not None and self.store is not None:
+                self.store.drop(d)
         elif self.spilled.pop(d, None) is not None and self.store is not None:
             self.store.drop(d)
 
@@ -469,38 +483,11 @@ class Budget:
         return self._measured
 
     def _real_memory(self) -> int:
-        """This process's RSS; on processes, each byte once: the private
-        memory of this process and its workers (RSS less file pages --
-        libraries, code the OS can page out -- and less shared pages) and
-        the shared memory the store made (``shm_bytes_held``; where that
-        leaves out the segments this process maps, its shared pages too).
-
-        The real memory.  Sizes miss what tasks allocate while they run and what
-        the allocator keeps; so every ``POLL`` seconds (not per task) the budget
-        reads the process's RSS (on processes, its own and its workers' private
-        memory and the shared-memory files its store made, workers' segments not
-        yet handled included: each byte once, a worker's imported libraries not at
-        all), and spills against the larger of the two.  A worker hands back what its tasks freed
-        after each job once the budget arms (``localsched.worker.budget_worker``).
-        """
-        if not self.processes:
-            return _self_rss()
-        shm, every_file = budget_limits.shm_bytes_held()
-        total = shm + _self_private(shared_too=not every_file)
-        try:
-            import psutil
-
-            if self._proc is None:
-                self._proc = psutil.Process()
-            for child in self._proc.children(recursive=True):
-                try:
-                    m = child.memory_info()
-                    total += m.rss - getattr(m, "shared", 0)
-                except psutil.Error:
-                    pass
-        except Exception:  # noqa: BLE001 -- a reading that fails reads as nothing more
-            pass
-        return total
+        """The real memory of the process tree (``localsched.run.budget_memory``):
+        read now and then, not per task, and spilled against when above what
+        the sizes count.  A worker hands back what its tasks freed after each
+        job once the budget arms (``localsched.worker.budget_worker``)."""
+        return budget_memory.real_memory(self.processes)
 
     # -- spilling -------------------------------------------------------------------
 
@@ -561,23 +548,28 @@ class Budget:
             from .spill import SpillStore
 
             self.store = SpillStore(self.t.spill_directory, self.t.max_spill)
-        try:
-            written = self.store.put(d, self.load(value) if self.load is not None else value)
-        except BaseException:
-            self.held[d] = n
-            raise
+        written = 0
+        if self.kept.pop(d, None) is None:  # (else its file is still there: nothing to write)
+            try:
+                written = self.store.put(d, self.load(value) if self.load is not None else value)
+            except BaseException:
+                self.held[d] = n
+                raise
         m.cache[key] = Spilled(n)
         if self.release is not None:
             self.release(value)
         value = None
         self.held_bytes -= n
         self.spilled[d] = n
-        self.events.append((t0, time.time(), DISK_WRITE, key, written))
+        if written:
+            self.events.append((t0, time.time(), DISK_WRITE, key, written))
         return n
 
     def _read_back(self, d: int, make_room: bool = True) -> None:
         """Read result d back into the cache (room made first; the inputs
-        of the task being prepared are kept)."""
+        of the task being prepared are kept).  Its file stays while tasks
+        after the one being prepared will use it (``kept``): spilled again
+        before then, it is not written again."""
         m = self.machine
         n = self.spilled[d]
         if make_room:
@@ -588,7 +580,10 @@ class Budget:
                 self.reserved_bytes -= n
         t0 = time.time()
         value = self.store.get(d)
-        self.store.drop(d)
+        if make_room and (m.refs[d] > 1 or m.is_output[d]):
+            self.kept[d] = n
+        else:
+            self.store.drop(d)
         del self.spilled[d]
         m.cache[m.keys[d]] = value
         self.held[d] = n
@@ -623,33 +618,4 @@ class Budget:
         self.timeline.append((time.time(), self.held_bytes, spilled))
 
 
-def _self_rss() -> int:
-    """This process's resident set, in bytes (cheap: one small read on Linux)."""
-    try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[1]) * _PAGE
-    except OSError:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-
-
-def _self_private(shared_too: bool = False) -> int:
-    """This process's resident memory less its file pages, and less its
-    shared pages unless ``shared_too``."""
-    try:
-        with open("/proc/self/status", "rb") as f:
-            text = f.read()
-        total = 0
-        for field in (b"RssAnon:", b"RssShmem:") if shared_too else (b"RssAnon:",):
-            at = text.index(field) + len(field)
-            total += int(text[at:text.index(b"kB", at)]) * 1024
-        return total
-    except (OSError, ValueError):
-        import psutil
-
-        m = psutil.Process().memory_info()
-        return int(m.rss - getattr(m, "shared", 0))
-
-
-_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_START, _END = itemgetter(3), itemgetter(4)  # (a Record's start and end)

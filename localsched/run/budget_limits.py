@@ -33,13 +33,12 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from typing import Any, NamedTuple
 
 from ..system.options import dask_config
 
 __all__ = ["parse_memory_limit", "parse_bytes", "configured_limit", "thresholds",
-           "Thresholds", "machine_memory", "container_limit", "shm_bytes_held"]
+           "Thresholds", "machine_memory", "container_limit"]
 
 _UNITS = {
     "": 1, "b": 1,
@@ -184,48 +183,3 @@ def _system_total() -> int:
     total = machine_memory()
     limit = container_limit()
     return limit if limit is not None and 0 < limit < total else total
-
-
-def shm_bytes_held() -> tuple[int, bool]:
-    """Bytes of shared memory this process's segment store has made (RAM,
-    in no process's private RSS), and whether that is every one of its
-    files: where segments are files (``/dev/shm``), their blocks, read from
-    the directory -- live segments, the free list, and those workers wrote
-    for records not handled yet (the store learns of them later); else
-    the store's own count, which leaves out what this process maps.
-    The one place the budget reads the store."""
-    import sys
-
-    store_module = sys.modules.get("localsched._shm.store")
-    if store_module is None:  # (no pool has made one: nothing held)
-        return 0, True
-    total, complete = 0, True
-    for store in store_module.stores():
-        held = _files_held(store)
-        if held is None:  # (not files: the store's own count)
-            total += store.bytes_held()
-            complete = False
-        else:
-            total += held
-    return total, complete
-
-
-def _files_held(store) -> int | None:
-    """The blocks of ``store``'s files in its directory, or None where its
-    segments are not files one can list (or the listing failed)."""
-    if not getattr(store.kind, "maps_by_descriptor", False):
-        return None
-    prefix, total = store.prefix, 0
-    try:
-        with os.scandir(store.kind.directory) as entries:
-            for entry in entries:
-                if entry.name.startswith(prefix):
-                    try:
-                        st = entry.stat(follow_symlinks=False)
-                    except OSError:  # (gone since listed)
-                        continue
-                    if stat.S_ISREG(st.st_mode):
-                        total += st.st_blocks * 512
-    except OSError:
-        return None
-    return total

@@ -1,7 +1,7 @@
 """The inline loop: every task in the caller's thread, by the ready rule.
 
-The synchronous scheduler's loop.  When no callback at all takes part and
-no budget holds, nothing can read the run's view, so a lean copy of the
+The synchronous scheduler's loop.  When no callback at all takes part,
+nothing can read the run's view, so a lean copy of the
 loop (``_run_plain``) does only the run's moves: no note of the task
 running, no times, no ``finished``/``released`` sets, the move inlined.
 Otherwise it pops the top of the ready stack
@@ -9,9 +9,10 @@ Otherwise it pops the top of the ready stack
 a failing task raises its own exception with its own frames first.
 A finished task's record is built when posttask hooks or the run's
 records (``state.outcome.records``) want it.  Under a memory budget
-(``localsched.run.budget``), a copy of the plain loop reads the real memory now
-and then until the budget arms; from then on the measured loop calls the
-budget before and after each task.
+(``localsched.run.budget``), the same loops take their tasks through a
+``pop`` that lets the budget read the real memory now and then
+(``_watching``: with no budget, a task pays nothing for it); once the
+budget arms, the measured loop calls it before and after each task.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from ..plan.graph import CALL, execute
 from ..utils import add_note
 from ..worker import runtime
 from ..worker.records_wire import TaskRecord
+from .budget import WATCH_EVERY
 from .lifecycle import Computation
 from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
 from .task_records import Writer
@@ -34,20 +36,65 @@ __all__ = ["run_inline"]
 def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     """Run every task of ``machine`` in this thread; returns the CPU seconds
     the tasks took when ``comp.needs.measure`` (else 0).  ``budget``: a
-    ``localsched.run.budget.Budget``, watched by ``_run_watched`` until it arms,
-    then the measured loop runs, where its hooks are."""
+    ``localsched.run.budget.Budget``, watched (``_watching``) by the plain
+    or the observed loop until it arms, then the measured loop runs, where
+    its hooks are."""
     needs = comp.needs
     if needs.measure or needs.sample:
         return _run_measured(machine, comp, budget)
-    if budget is None and not comp.cbs:
-        _run_plain(machine, comp)
-        return 0.0
-    if budget is not None:
-        if _run_watched(machine, comp, budget):  # (armed: the hooks run from now on)
-            return _run_measured(machine, comp, budget)
-        return 0.0
+    try:
+        if comp.cbs:
+            _run_observed(machine, comp, budget)
+        else:
+            _run_plain(machine, comp, budget)
+    except _Armed:  # (tasks are left: the budget's hooks run from now on)
+        return _run_measured(machine, comp, budget)
+    return 0.0
+
+
+class _Armed(Exception):
+    """A watching budget armed (``_watching``): the loop hands over."""
+
+
+def _watching(machine: RunState, budget):
+    """The ready stack's ``pop`` for a loop while a memory budget only
+    watches (see ``localsched.run.budget``: "Watching, then counting"):
+    before each task, the budget reads the memory when it says (``poll``
+    s after its last reading), after a task of ``LONG`` s or more (the
+    time since the last pop: that task's, and its moves), and after 16,
+    32, ... up to ``WATCH_EVERY`` tasks; raises ``_Armed`` once it arms.
+    A loop's own ``pop``: the loops are the same with a budget or none,
+    and with none a task pays nothing for it."""
+    pop, now, completed, long = machine.ready.pop, time.time, budget.completed, budget.long
+    last = -1
+    due = then = now()
+    # (the count doubles up to WATCH_EVERY: a run of fast tasks -- memory
+    # the allocator reuses is quick to fill -- may end within one poll)
+    every = countdown = 16
+
+    def take() -> int:
+        nonlocal last, due, then, every, countdown
+        t = now()
+        countdown -= 1
+        if (t >= due or t - then >= long or not countdown) and last >= 0:
+            completed(last, True)  # (the task before: it has completed)
+            if budget.armed:
+                raise _Armed
+            due = t + budget.poll  # (the budget's wait: longer far from its limit)
+            every = countdown = min(2 * every, WATCH_EVERY)
+        then = t
+        last = pop()
+        return last
+
+    return take
+
+
+def _run_observed(machine: RunState, comp: Computation, budget=None) -> None:
+    """``run_inline`` while callbacks take part that neither measure nor
+    sample (with a budget: until it arms, ``_watching``)."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
+    pop = ready.pop if budget is None else _watching(machine, budget)
     state, dsk = comp.view, comp.dsk
     pretasks, posttasks = comp.pretasks, comp.posttasks
     complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
@@ -57,7 +104,7 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
     writer, sizes = _writer(state, comp)
     make_records = bool(posttasks) or writer is not None
     while ready:
-        i = ready.pop()
+        i = pop()
         key = keys[i]
         if status[i] != READY:
             raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
@@ -84,21 +131,22 @@ def run_inline(machine: RunState, comp: Computation, budget=None) -> float:
                 for f in posttasks:
                     f(key, value, dsk, state, wid)
         value = None
-    return 0.0
 
 
-def _run_plain(machine: RunState, comp: Computation) -> None:
+def _run_plain(machine: RunState, comp: Computation, budget=None) -> None:
     """``run_inline`` when no callback at all takes part (nothing can read
-    the state's view) and no budget holds: the run's moves only, with no
-    bookkeeping that only a view reads (``finished``, ``released``, the
-    task running now, the tasks' times).  ``RunState.mover``'s move is
+    the state's view; with a budget, until it arms: ``_watching``): the
+    run's moves only, with no bookkeeping that only a view reads
+    (``finished``, ``released``, the task running now, the tasks' times).
+    ``RunState.mover``'s move is
     spelled out here (a call per task saved): keep the two in step.  The
     order, the releases and a failure's traceback are the other loops'."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
     waiting, dependents, deps = machine.waiting, machine.dependents, machine.deps
     refs, is_output = machine.refs, machine.is_output
-    push, by_priority, pop = ready.extend, machine.priority.__getitem__, ready.pop
+    push, by_priority = ready.extend, machine.priority.__getitem__
+    pop = ready.pop if budget is None else _watching(machine, budget)
     done = 0
     try:
         while ready:
@@ -142,68 +190,6 @@ def _run_plain(machine: RunState, comp: Computation) -> None:
                     del cache[keys[d]]
     finally:
         machine.remaining -= done
-
-
-#: Tasks between two readings of a watching budget, at most (see ``_run_watched``).
-WATCH_EVERY = 4096
-
-
-def _run_watched(machine: RunState, comp: Computation, budget) -> bool:
-    """The plain loop while a memory budget only watches (see
-    ``localsched.run.budget``: "Watching, then counting"): the real memory is
-    read every ``budget.POLL`` s, after a task of ``budget.LONG`` s or
-    more, and after 16, 32, ... up to ``WATCH_EVERY`` tasks; returns True
-    once the budget arms (tasks may be left)."""
-    keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
-                                         machine.status, machine.ready)
-    state, dsk = comp.view, comp.dsk
-    pretasks, posttasks = comp.pretasks, comp.posttasks
-    complete = machine.mover()  # (RunState.mover's complete(i, value): a closure, for speed)
-    now = time.time
-    wid = threading.get_ident()
-    writer, sizes = _writer(state, comp)
-    make_records = bool(posttasks) or writer is not None
-    watch, long, poll, due = budget.completed, budget.long, budget.poll, now()
-    # (and after a count of tasks that doubles up to WATCH_EVERY: a run of
-    # fast tasks -- memory the allocator reuses is quick to fill -- may end
-    # within one poll: 13 readings in a 100k-task run)
-    every = countdown = 16
-    while ready:
-        i = ready.pop()
-        key = keys[i]
-        if status[i] != READY:
-            raise InvalidStateError(f"task {key!r} started while {STATE_NAMES[status[i]]}")
-        status[i] = RUNNING
-        machine.current = i
-        for f in pretasks:
-            f(key, dsk, state)
-        t0 = now()
-        try:
-            value = execute(specs[i], cache)
-        except BaseException as exc:
-            _failed(state, key, exc, t0, now(), wid)
-            raise
-        t1 = now()
-        machine.current = None
-        freed = complete(i, value)
-        if make_records:
-            size = _metrics.sizeof(value) if sizes else None
-            if writer is not None:
-                writer.keep(key, t0, t1, wid, freed, None, size)
-            if posttasks:
-                state.task = tuple.__new__(TaskRecord, (
-                    key, t0, t1, wid, tuple(freed) if freed else (), None, None, None, size))
-                for f in posttasks:
-                    f(key, value, dsk, state, wid)
-        value = None
-        countdown -= 1
-        if t1 >= due or t1 - t0 >= long or not countdown:
-            watch(i, True)
-            if budget.armed:
-                return bool(ready)
-            due = t1 + poll
-            every = countdown = min(2 * every, WATCH_EVERY)
-    return False
 
 
 def _writer(state, comp: Computation) -> tuple[Writer | None, bool]:

@@ -342,3 +342,166 @@ def test_no_thread_is_left_behind(spill_dir):
     dsk, key, expected = held_graph(8, 2 * MB)
     assert get_sync(dsk, key, memory_limit="10MB") == expected
     assert set(threading.enumerate()) <= before
+
+
+# -- a budget far from its limit: rare, cheap readings ----------------------------------
+
+
+def _watching_budget(limit, real_memory, processes=False):
+    """A Budget on its own (no run), its real memory read from ``real_memory()``."""
+    from types import SimpleNamespace
+
+    from localsched.run import budget
+
+    class Fake(budget.Budget):
+        def _real_memory(self):
+            return real_memory()
+
+    machine = SimpleNamespace(cache={}, index={}, status=[], specs=[])
+    return Fake(budget_limits.thresholds(limit), machine, SimpleNamespace(memory=None),
+                processes=processes)
+
+
+def test_a_budget_far_from_its_limit_reads_the_memory_rarely():
+    """The wait until the next reading grows with the room left below the
+    level where the budget starts counting: a budget the run never comes
+    near costs next to nothing (each reading on processes reads every
+    worker's memory), one near it reads every ``POLL`` s as before."""
+    import time
+
+    from localsched.run import budget
+
+    used = [0]
+    far = _watching_budget(100 * 10**9, lambda: used[0])
+    assert not far.watch(False)
+    assert far.due - time.monotonic() > 10 * budget.POLL
+    near = _watching_budget(100 * MB, lambda: used[0])
+    used[0] = near.arm_at - MB  # (1 MB below arming)
+    assert not near.watch(False)
+    assert near.due - time.monotonic() <= budget.POLL
+    used[0] = near.arm_at
+    near.due = 0.0
+    assert near.watch(False)  # (reached: armed)
+
+
+def _hold_in_a_worker(fifo_ready, fifo_go, n):
+    """In a worker: hold ``n`` bytes (touched) until told to let go."""
+    held = np.ones(n // 8)
+    with open(fifo_ready, "w") as f:
+        f.write("held\n")
+    with open(fifo_go) as f:
+        f.readline()
+    return float(held[0])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not os.path.exists(f"/proc/self/task/{os.getpid()}/children")
+                    or not hasattr(os, "mkfifo"), reason="Linux's /proc with its children files")
+@pytest.mark.parametrize("way", ["proc", "psutil"])
+def test_on_processes_a_reading_counts_what_a_worker_holds(way, tmp_path, monkeypatch):
+    """A reading on processes counts each worker's private memory, from the
+    workers' own entries in ``/proc`` (not a scan of every process on the
+    machine, as ``psutil.Process.children`` does: milliseconds a reading);
+    where those cannot be read, through psutil."""
+    import psutil
+
+    from localsched.run import budget_memory
+    from localsched.run.budget import Budget
+
+    def no_scan(self, recursive=False):
+        raise AssertionError("scanned every process for the workers")
+
+    mp_get({"warm": (sum, [1, 2])}, "warm", num_workers=2)
+    b = _watching_budget(10**9, lambda: 0, processes=True)
+    if way == "proc":
+        monkeypatch.setattr(psutil.Process, "children", no_scan)
+    else:
+        monkeypatch.setattr(budget_memory, "_descendants", lambda: None)
+    before = Budget._real_memory(b)
+    ready, go = str(tmp_path / "ready"), str(tmp_path / "go")
+    os.mkfifo(ready)
+    os.mkfifo(go)
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(
+        mp_get({"h": (_hold_in_a_worker, ready, go, 64 * MB)}, "h", num_workers=2)))
+    t.start()
+    try:
+        with open(ready) as f:
+            assert f.readline() == "held\n"
+        during = Budget._real_memory(b)
+    finally:
+        with open(go, "w") as f:
+            f.write("go\n")
+        t.join(60)
+    assert result == [1.0]
+    assert during - before >= 48 * MB, (before, during)
+
+
+# -- a result read back with users to come keeps its file -------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("name", list(GETS))
+def test_a_result_read_back_is_never_written_twice(name, spill_dir):
+    """Each block has three users far apart (its sum, then ``y`` after one
+    fan-in, ``z`` after another): read back for one user and spilled again
+    before the next, it is not written again -- its file stayed (each
+    value was written two or three times: disk time for nothing)."""
+    import collections
+
+    dsk, _, _ = held_graph(12, 2 * MB)
+    n = 12
+    dsk["m2"] = (sum, [("t", i) for i in range(n)])
+    dsk.update({("z", i): (np.add, ("x", i), "m2") for i in range(n)})
+    dsk.update({("u", i): (np.sum, ("z", i)) for i in range(n)})
+    dsk["out2"] = (sum, [("u", i) for i in range(n)])
+    cb = Outcome()
+    assert GETS[name](dsk, "out2", memory_limit="12MB", callbacks=[cb]) == get_sync(dsk, "out2")
+    events = cb.outcome.memory.events
+    writes = collections.Counter(e[3] for e in events if e[2] == "disk-write")
+    assert writes and max(writes.values()) == 1, writes
+    assert {e[2] for e in events} == {"disk-write", "disk-read"}
+    assert os.listdir(spill_dir) == []
+
+
+@pytest.mark.parametrize("watched", [False, True])
+def test_a_sync_budget_that_arms_mid_run_keeps_the_order_and_the_answer(watched, monkeypatch):
+    """On sync, a watching budget rides the loop a run without one takes
+    (the plain one, or with callbacks the observed one); when it arms, the
+    measured loop takes over the run where it stands: the same tasks in
+    the same order, the same answer."""
+    from operator import add
+
+    from localsched.run import budget
+    from localsched.run.machine import DONE
+
+    def run(**kw):
+        log: list = []
+
+        def leaf(i):
+            log.append(i)
+            return i
+
+        dsk: dict = {("x", i): (leaf, i) for i in range(64)}
+        level, n = "x", 64
+        while n > 1:
+            dsk.update({(level + "'", i): (add, (level, 2 * i), (level, 2 * i + 1))
+                        for i in range(n // 2)})
+            level, n = level + "'", n // 2
+        callbacks = [Callback(posttask=lambda *a: log.append("post"))] if watched else None
+        return get_sync(dsk, (level, 0), callbacks=callbacks, **kw), log
+
+    armed: list = []
+    arm = budget.Budget.arm
+
+    def noted_arm(self):
+        armed.append(sum(s == DONE for s in self.machine.status))
+        arm(self)
+
+    monkeypatch.setattr(budget.Budget, "arm", noted_arm)
+    monkeypatch.setattr(budget, "ARM", 0)  # (armed at the first reading: after the first task)
+    plain_answer, plain_log = run()
+    armed_answer, armed_log = run(memory_limit="1GB")
+    assert armed and 0 < armed[0] < 127, armed  # (mid-run: tasks done, tasks left)
+    assert armed_answer == plain_answer == sum(range(64))
+    assert armed_log == plain_log
