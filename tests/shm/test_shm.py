@@ -348,17 +348,25 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
     assert released()
 
 
+#: /dev/shm's room left above the reserve in the tests of a full /dev/shm,
+#: and a value (float64 elements) twice that size: 48 MB of margin both ways
+#: for what other programs take or free meanwhile.
+ROOM = 48 << 20
+TOO_BIG = 2 * ROOM // 8
+
+
 @files_only
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
-    # Room for the scheduler's check (threshold + reserve), not for 64 MB:
-    # wide margins both ways, since other processes use /dev/shm too.
+    # Room for the scheduler's check (threshold + reserve), not for the value:
+    # wide margins both ways, since other processes use /dev/shm too (other
+    # test runs beside this one took 25 MB of a 16 MB margin meanwhile).
     free = segments.free_bytes(store_now().kind) or 0
-    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
-    dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - ROOM)))
+    dsk = {"a": (make, "f8", TOO_BIG), "b": (described, "a")}
     with pytest.warns(RuntimeWarning, match="shared memory is full") as record:
         how, b = get(dsk, "b")
     assert how != "mmap"
-    np.testing.assert_array_equal(b, make("f8", 8_000_000))
+    np.testing.assert_array_equal(b, make("f8", TOO_BIG))
     # The worker's failure reaches the caller, who warns (once); the
     # worker prints nothing of its own.
     assert len([w for w in record if "shared memory" in str(w.message)]) == 1
@@ -377,8 +385,8 @@ def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monk
     import warnings
 
     free = segments.free_bytes(store_now().kind) or 0
-    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
-    dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - ROOM)))
+    dsk = {"a": (make, "f8", TOO_BIG), "b": (described, "a")}
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(RuntimeWarning, match="shared memory is full"):
