@@ -383,22 +383,20 @@ def test_after_ctrl_c_the_program_exits_without_waiting_for_running_tasks(tmp_pa
         import localsched
 
         def long_task():
-            # Ctrl-C arrives while this runs (and would run for 60 s).
+            # Ctrl-C arrives while this runs (and would run for longer
+            # than the test may: a script that waited for it times out).
             os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(60)
+            time.sleep(600)
 
         try:
             localsched.get({"long": (long_task,)}, "long")
         except KeyboardInterrupt:
             print("interrupted", flush=True)
     """), encoding="utf-8")
-    t0 = time.monotonic()
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=50, cwd=os.path.dirname(os.path.dirname(__file__)))
-    elapsed = time.monotonic() - t0
+                          timeout=100, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert proc.stdout.strip() == "interrupted", proc.stderr
-    assert proc.returncode == 0
-    assert elapsed < 20  # it did not wait for the 60 s task
+    assert proc.returncode == 0  # (and it did not wait for the 600 s task)
 
 
 # -- 8. tracebacks ------------------------------------------------------------------

@@ -25,6 +25,7 @@ import dask
 import dask.array as da
 
 import localsched.distributed as ld
+from conftest import SCHEDULER_CLOCK_SHIFT
 from localsched.callbacks import Callback
 from localsched.diagnostics import Profiler, ProgressBar
 from tests.support.platform_marks import needs_posix_signals
@@ -184,8 +185,12 @@ def test_the_diagnostics_import_nothing_from_companion_mode():
 
 def _run_and_break(client, breaker, name):
     """A long task runs under ld.get; ``breaker(client)`` runs from another
-    thread once it is dispatched.  Returns (exception, seconds, finish's
-    errored)."""
+    thread once it is dispatched.  Returns (exception, finish's errored).
+
+    The task waits for an event nobody sets, longer than the test may run
+    (its timeout): an error out of ``ld.get`` is the breaker's doing, and
+    its promptness is bounded by the test's timeout, not by a clock the
+    machine's load could stretch."""
     started = threading.Event()
     finished = []
     cb = Callback(pretask=lambda key, dsk, state: started.set(),
@@ -197,24 +202,26 @@ def _run_and_break(client, breaker, name):
 
     t = threading.Thread(target=other)
     t.start()
-    t0 = time.monotonic()
     try:
         with pytest.raises(BaseException) as info:
-            ld.get({"long": (wait_for_event, name, 60)}, "long", client=client, callbacks=[cb])
+            ld.get({"long": (wait_for_event, name, 600)}, "long", client=client,
+                   callbacks=[cb])
     finally:
         t.join(30)
-    return info.value, time.monotonic() - t0, finished
+    return info.value, finished
 
 
 def test_cancel_from_another_thread_gives_distributeds_error(cluster_client):
     from distributed.client import FutureCancelledError
 
-    exc, seconds, finished = _run_and_break(
-        cluster_client, lambda c: c.cancel([distributed.Future("long", c)], reason="enough"),
-        "test-cancel")
+    try:
+        exc, finished = _run_and_break(
+            cluster_client, lambda c: c.cancel([distributed.Future("long", c)], reason="enough"),
+            "test-cancel")
+    finally:  # (the shared cluster's worker still runs the task: end it)
+        distributed.Event("test-cancel", client=cluster_client).set()
     assert isinstance(exc, FutureCancelledError) and "enough" in str(exc)
-    assert seconds < 10 and finished == [True]
-    distributed.Event("test-cancel", client=cluster_client).set()
+    assert finished == [True]
     assert ld.get({"x": (inc, 1)}, "x", client=cluster_client) == 2
 
 
@@ -227,18 +234,18 @@ def test_close_and_restart_from_another_thread(tmp_path):
     try:
         address = cluster.client.scheduler.address
         c1 = distributed.Client(address, set_as_default=False)
-        exc, seconds, finished = _run_and_break(c1, lambda c: c.restart(wait_for_workers=False),
-                                                "test-restart")
+        exc, finished = _run_and_break(c1, lambda c: c.restart(wait_for_workers=False),
+                                       "test-restart")
         assert isinstance(exc, (distributed.client.FutureCancelledError,
                                 distributed.client.CancelledError)), repr(exc)
-        assert seconds < 30 and finished == [True]
+        assert finished == [True]
         c1.wait_for_workers(2, timeout=30)
         assert ld.get({"x": (inc, 1)}, "x", client=c1) == 2
-        exc, seconds, finished = _run_and_break(c1, lambda c: c.close(), "test-close")
+        exc, finished = _run_and_break(c1, lambda c: c.close(), "test-close")
         assert not isinstance(exc, AttributeError), repr(exc)
         assert isinstance(exc, (distributed.client.FutureCancelledError,
                                 distributed.client.CancelledError)), repr(exc)
-        assert seconds < 10 and finished == [True]
+        assert finished == [True]
         c2 = distributed.Client(address, set_as_default=False)
         assert ld.get({"x": (inc, 1)}, "x", client=c2) == 2
         c2.close()
@@ -253,10 +260,8 @@ def test_all_workers_lost_follows_no_workers_timeout(subprocess_cluster_client):
     try:
         finished = []
         cb = Callback(finish=lambda dsk, state, errored: finished.append(errored))
-        t0 = time.monotonic()
-        with pytest.raises(Exception) as info:
+        with pytest.raises(Exception) as info:  # (without the timeout: until the test's)
             ld.get({"a": 1, "boom": (os._exit, 1)}, "boom", client=client, callbacks=[cb])
-        assert time.monotonic() - t0 < 30
         assert type(info.value).__module__.startswith("distributed"), repr(info.value)
         assert finished == [True]
     finally:
@@ -299,7 +304,8 @@ def test_a_shifted_scheduler_clock_is_converted_to_the_callers(subprocess_cluste
     """The shared subprocess cluster's scheduler clock runs 5 s ahead
     (conftest.SCHEDULER_CLOCK_SHIFT)."""
     client = subprocess_cluster_client
-    assert client.run_on_scheduler(time.time) - time.time() > 4  # really shifted
+    before = time.time()  # really shifted (read at or after ``before``, on one machine):
+    assert client.run_on_scheduler(time.time) - before >= SCHEDULER_CLOCK_SHIFT - 0.1
     dsk = {("s", i): (slow_inc, i, 0.2) for i in range(4)}
     dsk["total"] = (sum, list(dsk))
     with Profiler() as prof:
@@ -307,8 +313,12 @@ def test_a_shifted_scheduler_clock_is_converted_to_the_callers(subprocess_cluste
         assert ld.get(dsk, "total", client=client) == 10
         t1 = time.time()
     assert {r.key for r in prof.results} == set(dsk)
-    for r in prof.results:  # on the caller's clock (round trips under load: 1.5 s)
-        assert t0 - 1.5 <= r.start_time <= r.end_time <= t1 + 1.5, (r, t0, t1)
+    # On the caller's clock: within the call, give or take the conversion's
+    # error (a round trip's, seconds under load), which must stay under half
+    # the shift for a missed conversion (SHIFT seconds off) to be told apart.
+    slack = SCHEDULER_CLOCK_SHIFT / 2
+    for r in prof.results:
+        assert t0 - slack <= r.start_time <= r.end_time <= t1 + slack, (r, t0, t1)
 
 
 # -- rerun_exceptions_locally --------------------------------------------------------------
@@ -430,10 +440,14 @@ def _shm_entries() -> set:
     return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
 
 
-def _unheld(names) -> set:
-    """The /dev/shm entries among ``names`` that no living process maps: a
+def _unheld(names, run: str) -> set:
+    """The /dev/shm entries among ``names`` that nobody else holds: a
     semaphore or segment another program on the machine (a parallel test
-    run) is using is mapped by its process; a leaked one by nobody."""
+    run, another user) is using is mapped by its process, a store's lock
+    file is locked (``flock``, listed in /proc/locks) by its owner, and a
+    file named after its creator (``localsched-<pid>_...``) whose creator
+    lives outside this run is that program's; a leaked one is held by
+    nobody.  Entries that vanish meanwhile were somebody else's."""
     inodes = {}
     for name in names:
         try:
@@ -449,7 +463,22 @@ def _unheld(names) -> set:
                         inodes.pop(int(fields[4]), None)
         except OSError:
             pass
-    return set(inodes.values())
+    with contextlib.suppress(OSError), open("/proc/locks", encoding="utf-8") as f:
+        for line in f:  # "1: FLOCK  ADVISORY  READ 24527 00:1b:95476 0 EOF"
+            for field in line.split():
+                if field.count(":") == 2 and field.rsplit(":", 1)[1].isdigit():
+                    inodes.pop(int(field.rsplit(":", 1)[1]), None)
+    ours = {p.pid for p in _started_by(run)}
+    return {name for name in inodes.values() if not _made_by_another(name, ours)}
+
+
+def _made_by_another(name: str, ours: set) -> bool:
+    """True if ``name`` says it was made by a living process not in ``ours``."""
+    head = name.split("_", 1)[0]
+    if not head.startswith("localsched-") or not head[len("localsched-"):].isdigit():
+        return False
+    pid = int(head[len("localsched-"):])
+    return pid not in ours and psutil.pid_exists(pid)
 
 
 def _started_by(run: str) -> list:
@@ -511,7 +540,7 @@ def test_a_script_without_main_guard_uses_the_embedded_cluster(tmp_path):
     try:
         stdout, stderr = proc.communicate(timeout=120)
         left_running = _started_by(run)
-        leaked = _unheld(_shm_entries() - shm_before)
+        leaked = _unheld(_shm_entries() - shm_before, run)
         assert proc.returncode == 0, stderr[-3000:]
         assert stdout.split()[:2] == ["42", "8"] and "'b'" in stdout, stdout
         assert not left_running, [p.info["cmdline"] for p in left_running]
@@ -550,7 +579,7 @@ def test_the_embedded_cluster_outlives_a_ctrl_c_and_goes_when_its_script_is_kill
         while _started_by(run) and time.monotonic() < deadline:
             time.sleep(0.1)
         left_running = _started_by(run)
-        leaked = _unheld(_shm_entries() - shm_before)
+        leaked = _unheld(_shm_entries() - shm_before, run)
         assert not left_running, [p.info["cmdline"] for p in left_running]
         assert not leaked, sorted(leaked)
         assert not _leftover_files(tmp_path, workers=False)

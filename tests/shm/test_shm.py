@@ -95,14 +95,25 @@ DTYPES = ["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64"
           "clongdouble", "datetime64[ns]", "timedelta64[s]", "U3", "S2"]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_arrays_of_every_dtype_reach_the_next_worker_mapped_not_copied(dtype):
-    dsk = {"a": (make, dtype), "b": (described, "a")}
-    (how, b), a = get(dsk, ["b", "a"])
-    assert how == "mmap"  # the consumer's input points into the segment
-    np.testing.assert_array_equal(b, make(dtype))
-    np.testing.assert_array_equal(a, make(dtype))
-    assert a.dtype == np.dtype(dtype)
+def test_arrays_of_every_dtype_reach_the_next_worker_mapped_not_copied():
+    # Every dtype in one computation, a producer and a consumer each (one
+    # pool started per kind of segment, not one per dtype); what went wrong
+    # is reported per dtype.
+    dsk = {}
+    for dtype in DTYPES:
+        dsk[f"a-{dtype}"] = (make, dtype)
+        dsk[f"b-{dtype}"] = (described, f"a-{dtype}")
+    keys = [f"b-{dtype}" for dtype in DTYPES] + [f"a-{dtype}" for dtype in DTYPES]
+    out = dict(zip(keys, get(dsk, keys), strict=True))
+    wrong = {}
+    for dtype in DTYPES:
+        (how, b), a = out[f"b-{dtype}"], out[f"a-{dtype}"]
+        if how != "mmap":  # the consumer's input points into the segment
+            wrong[dtype] = f"the consumer's input was {how}"
+        elif not (np.array_equal(b, make(dtype)) and np.array_equal(a, make(dtype))
+                  and a.dtype == np.dtype(dtype) and b.dtype == np.dtype(dtype)):
+            wrong[dtype] = f"arrived as {a.dtype} / {b.dtype}: {a[:4]!r} / {b[:4]!r}"
+    assert wrong == {}
     assert released()  # released as soon as the computation returned
 
 
@@ -337,17 +348,25 @@ def test_a_too_small_dev_shm_falls_back_to_the_pipe_with_one_warning(monkeypatch
     assert released()
 
 
+#: /dev/shm's room left above the reserve in the tests of a full /dev/shm,
+#: and a value (float64 elements) twice that size: 48 MB of margin both ways
+#: for what other programs take or free meanwhile.
+ROOM = 48 << 20
+TOO_BIG = 2 * ROOM // 8
+
+
 @files_only
 def test_a_segment_that_does_not_fit_in_a_worker_takes_the_pipe(monkeypatch, capfd):
-    # Room for the scheduler's check (threshold + reserve), not for 64 MB:
-    # wide margins both ways, since other processes use /dev/shm too.
+    # Room for the scheduler's check (threshold + reserve), not for the value:
+    # wide margins both ways, since other processes use /dev/shm too (other
+    # test runs beside this one took 25 MB of a 16 MB margin meanwhile).
     free = segments.free_bytes(store_now().kind) or 0
-    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
-    dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - ROOM)))
+    dsk = {"a": (make, "f8", TOO_BIG), "b": (described, "a")}
     with pytest.warns(RuntimeWarning, match="shared memory is full") as record:
         how, b = get(dsk, "b")
     assert how != "mmap"
-    np.testing.assert_array_equal(b, make("f8", 8_000_000))
+    np.testing.assert_array_equal(b, make("f8", TOO_BIG))
     # The worker's failure reaches the caller, who warns (once); the
     # worker prints nothing of its own.
     assert len([w for w in record if "shared memory" in str(w.message)]) == 1
@@ -366,8 +385,8 @@ def test_a_workers_warning_made_an_error_fails_the_computation_not_the_pool(monk
     import warnings
 
     free = segments.free_bytes(store_now().kind) or 0
-    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - (16 << 20))))
-    dsk = {"a": (make, "f8", 8_000_000), "b": (described, "a")}
+    monkeypatch.setenv("LOCALSCHED_SHM_RESERVE", str(max(0, free - ROOM)))
+    dsk = {"a": (make, "f8", TOO_BIG), "b": (described, "a")}
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(RuntimeWarning, match="shared memory is full"):

@@ -311,8 +311,11 @@ from localsched.diagnostics import ResourceProfiler
 assert "localsched._shm.store" not in sys.modules
 seen, parked, go = {}, threading.Event(), threading.Event()
 sample_until = ResourceProfiler._sample_until
+parent = os.getpid()
 
 def first_step(self, stop):
+    if os.getpid() != parent:  # (the child's own sampler, of its computation: no parking)
+        return sample_until(self, stop)
     module = sys.modules.get("localsched._shm.store")
     seen["whole"] = module is not None and hasattr(module, "live_segments")  # (its last def)
     parked.set()

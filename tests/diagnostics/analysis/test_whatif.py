@@ -2,7 +2,10 @@
 run on 2.  Tasks sleep (they leave the GIL and the cores to each other), so
 two threads really run two at a time on a loaded machine, and they are long
 next to the scheduler's microseconds of overhead: what is compared is the
-graph's shape, which load does not change."""
+graph's shape, which load does not change.  Load does stretch the naps
+themselves (a sleeper waits for a core to wake on), differently in each
+run: a prediction for the second run is scaled by the work the two runs
+measured (``pace``) before it is compared with the second run's wall."""
 
 from __future__ import annotations
 
@@ -32,13 +35,22 @@ def wall_of(run) -> float:
     return finish - start
 
 
+def pace(run, reference) -> float:
+    """How much longer ``run``'s tasks took than ``reference``'s, the same
+    tasks (1.0: as long; beside CPU hogs the runs' naps differ by 20 %)."""
+    def work(r):
+        return sum(t.end_time - t.start_time for t in r.tasks)
+
+    return work(run) / work(reference)
+
+
 def test_an_embarrassingly_parallel_graph_on_two_workers_within_20_percent():
     dsk = {("nap", i): (nap, i, 0.1) for i in range(16)}
     one = recorded(dsk, list(dsk), 1)
     predicted = one.simulate(workers=2)
     assert predicted == pytest.approx(wall_of(one) / 2, rel=0.1)
     two = recorded(dsk, list(dsk), 2)
-    assert predicted == pytest.approx(wall_of(two), rel=0.2)
+    assert predicted * pace(two, one) == pytest.approx(wall_of(two), rel=0.2)
 
 
 def test_where_a_chain_dominates_two_workers_within_25_percent_of_the_critical_path():
@@ -52,8 +64,9 @@ def test_where_a_chain_dominates_two_workers_within_25_percent_of_the_critical_p
     assert cp.keys == [("step", i) for i in range(10)]
     assert predicted == pytest.approx(cp.seconds, rel=0.25)
     two = recorded(dsk, list(dsk), 2)
-    assert predicted == pytest.approx(wall_of(two), rel=0.25)
-    assert two.critical_path().seconds == pytest.approx(cp.seconds, rel=0.25)
+    assert predicted * pace(two, one) == pytest.approx(wall_of(two), rel=0.25)
+    assert two.critical_path().seconds == pytest.approx(cp.seconds * pace(two, one),
+                                                        rel=0.25)
 
 
 def test_the_replay_follows_localscheds_ready_stack():
