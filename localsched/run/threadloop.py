@@ -82,6 +82,14 @@ _GAPS = (6, 9, 7, 10, 5, 11, 8)
 _IDLE, _FINISHED, _STOPPED = 0, 1, 2
 
 
+def _structures(machine: RunState) -> tuple:
+    """What the hot loop reads of the run's state, as locals (see ``Crew._run_tasks``)."""
+    ready = machine.ready
+    return (machine.keys, ready, machine.status, machine.specs, machine.cache,
+            machine.waiting, machine.dependents, machine.deps, machine.refs,
+            machine.is_output, ready.extend, machine.priority.__getitem__)
+
+
 class Crew:
     """Workers that run one computation's state themselves (see the module
     docstring).  ``start`` hands them to the pool, ``wait`` waits for the
@@ -232,11 +240,8 @@ class Crew:
         if machine is None or complete is None:
             return _STOPPED
         acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
-        keys, ready, status, specs, cache = (machine.keys, machine.ready, machine.status,
-                                             machine.specs, machine.cache)
-        waiting, dependents, deps = machine.waiting, machine.dependents, machine.deps
-        refs, is_output = machine.refs, machine.is_output
-        push, by_priority = ready.extend, machine.priority.__getitem__
+        (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
+         push, by_priority) = _structures(machine)
         wake, now, stats, wid = self.wake, time.time, self.stats, threading.get_ident()
         i, g, st, value, laned, t0, skip, gap = -1, None, None, None, False, 0.0, 0, 0
         while True:
@@ -312,6 +317,9 @@ class Crew:
                     gap = gap + 1 if gap < 6 else 0
                     skip = _GAPS[gap]
                     t0 = now()
+            except BaseException:  # (a budget's error, a bug: counted no more, see ``work``)
+                self._leave(None, wid)
+                raise
             finally:
                 release()
             try:
@@ -332,9 +340,8 @@ class Crew:
         return (i, exc, t0 or t1, t1)
 
     def _taken_twice(self, i: int, wid) -> InvalidStateError:
-        """(Lock held.)  A task on the ready stack was not ready: a bug; this
-        worker leaves the loop, and the run fails."""
-        self._leave(None, wid)
+        """(Lock held.)  A task on the ready stack was not ready: a bug (the
+        run fails: ``work``)."""
         assert self.machine is not None
         return InvalidStateError(f"task {self.machine.keys[i]!r} taken twice")
 
