@@ -202,8 +202,9 @@ class RunState:
         (it runs once per task; locals are faster than attributes), held by
         the loop, never by the state.  ``views=False`` (a run no callback
         takes part in): the sets only a state view reads, ``finished`` and
-        ``released``, stay empty.  ``inline._run_plain`` spells the same
-        move out, without those sets: keep the two in step."""
+        ``released``, stay empty.  ``inline._run_plain`` and the threads'
+        crew (``threadloop.Crew._run_tasks``) spell the same move out,
+        without those sets: keep the three in step."""
         status, keys, cache = self.status, self.keys, self.cache
         waiting, dependents, deps = self.waiting, self.dependents, self.deps
         priority = self.priority

@@ -183,7 +183,7 @@ class PoolLoop:
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
         # Threads nobody watches schedule themselves (see ``threadloop``),
         # under a memory budget too until it arms (it then admits each batch).
-        self.crew = (Crew(machine, self.complete, budget)
+        self.crew = (Crew(machine, self.complete, budget, views=bool(comp.cbs))
                      if settings.direct and self.ctx is not None and chunksize is None
                      and (budget is None or not budget.armed) else None)
         self.num_workers = num_workers

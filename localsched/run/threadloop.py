@@ -61,7 +61,7 @@ from ..metrics import is_tiny
 from ..plan.graph import CALL, execute
 from . import budget as _budget
 from .batching import spec_group
-from .machine import READY, RUNNING, InvalidStateError, RunState
+from .machine import DONE, READY, RUNNING, WAITING, InvalidStateError, RunState
 
 __all__ = ["Crew"]
 
@@ -73,8 +73,21 @@ SHORT = 1e-4
 # this often (seconds), and takes over the lane if its holder has started
 # no task since: that task was not short (it may wait for one behind it).
 LANE_PATIENCE = 10e-3
+# A function timed this many times, and short, has only a sample of its
+# tasks timed: one after a gap of 5 to 11 of the worker's tasks, by turns
+# (see "What a task costs").
+SETTLED = 16
+_GAPS = (6, 9, 7, 10, 5, 11, 8)
 # What a worker's run of tasks ended with (else a failure: ``(i, exc, start, end)``).
 _IDLE, _FINISHED, _STOPPED = 0, 1, 2
+
+
+def _structures(machine: RunState) -> tuple:
+    """What the hot loop reads of the run's state, as locals (see ``Crew._run_tasks``)."""
+    ready = machine.ready
+    return (machine.keys, ready, machine.status, machine.specs, machine.cache,
+            machine.waiting, machine.dependents, machine.deps, machine.refs,
+            machine.is_output, ready.extend, machine.priority.__getitem__)
 
 
 class Crew:
@@ -116,12 +129,28 @@ class Crew:
     workers stop taking tasks, the running ones complete, and the pool loop
     goes on from the same state.  Runs of numbers, and of short tasks
     whatever they make, stay here.
+
+    What a task costs.  On tiny tasks the loop's own work is the run's time,
+    so per task it does the least that keeps the rules: the lock is taken
+    once, through its bound methods (a ``with`` costs about twice as much);
+    this worker stays counted in ``running`` from one task to the next; the
+    move (``RunState.mover``'s, spelled out as in ``inline._run_plain``: keep
+    the three in step) is done in place where no view and no budget reads
+    it; and a function measured short on ``SETTLED`` tasks has only a sample
+    of its tasks timed (one after a gap of 5 to 11 of the worker's tasks, the
+    gaps varied so that no regular pattern of the graph hides a function),
+    which keeps its mean right: a short function whose tasks turn long is
+    seen as long within a few samples.  Under a budget every task is timed
+    (a reading is due after a long one).
     """
 
     def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None,
-                 budget: Any = None):
+                 budget: Any = None, views: bool = True):
         self.machine = machine
         self.complete = complete
+        # Whether ``complete`` keeps the sets a state view reads (a callback
+        # takes part): else the crew does the move itself (see ``_run_tasks``).
+        self.views = views
         # A memory budget that only watches (see "Under a memory budget"):
         # the next reading is due at this time, or after ``countdown`` tasks
         # (16, 32, ... up to ``budget.WATCH_EVERY``), or after a long task.
@@ -205,74 +234,94 @@ class Crew:
     def _run_tasks(self):
         """The hot loop: complete the task just run and take the top of the
         ready stack, under the lock; run it, the lock free.  Returns why it
-        stopped (``_IDLE``: nothing this worker may take), or a task's failure."""
-        machine, complete, lock, budget = self.machine, self.complete, self.lock, self.budget
+        stopped (``_IDLE``: nothing this worker may take), or a task's
+        failure.  Per task, the least that keeps the rules: see "What a task costs"."""
+        machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
-        long = budget.long if budget is not None else 0.0
-        ready, status, specs, cache = machine.ready, machine.status, machine.specs, machine.cache
-        wake, now, stats = self.wake, time.time, self.stats
-        wid = threading.get_ident()
-        i, g, st, value, t0, t1, laned = -1, None, None, None, 0.0, 0.0, False
+        acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
+        (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
+         push, by_priority) = _structures(machine)
+        wake, now, stats, wid = self.wake, time.time, self.stats, threading.get_ident()
+        i, g, st, value, laned, t0, skip, gap = -1, None, None, None, False, 0.0, 0, 0
         while True:
-            with lock:
+            acquire()
+            try:
                 if i >= 0:
-                    self.running -= 1
-                    if st is None:
-                        st = stats.get(g)  # (another worker may have timed one since)
-                    if st is None:
-                        stats[g] = [t1 - t0, 1, t1 - t0 < SHORT]
-                    else:
-                        st[0] += t1 - t0
-                        st[1] += 1
-                        st[2] = st[0] < SHORT * st[1]
+                    if t0:  # (timed: see "What a task costs")
+                        t1 = now()
+                        self._timed(g, st, t1 - t0)
                     if self.stopped and not self.handover:
                         return self._leave(_STOPPED, wid)
-                    complete(i, value)
-                    if budget is not None:
-                        if budget.armed:  # (handing over: a running task's result counts)
-                            budget.completed(i)
-                        else:
-                            self.countdown -= 1
-                            if t1 >= self.due or t1 - t0 >= long or not self.countdown:
-                                self._watch(i, t1)
-                    if (not laned and self.running and value is not None
+                    if lean and budget is None:  # (RunState.mover's move, spelled out)
+                        cache[keys[i]] = value
+                        status[i] = DONE
+                        machine.remaining -= 1
+                        new = None
+                        for d in dependents[i]:
+                            w = waiting[d] - 1
+                            waiting[d] = w
+                            if not w and status[d] == WAITING:
+                                status[d] = READY
+                                if new is None:
+                                    new = [d]
+                                else:
+                                    new.append(d)
+                        if new is not None:  # (the ready rule: see RunState.mover)
+                            if len(new) > 1:
+                                new.sort(key=by_priority, reverse=True)
+                            push(new)
+                        for d in deps[i]:
+                            r = refs[d] - 1
+                            refs[d] = r
+                            if not r and not is_output[d]:
+                                del cache[keys[d]]
+                    else:
+                        complete(i, value)
+                        if budget is not None:  # (every task timed: t1 is set)
+                            self._budget_step(i, t0, t1)
+                    if (not laned and value is not None and self.running > 1
                             and not is_tiny(value)):
                         self._hand_over()  # (see "Results that count")
                     value = None
                     if not machine.remaining:
                         self.stopped = True  # (a worker arriving now leaves at once)
                         return self._leave(_FINISHED, wid)
+                else:
+                    self.running += 1  # (counted from here until it leaves: ``_leave``)
                 if self.stopped or not ready:
                     return self._leave(_STOPPED if self.stopped else _IDLE, wid)
                 i = ready[-1]
                 spec = specs[i]
                 g = id(spec[1]) if spec[0] == CALL else spec_group(spec)
-                st = stats.get(g)  # (function -> [seconds, tasks, short])
-                # The short lane: one worker at a time runs short tasks.
-                if st is not None and st[2]:
-                    if self.lane != wid:
+                st = stats.get(g)  # (function -> [seconds, tasks timed, short])
+                laned = st is not None and st[2]  # (the short lane: one worker at a time)
+                if laned:
+                    if self.lane is not wid:  # (``is``: a thread's ident is a large int)
                         if self.lane is not None:
-                            return _IDLE  # (its holder takes them)
+                            return self._leave(_IDLE, wid)  # (its holder takes them)
                         self.lane = wid
-                    laned = True
-                else:
-                    if self.lane == wid:
-                        self.lane = None
-                    laned = False
+                    self.lane_ticks += 1  # (read by the waiting workers: see LANE_PATIENCE)
+                elif self.lane is wid:
+                    self.lane = None
                 ready.pop()
                 if status[i] != READY:
-                    raise InvalidStateError(f"task {machine.keys[i]!r} taken twice")
+                    raise self._taken_twice(i, wid)
                 status[i] = RUNNING
-                self.running += 1
-                if ready and self.idle and self.lane is None:
-                    # Work for the waiting workers too.  (Not while this one
-                    # runs short tasks: it gives up the lane when it reaches
-                    # a long one, and wakes them then.)
-                    wake.notify(len(ready))
-            if laned:
-                self.lane_ticks += 1  # (read by the waiting workers: see LANE_PATIENCE)
-            t0 = now()
+                if ready and self.idle and self.lane is None:  # (work for them too; the
+                    wake.notify(len(ready))  # lane's holder wakes them as it leaves the lane)
+                if laned and skip and st[1] >= SETTLED and budget is None:
+                    skip -= 1
+                    t0 = 0.0
+                else:  # (timed; the next sample after a gap of 5 to 11 tasks)
+                    gap = gap + 1 if gap < 6 else 0
+                    skip = _GAPS[gap]
+                    t0 = now()
+            except BaseException:  # (a budget's error, a bug: counted no more, see ``work``)
+                self._leave(None, wid)
+                raise
+            finally:
+                release()
             try:
                 if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
                     args = spec[2]
@@ -280,11 +329,44 @@ class Crew:
                 else:
                     value = execute(spec, cache)
             except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
-                with lock:
-                    self.running -= 1
-                    self._leave(None, wid)
-                return (i, exc, t0, now())
-            t1 = now()
+                return self._failed(i, exc, t0, wid)
+
+    def _failed(self, i: int, exc: BaseException, t0: float, wid) -> tuple:
+        """Task i, started at t0 (0: untimed), failed: this worker leaves the
+        loop with the failure (raised by the caller: see ``work``)."""
+        t1 = time.time()
+        with self.lock:
+            self._leave(None, wid)
+        return (i, exc, t0 or t1, t1)
+
+    def _taken_twice(self, i: int, wid) -> InvalidStateError:
+        """(Lock held.)  A task on the ready stack was not ready: a bug (the
+        run fails: ``work``)."""
+        assert self.machine is not None
+        return InvalidStateError(f"task {self.machine.keys[i]!r} taken twice")
+
+    def _timed(self, g, st, seconds: float) -> None:
+        """(Lock held.)  A timed task of function ``g`` took ``seconds``
+        (``st``: its figures when the task was taken, or None)."""
+        if st is None:
+            st = self.stats.get(g)  # (another worker may have timed one since)
+            if st is None:
+                self.stats[g] = [seconds, 1, seconds < SHORT]
+                return
+        st[0] += seconds
+        st[1] += 1
+        st[2] = st[0] < SHORT * st[1]
+
+    def _budget_step(self, i: int, t0: float, t1: float) -> None:
+        """(Lock held, task i ran from t0 to t1.)  A watching budget's
+        reading when one is due (see "Under a memory budget")."""
+        budget = self.budget
+        if budget.armed:  # (handing over: a running task's result counts)
+            budget.completed(i)
+            return
+        self.countdown -= 1
+        if t1 >= self.due or t1 - t0 >= budget.long or not self.countdown:
+            self._watch(i, t1)
 
     def _watch(self, i: int, t1: float) -> None:
         """(Lock held, task i just completed.)  A reading of the watching
@@ -299,8 +381,9 @@ class Crew:
         self.every = self.countdown = min(2 * self.every, _budget.WATCH_EVERY)
 
     def _leave(self, outcome, wid):
-        """(Lock held.)  This worker leaves the hot loop: it gives up the
-        short lane, if it held it."""
+        """(Lock held.)  This worker leaves the hot loop: it no longer
+        counts as running a task, and gives up the short lane, if it held it."""
+        self.running -= 1
         if self.lane == wid:
             self.lane = None
         return outcome

@@ -291,3 +291,50 @@ def test_ctrl_c_under_a_watching_budget_stops_as_without(memory_limit):
         t.join()
         pool.shutdown()
     assert threaded.get({"x": (abs, -2)}, "x", num_workers=2, memory_limit=memory_limit) == 2
+
+
+# -- what a task costs: only a sample of a short function's tasks is timed ------------
+
+
+def _crew_run(dsk: dict, out):
+    """Run a graph on a crew of one worker, the caller's thread (the
+    crew's figures are read afterwards)."""
+    from localsched.run.machine import RunState
+    from localsched.run.threadloop import Crew
+
+    machine = RunState(dsk, [out])
+    crew = Crew(machine, machine.mover(views=False), views=False)
+    crew.work()
+    assert not machine.remaining and crew.failure is None
+    return machine.results()[0], crew
+
+
+def test_a_short_functions_tasks_are_timed_by_sample_and_it_stays_short():
+    def step(i, prev):
+        return prev + 1
+
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 2000):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    total, crew = _crew_run(dsk, ("c", 1999))
+    seconds, timed, short = crew.stats[id(step)]
+    assert total == 2000 and short
+    assert 16 <= timed < 2000 // 4  # (a sample: one task in about eight, once settled)
+
+
+def test_a_short_function_whose_tasks_turn_long_is_seen_long():
+    # 300 quick tasks make the function short (sampled from then on); 40
+    # more of 2 ms each must move it out of the short lane all the same.
+    def step(i, prev):
+        if i >= 300:
+            end = time.perf_counter() + 2e-3
+            while time.perf_counter() < end:
+                pass
+        return prev + 1
+
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 340):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    total, crew = _crew_run(dsk, ("c", 339))
+    assert total == 340
+    assert crew.stats[id(step)][2] is False

@@ -348,3 +348,42 @@ def test_a_dataframe_groupby_apply_of_tiny_partitions_is_told_to_use_fewer():
     found = verdicts(run)
     assert "overhead" in found, [str(f) for f in run.findings()]
     assert "the 24 chunks or partitions of 'frompandas' as about 4" in found["overhead"].fix
+
+
+def pipeline_load(i: int):
+    import pandas as pd
+
+    rng = np.random.default_rng(i)
+    return pd.DataFrame({"k": rng.integers(0, 20, 2000), "v": rng.random(2000)})
+
+
+def pipeline_clean(df):
+    return df[df.v > 0.1].assign(w=lambda d: d.v * 2)
+
+
+def pipeline_summarize(df):
+    return df.groupby("k").w.sum()
+
+
+def pipeline_combine(parts):
+    import pandas as pd
+
+    return pd.concat(parts, axis=1).sum(axis=1)
+
+
+@needs_schedstat
+def test_a_delayed_pandas_pipeline_on_threads_is_told_it_is_the_gils_not_the_schedulers():
+    # (``benchmarks/bench_real.py``'s "delayed pandas pipeline", smaller:
+    # small frames, each step pandas' own Python under the GIL; on threads
+    # dask and localsched both run at about one task at a time, and the
+    # advisor says why, with the fix, rather than the run losing silently)
+    from dask import delayed
+
+    parts = [delayed(pipeline_summarize)(delayed(pipeline_clean)(delayed(pipeline_load)(i)))
+             for i in range(200)]
+    with performance_report(None, samples=True) as report:
+        delayed(pipeline_combine)(parts).compute(scheduler=localsched.get, num_workers=2)
+    run = report.data
+    found = verdicts(run)
+    assert "gil" in found, [str(f) for f in run.findings()]
+    assert "scheduler=localsched.multiprocessing.get" in found["gil"].fix
