@@ -139,7 +139,8 @@ def _run_plain(machine: RunState, comp: Computation, budget=None) -> None:
     run's moves only, with no bookkeeping that only a view reads
     (``finished``, ``released``, the task running now, the tasks' times).
     ``RunState.mover``'s move is
-    spelled out here (a call per task saved): keep the two in step.  The
+    spelled out here (a call per task saved), as in the threads' crew:
+    keep the three in step.  The
     order, the releases and a failure's traceback are the other loops'."""
     keys, specs, cache, status, ready = (machine.keys, machine.specs, machine.cache,
                                          machine.status, machine.ready)
