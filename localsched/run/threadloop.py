@@ -34,9 +34,8 @@ make, stay here.
 Under a memory budget (``localsched.run.budget``).  A budget that only
 watches (it has not armed: "Watching, then counting") keeps the crew:
 the worker completing a task reads the real memory when a reading is due,
-when the budget says it is (``Budget.poll``: sooner the nearer the
-last reading was to arming; after a task of ``LONG`` s or more), under
-the lock.
+when ``Budget.poll`` says (sooner nearer the limit) or after a task of
+``LONG`` s or more, under the lock.
 Once it arms (spilling what it must; the inputs of running tasks never
 go), the run is handed over as for a result that counts, each result
 completed meanwhile counted, and the pool loop's batches go on, admitted
