@@ -191,6 +191,25 @@ def test_no_import_circle():
     assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def _room(module: str) -> str:
+    # a folder, or a top-level module (each is a room of its own)
+    return module.split(".")[1] if "." in module else module
+
+
+def test_no_two_rooms_import_each_other():
+    """Between rooms (a folder, or one of the front's top-level modules)
+    the arrows point one way: a module-level circle is caught above, but
+    ``run -> view -> run`` through different modules still ties the two
+    rooms' designs together."""
+    edges: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        edges.setdefault(_room(module), set())
+        for target in targets:
+            if _room(module) != _room(target):
+                edges.setdefault(_room(module), set()).add(_room(target))
+    assert _cycles(edges) == []
+
+
 def test_shared_memory_sits_between_the_pool_and_the_platform():
     """Imports run ``_pool -> _shm -> _platform``, never back: the shared
     memory package knows nothing of the process pool or the scheduler, and

@@ -56,13 +56,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..callbacks import in_computation
 from ..system.options import dask_config
-from ..view import State
 from ..worker.runtime import thread_time
 from . import budget as _budget
 from .inline import run_inline
 from .lifecycle import Computation
 from .machine import InvalidStateError, RunState
 from .poolloop import PoolLoop
+from .state_view import State
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

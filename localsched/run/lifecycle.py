@@ -45,8 +45,8 @@ from .. import metrics as _metrics
 from ..callbacks import Needs, callback_list, merge_needs, unpack_callbacks
 from ..plan.graph import as_mapping
 from ..utils import funcname
-from ..view import RunOutcome, State
 from .machine import RunState
+from .state_view import RunOutcome, State
 from .task_records import TaskRecords
 
 __all__ = ["Computation", "finish_all"]
