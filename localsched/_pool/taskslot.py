@@ -21,16 +21,20 @@ in the batch have ended, though their records may still be in the worker.
 How the worker gets its slot, by start method: "fork" inherits an
 anonymous shared mapping; "spawn" is passed the descriptor of a small file
 with no name, which it maps; "forkserver" is sent that descriptor with its
-start arguments (multiprocessing's ``DupFd``, as its Connections are).
-Where the platform has neither (``localsched.system.platform``), a worker has no
-slot: its death names no task, and the scheduler names every task the lost
-batch may have been running.
+start arguments (multiprocessing's ``DupFd``, as its Connections are);
+"named" (multiprocessing's spawn, which carries no descriptor: Windows) is
+handed the name of a mapping made exclusively under an unguessable name
+(``Platform.slot_names``), which it opens.  Where the platform has none of
+these (``localsched.system.platform``), a worker has no slot: its death
+names no task, and the scheduler names every task the lost batch may have
+been running.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import secrets
 from typing import Any
 
 from ..system import platform as _platform
@@ -45,14 +49,24 @@ _SLOT_BYTES = 16  # (two signed 8-byte integers: memoryview format "q")
 class TaskSlot:
     """The pool's side of one worker's slot (see the module docstring)."""
 
-    __slots__ = ("mapping", "view", "fd")
+    __slots__ = ("mapping", "view", "fd", "named")
 
-    def __init__(self, method: str):
+    def __init__(self, method: str, slot_names: Any = None):
         # (method: "fork", "spawn" -- a descriptor passed by number --,
-        # "forkserver", or "none": a worker that cannot be handed one)
+        # "forkserver", "named" -- by ``slot_names``, ``Platform.slot_names``
+        # -- or "none": a worker that cannot be handed one)
         self.fd: int | None = None
+        self.named: tuple | None = None  # (slot_names, name, handle)
         mapping = None
-        if method == "fork":
+        if method == "named" and slot_names is not None:
+            name = f"lsslot{os.getpid()}_{secrets.token_hex(8)}"
+            try:
+                handle, mapping = slot_names.create(name, _SLOT_BYTES)
+            except (OSError, ValueError):
+                mapping = None
+            else:
+                self.named = (slot_names, name, handle)
+        elif method == "fork":
             mapping = _platform.shared_anonymous_mapping(_SLOT_BYTES)
         elif method in ("spawn", "forkserver"):
             fd = _platform.shared_file_fd(_SLOT_BYTES)
@@ -72,9 +86,11 @@ class TaskSlot:
     def for_child(self, method: str) -> Any:
         """What the worker's start arguments carry (``attach`` takes it):
         the mapping itself (fork), a descriptor (spawn: passed by number,
-        forkserver: sent), or None (no slot)."""
+        forkserver: sent), its name (named), or None (no slot)."""
         if self.view is None:
             return None
+        if self.named is not None:
+            return self.named[:2]  # (slot_names, name)
         if method == "fork":
             return self.mapping
         if method == "forkserver":
@@ -104,6 +120,10 @@ class TaskSlot:
         if self.mapping is not None:
             self.mapping.close()
             self.mapping = None
+        if self.named is not None:
+            slot_names, name, handle = self.named
+            self.named = None
+            slot_names.release(name, handle)
 
 
 class _SentFd:
@@ -129,7 +149,13 @@ def attach(given: Any) -> Any:
     start arguments carried (``TaskSlot.for_child``), or None."""
     if given is None:
         return None
-    if isinstance(given, int):
+    if isinstance(given, tuple):  # (slot_names, name): opened by name
+        slot_names, name = given
+        try:
+            given = slot_names.attach(name, _SLOT_BYTES)
+        except (OSError, ValueError):
+            return None
+    elif isinstance(given, int):
         fd = given
         if fd < 0:
             return None

@@ -239,16 +239,21 @@ class _MPWorker(Worker):
         method = ctx.get_start_method()
         forked = method == "fork"
         # (multiprocessing's spawn -- the portable path, Windows -- cannot
-        # carry a descriptor by number: no slot there)
-        self.slot = slot = TaskSlot(
-            "none" if method == "spawn" or not platform.task_slots else method)
+        # carry a descriptor by number: the slot goes by name there)
+        if not platform.task_slots:
+            method_of_slot = "none"
+        elif method == "spawn":
+            method_of_slot = "named"
+        else:
+            method_of_slot = method
+        self.slot = slot = TaskSlot(method_of_slot, platform.slot_names)
         self.proc = ctx.Process(
             target=worker_module.main,
             # A forked worker inherits the parent's ends and closes them; the
             # fork server's children never have them.  The fork server, not
             # this process, is a forkserver worker's parent.
             args=(child, child, life_r, None if method == "forkserver" else os.getpid(),
-                  init_payload, (parent, life_w) if forked else (), slot.for_child(method),
+                  init_payload, (parent, life_w) if forked else (), slot.for_child(method_of_slot),
                   platform),
             name="localsched-worker",
             # Not a daemon: a task may start processes of its own (a nested

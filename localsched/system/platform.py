@@ -57,7 +57,7 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "S
            "shm_dir_stats", "proc_memory", "proc_mapped", "child_pids",
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
-           "Platform",
+           "Platform", "NamedSlots",
            "thread_cpu_wait_reader", "prepare_thread_cpu_wait",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
@@ -559,6 +559,34 @@ def shared_file_fd(size: int) -> int | None:
     return fd
 
 
+
+class NamedSlots:
+    """Windows' way to share a worker's task slot (``localsched._pool.taskslot``):
+    multiprocessing's spawn carries no descriptor, so the pool makes a
+    named mapping (exclusively: ``named_mapping_create`` refuses a name
+    taken) and hands the worker its name; the worker opens a view by name.
+    The mapping lives while the pool's handle or any view does."""
+
+    @staticmethod
+    def create(name: str, size: int) -> tuple[Any, Any]:
+        """(a handle that keeps it alive, a shared view) of a new slot."""
+        handle = named_mapping_create(name, size)
+        try:
+            return handle, named_mapping_view(name, size, private=False)
+        except BaseException:
+            named_mapping_close(handle)
+            raise
+
+    @staticmethod
+    def attach(name: str, size: int) -> Any:
+        """In the worker: a shared view of the slot named ``name``."""
+        return named_mapping_view(name, size, private=False)
+
+    @staticmethod
+    def release(name: str, handle: Any) -> None:
+        named_mapping_close(handle)
+
+
 # -- the platform as a value --------------------------------------------------------
 
 
@@ -598,8 +626,12 @@ class Platform:
     #: Whether a process's end can be waited on by descriptor (``pidfd_open``)
     pidfd: bool
     #: Whether a worker can share a few bytes with its pool (which task it
-    #: runs: ``shared_anonymous_mapping``, ``shared_file_fd``): POSIX
+    #: runs: ``shared_anonymous_mapping``, ``shared_file_fd``; by name
+    #: through ``slot_names`` where no descriptor can be carried)
     task_slots: bool
+    #: How a worker started without descriptors (multiprocessing's spawn:
+    #: Windows) is handed its slot: a ``NamedSlots``-like class, or None
+    slot_names: Any = None
 
     @classmethod
     def detect(cls) -> Platform:
@@ -622,4 +654,4 @@ def _detected() -> Platform:
         proc_details=os.path.exists("/proc/self/smaps_rollup"),
         fd_passing=os.name == "posix", wait_limit=63 if os.name == "nt" else None,
         die_with_parent=_LINUX, pidfd=hasattr(os, "pidfd_open"),
-        task_slots=os.name == "posix")
+        task_slots=True, slot_names=NamedSlots if os.name == "nt" else None)

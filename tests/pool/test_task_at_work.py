@@ -11,6 +11,7 @@ processes), so nothing depends on speed.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 
@@ -66,8 +67,36 @@ def test_a_job_says_which_task_its_worker_runs_and_which_it_ran_last(slots):
     assert sorted(r[0] for r in records) == [5, 7, 9]
     if slots:
         assert (during, after) == (7, 9)  # (9: the batch's last task, ended)
-    else:  # where a worker has no slot (Windows): it cannot be told
+    else:  # where a worker cannot be handed a slot: it cannot be told
         assert during is after is None
+
+
+def test_a_windows_worker_is_handed_its_slot_by_name(monkeypatch):
+    # Windows' workers start through multiprocessing's spawn, which cannot
+    # carry a descriptor: the slot is a named mapping the worker opens by
+    # name (simulated here with a POSIX object), so a live view still
+    # follows its tasks one by one, and no object is left once it is open.
+    from tests.support.macos_sim import objects_of
+    from tests.support.windows_sim import WINDOWS, windows_subprocess
+
+    windows_subprocess(monkeypatch)
+    before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    records: list = []
+    with Gate() as blocked, Gate() as release, lmp.ProcessPool(1, platform=WINDOWS) as pool:
+        gates = (blocked.address, release.address)
+        batch = [_call(5, "a", abs, -1), _call(7, "b", _hold, 2, *gates), _call(9, "c", abs, -3)]
+        job = pool.submit(run_batch, batch, {}, None, False, emit=records.extend)
+        blocked.wait()
+        during = job.task_at_work()
+        release.open()
+        assert job.result() is None
+        after = job.task_at_work()
+        (worker,) = pool._workers
+        assert worker.proc._popen.method == "spawn"
+        held = set(os.listdir("/dev/shm")) - before if before else set()
+    assert (during, after) == (7, 9)
+    assert sorted(r[0] for r in records) == [5, 7, 9]
+    assert not held - set(objects_of(os.getpid()))  # (the slot's name is gone once open)
 
 
 @pytest.mark.parametrize("context", START_METHODS)

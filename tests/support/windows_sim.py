@@ -95,6 +95,41 @@ class SimulatedNamedMappings(HandOver, PosixObjects):
         PosixObjects.unlink(self, name)
 
 
+class SimulatedNamedSlots:
+    """Windows' named task slots (``localsched.system.platform.NamedSlots``),
+    simulated with POSIX objects: made exclusively, opened by name in the
+    worker, which then removes the name (on Windows the mapping goes with
+    its last handle or view; here with its last mapping)."""
+
+    @staticmethod
+    def create(name: str, size: int) -> tuple[Any, Any]:
+        fd = _platform.shm_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR)
+        try:
+            os.ftruncate(fd, size)
+            return name, mmap.mmap(fd, size)
+        except BaseException:
+            _platform.shm_unlink(name)
+            raise
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def attach(name: str, size: int) -> Any:
+        fd = _platform.shm_open(name, os.O_RDWR)
+        try:
+            if not _platform.is_ours(os.fstat(fd)):
+                raise PermissionError(errno.EPERM, "not this user's slot", name)
+            view = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        _platform.shm_unlink(name)
+        return view
+
+    @staticmethod
+    def release(name: str, handle: Any) -> None:
+        _platform.shm_unlink(name)  # (gone already if the worker opened it)
+
+
 def _posix_objects() -> bool:
     try:
         import _posixshmem  # noqa: F401
@@ -108,7 +143,8 @@ def _posix_objects() -> bool:
 WINDOWS = replace(_platform.Platform.detect(), family="windows",
                   segment_kind=SimulatedNamedMappings if _posix_objects() else None,
                   fd_passing=False, wait_limit=63, die_with_parent=False, pidfd=False,
-                  task_slots=False)
+                  task_slots=_posix_objects(),
+                  slot_names=SimulatedNamedSlots if _posix_objects() else None)
 
 
 def install() -> None:
