@@ -78,6 +78,26 @@ def test_without_a_task_slot_every_task_the_worker_may_have_run_is_named():
     shared.shutdown()
 
 
+def test_on_windows_the_task_whose_worker_died_is_named_exactly(monkeypatch):
+    # Windows' workers (multiprocessing's spawn, no descriptors) are handed
+    # their task slot by name: their death names the task as elsewhere.
+    from tests.support.windows_sim import WINDOWS, windows_subprocess
+
+    if WINDOWS.slot_names is None:
+        pytest.skip("no POSIX objects to simulate Windows' named mappings with")
+    windows_subprocess(monkeypatch)
+    shared = lmp.SharedPools(WINDOWS)
+    try:
+        with Profiler() as prof, pytest.raises(lmp.WorkerDiedError,
+                                               match="task 'step-7'$") as info:
+            shared.get(_chain(10, 7), "step-9", num_workers=2)
+        assert [f.key for f in prof.failed] == ["step-7"]
+        assert info.value.exitcode == 3
+        assert shared.get(_chain(10, -1), "step-9", num_workers=2) == 10
+    finally:
+        shared.shutdown()
+
+
 class _Measuring(Callback):
     """Asks for CPU times and sizes: the batch runner's measured path."""
 
