@@ -93,7 +93,9 @@ def verdicts(run) -> dict:
 
 
 def shown(run) -> list:
-    return [str(f) for f in findings(run, hold_back=False)]
+    return [str(f) for f in findings(run, hold_back=False)] + [
+        run.meta.get("load"), run.meta.get("gil_waits"),
+        {k[1:3]: v for k, v in run.metrics.items() if k[2].startswith("thread")}]
 
 
 # -- the delayed pandas pipeline: tiny pandas tasks on threads ------------------------
@@ -156,15 +158,23 @@ def test_the_load_meter_records_the_runs_waits_for_a_cpu(loaded):
 
 # -- records made by hand: what a CPU wait and a GIL wait do to the rules -------------
 
-def gil_bound_tiny_tasks(cpu_wait=None, contended=0.9):
-    """Tiny tasks on 2 threads, each worker's gaps spent while the other ran
-    a task (waiting for the GIL that task held): 400 tasks of 3 ms, a gap
-    of 1.2 ms after each, the second worker 2.1 ms behind the first."""
+def gil_bound_tiny_tasks(cpu_wait=None, contended=0.9, beside=True):
+    """Tiny tasks on 2 threads: 400 tasks of 3 ms, a gap of 1.2 ms after
+    each; ``beside``: the second worker 2.1 ms behind the first, so each
+    worker's gaps pass while the other runs a task (waiting for the GIL that
+    task holds), then 20 tasks on one worker alone, 20 us apart (what a
+    hand-off takes with no task beside it); else both in step (gaps alone)."""
     tasks = []
     for i in range(200):
         for w in (0, 1):
-            start = i * 0.0042 + w * 0.0021
+            start = i * 0.0042 + w * (0.0021 if beside else 0.0)
             tasks.append(TaskData(("tiny", 2 * i + w), None, start, start + 0.003, w))
+    if beside:
+        t = max(r.end_time for r in tasks)
+        for i in range(20):
+            t += 20e-6
+            tasks.append(TaskData(("tiny", 400 + i), None, t, t + 0.003, 0))
+            t += 0.003
     keys = [r.key for r in tasks]
     hi = max(r.end_time for r in tasks)
     graph = GraphData(keys, [()] * len(keys), list(range(len(keys))), 0.0, hi, 2)
@@ -180,11 +190,16 @@ def gil_bound_tiny_tasks(cpu_wait=None, contended=0.9):
 
 
 def test_hand_off_gaps_spent_waiting_for_the_gil_are_no_overhead():
-    run = gil_bound_tiny_tasks(contended=0.9)
-    assert "overhead" not in verdicts(run), shown(run)
-    run = gil_bound_tiny_tasks(contended=0.0)  # (nobody held the GIL: the scheduler's)
-    run.samples = []
-    assert "overhead" in verdicts(run), shown(run)
+    run = gil_bound_tiny_tasks()
+    run.samples, run.meta["gil_waits"] = [], {}  # (the gaps alone tell)
+    found = verdicts(run)
+    assert "overhead" not in found and "gil" in found, shown(run)
+    assert "between tasks" in found["gil"].title
+    # (gaps as long with no task beside them: the scheduler's own, no GIL's)
+    run = gil_bound_tiny_tasks(beside=False)
+    run.samples, run.meta["gil_waits"] = [], {}
+    found = verdicts(run)
+    assert "overhead" in found and "gil" not in found, shown(run)
 
 
 def test_waits_for_a_cpu_are_neither_gil_waits_nor_hand_offs():
