@@ -17,9 +17,6 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     ``straggler`` and ``overhead`` findings read: those are held back
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
     seconds over the cores (the wall time they could have taken).
-    (The measured wait is also taken out of what the ``gil`` and
-    ``overhead`` rules count, ``Facts.cpu_wait_share``, and a run whose
-    threads waited for a CPU judges the GIL at ``GIL_LOADED_SHARE``.)
 ``blas``
     On threads with 2 or more workers, BLAS uses more than
     one thread per call (``meta["blas"]``: threadpoolctl, else the

@@ -117,11 +117,11 @@ def _overhead(f: Facts) -> list:
     hand-offs plus task time, they add up to at least ``MIN_SECONDS`` (50
     ms), and the groups named have median tasks shorter than ``SHORT_TASK``
     (10 ms). On processes and clusters the travel of inputs is taken out
-    (that is ``transfer``); on threads the gaps' time while other workers'
-    tasks held the GIL (``Facts.gil_gaps``: a waiting worker hands over
-    nothing); everywhere the gaps' share of the run's waits for a CPU
-    (``Facts.cpu_wait_share``: a busy machine's, not the scheduler's). Seconds: those over the workers, less those the
-    fix leaves (one hand-off in ``factor``), at most those computations'
+    (that is ``transfer``); on threads the gaps' waits for the GIL other
+    workers' tasks held (``Facts.gil_gaps``); everywhere the rest's share
+    of the run's waits for a CPU (``Facts.cpu_wait_share``: a busy
+    machine's, not the scheduler's). Seconds: those over the workers, less
+    those the fix leaves (one hand-off in ``factor``), at most those computations'
     wall time (with their preparation) beyond their work. Fix: about
     ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
     sizes were measured) -- but bigger tasks need fewer chunks, and the
@@ -245,11 +245,18 @@ def _gil(f: Facts) -> list:
     while the group's tasks overlapped (at least 1.3 running at once on
     average), hold at least ``GIL_SHARE`` (10 %) of task time and, where
     fine metrics were taken, spent at most 80 % of their time on CPU.
+    Or, samples or not: other workers' hand-off gaps beside its tasks were
+    waits for the GIL (``Facts.gil_gaps``: longer than gaps with no task
+    beside them, at most what the threads slept) for at least
+    ``GIL_GAP_SHARE`` (25 %) of its task time less its waits for a CPU --
+    tiny tasks of Python code (pandas on small frames) take turns, and the
+    workers wait between them.
     Seconds: the group's non-CPU task time (without fine metrics, its time
-    beyond one task at a time; without the sampler's evidence, none) less its share of the run's waits for a CPU
-    (``Facts.cpu_waited``, where measured) over the workers, and never
-    more than processes could save of its CPU time (``cpu × (1 -
-    1/workers)``: waits beyond were for a CPU). Fix: localsched's processes, unless pickling
+    beyond one task at a time; without the sampler's evidence, none) less
+    its share of the run's waits for a CPU (``Facts.cpu_waited``, where
+    measured), plus those gaps' waits, over the workers, and never more
+    than processes could save of its CPU time (``cpu × (1 - 1/workers)``:
+    waits beyond were for a CPU). Fix: localsched's processes, unless pickling
     what would cross -- results, their inputs, the graph's literal inputs
     (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object and
     ``PICKLE_RATE`` bytes a second -- costs half what they save: then only

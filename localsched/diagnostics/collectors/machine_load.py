@@ -135,9 +135,10 @@ class LoadMeter:
         machine = _busy(self._psutil.cpu_times()) - self._machine0
         owned = self._own()
         own = sum(v - self._own0.get(pid, 0.0) for pid, v in owned.items())
-        waits = _run_queue_waits(owned) if self._waits0 is not None else None
-        waited = None if waits is None else sum(
-            max(0.0, v - self._waits0.get(k, 0.0)) for k, v in waits.items())
+        before = self._waits0
+        waits = _run_queue_waits(owned) if before is not None else None
+        waited = None if waits is None or before is None else sum(
+            max(0.0, v - before.get(k, 0.0)) for k, v in waits.items())
         python = {t.native_id for t in threading.enumerate()}
         native = sum(v - self._threads0.get(tid, 0.0) for tid, v in self._threads().items()
                      if tid not in python)
