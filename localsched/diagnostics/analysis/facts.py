@@ -26,7 +26,13 @@ from .memory import memory_peak
 from .replay import overhead_per_task, unlimited_makespan
 from .usercode import user_functions
 
-__all__ = ["Facts", "union_length"]
+__all__ = ["Facts", "union_length", "GIL_FREE_SHARE", "GIL_FREE_LOOKS"]
+
+#: A group the sampler looked at ``GIL_FREE_LOOKS`` times and found the GIL
+#: held at fewer than ``GIL_FREE_SHARE`` of them leaves it free (NumPy, I/O):
+#: gaps beside its tasks were no waits for the GIL (``Facts.gil_free``).
+GIL_FREE_SHARE = 0.15
+GIL_FREE_LOOKS = 20
 
 
 class Facts:
@@ -237,7 +243,11 @@ class Facts:
         if self.kind != "threads" or self.workers < 2:
             return [(0.0, {}) for _ in comps]
         groups = {g for g, s in self.stats.items() if s.total >= 0.1 * self.busy}
-        found = [_gil_gaps(comp, groups) for comp in comps]
+        cpu = self.metric("thread-cpu")
+        held_by = {g: min(1.0, cpu[g] / s.total) for g, s in self.stats.items()
+                   if g in cpu and s.total > 0}
+        held_by.update((g, 0.0) for g in self.gil_free)
+        found = [_gil_gaps(comp, groups - self.gil_free, held_by) for comp in comps]
         # (a thread waiting for the GIL sleeps: no more than the threads slept)
         total = sum(t for t, _ in found)
         slept = self.slept
@@ -245,6 +255,22 @@ class Facts:
             return found
         scale = slept / total
         return [(t * scale, {g: v * scale for g, v in by.items()}) for t, by in found]
+
+    @cached_property
+    def gil_free(self) -> set:
+        """The groups whose tasks left the GIL free: the sampler looked at
+        them ``GIL_FREE_LOOKS`` (20) times and waited for the GIL at fewer
+        than ``GIL_FREE_SHARE`` (15 %) of its looks (``meta["gil_waits"]``)."""
+        waits = self.run.meta.get("gil_waits")
+        out = set()
+        for g, w in (waits.items() if isinstance(waits, dict) else ()):
+            try:
+                looks, contended = float(w[0]), float(w[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if looks >= GIL_FREE_LOOKS and contended < GIL_FREE_SHARE * looks:
+                out.add(g)
+        return out
 
     @cached_property
     def slept(self) -> float | None:
@@ -299,20 +325,20 @@ class Facts:
         return idle_total, dict(sorted(by_group.items(), key=lambda kv: -kv[1]))
 
 
-def _covered(starts, ends):
-    """``(times, cumulative)``: the time at least one of the intervals
-    covers, as a cumulative curve (a window's share: two lookups)."""
+def _covered(starts, ends, weights):
+    """``(times, cumulative)``: the intervals' weights summed, at most 1, as
+    a cumulative curve over time (a window's share: two lookups)."""
     import numpy as np
 
     times = np.concatenate([starts, ends])
     order = np.argsort(times, kind="stable")
-    steps = np.concatenate([np.ones(len(starts)), -np.ones(len(ends))])[order]
+    steps = np.concatenate([weights, -weights])[order]
     times = times[order]
-    level = np.minimum(np.cumsum(steps), 1.0)
+    level = np.clip(np.cumsum(steps), 0.0, 1.0)
     return times, np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
 
 
-def _gil_gaps(comp, groups: set) -> tuple:
+def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
     """``(seconds, {group: seconds})``: in ``comp``'s hand-off gaps (a
     worker's wait between a task and its next one, ready already), the
     time other workers ran tasks beyond what a hand-off takes when no task
@@ -320,7 +346,11 @@ def _gil_gaps(comp, groups: set) -> tuple:
     gaps).  On threads a worker between tasks needs the GIL: a task of
     Python code beside it holds that worker back, one that releases the GIL
     (NumPy, I/O) does not, and its gaps stay as short as the scheduler
-    makes them.  By group: the gaps' share beside each of ``groups``."""
+    makes them.  Each task beside a gap counts by its group's ``held_by``
+    share: the share of its time on CPU (a task waiting for a CPU holds the
+    GIL without running: that wait is the CPU's), none where the sampler
+    found the GIL free (``Facts.gil_free``).  By group: the gaps' share
+    beside each of ``groups``."""
     import numpy as np
 
     n = len(comp.keys)
@@ -339,7 +369,11 @@ def _gil_gaps(comp, groups: set) -> tuple:
     if not len(lo):
         return 0.0, {}
     # (a gap's own worker runs nothing during it: what covers it ran elsewhere)
-    times, cum = _covered(starts, ends)
+    split = [key_split(k) for k in comp.keys]
+    weights = np.fromiter((held_by.get(x, 1.0) for x in split), dtype=float, count=n)
+    if not weights.any():
+        return 0.0, {}
+    times, cum = _covered(starts, ends, weights)
     beside = np.interp(hi, times, cum) - np.interp(lo, times, cum)
     length = hi - lo
     alone = length[beside <= 1e-9]
@@ -349,11 +383,10 @@ def _gil_gaps(comp, groups: set) -> tuple:
     by_group: dict = {}
     if total > 0:
         share = np.divide(held, beside, out=np.zeros_like(held), where=beside > 0)
-        split = [key_split(k) for k in comp.keys]
         for g in groups:
             mine = np.fromiter((x == g for x in split), dtype=bool, count=n)
             if mine.any():
-                t, c = _covered(starts[mine], ends[mine])
+                t, c = _covered(starts[mine], ends[mine], weights[mine])
                 part = (np.interp(hi, t, c) - np.interp(lo, t, c)) * share
                 by_group[g] = float(part.sum())
     return total, by_group

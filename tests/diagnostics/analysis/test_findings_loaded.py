@@ -75,12 +75,27 @@ def stop(procs: list) -> None:
     assert not alive, alive
 
 
+def started(kind: str) -> list:
+    """Other programs on the cores: none (``quiet``: as the machine is), two
+    that alternate 200 ms busy and 200 ms idle (``bursty``), or three that
+    spin (``hogs``)."""
+    if kind == "bursty":
+        return other_programs(2, 0.2, 0.2)
+    return other_programs(3, 1.0, 0.0) if kind == "hogs" else []
+
+
+@pytest.fixture(params=["quiet", "bursty", "hogs"])
+def any_load(request):
+    procs = started(request.param)
+    try:
+        yield request.param
+    finally:
+        stop(procs)
+
+
 @pytest.fixture(params=["bursty", "hogs"])
 def loaded(request):
-    """Other programs on the cores: two that alternate 200 ms busy and 200
-    ms idle, or three that spin."""
-    procs = (other_programs(2, 0.2, 0.2) if request.param == "bursty"
-             else other_programs(3, 1.0, 0.0))
+    procs = started(request.param)
     try:
         yield request.param
     finally:
@@ -93,7 +108,7 @@ def verdicts(run) -> dict:
 
 
 def shown(run) -> list:
-    return [str(f) for f in findings(run, hold_back=False)] + [
+    return [str(f)[:400] for f in findings(run, hold_back=False)] + [
         run.meta.get("load"), run.meta.get("gil_waits"),
         {k[1:3]: v for k, v in run.metrics.items() if k[2].startswith("thread")}]
 
@@ -135,17 +150,43 @@ def pandas_pipeline():
 
 
 @needs_schedstat
-def test_a_delayed_pandas_pipeline_beside_other_programs_is_the_gils_and_a_busy_machine(
-        loaded):
+def test_a_delayed_pandas_pipeline_on_threads_is_the_gils_whatever_the_load(any_load):
+    # (on threads dask and localsched both run it about one task at a time,
+    # and the advisor says why, with the fix, rather than the run losing
+    # silently -- nor blaming the scheduler for the GIL's and a CPU's waits)
     run = pandas_pipeline()
     found = verdicts(run)
     assert "gil" in found, shown(run)
-    assert "scheduler=localsched.multiprocessing.get" in found["gil"].fix
+    fix = found["gil"].fix
+    # (localsched's processes, or, where pickling what would cross costs
+    # more than a loaded machine's claim, the rewrite: never dask's)
+    assert "scheduler=localsched.multiprocessing.get" in fix or "pickling" in fix, fix
+    assert "'processes'" not in fix
     # (its hand-off gaps were waits for the GIL and for a CPU, not the scheduler's)
     assert "overhead" not in found, shown(run)
-    said = {f.kind: f for f in run.findings()}
-    assert "busy" in said, [str(f) for f in run.findings()]
-    assert "waited" in said["busy"].title and "for a CPU" in said["busy"].title
+    if any_load != "quiet":
+        said = {f.kind: f for f in run.findings()}
+        assert "busy" in said, [str(f) for f in run.findings()]
+        assert "for a CPU" in said["busy"].title
+
+
+def numpy_block(seed):
+    a = np.full((800, 800), seed + 1.0)  # (ufuncs on large arrays release the GIL)
+    for _ in range(4):
+        a = np.sqrt(a * 1.0001 + 0.5)
+    return float(a.sum())
+
+
+@needs_schedstat
+def test_well_shaped_numpy_work_beside_other_programs_raises_no_false_alarm(loaded):
+    dsk = {("block", i): (numpy_block, i) for i in range(16)}
+    with performance_report(None, samples=True) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    run = report.data
+    said = {f.kind for f in run.findings()}
+    assert "busy" in said and not {"overhead", "gil", "straggler", "transfer"} & said, \
+        shown(run)
+    assert not {"overhead", "gil", "transfer"} & set(verdicts(run)), shown(run)
 
 
 @needs_schedstat
@@ -194,7 +235,7 @@ def test_hand_off_gaps_spent_waiting_for_the_gil_are_no_overhead():
     run.samples, run.meta["gil_waits"] = [], {}  # (the gaps alone tell)
     found = verdicts(run)
     assert "overhead" not in found and "gil" in found, shown(run)
-    assert "between tasks" in found["gil"].title
+    assert "between its tasks" in found["gil"].title
     # (gaps as long with no task beside them: the scheduler's own, no GIL's)
     run = gil_bound_tiny_tasks(beside=False)
     run.samples, run.meta["gil_waits"] = [], {}
