@@ -247,7 +247,8 @@ class Facts:
         held_by = {g: min(1.0, cpu[g] / s.total) for g, s in self.stats.items()
                    if g in cpu and s.total > 0}
         held_by.update((g, 0.0) for g in self.gil_free)
-        found = [_gil_gaps(comp, groups - self.gil_free, held_by) for comp in comps]
+        group_of = {k: g for g, s in self.stats.items() for k in s.keys}
+        found = [_gil_gaps(comp, groups - self.gil_free, held_by, group_of) for comp in comps]
         # (a thread waiting for the GIL sleeps: no more than the threads slept)
         total = sum(t for t, _ in found)
         slept = self.slept
@@ -338,7 +339,15 @@ def _covered(starts, ends, weights):
     return times, np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
 
 
-def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
+def _codes(values: list) -> tuple:
+    """``({value: code}, codes)``: each value as a small integer (numpy)."""
+    import numpy as np
+
+    ids = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return ids, np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+def _gil_gaps(comp, groups: set, held_by: dict, group_of: dict) -> tuple:
     """``(seconds, {group: seconds})``: in ``comp``'s hand-off gaps (a
     worker's wait between a task and its next one, ready already), the
     time other workers ran tasks beyond what a hand-off takes when no task
@@ -349,8 +358,8 @@ def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
     makes them.  Each task beside a gap counts by its group's ``held_by``
     share: the share of its time on CPU (a task waiting for a CPU holds the
     GIL without running: that wait is the CPU's), none where the sampler
-    found the GIL free (``Facts.gil_free``).  By group: the gaps' share
-    beside each of ``groups``."""
+    found the GIL free (``Facts.gil_free``).  By group (``group_of``: each
+    key's): the gaps' share beside each of ``groups``."""
     import numpy as np
 
     n = len(comp.keys)
@@ -358,9 +367,7 @@ def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
         return 0.0, {}
     starts = np.asarray(comp.starts, dtype=float)
     ends = np.asarray(comp.ends, dtype=float)
-    codes: dict = {}
-    workers = np.fromiter((codes.setdefault(w, len(codes)) for w in comp.worker_ids),
-                          dtype=np.int64, count=n)
+    workers = _codes(comp.worker_ids)[1]
     ready = np.asarray(comp.ready, dtype=float)
     order = np.lexsort((starts, workers))
     a, b = order[:-1], order[1:]
@@ -369,8 +376,8 @@ def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
     if not len(lo):
         return 0.0, {}
     # (a gap's own worker runs nothing during it: what covers it ran elsewhere)
-    split = [key_split(k) for k in comp.keys]
-    weights = np.fromiter((held_by.get(x, 1.0) for x in split), dtype=float, count=n)
+    ids, which = _codes(list(map(group_of.get, comp.keys)))
+    weights = np.array([held_by.get(g, 1.0) for g in ids], dtype=float)[which]
     if not weights.any():
         return 0.0, {}
     times, cum = _covered(starts, ends, weights)
@@ -383,8 +390,8 @@ def _gil_gaps(comp, groups: set, held_by: dict) -> tuple:
     by_group: dict = {}
     if total > 0:
         share = np.divide(held, beside, out=np.zeros_like(held), where=beside > 0)
-        for g in groups:
-            mine = np.fromiter((x == g for x in split), dtype=bool, count=n)
+        for g in groups & ids.keys():
+            mine = which == ids[g]
             if mine.any():
                 t, c = _covered(starts[mine], ends[mine], weights[mine])
                 part = (np.interp(hi, t, c) - np.interp(lo, t, c)) * share
