@@ -8,7 +8,11 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     CPU time during the recording (``meta["load"]``: ``machine_load``).
     Or this run's own workers, more than the cores, kept at least
     ``OWN_FULL`` (90 %) of them busy (seconds: the wall time beyond what as
-    many workers as cores would take, at best).
+    many workers as cores would take, at best).  Or, whatever the average
+    (a load that comes and goes), the run's threads waited for a CPU at
+    least ``WAIT_SHARE`` (20 %) of the recording's worker-seconds (the
+    load meter's run-queue wait, ``cpu_wait``; seconds: that wait over the
+    workers).
     Tasks then wait for a CPU, and that looks like what the ``gil``,
     ``straggler`` and ``overhead`` findings read: those are held back
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
@@ -51,10 +55,12 @@ from .facts import Facts
 from .finding import Finding, names, pct
 from .replay import what_if
 
-__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "gil_bound", "HELD_BACK"]
+__all__ = ["busy", "is_busy", "blas", "start_up", "more_threads", "gil_bound", "gil_share",
+           "HELD_BACK"]
 
 MIN_SECONDS = 0.05
 BUSY_SHARE = 0.25
+WAIT_SHARE = 0.20
 OWN_FULL = 0.9
 HELD_BACK = ("gil", "straggler", "overhead", "blas")  # (blas: threads fighting for
 # cores that other processes hold tells nothing of BLAS's own oversubscription)
@@ -66,6 +72,7 @@ IO_MAX_THREADS = 64
 IO_SAVING = 0.20
 GIL_BOUND_LOOKS = 10
 GIL_BOUND_SHARE = 0.5
+GIL_LOADED_SHARE = 0.35
 
 
 def _load(f: Facts) -> dict | None:
@@ -81,7 +88,26 @@ def _load(f: Facts) -> dict | None:
         return None
     native = load.get("native_cpu")
     return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own,
-            "native": float(native) if isinstance(native, (int, float)) else None}
+            "native": float(native) if isinstance(native, (int, float)) else None,
+            "wait": f.cpu_wait}
+
+
+def _waited(f: Facts, load: dict) -> bool:
+    """Whether the run's threads waited for a CPU ``WAIT_SHARE`` of the
+    recording's worker-seconds."""
+    wait = load["wait"]
+    return wait is not None and wait >= MIN_SECONDS \
+        and wait >= WAIT_SHARE * load["seconds"] * f.workers
+
+
+def gil_share(f: Facts) -> float:
+    """The share of the sampler's looks at a group that must have waited for
+    the GIL: ``GIL_BOUND_SHARE`` (50 %), or ``GIL_LOADED_SHARE`` (35 %)
+    where the run's threads waited for a CPU (``WAIT_SHARE``): a thread
+    preempted while in code that released the GIL (NumPy's, pandas') leaves
+    it free at looks that would find it held on a quiet machine."""
+    load = _load(f)
+    return GIL_LOADED_SHARE if load is not None and _waited(f, load) else GIL_BOUND_SHARE
 
 
 def is_busy(f: Facts) -> bool:
@@ -100,6 +126,8 @@ def _busy_by(f: Facts) -> str | None:
         return "others"
     if f.workers > load["cores"] and load["own"] >= OWN_FULL * capacity:
         return "own"
+    if _waited(f, load):
+        return "waited"
     return None
 
 
@@ -121,11 +149,27 @@ def busy(f: Facts, held: list) -> list:
             max(0.0, load["seconds"] * (1 - cores / f.workers)), [],
             f"at most {cores} workers for work that keeps a CPU busy (num_workers={cores}); "
             f"{_held(held)}.")]
+    if by == "waited":
+        wait = load["wait"] or 0.0
+        who = (f"this run's {f.workers} workers on {cores} core{plural}"
+               if f.workers > load["cores"] else
+               f"other processes, {pct(load['others'], capacity)} of its {cores} "
+               f"core{plural} on average, in bursts")
+        return [Finding(
+            "busy",
+            f"The machine was busy at times: the run's threads waited "
+            f"{format_seconds(wait)} for a CPU "
+            f"({pct(wait, load['seconds'] * f.workers)} of their time), taken by {who}.",
+            min(load["seconds"], wait / f.workers), [],
+            f"re-run on a quiet machine before trusting the timings; {_held(held)}.")]
+    wait = load["wait"]
+    waited = (f"; the run's threads waited {format_seconds(wait)} for a CPU"
+              if wait is not None and wait >= MIN_SECONDS else "")
     return [Finding(
         "busy",
         f"The machine was busy: other processes used {pct(load['others'], capacity)} of "
         f"its {cores} core{plural} during the run (this run: "
-        f"{pct(load['own'], capacity)}), so tasks waited for a CPU.",
+        f"{pct(load['own'], capacity)}), so tasks waited for a CPU{waited}.",
         min(load["seconds"], load["others"] / load["cores"]), [],
         f"re-run on a quiet machine before trusting the timings; {_held(held)}.")]
 
@@ -203,19 +247,20 @@ def start_up(f: Facts) -> list:
 def gil_bound(f: Facts) -> set:
     """The groups whose tasks, on threads, mostly waited for the GIL: the
     sampler waited for it (``meta["gil_waits"]``, where the system says how
-    long it waited for a CPU) at ``GIL_BOUND_SHARE`` (50 %) of at least
-    ``GIL_BOUND_LOOKS`` (10) looks.  Their waits are no I/O (more threads
-    would not help)."""
+    long it waited for a CPU) at ``gil_share`` (50 %; loaded, 35 %) of at
+    least ``GIL_BOUND_LOOKS`` (10) looks.  Their waits are no I/O (more
+    threads would not help)."""
     if f.kind != "threads":
         return set()
     waits = f.run.meta.get("gil_waits")
+    share = gil_share(f)
     out = set()
     for g, w in (waits.items() if isinstance(waits, dict) else ()):
         try:
             looks, contended = float(w[0]), float(w[1])
         except (TypeError, ValueError, IndexError):
             continue
-        if looks >= GIL_BOUND_LOOKS and contended >= GIL_BOUND_SHARE * looks:
+        if looks >= GIL_BOUND_LOOKS and contended >= share * looks:
             out.add(g)
     return out
 

@@ -1,6 +1,10 @@
 """What the findings' rules read, measured once per run: the scheduler kind,
 workers, wall times, per-group task statistics, the fine metrics by
-activity, the hand-off gaps and the idle time with nothing ready.
+activity, the hand-off gaps and the idle time with nothing ready, and what
+of those gaps and of the tasks' time was no scheduling nor work: waits for
+a CPU (the load meter's run-queue wait, ``cpu_wait_share``) and, on
+threads, waits for the GIL while another worker's Python held it
+(``gil_gaps``: gaps longer beside a running task than alone).
 
 Every number comes from the records; what a run did not record is None
 or empty (an older JSON, dask's schedulers, a cluster without metrics).
@@ -22,7 +26,13 @@ from .memory import memory_peak
 from .replay import overhead_per_task, unlimited_makespan
 from .usercode import user_functions
 
-__all__ = ["Facts", "union_length"]
+__all__ = ["Facts", "union_length", "GIL_FREE_SHARE", "GIL_FREE_LOOKS"]
+
+#: A group the sampler looked at ``GIL_FREE_LOOKS`` times and found the GIL
+#: held at fewer than ``GIL_FREE_SHARE`` of them leaves it free (NumPy, I/O):
+#: gaps beside its tasks were no waits for the GIL (``Facts.gil_free``).
+GIL_FREE_SHARE = 0.15
+GIL_FREE_LOOKS = 20
 
 
 class Facts:
@@ -188,6 +198,98 @@ class Facts:
         return sum(comp.handoffs[0] for comp in self.comps or ())
 
     @cached_property
+    def cpu_wait(self) -> float | None:
+        """Seconds the run's threads (and its worker processes') waited for
+        a CPU (``meta["load"]["cpu_wait"]``: Linux's run-queue wait), None
+        where not measured."""
+        load = self.run.meta.get("load")
+        wait = load.get("cpu_wait") if isinstance(load, dict) else None
+        return float(wait) if isinstance(wait, (int, float)) and wait >= 0 else None
+
+    @cached_property
+    def cpu_wait_share(self) -> float:
+        """The share of the tasks' and hand-offs' time spent waiting for a
+        CPU (0 where not measured): a thread waits for one only when it
+        could run, so the wait is spread over that time."""
+        wait = self.cpu_wait
+        if not wait:
+            return 0.0
+        return min(1.0, wait / max(self.busy + self.handoff_gaps, 1e-9))
+
+    def cpu_waited(self, group) -> float:
+        """Seconds ``group``'s tasks waited for a CPU, of the run's measured
+        wait (0 where not measured): by their share of the threads' CPU time
+        where fine metrics took it (a thread waits for a CPU in proportion
+        to the CPU it wants: a fair scheduler serves each demand alike;
+        waiting for the GIL or for I/O it wants none), else of their time."""
+        wait = self.cpu_wait
+        stats = self.stats.get(group)
+        if not wait or stats is None:
+            return 0.0
+        cpu = self.metric("thread-cpu")
+        spent = sum(cpu.values())
+        if group in cpu and spent > 0:
+            noncpu = self.metric("thread-noncpu").get(group, 0.0)
+            return min(noncpu, wait * cpu[group] / spent)
+        return self.cpu_wait_share * stats.total
+
+    @cached_property
+    def gil_gaps(self) -> list:
+        """Per computation (as ``comps``): ``(seconds, {group: seconds})``
+        of its hand-off gaps that were waits for the GIL (``_gil_gaps``),
+        by the group whose tasks ran on other workers meanwhile; on threads
+        only (else nothing)."""
+        comps = self.comps or ()
+        if self.kind != "threads" or self.workers < 2:
+            return [(0.0, {}) for _ in comps]
+        groups = {g for g, s in self.stats.items() if s.total >= 0.1 * self.busy}
+        cpu = self.metric("thread-cpu")
+        held_by = {g: min(1.0, cpu[g] / s.total) for g, s in self.stats.items()
+                   if g in cpu and s.total > 0}
+        held_by.update((g, 0.0) for g in self.gil_free)
+        group_of = {k: g for g, s in self.stats.items() for k in s.keys}
+        found = [_gil_gaps(comp, groups - self.gil_free, held_by, group_of) for comp in comps]
+        # (a thread waiting for the GIL sleeps: no more than the threads slept)
+        total = sum(t for t, _ in found)
+        slept = self.slept
+        if slept is None or total <= slept:
+            return found
+        scale = slept / total
+        return [(t * scale, {g: v * scale for g, v in by.items()}) for t, by in found]
+
+    @cached_property
+    def gil_free(self) -> set:
+        """The groups whose tasks left the GIL free: the sampler looked at
+        them ``GIL_FREE_LOOKS`` (20) times and waited for the GIL at fewer
+        than ``GIL_FREE_SHARE`` (15 %) of its looks (``meta["gil_waits"]``)."""
+        waits = self.run.meta.get("gil_waits")
+        out = set()
+        for g, w in (waits.items() if isinstance(waits, dict) else ()):
+            try:
+                looks, contended = float(w[0]), float(w[1])
+            except (TypeError, ValueError, IndexError):
+                continue
+            if looks >= GIL_FREE_LOOKS and contended < GIL_FREE_SHARE * looks:
+                out.add(g)
+        return out
+
+    @cached_property
+    def slept(self) -> float | None:
+        """Worker-seconds the run's threads neither ran nor waited for a CPU
+        (the workers over the recording, less this process's CPU and its
+        threads' waits for a CPU: ``meta["load"]``), None where not measured:
+        the most they can have waited for the GIL."""
+        load = self.run.meta.get("load")
+        wait = self.cpu_wait
+        if wait is None or not isinstance(load, dict):
+            return None
+        try:
+            seconds, own = float(load["seconds"]), float(load["own_cpu"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        return max(0.0, self.workers * seconds - own - wait)
+
+    @cached_property
     def starved(self) -> tuple:
         """``(worker-seconds idle with no task ready, {group: seconds its
         tasks ran during that time})``: over each computation, the time a
@@ -222,3 +324,76 @@ class Facts:
                     g = key_split(key)
                     by_group[g] = by_group.get(g, 0.0) + seconds
         return idle_total, dict(sorted(by_group.items(), key=lambda kv: -kv[1]))
+
+
+def _covered(starts, ends, weights):
+    """``(times, cumulative)``: the intervals' weights summed, at most 1, as
+    a cumulative curve over time (a window's share: two lookups)."""
+    import numpy as np
+
+    times = np.concatenate([starts, ends])
+    order = np.argsort(times, kind="stable")
+    steps = np.concatenate([weights, -weights])[order]
+    times = times[order]
+    level = np.clip(np.cumsum(steps), 0.0, 1.0)
+    return times, np.concatenate([[0.0], np.cumsum(level[:-1] * np.diff(times))])
+
+
+def _codes(values: list) -> tuple:
+    """``({value: code}, codes)``: each value as a small integer (numpy)."""
+    import numpy as np
+
+    ids = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return ids, np.fromiter(map(ids.__getitem__, values), dtype=np.int64, count=len(values))
+
+
+def _gil_gaps(comp, groups: set, held_by: dict, group_of: dict) -> tuple:
+    """``(seconds, {group: seconds})``: in ``comp``'s hand-off gaps (a
+    worker's wait between a task and its next one, ready already), the
+    time other workers ran tasks beyond what a hand-off takes when no task
+    runs beside it (the median such gap; else the tenth percentile of all
+    gaps).  On threads a worker between tasks needs the GIL: a task of
+    Python code beside it holds that worker back, one that releases the GIL
+    (NumPy, I/O) does not, and its gaps stay as short as the scheduler
+    makes them.  Each task beside a gap counts by its group's ``held_by``
+    share: the share of its time on CPU (a task waiting for a CPU holds the
+    GIL without running: that wait is the CPU's), none where the sampler
+    found the GIL free (``Facts.gil_free``).  By group (``group_of``: each
+    key's): the gaps' share beside each of ``groups``."""
+    import numpy as np
+
+    n = len(comp.keys)
+    if n < 2:
+        return 0.0, {}
+    starts = np.asarray(comp.starts, dtype=float)
+    ends = np.asarray(comp.ends, dtype=float)
+    workers = _codes(comp.worker_ids)[1]
+    ready = np.asarray(comp.ready, dtype=float)
+    order = np.lexsort((starts, workers))
+    a, b = order[:-1], order[1:]
+    same = (workers[a] == workers[b]) & (ready[b] <= ends[a]) & (starts[b] > ends[a])
+    lo, hi = ends[a][same], starts[b][same]
+    if not len(lo):
+        return 0.0, {}
+    # (a gap's own worker runs nothing during it: what covers it ran elsewhere)
+    ids, which = _codes(list(map(group_of.get, comp.keys)))
+    weights = np.array([held_by.get(g, 1.0) for g in ids], dtype=float)[which]
+    if not weights.any():
+        return 0.0, {}
+    times, cum = _covered(starts, ends, weights)
+    beside = np.interp(hi, times, cum) - np.interp(lo, times, cum)
+    length = hi - lo
+    alone = length[beside <= 1e-9]
+    usual = float(np.median(alone)) if len(alone) >= 10 else float(np.percentile(length, 10))
+    held = np.clip(np.minimum(beside, length - usual), 0.0, None)
+    total = float(held.sum())
+    by_group: dict = {}
+    if total > 0:
+        share = np.divide(held, beside, out=np.zeros_like(held), where=beside > 0)
+        for g in groups & ids.keys():
+            mine = which == ids[g]
+            if mine.any():
+                t, c = _covered(starts[mine], ends[mine], weights[mine])
+                part = (np.interp(hi, t, c) - np.interp(lo, t, c)) * share
+                by_group[g] = float(part.sum())
+    return total, by_group

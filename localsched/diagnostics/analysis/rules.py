@@ -60,6 +60,7 @@ GIL_CONTENDED_SHARE = 0.5
 GIL_SHARE = 0.10
 GIL_CONCURRENCY = 1.3
 GIL_CPU_SHARE = 0.8
+GIL_GAP_SHARE = 0.25
 MEMORY_BYTES = 32e6
 MEMORY_RESULTS = 4
 MEMORY_SHARE = 0.6
@@ -73,9 +74,10 @@ STRAGGLER_FACTOR = 3.0
 STRAGGLER_EXCESS = 0.05
 
 
-def findings(run, facts: Facts | None = None) -> list:
+def findings(run, facts: Facts | None = None, hold_back: bool = True) -> list:
     """The findings of ``run`` (a ``RunData``), most seconds first
-    (``facts``: its ``Facts`` if already at hand)."""
+    (``facts``: its ``Facts`` if already at hand; ``hold_back=False``: a
+    ``busy`` finding holds none back, every rule's verdict is kept)."""
     facts = Facts(run) if facts is None else facts
     if not run.tasks:
         return []
@@ -89,7 +91,7 @@ def findings(run, facts: Facts | None = None) -> list:
     held = [k for k in causes.HELD_BACK if any(f.kind == k for f in out)]
     busy = causes.busy(facts, held)
     if busy:  # (a busy machine's waits for a CPU look like these: held back)
-        out = [f for f in out if f.kind not in causes.HELD_BACK] + busy
+        out = [f for f in out if not hold_back or f.kind not in causes.HELD_BACK] + busy
     out.sort(key=lambda f: -f.seconds)
     return out
 
@@ -115,8 +117,11 @@ def _overhead(f: Facts) -> list:
     hand-offs plus task time, they add up to at least ``MIN_SECONDS`` (50
     ms), and the groups named have median tasks shorter than ``SHORT_TASK``
     (10 ms). On processes and clusters the travel of inputs is taken out
-    (that is ``transfer``). Seconds: those over the workers, less those the
-    fix leaves (one hand-off in ``factor``), at most those computations'
+    (that is ``transfer``); on threads the gaps' waits for the GIL other
+    workers' tasks held (``Facts.gil_gaps``); everywhere the rest's share
+    of the run's waits for a CPU (``Facts.cpu_wait_share``: a busy
+    machine's, not the scheduler's). Seconds: those over the workers, less
+    those the fix leaves (one hand-off in ``factor``), at most those computations'
     wall time (with their preparation) beyond their work. Fix: about
     ``TARGET_TASK`` (100 ms) of work per task (as chunk bytes where result
     sizes were measured) -- but bigger tasks need fewer chunks, and the
@@ -133,9 +138,12 @@ def _overhead(f: Facts) -> list:
     tasks = 0
     ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
     judged = []
-    for comp, (handoffs, preparation, travel) in zip(f.comps or (), f.overheads, strict=True):
+    waiting = f.cpu_wait_share
+    for comp, (handoffs, preparation, travel), (gil, _by) in zip(
+            f.comps or (), f.overheads, f.gil_gaps, strict=True):
         n = comp.worker_count()
-        spent = handoffs + preparation * n
+        # (the gaps less the waits for the GIL and for a CPU in them)
+        spent = max(0.0, handoffs - gil) * (1 - waiting) + preparation * n
         if f.kind in ("processes", "cluster"):
             spent = max(0.0, spent - travel)
         worked = sum(comp.durations)
@@ -227,8 +235,9 @@ def _gil(f: Facts) -> list:
     tasks asleep or in NumPy leave it free. Where the system says how long
     the sampler waited for a CPU (Linux: ``SampleProfiler.gil_waits``, its
     lateness less that wait, so that a machine busy with other processes
-    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %) of the looks
-    at a group's tasks waited for the GIL (more than 1 ms). Elsewhere (and
+    does not count), at least ``GIL_CONTENDED_SHARE`` (50 %; where the run's
+    threads waited for a CPU, ``causes.gil_share``: 35 %) of the looks at a
+    group's tasks waited for the GIL (more than 1 ms). Elsewhere (and
     in runs saved without those waits): its samples stood for at least
     ``GIL_STRETCH`` (1.8) sampler intervals on average and fewer than
     ``GIL_ON_TIME`` (15 %) of its looks came on time (within 1.2
@@ -236,29 +245,82 @@ def _gil(f: Facts) -> list:
     while the group's tasks overlapped (at least 1.3 running at once on
     average), hold at least ``GIL_SHARE`` (10 %) of task time and, where
     fine metrics were taken, spent at most 80 % of their time on CPU.
+    Or, samples or not: other workers' hand-off gaps beside its tasks were
+    waits for the GIL (``Facts.gil_gaps``: longer than gaps with no task
+    beside them, at most what the threads slept) for at least
+    ``GIL_GAP_SHARE`` (25 %) of its task time less its waits for a CPU --
+    tiny tasks of Python code (pandas on small frames) take turns, and the
+    workers wait between them.
     Seconds: the group's non-CPU task time (without fine metrics, its time
-    beyond one task at a time) over the workers, and never more than
-    processes could save of its CPU time (``cpu × (1 - 1/workers)``: waits
-    beyond were for a CPU). Fix: localsched's processes, unless pickling
+    beyond one task at a time; without the sampler's evidence, none) less
+    its share of the run's waits for a CPU (``Facts.cpu_waited``, where
+    measured), plus those gaps' waits, over the workers, and never more
+    than processes could save of its CPU time (``cpu × (1 - 1/workers)``:
+    waits beyond were for a CPU). Fix: localsched's processes, unless pickling
     what would cross -- results, their inputs, the graph's literal inputs
     (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object and
     ``PICKLE_RATE`` bytes a second -- costs half what they save: then only
     the GIL-free rewrite.
     """
-    if f.kind != "threads" or f.workers < 2 or not f.run.samples:
+    if f.kind != "threads" or f.workers < 2:
         return []
+    sampled = _gil_sampled(f)
+    gapped: dict = {}
+    for _total, by_group in f.gil_gaps:
+        for g, v in by_group.items():
+            gapped[g] = gapped.get(g, 0.0) + v
+    cpu = f.metric("thread-cpu")
+    out = []
+    for g in sorted(set(sampled) | set(gapped), key=str):
+        stats = f.stats.get(g)
+        if stats is None or stats.total < GIL_SHARE * f.busy:
+            continue
+        stake, running, evidence = sampled.get(g, (0.0, None, None))
+        gap = gapped.get(g, 0.0)
+        if evidence is None:
+            # (against its tasks' time less their waits for a CPU)
+            if gap < MIN_SECONDS or gap < GIL_GAP_SHARE * (stats.total - f.cpu_waited(g)):
+                continue
+            evidence = "hand-off gaps beside its tasks, longer than with no task beside them"
+        elif gap >= MIN_SECONDS:
+            evidence += f"; {format_seconds(gap)} of it between tasks"
+        stake += gap
+        saved = stake / f.workers
+        if cpu.get(g):
+            # (processes could at best run the tasks' CPU time side by side:
+            # waits beyond that were for a CPU, not for the GIL)
+            saved = min(saved, cpu[g] * (1 - 1 / f.workers))
+        if stake < MIN_SECONDS or saved < MIN_SECONDS / f.workers:
+            continue
+        at_once = f"its tasks ran {running:.1f} at a time on threads but waited" \
+            if running is not None else \
+            f"on {f.workers} threads, workers waited between its tasks"
+        out.append(Finding(
+            "gil",
+            f"Python code in '{g}'{_where(f, g)} held the GIL: {at_once} "
+            f"{format_seconds(stake)} ({evidence}).",
+            saved, [g], _gil_fix(f, g, saved)))
+    return out
+
+
+def _gil_sampled(f: Facts) -> dict:
+    """``{group: (seconds its tasks waited for the GIL, tasks running at
+    once, evidence)}`` where the sampler says so (``_gil``)."""
+    if not f.run.samples:
+        return {}
     interval = _sample_interval(f)
     if not interval:
-        return []
+        return {}
     per_group: dict = {}
     for s in f.run.samples:
         if s.group is not None:
             per_group.setdefault(s.group, []).append(s.seconds or interval)
     cpu, noncpu = f.metric("thread-cpu"), f.metric("thread-noncpu")
-    out = []
+    needed = min(GIL_CONTENDED_SHARE, causes.gil_share(f))
+    out = {}
     for g, seconds in per_group.items():
         stats = f.stats.get(g)
-        if stats is None or len(seconds) < GIL_MIN_SAMPLES or stats.total < GIL_SHARE * f.busy:
+        if stats is None or len(seconds) < GIL_MIN_SAMPLES:
             continue
         stretch = sum(seconds) / len(seconds) / interval
         on_time = sum(1 for x in seconds if x <= GIL_ON_TIME_STRETCH * interval) / len(seconds)
@@ -266,7 +328,7 @@ def _gil(f: Facts) -> list:
         waits = (f.run.meta.get("gil_waits") or {}).get(g)
         if waits and waits[0] >= GIL_MIN_SAMPLES:  # (measured: the waits for the GIL)
             contended = waits[1] / waits[0]
-            on_time = 0.0 if contended >= GIL_CONTENDED_SHARE else 1.0
+            on_time = 0.0 if contended >= needed else 1.0
             stretch = max(stretch, GIL_STRETCH)
             evidence = f"the sampler waited for the GIL at {contended:.0%} of its looks"
         spans = [(r.start_time, r.end_time) for r in f.run.tasks if _group(r.key) == g]
@@ -276,20 +338,10 @@ def _gil(f: Facts) -> list:
         if g in cpu and cpu[g] + noncpu.get(g, 0.0) > 0:
             if cpu[g] / (cpu[g] + noncpu.get(g, 0.0)) > GIL_CPU_SHARE:
                 continue
-            stake = noncpu.get(g, 0.0)
-            # (processes could at best run the tasks' CPU time side by side:
-            # waits beyond that were for a CPU, not for the GIL)
-            saved = min(stake / f.workers, cpu[g] * (1 - 1 / f.workers))
+            stake = noncpu.get(g, 0.0) - f.cpu_waited(g)
         else:
-            stake = stats.total * (1 - 1 / running)
-            saved = stake / f.workers
-        if stake < MIN_SECONDS or saved < MIN_SECONDS / f.workers:
-            continue
-        out.append(Finding(
-            "gil",
-            f"Python code in '{g}'{_where(f, g)} held the GIL: its tasks ran {running:.1f} "
-            f"at a time on threads but waited {format_seconds(stake)} ({evidence}).",
-            saved, [g], _gil_fix(f, g, saved)))
+            stake = stats.total * (1 - 1 / running) - f.cpu_waited(g)
+        out[g] = (max(0.0, stake), running, evidence)
     return out
 
 

@@ -8,7 +8,11 @@ Two facts the findings need and the task records cannot give:
   other processes took: a machine busy with them makes tasks wait for a
   CPU, which looks like waiting for the GIL, stragglers and overhead
   (``analysis.causes``' ``busy`` finding holds those back).  Also the CPU
-  of this process's threads that Python did not start (BLAS's pools).
+  of this process's threads that Python did not start (BLAS's pools), and
+  how long the threads of this process and its workers waited for a CPU
+  (``cpu_wait``: Linux's run-queue wait, ``/proc/<pid>/task/<tid>/schedstat``,
+  read at start and stop only): a burst of load that an average hides still
+  makes them wait, and that wait is no GIL's, I/O's or hand-off's.
 - ``blas_threads()``: how many threads the BLAS/OpenMP libraries NumPy
   loaded will use per call -- threadpoolctl's answer where it is installed
   (it asks the loaded libraries), else the environment variables, which the
@@ -19,7 +23,7 @@ the run.
 
 >>> meter = LoadMeter().start()
 >>> sorted(meter.stop())
-['caller_cpu', 'cores', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds']
+['caller_cpu', 'cores', 'cpu_wait', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds']
 """
 
 from __future__ import annotations
@@ -43,6 +47,27 @@ def _busy(times) -> float:
     return total - idle
 
 
+def _run_queue_waits(pids) -> dict | None:
+    """``{(pid, tid): seconds}`` each thread of ``pids`` has waited for a
+    CPU since it started (Linux's ``schedstat``, second field); None where
+    the system does not say.  A process or thread gone meanwhile is left out."""
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        return None
+    out: dict = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    out[(pid, tid)] = int(f.read().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
+
+
 class LoadMeter:
     """CPU seconds of the machine and of this process tree over a stretch.
 
@@ -59,6 +84,7 @@ class LoadMeter:
         self._me = psutil.Process()
         self._t0 = self._machine0 = self._thread0 = 0.0
         self._own0: dict = {}
+        self._waits0: dict | None = None
 
     def _own(self) -> dict:
         """``{pid: CPU seconds}`` of this process (its reaped children's
@@ -91,26 +117,35 @@ class LoadMeter:
         self._t0 = time.monotonic()
         self._machine0 = _busy(self._psutil.cpu_times())
         self._own0 = self._own()
+        self._waits0 = _run_queue_waits(self._own0)
         return self
 
     def stop(self) -> dict:
         """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu",
-        "native_cpu"}`` since ``start()``: ``caller_cpu``, the CPU of the
-        thread that started and stops it (the caller's: building graphs, its
-        own work; call ``stop`` from the same thread); ``native_cpu``, that of
-        this process's threads that are not Python's (BLAS's and OpenMP's
-        pools: their CPU is no task thread's)."""
+        "native_cpu", "cpu_wait"}`` since ``start()``: ``caller_cpu``, the CPU
+        of the thread that started and stops it (the caller's: building
+        graphs, its own work; call ``stop`` from the same thread);
+        ``native_cpu``, that of this process's threads that are not Python's
+        (BLAS's and OpenMP's pools: their CPU is no task thread's);
+        ``cpu_wait``, the seconds the threads of this process and its workers
+        waited for a CPU (summed over threads; a thread started meanwhile
+        counts from its start; None where the system does not say)."""
         import threading
 
         machine = _busy(self._psutil.cpu_times()) - self._machine0
-        own = sum(v - self._own0.get(pid, 0.0) for pid, v in self._own().items())
+        owned = self._own()
+        own = sum(v - self._own0.get(pid, 0.0) for pid, v in owned.items())
+        before = self._waits0
+        waits = _run_queue_waits(owned) if before is not None else None
+        waited = None if waits is None or before is None else sum(
+            max(0.0, v - before.get(k, 0.0)) for k, v in waits.items())
         python = {t.native_id for t in threading.enumerate()}
         native = sum(v - self._threads0.get(tid, 0.0) for tid, v in self._threads().items()
                      if tid not in python)
         return {"cores": os.cpu_count() or 1, "seconds": time.monotonic() - self._t0,
                 "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own),
                 "caller_cpu": max(0.0, time.thread_time() - self._thread0),
-                "native_cpu": max(0.0, native)}
+                "native_cpu": max(0.0, native), "cpu_wait": waited}
 
 
 def blas_threads() -> dict | None:
