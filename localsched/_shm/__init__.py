@@ -16,6 +16,8 @@ The rooms, lowest first (each imports only those above it, and
     named_mappings Windows' named mappings (a writer holds what it wrote
                    until its owner does), and their simulation on Linux
     kind_in_use    a platform value's kind of segment, made once per process
+    room           the room left: a reading of the directory, reused for a
+                   moment while far from the reserve
     store          the segment store, kind-neutral, one per platform value
                    (holding it and its kind): owner names and lock,
                    the reaper, writing, the free list (descriptors the

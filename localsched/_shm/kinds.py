@@ -153,6 +153,11 @@ class SegmentKind:
     def free_bytes(self) -> int | None:
         return None
 
+    def room(self) -> tuple[int, int] | None:
+        """``(free bytes, free inodes or -1 for no limit)`` now, or None
+        where that cannot be known (``room``)."""
+        return None
+
     # -- the owner lock (``store``: who holds it, and what it means) -----------
 
     def lock_name(self, owner: str) -> str:
@@ -311,6 +316,10 @@ class DevShmFiles(SegmentKind):
     def free_bytes(self) -> int | None:
         st = os.statvfs(SHM_DIR)
         return st.f_bavail * st.f_frsize
+
+    def room(self) -> tuple[int, int] | None:
+        st = os.statvfs(SHM_DIR)
+        return st.f_bavail * st.f_frsize, st.f_favail if st.f_files else -1
 
     def create(self, name: str, size: int) -> Any:
         return os.open(os.path.join(SHM_DIR, name), _CREATE | os.O_RDWR, 0o600)

@@ -52,6 +52,7 @@ from ..system import platform as _platform
 from ..system import settings as user_settings
 from ..system.forking import at_fork_in_child
 from ..system.platform import LOCK_EX, LOCK_NB, LOCK_SH, SHM_DIR, Platform, flock
+from . import room
 from .kind_in_use import kind_of
 from .kinds import LOCK_SUFFIX, SegmentKind
 
@@ -121,8 +122,9 @@ def available(platform: Platform) -> bool:
     a kind of segment that works now (``segment_kinds``; files: present,
     writable, inodes left) with room for a value above the reserve where
     the room can be known.  Asked per job, so a directory that fills up or
-    empties is noticed when it does; warns once per process when it
-    cannot be used.  ``platform``: which kind of segment (its own)."""
+    empties is noticed when it does (a recent *yes* far from the reserve
+    is reused: ``room``); warns once per process when it cannot be used.
+    ``platform``: which kind of segment (its own)."""
     enabled, threshold, reserve = settings()
     if not enabled:
         return False
@@ -131,7 +133,9 @@ def available(platform: Platform) -> bool:
         warn_once(_pipes_instead(_platform.shm_dir_stats(platform=platform)[1]))
         return False
     # (an inode for the owner's lock file, until it exists, and a segment)
-    free, why = segment_kind.usable(1 if current(platform) is not None else 2)
+    # (a recent reading where it is far from the reserve: ``room``)
+    free, why = room.usable(segment_kind, 1 if current(platform) is not None else 2,
+                            reserve + threshold)
     if free is None:
         warn_once(_pipes_instead(why))
         return False
@@ -148,8 +152,9 @@ def usable_store(platform: Platform) -> SegmentStore | None:
     warning) if it cannot, the store's lock file included: nothing is
     created before that is known.
 
-    The segment kind says whether it works now (files: one ``statvfs`` of
-    ``/dev/shm``, present, writable, sticky, inodes and room left; objects:
+    The segment kind says whether it works now (files: a ``statvfs`` of
+    ``/dev/shm``, present, writable, sticky, inodes and room left, reused
+    for a moment while far from the reserve: ``room``; objects:
     the registry directory is this user's private directory; named
     mappings: a self-test).  None sends the caller to the pipes after one
     warning (``warn_once``; in a worker, whose loop sets ``notes_to``, a
@@ -190,11 +195,12 @@ def write_segment(segment_kind: SegmentKind, name: str, buffers: list, reserve: 
     if claimed is not None:
         token, name = claimed
     else:
-        free = free_bytes(segment_kind)
+        free = room.free_bytes(segment_kind, size + reserve)
         if free is not None and free < size + reserve:
             raise OSError(errno.ENOSPC, "not enough free space for shared memory")
         with segment_kind.registering(name):
             token = segment_kind.create(name, size)
+        room.wrote(segment_kind, size)
     try:
         segment_kind.write(token, size, layout, buffers)
     except BaseException:

@@ -31,6 +31,7 @@ re-walking the original structure:
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
@@ -230,6 +231,11 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
                 if ta in _SCALARS:  # not a key: a literal
                     specs[i] = (CALL, value[0], value[1:], ())
                     continue
+            elif n > 3:  # (func, x, y, z, ...)
+                made = _all_keys(value, get)
+                if made is not None:
+                    specs[i], deps[i] = made
+                    continue
             specs[i], deps[i] = _compile_task(value, index, keys[i], taskref)
             continue
         key = keys[i]
@@ -265,6 +271,26 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
             specs[i] = spec
             is_data[i] = spec[0] == DATA
     return CompiledGraph(dsk, keys, index, deps, specs, is_data)
+
+
+def _all_keys(task: tuple, get) -> tuple[tuple, tuple[int, ...]] | None:
+    """Spec and dependency indices of a task whose arguments are all keys
+    (``get``: the index's), as ``_compile_task`` makes them; else None."""
+    args = task[1:]
+    try:
+        js = [get(a, -1) for a in args]
+    except TypeError:  # an unhashable literal: the general path
+        return None
+    if min(js) < 0:
+        return None
+    spec = (CALL, task[0], args, _all_positions(len(args)))
+    return spec, tuple(js) if len(set(js)) == len(js) else tuple(dict.fromkeys(js))
+
+
+@functools.lru_cache(maxsize=64)
+def _all_positions(n: int) -> tuple[int, ...]:
+    """``(0, ..., n-1)``, one tuple per ``n`` (shared by the specs)."""
+    return tuple(range(n))
 
 
 def _keys_and_index(dsk: Mapping, known: Mapping | None) -> tuple[list, dict]:
@@ -380,6 +406,8 @@ def execute(spec: tuple, data: Mapping) -> Any:
         keypos = spec[3]
         if not keypos:
             return spec[1](*spec[2])
+        if len(keypos) == len(spec[2]):  # (every argument a key)
+            return spec[1](*[data[a] for a in spec[2]])
         args = list(spec[2])
         for p in keypos:
             args[p] = data[args[p]]

@@ -114,7 +114,7 @@ def _post_order(deps: list[tuple[int, ...]], is_data: Sequence[bool], outputs: l
                         if len(ds) == 2:
                             if deps[ds[0]] or deps[ds[1]]:
                                 ds = ds[::-1]
-                        elif not _all_leaves(ds, deps):
+                        elif deps[ds[0]] or not _all_leaves(ds, deps):
                             ds = ds[::-1]
                         for d in ds:
                             sd = state[d]
@@ -146,6 +146,12 @@ def _post_order(deps: list[tuple[int, ...]], is_data: Sequence[bool], outputs: l
                     need[v] = b
                 else:
                     need[v] = a + 1 if a == b else a
+            elif len(ds) == 3:  # (``_need_of``, spelled out: a stencil's tasks)
+                a, b, c = need[ds[0]], need[ds[1]], need[ds[2]]
+                if not a >= b >= c:
+                    resort = True
+                    a, b, c = sorted((a, b, c), reverse=True)
+                need[v] = max(a, b + 1, c + 2)
             else:
                 need[v], unsorted = _need_of(ds, need)
                 resort = resort or unsorted

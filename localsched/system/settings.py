@@ -71,7 +71,10 @@ def integer(name: str) -> int:
     """``name`` as an int, at least its minimum; its default where unset or
     not an int."""
     setting = ENVIRONMENT[name]
+    value = os.environ.get(name)
+    if value is None:  # (the common case, without the cost of an exception)
+        return int(setting.default or 0)
     try:
-        return max(setting.minimum, int(os.environ.get(name, "").strip()))
+        return max(setting.minimum, int(value.strip()))
     except ValueError:
         return int(setting.default or 0)

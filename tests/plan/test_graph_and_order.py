@@ -167,3 +167,28 @@ def test_hungriest_branch_first():
     g = compile_graph(dsk)
     run = [g.keys[i] for i in order(g.deps, g.is_data, [g.index["root"]])]
     assert run.index("deep") < run.index("flat")
+
+
+def _args(*xs):
+    return xs
+
+
+def test_a_task_of_several_keys_compiles_as_the_general_path_does():
+    # The common shapes have fast paths in ``compile_graph``; what they
+    # make is what the general path (``_compile_task``) makes.
+    from localsched.plan.graph import _compile_task
+
+    dsk = {"a": 1, "b": 2, ("c", 0): 3,
+           "three": (_args, "a", "b", ("c", 0)),
+           "repeated": (_args, "a", "b", "a", "b"),
+           "mixed": (_args, "a", "b", 7),
+           "nested": (_args, "a", "b", (neg, "a")),
+           "unhashable": (_args, "a", "b", [1, "a"]),
+           "tuple-literal": (_args, "a", "b", ("a", 9))}
+    g = compile_graph(dsk)
+    for k in ("three", "repeated", "mixed", "nested", "unhashable", "tuple-literal"):
+        i = g.index[k]
+        assert (g.specs[i], g.deps[i]) == _compile_task(dsk[k], g.index, k), k
+    assert get_sync(dsk, ["three", "repeated", "mixed", "nested", "unhashable",
+                          "tuple-literal"]) == (
+        (1, 2, 3), (1, 2, 1, 2), (1, 2, 7), (1, 2, -1), (1, 2, [1, 1]), (1, 2, (1, 9)))
