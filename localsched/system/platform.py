@@ -58,7 +58,7 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "S
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
            "Platform", "NamedSlots",
-           "thread_cpu_wait_reader", "prepare_thread_cpu_wait",
+           "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "threads_cpu_waits",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
            "named_mapping_view", "open_private_dir", "euid", "is_ours", "O_NOFOLLOW",
@@ -424,6 +424,28 @@ def prepare_thread_cpu_wait() -> None:
     import in a sampler thread would wait for the GIL at each of its many
     system calls while the tasks' Python code holds it)."""
     _pread_holding_the_gil()
+
+
+def threads_cpu_waits(pids) -> dict | None:
+    """``{(pid, tid): seconds}`` each thread of processes ``pids`` has
+    waited for a CPU since it started (Linux's ``schedstat``, second
+    field), None where the system does not say; a process or thread gone
+    meanwhile is left out.  (Read now and then, not per task.)"""
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        return None
+    out: dict = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    out[(pid, tid)] = int(f.read().split()[1]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
 
 
 def thread_cpu_wait_reader():

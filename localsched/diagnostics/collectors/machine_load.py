@@ -32,6 +32,8 @@ import os
 import sys
 import time
 
+from ...system import platform as _platform
+
 __all__ = ["LoadMeter", "blas_threads", "BLAS_VARIABLES"]
 
 #: The variables BLAS and OpenMP libraries read when loaded, most specific first.
@@ -45,27 +47,6 @@ def _busy(times) -> float:
     # (guest time is already counted in user time on Linux)
     total -= getattr(times, "guest", 0.0) + getattr(times, "guest_nice", 0.0)
     return total - idle
-
-
-def _run_queue_waits(pids) -> dict | None:
-    """``{(pid, tid): seconds}`` each thread of ``pids`` has waited for a
-    CPU since it started (Linux's ``schedstat``, second field); None where
-    the system does not say.  A process or thread gone meanwhile is left out."""
-    if not os.path.exists("/proc/thread-self/schedstat"):
-        return None
-    out: dict = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    out[(pid, tid)] = int(f.read().split()[1]) / 1e9
-            except (OSError, ValueError, IndexError):
-                continue
-    return out
 
 
 class LoadMeter:
@@ -117,7 +98,7 @@ class LoadMeter:
         self._t0 = time.monotonic()
         self._machine0 = _busy(self._psutil.cpu_times())
         self._own0 = self._own()
-        self._waits0 = _run_queue_waits(self._own0)
+        self._waits0 = _platform.threads_cpu_waits(self._own0)
         return self
 
     def stop(self) -> dict:
@@ -136,7 +117,7 @@ class LoadMeter:
         owned = self._own()
         own = sum(v - self._own0.get(pid, 0.0) for pid, v in owned.items())
         before = self._waits0
-        waits = _run_queue_waits(owned) if before is not None else None
+        waits = _platform.threads_cpu_waits(owned) if before is not None else None
         waited = None if waits is None or before is None else sum(
             max(0.0, v - before.get(k, 0.0)) for k, v in waits.items())
         python = {t.native_id for t in threading.enumerate()}
