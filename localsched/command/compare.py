@@ -73,7 +73,8 @@ def add_compare_parser(sub) -> None:
                         "(default: 1)")
     p.add_argument("--threshold", type=_share, default=None, metavar="THRESHOLD",
                    help="relative growth that counts, e.g. 0.5 or 50%% "
-                        "(default: 0.5, with repeats 0.1 beyond their spread)")
+                        "(default: 0.4 at the same machine speed, with repeats 0.1 "
+                        "beyond their spread)")
     p.epilog = "exit status: 0 no regression, 1 regression or failed run, 2 bad input, " \
                "3 inconclusive"
     p.add_argument("--min-seconds", type=_seconds, default=0.05, metavar="MIN_SECONDS",

@@ -1,55 +1,34 @@
 """Runs of the same code, before and after a change: did it get slower?
 
-``compare(before, after)`` judges what a change can make slower, as totals
-(never per-task means: bigger chunks make each task longer and the run
-faster):
+``compare(before, after)`` judges, as totals (never per-task means: bigger
+chunks make each task longer and the run faster), each task group's **CPU
+seconds** (``thread-cpu``: waiting for a CPU is not in them; a group mostly
+off the CPU, under ``OFF_CPU_SHARE``, is judged on its **task seconds**
+where waits can be judged, and so is a run without fine metrics) and the
+**wall time** (shown, not judged, with one run a side when either says the
+machine was busy: other processes took over ``BUSY_CORES`` cores).
 
-- each task group's **CPU seconds** (the fine metrics' ``thread-cpu``,
-  summed: time waiting for a CPU is not in them).  A group that spends
-  most of its time off the CPU (less than ``OFF_CPU_SHARE`` of its task
-  seconds on it in the reference: sleeping, I/O, locks) is judged on its
-  **task seconds** (summed durations) instead where waits can be judged --
-  with repeats, or one run a side on a quiet machine (below); a run without
-  fine metrics always is.  Groups are dask's ``key_split`` names;
-- the **wall time** of the run(s) -- unless, with one run a side, either run
-  says the machine was busy (``meta["header"]["load"]``: other processes
-  took more than ``BUSY_CORES`` cores): a wall time then measures the
-  neighbours and is shown, not judged.
-
-**The machine's speed.**  On a shared or virtual machine the same code
-burns up to twice the CPU seconds at one moment as at another (the host's
-other tenants), so each run's seconds are first brought to the reference
-run's (the first before-run's) machine speed: divided by a *speed factor*,
-the ``machine`` column.  Two signals give it: the speed probe recorded
-beside the run (``meta["speed"]``, ``collectors.machine_speed``: the ratio
-of its timings), and the other groups of the same run, which ran at the
-same moments (the weighted median of their ratios).  Both agreeing (within
-``DISAGREE``), the factor is their geometric mean -- half of a change in
-the other groups' own code cannot make a group look slower; disagreeing,
-the other groups changed and the probe alone counts.  Without a probe the
-other groups may only excuse (a factor above 1), never accuse; the task
-seconds of a group that waits, and the wall time, are brought by the
-probe's ratio to the power of their share on the CPU.
+**At the same machine speed.**  On a shared or virtual machine the same
+code burns up to twice the CPU seconds at one moment as at another (the
+host's other tenants), so each run's seconds are first divided by its
+*speed factor* against the first before-run (the ``machine`` column): the
+ratio of the speed probe saved beside each run (``meta["speed"]``,
+``collectors.machine_speed``) and that of the run's other groups, which ran
+at the same moments -- their geometric mean where they agree (``_Speeds``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
-by more than ``rel`` and by more than ``min_seconds``: the spread of the
-repeats (the noise, shown) widens the bound by itself.  ``rel`` defaults to
-``DEFAULT_REL`` (50 %) with one run a side and to ``REPEATS_REL`` (10 %)
-with repeats.  A group new in ``after`` regressed when it exceeds
-``min_seconds``.  A verdict the data cannot support is **inconclusive**:
-one run a side on a busy machine without the speed probe on both, a group
-grown beyond ``rel`` but not beyond ``SURE_REL`` (+150 %) may be the
-neighbours (:attr:`Comparison.inconclusive`).
+by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
+the noise, widens the bound by itself).  ``rel`` defaults to
+``DEFAULT_REL`` (40 %) with one run a side, ``REPEATS_REL`` (10 %) with
+repeats.  What the data cannot decide is **inconclusive** (``_judge``): with
+the probe alone, growth within ``PROBE_BAND``; without a probe on a busy
+machine, growth up to ``SURE_REL``.  A faster run is never a regression,
+and a run that failed or ran nothing never "no regression" (``Comparison``).
 
-A faster run is never a regression, and a run that failed or ran nothing
-is never "no regression" (:class:`Comparison`).
-
-``localsched compare [--repeats N] BEFORE... AFTER...`` prints
-``Comparison.table()`` and exits with ``status`` (0: no regression, 1: a
-regression or a failed run, 2: a file that cannot be read, 3:
-inconclusive); the report of runs merged side by side shows the same
-comparison, each run against the first (task seconds: the merged fine
-metrics are not split by run).
+``localsched compare`` prints ``Comparison.table()`` and exits with
+``status`` (0: no regression, 1: a regression or a failed run, 2: bad
+input, 3: inconclusive); the report of runs merged side by side shows the
+same comparison, each run against the first.
 
 >>> from localsched.diagnostics.collectors.records import TaskData
 >>> from localsched.diagnostics.runs.rundata import RunData
@@ -74,12 +53,13 @@ from .groups import group_stats
 
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
            "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "SURE_REL", "MIN_SECONDS",
-           "OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "REF_SECONDS", "INCONCLUSIVE"]
+           "OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND", "REF_SECONDS",
+           "INCONCLUSIVE"]
 
 #: A measure regressed when it grew by more than this share (one run a side,
 #: at the reference's machine speed: ``benchmarks/README.md`` has the
 #: spreads of identical reruns and of a doubled group, quiet and loaded) ...
-DEFAULT_REL = 0.5
+DEFAULT_REL = 0.4
 #: (kept for callers of the old name: a busy machine now brings the speed
 #: probe, or an inconclusive verdict, not a wider bound)
 BUSY_REL = DEFAULT_REL
@@ -97,6 +77,12 @@ OFF_CPU_SHARE = 0.25
 BUSY_CORES = 0.5
 #: The probe's and the other groups' speed factors agree within this ratio.
 DISAGREE = 1.6
+#: With the probe alone (no other group to agree with it), one run a side:
+#: growth beyond ``rel`` times the first is inconclusive, beyond ``rel``
+#: times the second a regression (and so for the wall time).
+PROBE_BAND = (0.75, 1.75)
+#: What a speed factor rests on, weakest first.
+BASES = ("none", "probe", "both")
 #: A group is a speed reference for the others with this many CPU seconds a run.
 REF_SECONDS = 0.01
 #: The exit status of an inconclusive comparison.
@@ -183,11 +169,13 @@ class Comparison(NamedTuple):
                 names.insert(0, "(wall time)")
             head = f"{len(names)} regression(s): " + ", ".join(names)
         elif self.inconclusive:
-            head = (f"inconclusive: the machine was busy (other processes: {self.busy:.1f} "
-                    "cores) and a run has no speed probe, so growth of "
-                    + ", ".join(terminal_text(r.group) for r in self.inconclusive)
-                    + f" up to +{SURE_REL:.0%} may be the neighbours; rerun on a quiet "
-                    "machine, with repeats or with a speed probe")
+            busy = "" if self.busy is None or self.busy <= BUSY_CORES else \
+                f"the machine was busy (other processes: {self.busy:.1f} cores); "
+            head = ("inconclusive: " + busy + ", ".join(terminal_text(r.group)
+                                                         for r in self.inconclusive)
+                    + " grew beyond the threshold but within what the machine's changing "
+                    "speed can make of the same code; rerun with --repeats or on a "
+                    "quieter machine")
         elif self.faster:
             head = "no regression: the after-run is faster"
             if self.grown:
@@ -280,8 +268,14 @@ class _Side:
 
 class _Speeds:
     """Speed factors of every run against the reference run (the first
-    before-run): the probe's ratio, the other groups' ratios (module
-    docstring)."""
+    before-run).  Two signals: the speed probe's ratio, and the weighted
+    median of the run's other groups' CPU ratios (they ran at the same
+    moments).  Agreeing within ``DISAGREE``, the factor is their geometric
+    mean: half of a change in the other groups' own code cannot make a
+    group look slower.  Disagreeing, the other groups' code changed and the
+    probe alone counts.  Without a probe the other groups may only excuse (a
+    factor above 1), never accuse.  Task seconds of a group that waits, and
+    the wall time, take the factor to the power of their share on the CPU."""
 
     def __init__(self, b: _Side, a: _Side):
         self.runs = [*b.groups, *a.groups]
@@ -306,19 +300,22 @@ class _Speeds:
                 return ratio
         return None
 
-    def factor(self, i: int, group: str | None, share: float) -> float:
+    def factor(self, i: int, group: str | None, share: float) -> tuple:
         """Run ``i``'s speed factor for ``group`` (None: the run as a whole,
-        the probe alone), to the power ``share`` (its share on the CPU)."""
+        the probe alone), to the power ``share`` (its share on the CPU), and
+        what it rests on: ``"both"`` (the probe and the other groups agree),
+        ``"probe"`` or ``"none"``."""
         probe = self.probe[i]
         cross = self.cross(i, group) if group is not None and i else None
-        if probe is not None and cross is not None:
-            agree = max(probe, cross) <= DISAGREE * min(probe, cross)
-            f = (probe * cross) ** 0.5 if agree else probe
+        basis = "none"
+        if probe is not None and cross is not None \
+                and max(probe, cross) <= DISAGREE * min(probe, cross):
+            f, basis = (probe * cross) ** 0.5, "both"
         elif probe is not None:
-            f = probe
+            f, basis = probe, "probe"
         else:  # (without a probe the other groups excuse, never accuse)
             f = max(1.0, cross) if cross is not None else 1.0
-        return f ** min(1.0, max(0.0, share))
+        return f ** min(1.0, max(0.0, share)), basis
 
 
 def compare(before, after, rel: float | None = None,
@@ -339,14 +336,13 @@ def compare(before, after, rel: float | None = None,
         row, values[g] = _group_row(g, b, a, waits, speeds)
         rows.append(row)
     rows.sort(key=lambda r: (-r.change, r.group))
-    grew = [r for r in rows if _beyond_or_new(values[r.group], rel, min_seconds)]
-    inconclusive: list = []
-    if busy and repeats == (1, 1) and not speeds.probed:
-        sure = [r for r in grew if _beyond_or_new(values[r.group], SURE_REL, min_seconds)]
-        inconclusive = [r for r in grew if r not in sure]
-        grew = sure
+    verdicts = {g: _judge(v, rel, min_seconds, busy, repeats != (1, 1))
+                for g, v in values.items()}
+    grew = [r for r in rows if verdicts[r.group] == "regression"]
+    inconclusive = [r for r in rows if verdicts[r.group] == "inconclusive"]
     wall, judged, note, walls = _wall_row(b, a, waits, speeds)
-    wall_regressed = judged and wall is not None and _beyond(walls[1], walls[0], rel,
+    wall_rel = rel if repeats != (1, 1) else rel * PROBE_BAND[1]
+    wall_regressed = judged and wall is not None and _beyond(walls[1], walls[0], wall_rel,
                                                             min_seconds)
     faster = wall is not None and not wall_regressed and (
         (judged and _beyond(walls[0], walls[1], rel, min_seconds))
@@ -386,19 +382,20 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tupl
         known = [e for e in ref if e[2] is not None]
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
-    values = []
-    factors = []
+    values, factors, bases = [], [], []
     for i, e in enumerate(entries):
-        f = speeds.factor(i, g, share)
+        f, basis = speeds.factor(i, g, share)
         factors.append(f)
+        bases.append(basis)
         values.append(0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f)
     n = len(b.groups)
     vb, va = values[:n], values[n:]
     tb = max((run[g][0] for run in b.groups if g in run), default=0)
     ta = max((run[g][0] for run in a.groups if g in run), default=0)
     machine = _geomean(factors[n:]) / _geomean(factors[:n])
+    basis = "none" if measure != "CPU" else min(bases[1:], key=BASES.index, default="none")
     return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va),
-                       round(machine, 6)), (vb, va)
+                       round(machine, 6)), (vb, va, basis)
 
 
 def _geomean(values: list) -> float:
@@ -420,10 +417,27 @@ def _beyond(higher: list, lower: list, rel: float, min_seconds: float) -> bool:
     return lo > hi * (1 + rel) and lo - hi > min_seconds
 
 
+def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
+           repeated: bool) -> str | None:
+    """``"regression"``, ``"inconclusive"`` or None for a group's seconds
+    ``(before-runs, after-runs, basis)``: the bounds a speed factor's basis
+    allows (module docstring)."""
+    basis = values[2]
+    if repeated or basis == "both":
+        low, high = rel, rel
+    elif basis == "probe":
+        low, high = rel * PROBE_BAND[0], rel * PROBE_BAND[1]
+    else:
+        low, high = rel, (max(rel, SURE_REL) if busy else rel)
+    if _beyond_or_new(values, high, min_seconds):
+        return "regression"
+    return "inconclusive" if _beyond_or_new(values, low, min_seconds) else None
+
+
 def _beyond_or_new(values: tuple, rel: float, min_seconds: float) -> bool:
     """The after-runs' ``values[1]`` exceed the before-runs' ``values[0]``
     beyond the bound, or the group is new and exceeds ``min_seconds``."""
-    vb, va = values
+    vb, va = values[:2]
     if max(vb) <= 0:  # new in after
         return min(va) > min_seconds
     return _beyond(va, vb, rel, min_seconds)
@@ -440,7 +454,7 @@ def _wall_row(b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tuple:
         known = [e for e in run.values() if e[2] is not None]
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
-        factors.append(speeds.factor(i, None, share) if speeds.probe[i] is not None else 1.0)
+        factors.append(speeds.factor(i, None, share)[0])
     walls = [w / f for w, f in zip(b.walls + a.walls, factors, strict=True)]
     n = len(b.walls)
     row = GroupChange("(wall time)", 0, 0, min(walls[:n]), min(walls[n:]), "wall",
