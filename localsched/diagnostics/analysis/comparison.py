@@ -215,9 +215,8 @@ class Comparison(NamedTuple):
                            for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in rows]
         if any(r.machine != 1.0 for r in [*self.groups, *([self.wall] if self.wall else [])]):
-            lines.append(f"(seconds at the {names[0]}-run's machine speed: 'machine' is how "
-                         f"much slower the {names[1]}-run's machine was, by the speed probe "
-                         "and the other groups)")
+            lines.append(f"(seconds at {names[0]}'s machine speed; 'machine': how much "
+                         f"slower {names[1]}'s was, by the speed probe and the other groups)")
         lines.append(self.verdict())
         return "\n".join(lines)
 
