@@ -129,13 +129,13 @@ def probe_cost(rounds=5):
     try:
         for _ in range(rounds):
             for name, cls in (("probe", real), ("none", _NoProbe)):
-                machine_speed.SpeedProbe = cls  # type: ignore[misc]
+                machine_speed.SpeedProbe = cls
                 c = time.process_time()
                 with performance_report(None, samples=False):
                     localsched.get(dsk, list(dsk), num_workers=2)
                 out[name].append(time.process_time() - c)
     finally:
-        machine_speed.SpeedProbe = real  # type: ignore[misc]
+        machine_speed.SpeedProbe = real
     print("probe cost, CPU s of 20,000 tiny tasks under performance_report: "
           + ", ".join(f"{k} {min(v):.3f}-{max(v):.3f}" for k, v in out.items()))
 
