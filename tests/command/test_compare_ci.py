@@ -369,3 +369,17 @@ def test_the_exit_statuses_are_in_the_help(capsys):
     for status in ("0", "1", "2", "3"):
         assert f"{status}:" in out or f"{status} " in out, out
     assert "inconclusive" in out
+
+
+def test_repeats_beside_a_bursty_load(tmp_path, capsys, bursty):
+    # three runs a side: identical sides never flag, a doubled group always does
+    first = [workload(tmp_path / f"b{i}.json") for i in range(3)]
+    again = [workload(tmp_path / f"c{i}.json") for i in range(3)]
+    doubled = [workload(tmp_path / f"a{i}.json", parse_n=800_000) for i in range(3)]
+    status = main(["compare", "--repeats", "3", *first, *again])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    status = main(["compare", "--repeats", "3", *first, *doubled])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out

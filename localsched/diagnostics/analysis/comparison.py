@@ -5,8 +5,9 @@ chunks make each task longer and the run faster), each task group's **CPU
 seconds** (``thread-cpu``: waiting for a CPU is not in them; a group mostly
 off the CPU, under ``OFF_CPU_SHARE``, is judged on its **task seconds**
 where waits can be judged, and so is a run without fine metrics) and the
-**wall time** (shown, not judged, with one run a side when either says the
-machine was busy: other processes took over ``BUSY_CORES`` cores).
+**wall time** (shown, not judged, with one run a side when either says
+the machine was busy: other processes took over ``BUSY_CORES`` cores; with
+repeats its bound then widens by its spread once more).
 
 **At the same machine speed.**  On a shared or virtual machine the same
 code burns up to twice the CPU seconds at one moment as at another (the
@@ -341,6 +342,8 @@ def compare(before, after, rel: float | None = None,
     inconclusive = [r for r in rows if verdicts[r.group] == "inconclusive"]
     wall, judged, note, walls = _wall_row(b, a, waits, speeds)
     wall_rel = rel if repeats != (1, 1) else rel * PROBE_BAND[1]
+    if busy and wall is not None and wall.noise:  # (the neighbours' noise, once more)
+        wall_rel += wall.noise
     wall_regressed = judged and wall is not None and _beyond(walls[1], walls[0], wall_rel,
                                                             min_seconds)
     faster = wall is not None and not wall_regressed and (
