@@ -283,7 +283,6 @@ class _Speeds:
         ref = probes[0]
         self.probe = [p[1] / ref[1] if p is not None and ref is not None and p[0] == ref[0]
                       else None for p in probes]
-        self.probed = all(p is not None for p in self.probe)
 
     def cross(self, i: int, leave_out: str) -> float | None:
         """The weighted median of run ``i``'s other groups' CPU ratios to the
