@@ -276,13 +276,14 @@ def test_the_number_of_files_must_match_the_repeats(tmp_path, capsys):
     capsys.readouterr()
 
 
-def measured(path, busy=None, speed=None, wall=1.0, **cpu_seconds):
-    """A saved run: each group's CPU seconds (all of its task seconds), the
-    machine's speed probe (``speed``: the probe's seconds) and load
-    (``busy``: other processes' cores)."""
+def measured(path, busy=None, speed=None, wall=1.0, on_cpu=1.0, **cpu_seconds):
+    """A saved run: each group's CPU seconds (``on_cpu`` of its task
+    seconds), the machine's speed probe (``speed``: the probe's seconds) and
+    load (``busy``: other processes' cores)."""
     tasks, metrics = [], {}
     for group, seconds in cpu_seconds.items():
-        tasks += [TaskData((group, i), None, 0.0, seconds / 10, i % 2) for i in range(10)]
+        tasks += [TaskData((group, i), None, 0.0, seconds / on_cpu / 10, i % 2)
+                  for i in range(10)]
         metrics.update(cpu(group, seconds))
     meta: dict = {}
     if speed is not None:
@@ -350,6 +351,20 @@ def test_the_probe_alone_leaves_a_band_inconclusive(tmp_path, capsys):
     e = measured(tmp_path / "e.json", None, 100e-6, parse=1.5, load=0.5)
     assert main(["compare", d, e]) == 1
     capsys.readouterr()
+
+
+def test_waiting_for_a_busy_machines_cpus_is_not_waiting_for_io(tmp_path, capsys):
+    # repeats beside a load: a CPU-bound group on the CPU 20 % of its task
+    # seconds (the rest waiting for a CPU and the GIL) is judged on its CPU
+    # seconds, which doubled, not on its task seconds, which did not
+    before = [measured(tmp_path / f"b{i}.json", 2.0, 100e-6, on_cpu=0.2, parse=0.2)
+              for i in range(3)]
+    after = [measured(tmp_path / f"a{i}.json", 2.0, 100e-6, on_cpu=0.4, parse=0.4)
+             for i in range(3)]
+    assert main(["compare", "--repeats", "3", *before, *after]) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("parse"))
+    assert "CPU" in line and "REGRESSION" in line, out
 
 
 def test_an_inconclusive_comparison_of_a_failed_run_exits_1(tmp_path, capsys):

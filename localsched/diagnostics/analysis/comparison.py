@@ -3,7 +3,8 @@
 ``compare(before, after)`` judges, as totals (never per-task means: bigger
 chunks make each task longer and the run faster), each task group's **CPU
 seconds** (``thread-cpu``: waiting for a CPU is not in them; a group mostly
-off the CPU, under ``OFF_CPU_SHARE``, is judged on its **task seconds**
+off the CPU, under ``OFF_CPU_SHARE`` (``BUSY_OFF_CPU_SHARE`` on a busy
+machine, where threads wait for a CPU), is judged on its **task seconds**
 where waits can be judged, and so is a run without fine metrics) and the
 **wall time** (shown, not judged, with one run a side when either says
 the machine was busy: other processes took over ``BUSY_CORES`` cores; with
@@ -54,8 +55,8 @@ from .groups import group_stats
 
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
            "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "SURE_REL", "MIN_SECONDS",
-           "OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND", "REF_SECONDS",
-           "INCONCLUSIVE"]
+           "OFF_CPU_SHARE", "BUSY_OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND",
+           "REF_SECONDS", "INCONCLUSIVE"]
 
 #: A measure regressed when it grew by more than this share (one run a side,
 #: at the reference's machine speed: ``benchmarks/README.md`` has the
@@ -72,8 +73,13 @@ MIN_SECONDS = 0.05
 #: all the same (the neighbours stretched identical reruns' CPU seconds by
 #: up to 1.6x); between ``rel`` and it, inconclusive.
 SURE_REL = 1.5
-#: A group on the CPU less than this share of its task seconds is judged on those.
+#: A group on the CPU less than this share of its task seconds is judged on
+#: those (it sleeps, reads, waits on locks) ...
 OFF_CPU_SHARE = 0.25
+#: ... or less than this one on a busy machine, where a CPU-bound group of
+#: two threads measured 20-30 % beside three bursty processes (the rest
+#: waiting for a CPU and the GIL: not its code's waits).
+BUSY_OFF_CPU_SHARE = 0.05
 #: Other processes' cores in use above which a single run's wall time is not judged.
 BUSY_CORES = 0.5
 #: The probe's and the other groups' speed factors agree within this ratio.
@@ -332,7 +338,8 @@ def compare(before, after, rel: float | None = None,
     speeds = _Speeds(b, a)
     rows, values = [], {}
     for g in dict.fromkeys([g for side in (b, a) for run in side.groups for g in run]):
-        row, values[g] = _group_row(g, b, a, waits, speeds)
+        row, values[g] = _group_row(g, b, a, waits, speeds,
+                                    BUSY_OFF_CPU_SHARE if busy else OFF_CPU_SHARE)
         rows.append(row)
     rows.sort(key=lambda r: (-r.change, r.group))
     verdicts = {g: _judge(v, rel, min_seconds, busy, repeats != (1, 1))
@@ -367,17 +374,18 @@ def _listed(runs) -> list:
     return runs
 
 
-def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tuple:
+def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
+               off_cpu: float) -> tuple:
     """The group's row, and its seconds in each run of either side (at the
     reference's machine speed; 0.0 where it is absent); ``waits``: time off
-    the CPU can be judged (quiet or repeated)."""
+    the CPU can be judged (quiet or repeated), below the share ``off_cpu``."""
     entries = [run.get(g) for side in (b, a) for run in side.groups]
     present = [e for e in entries if e is not None]
     measure = "CPU" if present and all(e[2] is not None for e in present) else "task"
     ref = [e for e in (run.get(g) for run in b.groups) if e is not None]
     share = 1.0
     if measure == "CPU" and waits:
-        if ref and sum(e[2] for e in ref) < OFF_CPU_SHARE * sum(e[1] for e in ref):
+        if ref and sum(e[2] for e in ref) < off_cpu * sum(e[1] for e in ref):
             measure = "task"  # (mostly off the CPU: sleeping, I/O, locks)
     if measure == "task":  # (the share of its seconds on the CPU, where known)
         known = [e for e in ref if e[2] is not None]
