@@ -3,10 +3,12 @@
 Reads saved runs (``--json``, ``RunData.save_json``, a report page), one a
 side or ``--repeats N`` a side, prints the table of
 ``analysis.comparison.compare`` (each group's CPU seconds, the wall time,
-the noise of the repeats) and exits with its status, so it can gate a CI
-job: 0 no regression; 1 a regression, or a run with failed or interrupted
-tasks (or none at all); 2 bad input (a file that cannot be read, the wrong
-number of files).  Names and messages are printed through ``termsafe``
+the noise of the repeats, how much slower the after-run's machine was) and
+exits with its status, so it can gate a CI job: 0 no regression; 1 a
+regression, or a run with failed or interrupted tasks (or none at all); 2
+bad input (a file that cannot be read, the wrong number of files); 3
+inconclusive (a busy machine, runs without the speed probe: what grew may
+be the neighbours).  Names and messages are printed through ``termsafe``
 (shown, never obeyed).  ``cli`` only wires it in.
 """
 
@@ -57,9 +59,11 @@ def add_compare_parser(sub) -> None:
         "compare",
         help="compare saved runs group by group; exit 1 on a regression or a failed run",
         description="Compare saved runs (JSON or report pages): each task group's CPU "
-                    "seconds (task seconds where it mostly waits) and the wall time. "
+                    "seconds (task seconds where it mostly waits) and the wall time, at "
+                    "the same machine speed (the speed probe saved with each run). "
                     "Exit 0: no regression; 1: a regression, or a run with failed or "
-                    "interrupted tasks; 2: bad input.",
+                    "interrupted tasks; 2: bad input; 3: inconclusive (the machine was "
+                    "busy and a run has no speed probe: rerun quieter or with --repeats).",
     )
     p.add_argument("runs", metavar="RUN.json", nargs="+",
                    help="BEFORE.json AFTER.json, or with --repeats N: N before-runs "
@@ -69,7 +73,10 @@ def add_compare_parser(sub) -> None:
                         "(default: 1)")
     p.add_argument("--threshold", type=_share, default=None, metavar="THRESHOLD",
                    help="relative growth that counts, e.g. 0.5 or 50%% "
-                        "(default: 0.5, with repeats 0.1 beyond their spread)")
+                        "(default: 0.4 at the same machine speed, with repeats 0.1 "
+                        "beyond their spread)")
+    p.epilog = "exit status: 0 no regression, 1 regression or failed run, 2 bad input, " \
+               "3 inconclusive"
     p.add_argument("--min-seconds", type=_seconds, default=0.05, metavar="MIN_SECONDS",
                    help="absolute growth in seconds that counts as well (default: 0.05)")
 

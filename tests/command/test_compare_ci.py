@@ -1,17 +1,24 @@
 """``localsched compare`` as a CI gate: what a job relies on (issue #36, item 4).
 
 - identical reruns of a small workload never flag a regression, on a quiet
-  machine and beside CPU hogs;
-- a group whose work doubled is always flagged;
-- a faster run never exits 1 (bigger chunks make each task longer);
+  machine, beside three CPU hogs and beside a bursty load;
+- a group whose work doubled is always flagged, there too, and so is a run
+  whose every group doubled (the machine's speed, measured beside the run,
+  tells a slower machine from slower code);
+- a faster run never exits 1 (bigger chunks make each task longer), nor does
+  a group made faster make the others look slower;
 - an after-run with failed or interrupted tasks always exits 1;
+- a verdict a busy machine's data cannot support exits 3 ("inconclusive");
 - repeats (several files per side) measure the noise; exit 2 on bad input.
 
-CPU hogs are child processes spinning, killed (and waited for) at the end.
+CPU hogs and bursts are other programs (detached: not this process's
+descendants, which the load meter counts as its workers), killed (and
+waited for) at the end.
 """
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
@@ -47,31 +54,61 @@ def workload(path, parse_n=400_000):
     return str(path)
 
 
-@pytest.fixture
-def hogs():
-    """Two processes spinning on the CPU (the machine's two cores) for the
-    test, as other programs would: not descendants of this process (a
-    report's load meter counts this process's descendants as its own
-    workers), so each is started by a shell that exits at once; killed and
-    waited for (by psutil) at the end."""
+def detached(code, n):
+    """``n`` processes running ``code``, as other programs would: each
+    started by a shell that exits at once (so not a descendant of this
+    process); returns their psutil handles."""
     import psutil
 
     pids = []
-    for _ in range(2):
-        out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' "
-                              ">/dev/null 2>&1 & echo $!"],
+    for _ in range(n):
+        out = subprocess.run(["sh", "-c", f"{shlex.quote(sys.executable)} -c "
+                              f"{shlex.quote(code)} >/dev/null 2>&1 & echo $!"],
                              capture_output=True, text=True, check=True).stdout
         pids.append(int(out.split()[0]))
-    procs = [psutil.Process(pid) for pid in pids]
+    return [psutil.Process(pid) for pid in pids]
+
+
+def ended(procs):
+    import psutil
+
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=60)
+
+
+@pytest.fixture
+def hogs():
+    """Three processes spinning on the CPU (the machine's cores and more)."""
+    procs = detached("while True: pass", 3)
     try:
         yield procs
     finally:
-        for p in procs:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(procs, timeout=60)
+        ended(procs)
+
+
+#: A load that comes and goes, as another test run's: bursts of 10-150 ms
+#: on the CPU, pauses of 10-150 ms.
+BURSTS = """import random, time
+while True:
+    t = time.monotonic()
+    while time.monotonic() - t < random.uniform(0.01, 0.15):
+        pass
+    time.sleep(random.uniform(0.01, 0.15))
+"""
+
+
+@pytest.fixture
+def bursty():
+    """Three processes whose load comes and goes (``BURSTS``)."""
+    procs = detached(BURSTS, 3)
+    try:
+        yield procs
+    finally:
+        ended(procs)
 
 
 def reruns_never_flag(tmp_path, capsys):
@@ -89,12 +126,18 @@ def test_ten_identical_reruns_beside_cpu_hogs_never_flag_a_regression(tmp_path, 
     reruns_never_flag(tmp_path, capsys)
 
 
-def slowed_twice_is_flagged(tmp_path, capsys):
-    for i in range(3):
+def test_ten_identical_reruns_beside_a_bursty_load_never_flag_a_regression(tmp_path, capsys,
+                                                                           bursty):
+    reruns_never_flag(tmp_path, capsys)
+
+
+def slowed_twice_is_flagged(tmp_path, capsys, rounds=5):
+    for i in range(rounds):
         before = workload(tmp_path / f"before{i}.json")
         after = workload(tmp_path / f"after{i}.json", parse_n=800_000)
-        assert main(["compare", before, after]) == 1
+        status = main(["compare", before, after])
         out = capsys.readouterr().out
+        assert status == 1, out
         line = next(x for x in out.splitlines() if x.startswith("parse"))
         assert "REGRESSION" in line, out
 
@@ -105,6 +148,34 @@ def test_a_group_slowed_twice_is_always_flagged(tmp_path, capsys):
 
 def test_a_group_slowed_twice_beside_cpu_hogs_is_always_flagged(tmp_path, capsys, hogs):
     slowed_twice_is_flagged(tmp_path, capsys)
+
+
+def test_a_group_slowed_twice_beside_a_bursty_load_is_always_flagged(tmp_path, capsys,
+                                                                     bursty):
+    slowed_twice_is_flagged(tmp_path, capsys)
+
+
+def one_group(path, n=400_000):
+    """One group only: nothing in the run to compare the machine's speed with
+    but the speed probe."""
+    dsk = {("parse", i): (spin, i, n) for i in range(8)}
+    with performance_report(None, samples=False, json=str(path)):
+        localsched.get(dsk, list(dsk), num_workers=2)
+    return str(path)
+
+
+def test_a_run_slowed_twice_everywhere_is_never_passed_beside_a_bursty_load(tmp_path, capsys,
+                                                                            bursty):
+    # the speed probe alone tells the machine from the code: flagged, or at
+    # worst inconclusive (exit 3), never "no regression"
+    for i in range(3):
+        before = one_group(tmp_path / f"before{i}.json")
+        after = one_group(tmp_path / f"after{i}.json", n=800_000)
+        status = main(["compare", before, after])
+        out = capsys.readouterr().out
+        assert status in (1, 3), out
+        line = next(x for x in out.splitlines() if x.startswith("parse"))
+        assert "REGRESSION" in line or "inconclusive" in line, out
 
 
 def cpu(group, seconds):
@@ -203,3 +274,127 @@ def test_the_number_of_files_must_match_the_repeats(tmp_path, capsys):
     assert "repeats" in capsys.readouterr().err
     assert main(["compare", a, a, a]) == 2
     capsys.readouterr()
+
+
+def measured(path, busy=None, speed=None, wall=1.0, on_cpu=1.0, **cpu_seconds):
+    """A saved run: each group's CPU seconds (``on_cpu`` of its task
+    seconds), the machine's speed probe (``speed``: the probe's seconds) and
+    load (``busy``: other processes' cores)."""
+    tasks, metrics = [], {}
+    for group, seconds in cpu_seconds.items():
+        tasks += [TaskData((group, i), None, 0.0, seconds / on_cpu / 10, i % 2)
+                  for i in range(10)]
+        metrics.update(cpu(group, seconds))
+    meta: dict = {}
+    if speed is not None:
+        meta["speed"] = {"probe": "python-loop", "seconds": speed, "samples": 40}
+    if busy is not None:
+        meta["header"] = {"load": {"others_cores": busy}}
+    return save(path, RunData(tasks=tasks, metrics=metrics, walls=[(0.0, wall)], meta=meta))
+
+
+@pytest.mark.parametrize("busy", [None, 2.0])
+def test_a_slower_machine_is_not_a_regression(tmp_path, capsys, busy):
+    # the same code, CPU seconds +80 %: the speed probe took 80 % longer too
+    a = measured(tmp_path / "a.json", busy, 100e-6, parse=1.0)
+    b = measured(tmp_path / "b.json", busy, 180e-6, parse=1.8)
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out and "machine" in out, out
+
+
+@pytest.mark.parametrize("busy", [None, 2.0])
+def test_a_faster_machine_does_not_hide_a_regression(tmp_path, capsys, busy):
+    # CPU seconds +20 % on a machine 45 % faster: twice the work
+    a = measured(tmp_path / "a.json", busy, 180e-6, parse=1.0)
+    b = measured(tmp_path / "b.json", busy, 100e-6, parse=1.2)
+    assert main(["compare", a, b]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+@pytest.mark.parametrize("speed", [None, 100e-6])
+def test_a_group_made_faster_does_not_flag_the_others(tmp_path, capsys, speed):
+    a = measured(tmp_path / "a.json", None, speed, parse=1.0, load=1.0)
+    b = measured(tmp_path / "b.json", None, speed, parse=1.0, load=0.4)
+    assert main(["compare", a, b]) == 0
+    assert "REGRESSION" not in capsys.readouterr().out
+
+
+def test_a_busy_machine_without_the_speed_probe_is_inconclusive(tmp_path, capsys):
+    # runs saved before the probe, on a busy machine: +70 % may be the
+    # neighbours; exit 3 says so rather than a pass or a fail ...
+    a = measured(tmp_path / "a.json", 2.0, None, parse=1.0)
+    b = measured(tmp_path / "b.json", 2.0, None, parse=1.7)
+    assert main(["compare", a, b]) == 3
+    out = capsys.readouterr().out
+    assert "inconclusive" in out and "busy" in out and "REGRESSION" not in out, out
+    # ... +200 % is beyond what a busy machine makes of the same code
+    c = measured(tmp_path / "c.json", 2.0, None, parse=3.0)
+    assert main(["compare", a, c]) == 1
+    capsys.readouterr()
+
+
+def test_the_probe_alone_leaves_a_band_inconclusive(tmp_path, capsys):
+    # one group, the machine's speed from the probe alone: +50 % is within
+    # what the probe's error can make of the same code ...
+    a = measured(tmp_path / "a.json", None, 100e-6, parse=1.0)
+    b = measured(tmp_path / "b.json", None, 100e-6, parse=1.5)
+    assert main(["compare", a, b]) == 3
+    assert "inconclusive" in capsys.readouterr().out
+    # ... +100 % is not
+    c = measured(tmp_path / "c.json", None, 100e-6, parse=2.0)
+    assert main(["compare", a, c]) == 1
+    # ... and another group of the same run, unchanged, agreeing with the
+    # probe, decides +50 %
+    d = measured(tmp_path / "d.json", None, 100e-6, parse=1.0, load=0.5)
+    e = measured(tmp_path / "e.json", None, 100e-6, parse=1.5, load=0.5)
+    assert main(["compare", d, e]) == 1
+    capsys.readouterr()
+
+
+def test_waiting_for_a_busy_machines_cpus_is_not_waiting_for_io(tmp_path, capsys):
+    # repeats beside a load: a CPU-bound group on the CPU 20 % of its task
+    # seconds (the rest waiting for a CPU and the GIL) is judged on its CPU
+    # seconds, which doubled, not on its task seconds, which did not
+    before = [measured(tmp_path / f"b{i}.json", 2.0, 100e-6, on_cpu=0.2, parse=0.2)
+              for i in range(3)]
+    after = [measured(tmp_path / f"a{i}.json", 2.0, 100e-6, on_cpu=0.4, parse=0.4)
+             for i in range(3)]
+    assert main(["compare", "--repeats", "3", *before, *after]) == 1
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("parse"))
+    assert "CPU" in line and "REGRESSION" in line, out
+
+
+def test_an_inconclusive_comparison_of_a_failed_run_exits_1(tmp_path, capsys):
+    a = measured(tmp_path / "a.json", 2.0, None, parse=1.0)
+    run = RunData.load_json(measured(tmp_path / "b.json", 2.0, None, parse=1.7))
+    run.failed.append(FailedTaskData(("parse", 99), None, 0.0, 0.05, 1, "ValueError", "x"))
+    b = save(tmp_path / "b.json", run)
+    assert main(["compare", a, b]) == 1
+    assert "failed" in capsys.readouterr().out
+
+
+def test_the_exit_statuses_are_in_the_help(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["compare", "--help"])
+    assert exc.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for status in ("0", "1", "2", "3"):
+        assert f"{status}:" in out or f"{status} " in out, out
+    assert "inconclusive" in out
+
+
+def test_repeats_beside_a_bursty_load(tmp_path, capsys, bursty):
+    # three runs a side: identical sides never flag, a doubled group always does
+    first = [workload(tmp_path / f"b{i}.json") for i in range(3)]
+    again = [workload(tmp_path / f"c{i}.json") for i in range(3)]
+    doubled = [workload(tmp_path / f"a{i}.json", parse_n=800_000) for i in range(3)]
+    status = main(["compare", "--repeats", "3", *first, *again])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    status = main(["compare", "--repeats", "3", *first, *doubled])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out

@@ -1,40 +1,36 @@
 """Runs of the same code, before and after a change: did it get slower?
 
-``compare(before, after)`` judges what a change can make slower, as totals
-(never per-task means: bigger chunks make each task longer and the run
-faster):
+``compare(before, after)`` judges, as totals (never per-task means: bigger
+chunks make each task longer and the run faster), each task group's **CPU
+seconds** (``thread-cpu``: waiting for a CPU is not in them; a group mostly
+off the CPU, under ``OFF_CPU_SHARE`` (``BUSY_OFF_CPU_SHARE`` on a busy
+machine, where threads wait for a CPU), is judged on its **task seconds**
+where waits can be judged, and so is a run without fine metrics) and the
+**wall time** (shown, not judged, with one run a side when either says
+the machine was busy: other processes took over ``BUSY_CORES`` cores; with
+repeats its bound then widens by its spread once more).
 
-- each task group's **CPU seconds** (the fine metrics' ``thread-cpu``,
-  summed) -- what the group's code burns, which a busy machine barely
-  moves.  A group that spends most of its time off the CPU (less than
-  ``OFF_CPU_SHARE`` of its task seconds on it in the reference: sleeping,
-  I/O, locks) is judged on its **task seconds** (summed durations) instead
-  where waits can be judged -- with repeats, or one run a side on a quiet
-  machine (below); a run without fine metrics always is.  Groups are dask's
-  ``key_split`` names, so tokens don't matter;
-- the **wall time** of the run(s) -- unless, with one run a side, either run
-  says the machine was busy (``meta["header"]["load"]``: other processes
-  took more than ``BUSY_CORES`` cores): a wall time then measures the
-  neighbours and is shown, not judged.
+**At the same machine speed.**  On a shared or virtual machine the same
+code burns up to twice the CPU seconds at one moment as at another (the
+host's other tenants), so each run's seconds are first divided by its
+*speed factor* against the first before-run (the ``machine`` column): the
+ratio of the speed probe saved beside each run (``meta["speed"]``,
+``collectors.machine_speed``) and that of the run's other groups, which ran
+at the same moments -- their geometric mean where they agree (``_Speeds``).
 
-``before`` and ``after`` are a ``RunData`` each, or lists of them:
-*repeats* of the same code.  A measure regressed when **every** after-run
-exceeds **every** before-run by more than ``rel`` and by more than
-``min_seconds``: the spread of the repeats (the noise, shown) widens the
-bound by itself.  ``rel`` defaults to ``DEFAULT_REL`` (50 %) with one run a
-side -- ``BUSY_REL`` (70 %) when either says the machine was busy: CPU
-seconds too stretch on a crowded machine -- and to ``REPEATS_REL`` (10 %)
-with repeats.  A group new in ``after`` regressed when it exceeds
-``min_seconds``.
+A measure regressed when **every** after-run exceeds **every** before-run
+by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
+the noise, widens the bound by itself).  ``rel`` defaults to
+``DEFAULT_REL`` (40 %) with one run a side, ``REPEATS_REL`` (10 %) with
+repeats.  What the data cannot decide is **inconclusive** (``_judge``): with
+the probe alone, growth within ``PROBE_BAND``; without a probe on a busy
+machine, growth up to ``SURE_REL``.  A faster run is never a regression,
+and a run that failed or ran nothing never "no regression" (``Comparison``).
 
-A faster run is never a regression, and a run that failed or ran nothing
-is never "no regression" (:class:`Comparison`).
-
-``localsched compare [--repeats N] BEFORE... AFTER...`` prints
-``Comparison.table()`` and exits with ``status`` (0: no regression, 1: a
-regression or a failed run, 2: a file that cannot be read); the report of
-runs merged side by side shows the same comparison, each run against the
-first (task seconds: the merged fine metrics are not split by run).
+``localsched compare`` prints ``Comparison.table()`` and exits with
+``status`` (0: no regression, 1: a regression or a failed run, 2: bad
+input, 3: inconclusive); the report of runs merged side by side shows the
+same comparison, each run against the first.
 
 >>> from localsched.diagnostics.collectors.records import TaskData
 >>> from localsched.diagnostics.runs.rundata import RunData
@@ -58,32 +54,57 @@ from ..reporting.summary import summarize
 from .groups import group_stats
 
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
-           "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "MIN_SECONDS", "OFF_CPU_SHARE", "BUSY_CORES"]
+           "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "SURE_REL", "MIN_SECONDS",
+           "OFF_CPU_SHARE", "BUSY_OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND",
+           "REF_SECONDS", "INCONCLUSIVE"]
 
-#: A measure regressed when it grew by more than this share (one run a side:
-#: the CPU seconds of identical 0.3 s reruns measured up to 30 % apart on a
-#: quiet 2-core machine; a doubling is +100 %) ...
-DEFAULT_REL = 0.5
-#: ... or this one when either run says the machine was busy (CPU seconds
-#: of identical reruns measured 35 % apart at a load average of 9 on 2 cores,
-#: and 62 % apart beside two CPU hogs in a whole-suite run with other work) ...
-BUSY_REL = 0.7
+#: A measure regressed when it grew by more than this share (one run a side,
+#: at the reference's machine speed: ``benchmarks/README.md`` has the
+#: spreads of identical reruns and of a doubled group, quiet and loaded) ...
+DEFAULT_REL = 0.4
+#: (kept for callers of the old name: a busy machine now brings the speed
+#: probe, or an inconclusive verdict, not a wider bound)
+BUSY_REL = DEFAULT_REL
 #: ... or this one, beyond the spread of the repeats (several runs a side) ...
 REPEATS_REL = 0.10
 #: ... and by more than this many seconds.
 MIN_SECONDS = 0.05
-#: A group on the CPU less than this share of its task seconds is judged on those.
+#: Busy, without the speed probe: growth beyond this share is a regression
+#: all the same (the neighbours stretched identical reruns' CPU seconds by
+#: up to 1.6x); between ``rel`` and it, inconclusive.
+SURE_REL = 1.5
+#: A group on the CPU less than this share of its task seconds is judged on
+#: those (it sleeps, reads, waits on locks) ...
 OFF_CPU_SHARE = 0.25
+#: ... or less than this one on a busy machine, where a CPU-bound group of
+#: two threads measured 20-30 % beside three bursty processes (the rest
+#: waiting for a CPU and the GIL: not its code's waits).
+BUSY_OFF_CPU_SHARE = 0.05
 #: Other processes' cores in use above which a single run's wall time is not judged.
 BUSY_CORES = 0.5
+#: The probe's and the other groups' speed factors agree within this ratio.
+DISAGREE = 1.6
+#: With the probe alone (no other group to agree with it), one run a side:
+#: growth beyond ``rel`` times the first is inconclusive, beyond ``rel``
+#: times the second a regression (and so for the wall time).
+PROBE_BAND = (0.75, 1.75)
+#: What a speed factor rests on, weakest first.
+BASES = ("none", "probe", "both")
+#: A group is a speed reference for the others with this many CPU seconds a run.
+REF_SECONDS = 0.01
+#: The exit status of an inconclusive comparison.
+INCONCLUSIVE = 3
 #: (kept for callers of the old name)
 REL_THRESHOLD = DEFAULT_REL
 
 
 class GroupChange(NamedTuple):
     """One measure in both runs: a group's (or the wall time's) task counts,
-    seconds (the least of the repeats), what was measured (``"CPU"``,
-    ``"task"``, ``"wall"``) and the repeats' spread (None: one run)."""
+    seconds (the least of the repeats, at the reference run's machine
+    speed), what was measured (``"CPU"``, ``"task"``, ``"wall"``), the
+    repeats' spread (None: one run) and ``machine``: how much slower the
+    after-runs' machine was than the before-runs' (the speed factor; 1.0:
+    the same or unknown)."""
 
     group: str
     before_tasks: int
@@ -92,6 +113,7 @@ class GroupChange(NamedTuple):
     after: float
     measure: str = "task"
     noise: float | None = None
+    machine: float = 1.0
 
     @property
     def change(self) -> float:
@@ -108,7 +130,10 @@ class Comparison(NamedTuple):
     time as a ``GroupChange`` (None: unknown) and whether it was judged
     (``wall_note`` says why not) and regressed; ``faster``: the after-run
     was faster (its grown groups are not regressions); ``problems``: failed,
-    interrupted or empty runs; ``repeats``: runs per side.
+    interrupted or empty runs; ``repeats``: runs per side;
+    ``inconclusive``: the groups that grew beyond the bound on a busy
+    machine the data cannot tell from the code (``busy``: the other
+    processes' cores, the most either run measured).
 
     A *faster* run is never a regression: when the wall time fell beyond the
     bound (where it is judged), or fell while the CPU (task) seconds of all
@@ -130,11 +155,16 @@ class Comparison(NamedTuple):
     grown: list = []
     problems: list = []
     repeats: tuple = (1, 1)
+    inconclusive: list = []
+    busy: float | None = None
 
     @property
     def status(self) -> int:
-        """The exit status: 1 on a regression or a problem, else 0."""
-        return 1 if self.regressions or self.wall_regressed or self.problems else 0
+        """The exit status: 1 on a regression or a problem, 3
+        (``INCONCLUSIVE``) when only an inconclusive growth is left, else 0."""
+        if self.regressions or self.wall_regressed or self.problems:
+            return 1
+        return INCONCLUSIVE if self.inconclusive else 0
 
     def verdict(self) -> str:
         """One line: what was found, and the bound used."""
@@ -145,6 +175,14 @@ class Comparison(NamedTuple):
             if self.wall_regressed:
                 names.insert(0, "(wall time)")
             head = f"{len(names)} regression(s): " + ", ".join(names)
+        elif self.inconclusive:
+            busy = "" if self.busy is None or self.busy <= BUSY_CORES else \
+                f"the machine was busy (other processes: {self.busy:.1f} cores); "
+            head = ("inconclusive: " + busy + ", ".join(terminal_text(r.group)
+                                                         for r in self.inconclusive)
+                    + " grew beyond the threshold but within what the machine's changing "
+                    "speed can make of the same code; rerun with --repeats or on a "
+                    "quieter machine")
         elif self.faster:
             head = "no regression: the after-run is faster"
             if self.grown:
@@ -162,24 +200,30 @@ class Comparison(NamedTuple):
         names escaped for a terminal: ``termsafe``)."""
         names = tuple(terminal_text(n) for n in names)
         rows = [("group", f"tasks {names[0]}", f"tasks {names[1]}", "measure", names[0],
-                 names[1], "change", "noise", "")]
+                 names[1], "machine", "change", "noise", "")]
         flagged = {r.group for r in self.regressions}
         moved = {r.group for r in self.grown}
+        unsure = {r.group for r in self.inconclusive}
         if self.wall is not None:
             w = self.wall
             rows.append(("(wall time)", "", "", "wall", format_seconds(w.before),
-                         format_seconds(w.after), _change(w.before, w.after), _noise(w.noise),
+                         format_seconds(w.after), _machine(w.machine),
+                         _change(w.before, w.after), _noise(w.noise),
                          "REGRESSION" if self.wall_regressed else self.wall_note))
         for r in self.groups:
-            mark = "REGRESSION" if r.group in flagged else "moved" if r.group in moved else ""
+            mark = ("REGRESSION" if r.group in flagged else "inconclusive" if r.group in unsure
+                    else "moved" if r.group in moved else "")
             rows.append((shorten(terminal_text(r.group), 40), str(r.before_tasks),
-                         str(r.after_tasks),
-                         r.measure, format_seconds(r.before), format_seconds(r.after),
+                         str(r.after_tasks), r.measure, format_seconds(r.before),
+                         format_seconds(r.after), _machine(r.machine),
                          _change(r.before, r.after), _noise(r.noise), mark))
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                            for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in rows]
+        if any(r.machine != 1.0 for r in [*self.groups, *([self.wall] if self.wall else [])]):
+            lines.append(f"(seconds at {names[0]}'s machine speed; 'machine': how much "
+                         f"slower {names[1]}'s was, by the speed probe and the other groups)")
         lines.append(self.verdict())
         return "\n".join(lines)
 
@@ -189,6 +233,7 @@ class Comparison(NamedTuple):
                 "min_seconds": self.min_seconds, "wall_before": self.wall_before,
                 "wall_after": self.wall_after, "wall_regressed": self.wall_regressed,
                 "faster": self.faster, "problems": list(self.problems),
+                "inconclusive": [r.group for r in self.inconclusive],
                 "status": self.status}
 
 
@@ -202,8 +247,13 @@ def _noise(noise: float | None) -> str:
     return "" if noise is None else f"±{noise / 2:.0%}"
 
 
+def _machine(factor: float) -> str:
+    return "" if factor == 1.0 else f"{factor - 1:+.0%}"
+
+
 class _Side:
-    """One side's runs, measured: walls, per-group (tasks, task s, CPU s|None)."""
+    """One side's runs, measured: walls, per-group (tasks, task s, CPU s|None),
+    the speed probe's seconds (None: not recorded)."""
 
     def __init__(self, runs: list):
         self.runs = runs
@@ -219,6 +269,58 @@ class _Side:
         self.busy = [_others_cores(r) for r in runs]
         self.exits = [s for s in (_header(r).get("status") for r in runs)
                       if isinstance(s, int) and s]
+        self.speed = [_probe(r) for r in runs]
+
+
+class _Speeds:
+    """Speed factors of every run against the reference run (the first
+    before-run).  Two signals: the speed probe's ratio, and the weighted
+    median of the run's other groups' CPU ratios (they ran at the same
+    moments).  Agreeing within ``DISAGREE``, the factor is their geometric
+    mean: half of a change in the other groups' own code cannot make a
+    group look slower.  Disagreeing, the other groups' code changed and the
+    probe alone counts.  Without a probe the other groups may only excuse (a
+    factor above 1), never accuse.  Task seconds of a group that waits, and
+    the wall time, take the factor to the power of their share on the CPU."""
+
+    def __init__(self, b: _Side, a: _Side):
+        self.runs = [*b.groups, *a.groups]
+        probes = [*b.speed, *a.speed]
+        ref = probes[0]
+        self.probe = [p[1] / ref[1] if p is not None and ref is not None and p[0] == ref[0]
+                      else None for p in probes]
+
+    def cross(self, i: int, leave_out: str) -> float | None:
+        """The weighted median of run ``i``'s other groups' CPU ratios to the
+        reference run's (None: no group to compare with)."""
+        ref, run = self.runs[0], self.runs[i]
+        pairs = sorted((e[2] / r[2], r[2]) for g, r in ref.items()
+                       if g != leave_out and (e := run.get(g)) is not None
+                       and r[2] is not None and e[2] is not None
+                       and min(r[2], e[2]) >= REF_SECONDS)
+        half, acc = sum(w for _, w in pairs) / 2, 0.0
+        for ratio, weight in pairs:
+            acc += weight
+            if acc >= half:
+                return ratio
+        return None
+
+    def factor(self, i: int, group: str | None, share: float) -> tuple:
+        """Run ``i``'s speed factor for ``group`` (None: the run as a whole,
+        the probe alone), to the power ``share`` (its share on the CPU), and
+        what it rests on: ``"both"`` (the probe and the other groups agree),
+        ``"probe"`` or ``"none"``."""
+        probe = self.probe[i]
+        cross = self.cross(i, group) if group is not None and i else None
+        basis = "none"
+        if probe is not None and cross is not None \
+                and max(probe, cross) <= DISAGREE * min(probe, cross):
+            f, basis = (probe * cross) ** 0.5, "both"
+        elif probe is not None:
+            f, basis = probe, "probe"
+        else:  # (without a probe the other groups excuse, never accuse)
+            f = max(1.0, cross) if cross is not None else 1.0
+        return f ** min(1.0, max(0.0, share)), basis
 
 
 def compare(before, after, rel: float | None = None,
@@ -226,30 +328,42 @@ def compare(before, after, rel: float | None = None,
     """Compare runs (a ``RunData`` or a list of repeats a side; module docstring)."""
     b, a = _Side(_listed(before)), _Side(_listed(after))
     repeats = (len(b.runs), len(a.runs))
-    busy = any(c is not None and c > BUSY_CORES for c in b.busy + a.busy)
+    loads = [c for c in b.busy + a.busy if c is not None]
+    busy = bool(loads) and max(loads) > BUSY_CORES
     if rel is None:
-        rel = REPEATS_REL if repeats != (1, 1) else BUSY_REL if busy else DEFAULT_REL
+        rel = REPEATS_REL if repeats != (1, 1) else DEFAULT_REL
     if rel < 0 or min_seconds < 0:
         raise ValueError("compare: thresholds must be >= 0")
     waits = repeats != (1, 1) or not busy
-    rows = [_group_row(g, b, a, waits) for g in dict.fromkeys(
-        [g for side in (b, a) for run in side.groups for g in run])]
+    speeds = _Speeds(b, a)
+    rows, values = [], {}
+    for g in dict.fromkeys([g for side in (b, a) for run in side.groups for g in run]):
+        row, values[g] = _group_row(g, b, a, waits, speeds,
+                                    BUSY_OFF_CPU_SHARE if busy else OFF_CPU_SHARE)
+        rows.append(row)
     rows.sort(key=lambda r: (-r.change, r.group))
-    regressions = [r for r in rows if _slower(r, b, a, rel, min_seconds)]
-    wall, judged, note = _wall_row(b, a, waits)
-    wall_regressed = judged and wall is not None and \
-        _beyond(a.walls, b.walls, rel, min_seconds)
+    verdicts = {g: _judge(v, rel, min_seconds, busy, repeats != (1, 1))
+                for g, v in values.items()}
+    grew = [r for r in rows if verdicts[r.group] == "regression"]
+    inconclusive = [r for r in rows if verdicts[r.group] == "inconclusive"]
+    wall, judged, note, walls = _wall_row(b, a, waits, speeds)
+    wall_rel = rel if repeats != (1, 1) else rel * PROBE_BAND[1]
+    if busy and wall is not None and wall.noise:  # (the neighbours' noise, once more)
+        wall_rel += wall.noise
+    wall_regressed = judged and wall is not None and _beyond(walls[1], walls[0], wall_rel,
+                                                            min_seconds)
     faster = wall is not None and not wall_regressed and (
-        (judged and _beyond(b.walls, a.walls, rel, min_seconds))
+        (judged and _beyond(walls[0], walls[1], rel, min_seconds))
         or (max(a.walls) < min(b.walls)
             and sum(r.after for r in rows) <= sum(r.before for r in rows)))
     grown: list = []
     if faster:
-        grown, regressions = regressions, []
-    return Comparison(rows, regressions, rel, min_seconds,
+        grown, grew, inconclusive = grew + inconclusive, [], []
+    return Comparison(rows, grew, rel, min_seconds,
                       None if wall is None else wall.before,
                       None if wall is None else wall.after, wall, wall_regressed, note,
-                      faster, grown, _problems(b, a), repeats)
+                      faster, grown, _problems(b, a), repeats, inconclusive,
+                      max(loads) if loads else None)
 
 
 def _listed(runs) -> list:
@@ -260,31 +374,44 @@ def _listed(runs) -> list:
     return runs
 
 
-def _values(side: _Side, group: str, measure: str) -> list:
-    """The group's seconds in each run of the side (0.0 where it is absent)."""
-    out = []
-    for run in side.groups:
-        entry = run.get(group)
-        if entry is None:
-            out.append(0.0)
-        else:
-            out.append(entry[2] if measure == "CPU" else entry[1])
-    return out
-
-
-def _group_row(g: str, b: _Side, a: _Side, waits: bool) -> GroupChange:
-    """The group's row; ``waits``: time off the CPU can be judged (quiet or repeated)."""
+def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
+               off_cpu: float) -> tuple:
+    """The group's row, and its seconds in each run of either side (at the
+    reference's machine speed; 0.0 where it is absent); ``waits``: time off
+    the CPU can be judged (quiet or repeated), below the share ``off_cpu``."""
     entries = [run.get(g) for side in (b, a) for run in side.groups]
     present = [e for e in entries if e is not None]
     measure = "CPU" if present and all(e[2] is not None for e in present) else "task"
+    ref = [e for e in (run.get(g) for run in b.groups) if e is not None]
+    share = 1.0
     if measure == "CPU" and waits:
-        ref = [e for e in (run.get(g) for run in b.groups) if e is not None]
-        if ref and sum(e[2] for e in ref) < OFF_CPU_SHARE * sum(e[1] for e in ref):
+        if ref and sum(e[2] for e in ref) < off_cpu * sum(e[1] for e in ref):
             measure = "task"  # (mostly off the CPU: sleeping, I/O, locks)
-    vb, va = _values(b, g, measure), _values(a, g, measure)
+    if measure == "task":  # (the share of its seconds on the CPU, where known)
+        known = [e for e in ref if e[2] is not None]
+        total = sum(e[1] for e in known)
+        share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
+    values, factors, bases = [], [], []
+    for i, e in enumerate(entries):
+        f, basis = speeds.factor(i, g, share)
+        factors.append(f)
+        bases.append(basis)
+        values.append(0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f)
+    n = len(b.groups)
+    vb, va = values[:n], values[n:]
     tb = max((run[g][0] for run in b.groups if g in run), default=0)
     ta = max((run[g][0] for run in a.groups if g in run), default=0)
-    return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va))
+    machine = _geomean(factors[n:]) / _geomean(factors[:n])
+    basis = "none" if measure != "CPU" else min(bases[1:], key=BASES.index, default="none")
+    return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va),
+                       round(machine, 6)), (vb, va, basis)
+
+
+def _geomean(values: list) -> float:
+    product = 1.0
+    for v in values:
+        product *= v
+    return product ** (1 / len(values))
 
 
 def _spread(vb: list, va: list) -> float | None:
@@ -299,22 +426,52 @@ def _beyond(higher: list, lower: list, rel: float, min_seconds: float) -> bool:
     return lo > hi * (1 + rel) and lo - hi > min_seconds
 
 
-def _slower(r: GroupChange, b: _Side, a: _Side, rel: float, min_seconds: float) -> bool:
-    vb, va = _values(b, r.group, r.measure), _values(a, r.group, r.measure)
+def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
+           repeated: bool) -> str | None:
+    """``"regression"``, ``"inconclusive"`` or None for a group's seconds
+    ``(before-runs, after-runs, basis)``: the bounds a speed factor's basis
+    allows (module docstring)."""
+    basis = values[2]
+    if repeated or basis == "both":
+        low, high = rel, rel
+    elif basis == "probe":
+        low, high = rel * PROBE_BAND[0], rel * PROBE_BAND[1]
+    else:
+        low, high = rel, (max(rel, SURE_REL) if busy else rel)
+    if _beyond_or_new(values, high, min_seconds):
+        return "regression"
+    return "inconclusive" if _beyond_or_new(values, low, min_seconds) else None
+
+
+def _beyond_or_new(values: tuple, rel: float, min_seconds: float) -> bool:
+    """The after-runs' ``values[1]`` exceed the before-runs' ``values[0]``
+    beyond the bound, or the group is new and exceeds ``min_seconds``."""
+    vb, va = values[:2]
     if max(vb) <= 0:  # new in after
         return min(va) > min_seconds
     return _beyond(va, vb, rel, min_seconds)
 
 
-def _wall_row(b: _Side, a: _Side, waits: bool) -> tuple:
-    """(the wall row or None, judged, why not judged)."""
+def _wall_row(b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tuple:
+    """(the wall row or None, judged, why not judged, (before walls, after
+    walls) at the reference's machine speed: the probe's ratio to the power
+    of the run's share of task seconds on the CPU)."""
     if any(w is None for w in b.walls + a.walls):
-        return None, False, ""
-    row = GroupChange("(wall time)", 0, 0, min(b.walls), min(a.walls), "wall",
-                      _spread(b.walls, a.walls))
+        return None, False, "", None
+    factors = []
+    for i, run in enumerate([*b.groups, *a.groups]):
+        known = [e for e in run.values() if e[2] is not None]
+        total = sum(e[1] for e in known)
+        share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
+        factors.append(speeds.factor(i, None, share)[0])
+    walls = [w / f for w, f in zip(b.walls + a.walls, factors, strict=True)]
+    n = len(b.walls)
+    row = GroupChange("(wall time)", 0, 0, min(walls[:n]), min(walls[n:]), "wall",
+                      _spread(walls[:n], walls[n:]),
+                      round(_geomean(factors[n:]) / _geomean(factors[:n]), 6))
     if not waits:
-        return row, False, "not judged: machine busy"
-    return row, True, ""
+        return row, False, "not judged: machine busy", (walls[:n], walls[n:])
+    return row, True, "", (walls[:n], walls[n:])
 
 
 def _problems(b: _Side, a: _Side) -> list:
@@ -351,6 +508,17 @@ def _others_cores(run) -> float | None:
     load = _header(run).get("load") or {}
     value = load.get("others_cores") if isinstance(load, dict) else None
     return float(value) if isinstance(value, (int, float)) else None
+
+
+def _probe(run) -> tuple | None:
+    """``(probe name, seconds)`` of the run's speed probe (``meta["speed"]``), or None."""
+    speed = (getattr(run, "meta", None) or {}).get("speed")
+    if not isinstance(speed, dict):
+        return None
+    seconds = speed.get("seconds")
+    if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
+        return None
+    return str(speed.get("probe")), float(seconds)
 
 
 def _header(run) -> dict:

@@ -88,6 +88,7 @@ class performance_report:
 
     def __enter__(self) -> performance_report:
         from ..collectors.machine_load import LoadMeter
+        from ..collectors.machine_speed import SpeedProbe
 
         self.profilers = self._make_profilers()
         self._load = LoadMeter().start()  # (the machine's load: ``busy``, the header)
@@ -97,6 +98,7 @@ class performance_report:
             for p in self.profilers:
                 stack.enter_context(p)
             self._stack = stack.pop_all()
+        self._speed = SpeedProbe().start()  # (the machine's speed: ``compare``)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -105,13 +107,14 @@ class performance_report:
             raise RuntimeError("performance_report: __exit__ without __enter__")
         if os.getpid() != self._pid:
             return  # a forked child: the report is the parent's
+        speed = self._speed.stop()
         stack.__exit__(*exc)
         from ..collectors.machine_load import blas_threads
 
         self.data = RunData.from_profilers(
             self.profilers, title=self.title or "localsched performance report",
             started=self._started, finished=time.time(), load=self._load.stop(),
-            blas=blas_threads())
+            blas=blas_threads(), speed=speed)
         self.data.meta["header"] = self._header()
         # Each output on its own: one that cannot be written (its error is
         # raised after) costs none of the others.  The analysis is computed

@@ -1,0 +1,52 @@
+"""The machine's speed, measured beside a recording (``machine_speed``): saved
+with the run, for ``compare`` to tell a slower machine from slower code."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import localsched
+from localsched.diagnostics.collectors.machine_speed import SpeedProbe
+from localsched.diagnostics.report import RunData, performance_report
+
+
+def spin(n):
+    s = 0
+    for k in range(n):
+        s += k
+    return s
+
+
+def probes_alive() -> list:
+    return [t for t in threading.enumerate() if t.name == "localsched-speed-probe"]
+
+
+def test_a_performance_report_saves_the_machines_speed(tmp_path):
+    path = tmp_path / "run.json"
+    dsk = {("spin", i): (spin, 200_000) for i in range(8)}
+    with performance_report(None, samples=False, json=str(path)):
+        localsched.get(dsk, list(dsk), num_workers=2)
+    speed = RunData.load_json(str(path)).meta["speed"]
+    assert speed["probe"] and speed["seconds"] > 0 and speed["samples"] >= 6, speed
+    assert not probes_alive()
+
+
+def test_the_probe_ends_when_the_computation_fails(tmp_path):
+    def boom():
+        raise ValueError("x")
+
+    with pytest.raises(ValueError), performance_report(None, samples=False):
+        localsched.get({"x": (boom,)}, "x")
+    assert not probes_alive()
+
+
+def test_the_probe_times_a_fixed_piece_of_work():
+    probe = SpeedProbe(interval=0.001).start()
+    assert probes_alive()
+    spin(300_000)
+    out = probe.stop()
+    assert not probes_alive()
+    assert out["samples"] >= 6 and 0 < out["seconds"] < 0.1, out
+    assert probe.stop() == out  # (stopping twice gives the same reading)
