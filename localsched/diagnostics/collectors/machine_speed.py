@@ -60,20 +60,28 @@ class SpeedProbe:
         self._interval = interval
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
-        self._timings: list = []
+        self._total = 0.0  # (a sum and a count: an hour's recording keeps no list)
+        self._count = 0
         self._result: dict | None = None
 
+    def _add(self, timings) -> None:
+        for t in timings:
+            self._total += t
+            self._count += 1
+
     def start(self) -> SpeedProbe:
-        self._timings.extend(_timed() for _ in range(EDGE_TIMINGS))
+        self._add(_timed() for _ in range(EDGE_TIMINGS))
         self._thread = threading.Thread(target=self._run, name="localsched-speed-probe",
                                         daemon=True)
         self._thread.start()
         return self
 
     def _run(self) -> None:
-        append, wait = self._timings.append, self._stopped.wait
+        wait = self._stopped.wait
         while not wait(self._interval):
-            append(_timed())
+            t = _timed()
+            self._total += t  # (only this thread adds until stop() joins it)
+            self._count += 1
 
     def stop(self) -> dict:
         """``{"probe", "seconds", "samples"}``: the work's mean CPU seconds
@@ -84,8 +92,7 @@ class SpeedProbe:
         self._stopped.set()
         if thread is not None:
             thread.join()
-        self._timings.extend(_timed() for _ in range(EDGE_TIMINGS))
-        timings = self._timings
-        self._result = {"probe": PROBE, "seconds": sum(timings) / len(timings),
-                        "samples": len(timings)}
+        self._add(_timed() for _ in range(EDGE_TIMINGS))
+        self._result = {"probe": PROBE, "seconds": self._total / self._count,
+                        "samples": self._count}
         return self._result
