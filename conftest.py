@@ -23,13 +23,15 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def _stop_shared_pools() -> None:
+def _stop_shared_pools(processes: bool = True) -> None:
     import sys
 
     for name in ("localsched.threaded", "localsched.multiprocessing"):
         mod = sys.modules.get(name)
-        if mod is not None:
+        if mod is not None and (processes or name == "localsched.threaded"):
             mod.shutdown()
+    if not processes:
+        return
     # multiprocessing's own helper processes (started by the forkserver start
     # method) are process-wide singletons; stop them too between tests.
     fs = sys.modules.get("multiprocessing.forkserver")
@@ -188,6 +190,58 @@ def _process_wide_threads() -> set:
     return set(getattr(executor, "_threads", ()))
 
 
+def _pools_per_module(node) -> bool:
+    """Whether a test's module keeps the shared process pools from one test
+    to the next (marked ``pools_per_module``): its tests compute on the
+    processes scheduler without asserting anything of a fresh pool, so a
+    pool's start-up (0.3-1 s, more on a busy machine) is paid once."""
+    return node.get_closest_marker("pools_per_module") is not None
+
+
+def _kept_pool_parts() -> tuple[set, set]:
+    """The pids of the shared process pools' workers and of multiprocessing's
+    helper processes (fork server, resource tracker), and the pools'
+    listener threads: what a ``pools_per_module`` module keeps between tests."""
+    import sys
+
+    pids: set = set()
+    threads: set = set()
+    mod = sys.modules.get("localsched.multiprocessing")
+    if mod is not None:
+        for pool in list(mod._shared._pools.values()):
+            pids.update(pool.pids)
+            threads.add(pool._listener)
+    fs = sys.modules.get("multiprocessing.forkserver")
+    if fs is not None and getattr(fs._forkserver, "_forkserver_pid", None):
+        pids.add(fs._forkserver._forkserver_pid)
+    rt = sys.modules.get("multiprocessing.resource_tracker")
+    # (kept while the shared cluster lives, which uses it: see _stop_shared_pools)
+    if rt is not None and getattr(rt._resource_tracker, "_pid", None) and not _cluster_alive:
+        pids.add(rt._resource_tracker._pid)
+    return pids, threads
+
+
+@pytest.fixture(autouse=True, scope="module")
+def pools_of_the_module(request):
+    """A ``pools_per_module`` module's shared pools end with the module:
+    their workers, listener threads and multiprocessing's helpers must
+    then be gone (each test checks all else it started, ``no_leftovers``)."""
+    if not _pools_per_module(request.node):
+        yield
+        return
+    yield
+    pids, threads = _kept_pool_parts()
+    workers = [psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)]
+    _stop_shared_pools()
+    problems = _reap(workers, "pool process left running")
+    for t in threads:
+        t.join(timeout=10)
+        if t.is_alive():
+            problems.append(f"pool thread left running: {t.name}")
+    if problems:
+        raise AssertionError("; ".join(problems))
+
+
 @pytest.fixture(autouse=True)
 def no_leftovers(request):
     # The shared clusters live for a module by design: start them before
@@ -202,18 +256,21 @@ def no_leftovers(request):
     me = psutil.Process()
     children_before = {p.pid for p in me.children(recursive=True)}
     yield
-    # The shared pools live across calls by design; a test ends them.
-    _stop_shared_pools()
+    # The shared pools live across calls by design; a test ends them (the
+    # process pools: its module, if marked ``pools_per_module``).
+    per_module = _pools_per_module(request.node)
+    _stop_shared_pools(processes=not per_module)
+    kept_pids, kept_threads = _kept_pool_parts() if per_module else (set(), set())
     problems = []
     leaked_callbacks = set(Callback.active) - active_before
     if leaked_callbacks:
         Callback.active.difference_update(leaked_callbacks)
         problems.append(f"callbacks left registered: {leaked_callbacks}")
-    for t in set(threading.enumerate()) - threads_before - _process_wide_threads():
+    for t in set(threading.enumerate()) - threads_before - _process_wide_threads() - kept_threads:
         t.join(timeout=10)  # a thread that is finishing gets its moment
         if t.is_alive():
             problems.append(f"thread left running: {t.name}")
-    shared: set = set()
+    shared: set = set(kept_pids)
     for pids in list(_shared_cluster_pids.values()):
         shared |= pids()  # (a test may have restarted a shared cluster's workers)
     problems += _reap([p for p in me.children(recursive=True)

@@ -22,6 +22,10 @@ from localsched.plan.graph import CycleError
 from localsched.threaded import get as get_threads
 from tests.support.platform_marks import needs_posix_signals
 
+# (the processes scheduler's pool starts once for the module: the contract
+# holds on a pool that has run earlier computations, as a user's does)
+pytestmark = pytest.mark.pools_per_module
+
 SCHEDULERS = {
     "sync": get_sync,
     "threads": get_threads,

@@ -22,6 +22,9 @@ import localsched.local  # noqa: E402
 import localsched.multiprocessing  # noqa: E402
 import localsched.threaded  # noqa: E402
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 @pytest.fixture(scope="module")
 def dask_tests_dir():

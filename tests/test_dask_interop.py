@@ -15,6 +15,9 @@ from localsched import threaded  # noqa: E402
 from localsched.callbacks import Callback, Needs  # noqa: E402
 from localsched.local import get_sync  # noqa: E402
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 GETS = {
     "sync": get_sync,
     "threads": threaded.get,

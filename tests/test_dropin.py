@@ -24,6 +24,9 @@ from localsched.local import get_sync
 from localsched.multiprocessing import get as get_processes
 from tests.support.platform_marks import needs_fork, needs_posix_signals
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 SCHEDULERS = {
     "sync": get_sync,
     "threads": threaded.get,

@@ -126,11 +126,15 @@ print("smoke ok")
 
 def test_wheel_installs_and_works_in_a_fresh_venv(dists, tmp_path):
     env_dir = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
+    # (without a pip of its own: this interpreter's pip installs into it with
+    # --python; ensurepip took 20-70 s on a busy machine)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env_dir)], check=True,
+                   timeout=300)
     python = env_dir / ("Scripts" if os.name == "nt" else "bin") / "python"
     environ = {k: v for k, v in os.environ.items()
                if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    installed = subprocess.run([str(python), "-m", "pip", "install", "-q", str(dists["wheel"])],
+    installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install",
+                                "-q", str(dists["wheel"])],
                                capture_output=True, text=True, timeout=840, env=environ)
     assert installed.returncode == 0, f"pip install failed:\n{installed.stderr[-3000:]}"
     work = tmp_path / "work"

@@ -10,6 +10,9 @@ import pytest
 from localsched.diagnostics.collectors.records import TaskData
 from localsched.diagnostics.profile import Profiler
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 def inc(x):
     return x + 1

@@ -22,6 +22,9 @@ from localsched.local import get_sync  # noqa: E402
 from localsched.multiprocessing import get as get_processes  # noqa: E402
 from localsched.threaded import get as get_threads  # noqa: E402
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 SCHEDULERS = {
     "sync": get_sync,
     "threads": get_threads,

@@ -18,6 +18,9 @@ from localsched.run.task_records import TaskRecords
 from localsched.view import TaskRecord
 from localsched.worker.records_wire import Probe
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 GETS = {
     "sync": ("localsched.local", "get_sync"),
     "threads": ("localsched.threaded", "get"),

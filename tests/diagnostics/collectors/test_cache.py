@@ -9,6 +9,9 @@ from localsched.diagnostics.collectors.cache import CacheProfiler
 from localsched.diagnostics.collectors.records import CacheData
 from localsched.diagnostics.profile import Profiler
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 def inc(x):
     return x + 1

@@ -11,6 +11,9 @@ import localsched
 from localsched import metrics
 from localsched.diagnostics import ActivityData, FineMetrics, MetricData, Profiler
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 SECONDS_TOLERANCE = 0.005  # clock granularity and the few steps around a task
 
 

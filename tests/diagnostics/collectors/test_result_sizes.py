@@ -18,6 +18,9 @@ import pytest
 import localsched
 from localsched import metrics
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 def _strings(n):
     return [f"record-{i:06d}-" + "x" * 80 for i in range(n)]

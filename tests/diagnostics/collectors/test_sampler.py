@@ -11,6 +11,9 @@ import pytest
 from localsched.diagnostics import SampleData, SampleProfiler
 from localsched.diagnostics.collectors.sampler import totals, tree
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 def hot_loop(seconds):
     """Burn CPU in this very function (what the sampler must find)."""

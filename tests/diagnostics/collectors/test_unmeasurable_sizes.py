@@ -13,6 +13,9 @@ from localsched.diagnostics import CacheProfiler
 from localsched.diagnostics.report import RunData, performance_report
 from localsched.metrics import nbytes
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 class Gone:
     pass

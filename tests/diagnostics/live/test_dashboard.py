@@ -30,6 +30,9 @@ from localsched.diagnostics.live.summary import Summary
 from localsched.diagnostics.live.taskstream import TaskStream
 from tests.support.servers import port_is_free
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 
 def _graph(n=40):
     dsk = {("load", i): (add, i, 1) for i in range(n)}

@@ -22,6 +22,9 @@ from localsched import multiprocessing as _processes
 from localsched import threaded as _threads
 from tests.support.gates import Gate, notify, wait_for
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 N = 40  # quick tasks before the one that blocks
 
 SCHEDULERS = {"threads": _threads.get, "processes": _processes.get}

@@ -8,7 +8,9 @@ What a user reads is checked in the page itself at the moment of the
 screenshot: busy workers while tasks run, the summary strip agreeing with
 progress per group, the fine-metrics bars named, no flame label wider than
 its frame, the report's flame graph attributing its time to task groups.
-(Chromium's one-shot ``--screenshot`` captures a Bokeh server page blank:
+The live page is shot on a run held half-way (its tasks wait for an event
+the test sets after the screenshot), so the moment does not depend on the
+machine's speed.  (Chromium's one-shot ``--screenshot`` captures a Bokeh server page blank:
 the tab is driven over the DevTools protocol, tests/support/live_tab.py.)
 """
 
@@ -22,6 +24,7 @@ import time
 
 import pytest
 
+from localsched.callbacks import Callback
 from localsched.diagnostics import Dashboard, FineMetrics, SampleProfiler
 
 try:
@@ -74,32 +77,55 @@ def _cells(text: str) -> dict:
     return dict(re.findall(r"<span style=.color:#777.>([^<]+)</span> <b>([^<]*)</b>", text))
 
 
-def _workload(stop: threading.Event, runs: list) -> None:
-    """Arrays, a bag and a dataframe groupby in each computation, on
-    localsched's threads, repeated until ``stop``."""
-    import dask
+def _parts() -> list:
+    """Arrays, a bag and a dataframe groupby: one computation's collections."""
     import dask.array as da
     import dask.bag as db
     import pandas as pd
-
-    import localsched.threaded
 
     try:
         import dask.dataframe as dd
     except ImportError:  # (no pyarrow)
         dd = None
-    frame = pd.DataFrame({"k": [i % 13 for i in range(40_000)],
-                          "v": [float(i) for i in range(40_000)]})
-    while not stop.is_set():
-        x = da.random.random((2000, 2000), chunks=(250, 250))
-        y = (x @ x.T + x.mean(axis=0)).sum(axis=1)
-        words = db.from_sequence(range(20_000), npartitions=40).map(
-            lambda i: f"w{i % 97}").frequencies().topk(5, key=1)
-        parts = [y.sum(), words]
-        if dd is not None:
-            df = dd.from_pandas(frame, npartitions=20)
-            parts.append(df.assign(w=df.v * 2).groupby("k").w.mean())
-        runs.append(dask.compute(*parts, scheduler=localsched.threaded.get, num_workers=2))
+    x = da.random.random((500, 500), chunks=(125, 125))
+    y = (x @ x.T + x.mean(axis=0)).sum(axis=1)
+    words = db.from_sequence(range(20_000), npartitions=40).map(
+        lambda i: f"w{i % 97}").frequencies().topk(5, key=1)
+    parts = [y.sum(), words]
+    if dd is not None:
+        frame = pd.DataFrame({"k": [i % 13 for i in range(40_000)],
+                              "v": [float(i) for i in range(40_000)]})
+        df = dd.from_pandas(frame, npartitions=20)
+        parts.append(df.assign(w=df.v * 2).groupby("k").w.mean())
+    return parts
+
+
+def _held_run(n_tasks: int, entered: threading.Event, release: threading.Event) -> list:
+    """One computation of ``_parts`` (``n_tasks`` tasks) that stops half-way
+    until ``release``: two ``store`` tasks need every result of the parts
+    and wait for ``release`` (``entered`` is set when one has started: every
+    other task of the parts is done then), and ``n_tasks`` ``publish`` tasks
+    wait for them.  The page then shows a run about half done, a worker
+    busy, for as long as the test looks: no race with the run."""
+    import dask
+
+    def gather(*results):
+        return len(results)
+
+    def store(i, gathered):
+        entered.set()
+        if not release.wait(300):
+            raise TimeoutError("the test never released the run")
+        return i
+
+    def publish(stored, i):
+        return i
+
+    # (one delayed holds the parts: each delayed that took the collections
+    # themselves would get its own copy of their tasks)
+    gathered = dask.delayed(gather, pure=False)(*_parts())
+    stores = [dask.delayed(store, pure=False)(i, gathered) for i in range(2)]
+    return [dask.delayed(publish, pure=False)(stores, i) for i in range(n_tasks)]
 
 
 def _mid_run(state: dict) -> bool:
@@ -134,17 +160,30 @@ def _check_live_page(state: dict) -> None:
 @pytest.mark.timeout(600)
 def test_gallery_live_page_mid_run(chromium_path, gallery):
     pytest.importorskip("dask.array")
+    import dask
+
+    import localsched.threaded
+
     dash = Dashboard(quiet=True)
-    stop = threading.Event()
-    runs: list = []
+    entered, release = threading.Event(), threading.Event()
     failure: list = []
 
     def run():
+        # two finished runs first (fine metrics and samples are of finished
+        # runs), then one held half-way (``_held_run``)
+        sizes: list = []
         try:
             with dash, FineMetrics(), SampleProfiler(interval=0.01):
-                _workload(stop, runs)
+                for _ in range(2):
+                    with Callback(start=lambda dsk: sizes.append(len(dsk))):
+                        dask.compute(*_parts(), scheduler=localsched.threaded.get,
+                                     num_workers=2)
+                dask.compute(*_held_run(sizes[-1], entered, release),
+                             scheduler=localsched.threaded.get, num_workers=2)
         except BaseException as exc:  # noqa: B036 -- reported below
             failure.append(exc)
+        finally:
+            entered.set()  # (a failure before the held run: the test stops waiting)
 
     worker = threading.Thread(target=run)
     try:
@@ -152,27 +191,24 @@ def test_gallery_live_page_mid_run(chromium_path, gallery):
                      width=1100, height=1500) as tab:
             assert tab.ready
             worker.start()
-            deadline = time.monotonic() + 400
-            state = None
-            while time.monotonic() < deadline and not failure:
-                # a run well under way *as the page shows it*, after two
-                # finished (fine metrics and samples are of finished runs; the
-                # flame graph redraws every 5 s).  What the page shows is read
-                # in one evaluation: a probe of progress.json before it could
-                # see a run the page has already left for the next one.
-                if len(runs) >= 2:
-                    seen = tab.evaluate(PAGE_STATE)
-                    if _mid_run(seen):
-                        state = seen
-                        tab.screenshot(gallery / "dashboard-status.png", full_page=True)
-                        break
+            entered.wait(400)
+            assert not failure, failure
+            assert entered.is_set(), "the held run never started"
+            # the run stays where it is until released: wait for the page to
+            # show it (its strip refreshes several times a second, the flame
+            # graph every 5 s), then read it in one evaluation
+            deadline = time.monotonic() + 120
+            state = tab.evaluate(PAGE_STATE)
+            while not _mid_run(state) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert state is not None, "no run was caught mid-way"
+                state = tab.evaluate(PAGE_STATE)
+            assert _mid_run(state), state
+            tab.screenshot(gallery / "dashboard-status.png", full_page=True)
             _check_live_page(state)
             tab.close_tab()
         assert tab.errors == [], tab.errors
     finally:
-        stop.set()
+        release.set()
         if worker.is_alive():
             worker.join(300)
         dash.close()

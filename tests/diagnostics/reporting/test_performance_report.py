@@ -40,6 +40,9 @@ except ImportError:  # pytest put tests/ itself on sys.path
     from tests.support.browser import open_in_chromium, require_chromium
     from tests.support.trace_format import check_trace, check_trace_text
 
+# (the processes scheduler's pool starts once for the module: conftest)
+pytestmark = pytest.mark.pools_per_module
+
 T0 = 1_700_000_000.0
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
