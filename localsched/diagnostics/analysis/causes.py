@@ -252,14 +252,9 @@ def gil_bound(f: Facts) -> set:
     threads would not help)."""
     if f.kind != "threads":
         return set()
-    waits = f.run.meta.get("gil_waits")
     share = gil_share(f)
     out = set()
-    for g, w in (waits.items() if isinstance(waits, dict) else ()):
-        try:
-            looks, contended = float(w[0]), float(w[1])
-        except (TypeError, ValueError, IndexError):
-            continue
+    for g, (looks, contended) in f.gil_looks.items():
         if looks >= GIL_BOUND_LOOKS and contended >= share * looks:
             out.add(g)
     return out

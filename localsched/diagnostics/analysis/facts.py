@@ -258,17 +258,26 @@ class Facts:
         return [(t * scale, {g: v * scale for g, v in by.items()}) for t, by in found]
 
     @cached_property
+    def gil_looks(self) -> dict:
+        """``{group: (looks, contended)}``: how often the sampler looked at
+        a group's tasks, and at how many of those looks it waited for the
+        GIL (``meta["gil_waits"]``; malformed entries left out)."""
+        waits = self.run.meta.get("gil_waits")
+        out = {}
+        for g, w in (waits.items() if isinstance(waits, dict) else ()):
+            try:
+                out[g] = (float(w[0]), float(w[1]))
+            except (TypeError, ValueError, IndexError):
+                continue
+        return out
+
+    @cached_property
     def gil_free(self) -> set:
         """The groups whose tasks left the GIL free: the sampler looked at
         them ``GIL_FREE_LOOKS`` (20) times and waited for the GIL at fewer
         than ``GIL_FREE_SHARE`` (15 %) of its looks (``meta["gil_waits"]``)."""
-        waits = self.run.meta.get("gil_waits")
         out = set()
-        for g, w in (waits.items() if isinstance(waits, dict) else ()):
-            try:
-                looks, contended = float(w[0]), float(w[1])
-            except (TypeError, ValueError, IndexError):
-                continue
+        for g, (looks, contended) in self.gil_looks.items():
             if looks >= GIL_FREE_LOOKS and contended < GIL_FREE_SHARE * looks:
                 out.add(g)
         return out
