@@ -68,7 +68,11 @@ POLL = 0.05
 LONG = 1e-3
 # Counting starts when the real memory reaches this share of ``target``.
 ARM = 0.5
-# Calls between two readings of a watching budget, at most (see ``watch``).
+# Calls between two readings of a watching budget: the first after this
+# many, then twice as many each time, up to ``WATCH_EVERY`` (see ``watch``).
+# From one: a run's first results may be large and quick to make (memory
+# the allocator reuses faults in no page), and are sized before they pile up.
+WATCH_FIRST = 1
 WATCH_EVERY = 4096
 # How fast memory may grow, bytes a second: a watching budget reads again
 # when memory growing this fast could reach ``arm_at`` (``watch``), after
@@ -168,7 +172,7 @@ class Budget:
         self.due = 0.0
         # (and after a count of calls that doubles up to WATCH_EVERY: fast
         # tasks, filling memory the allocator reuses, may end within a poll)
-        self.every = self.countdown = 16
+        self.every = self.countdown = WATCH_FIRST
 
     # -- the hooks ------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from ..plan.graph import CALL, execute
 from ..utils import add_note
 from ..worker import runtime
 from ..worker.records_wire import TaskRecord
-from .budget import WATCH_EVERY
+from .budget import WATCH_EVERY, WATCH_FIRST
 from .lifecycle import Computation
 from .machine import DONE, READY, RUNNING, STATE_NAMES, WAITING, InvalidStateError, RunState
 from .task_records import Writer
@@ -61,8 +61,8 @@ def _watching(machine: RunState, budget):
     watches (see ``localsched.run.budget``: "Watching, then counting"):
     before each task, the budget reads the memory when it says (``poll``
     s after its last reading), after a task of ``LONG`` s or more (the
-    time since the last pop: that task's, and its moves), and after 16,
-    32, ... up to ``WATCH_EVERY`` tasks; raises ``_Armed`` once it arms.
+    time since the last pop: that task's, and its moves), and after 1,
+    2, 4, ... up to ``WATCH_EVERY`` tasks; raises ``_Armed`` once it arms.
     A loop's own ``pop``: the loops are the same with a budget or none,
     and with none a task pays nothing for it."""
     pop, now, completed, long = machine.ready.pop, time.time, budget.completed, budget.long
@@ -70,13 +70,13 @@ def _watching(machine: RunState, budget):
     due = then = now()
     # (the count doubles up to WATCH_EVERY: a run of fast tasks -- memory
     # the allocator reuses is quick to fill -- may end within one poll)
-    every = countdown = 16
+    every = countdown = WATCH_FIRST
 
     def take() -> int:
         nonlocal last, due, then, every, countdown
         t = now()
         countdown -= 1
-        if (t >= due or t - then >= long or not countdown) and last >= 0:
+        if (t >= due or t - then >= long or countdown <= 0) and last >= 0:
             completed(last, True)  # (the task before: it has completed)
             if budget.armed:
                 raise _Armed

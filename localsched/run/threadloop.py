@@ -153,10 +153,10 @@ class Crew:
         self.views = views
         # A memory budget that only watches (see "Under a memory budget"):
         # the next reading is due at this time, or after ``countdown`` tasks
-        # (16, 32, ... up to ``budget.WATCH_EVERY``), or after a long task.
+        # (1, 2, 4, ... up to ``budget.WATCH_EVERY``), or after a long task.
         self.budget = budget
         self.due = 0.0
-        self.every = self.countdown = 16
+        self.every = self.countdown = _budget.WATCH_FIRST
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
         self.done = threading.Event()
@@ -365,7 +365,7 @@ class Crew:
             budget.completed(i)
             return
         self.countdown -= 1
-        if t1 >= self.due or t1 - t0 >= budget.long or not self.countdown:
+        if t1 >= self.due or t1 - t0 >= budget.long or self.countdown <= 0:
             self._watch(i, t1)
 
     def _watch(self, i: int, t1: float) -> None:
