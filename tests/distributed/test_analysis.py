@@ -20,12 +20,22 @@ def nap(x, seconds):
     return x
 
 
+def nap_after(x, _before, seconds):
+    time.sleep(seconds)
+    return x
+
+
 def test_a_cluster_run_has_its_critical_path_memory_peak_what_if_and_findings(
         cluster_client, tmp_path):
-    dsk = {("step", 0): (nap, 0, 0.05)}
-    for i in range(1, 6):
-        dsk[("step", i)] = (nap, ("step", i - 1), 0.05)
+    # The side tasks end before the chain's second step starts (it waits
+    # for them), and each step is long beside a cluster's hand-off (tens of
+    # ms beside CPU hogs), so the chain is most of the tasks' span however
+    # busy the machine is.
+    dsk = {("step", 0): (nap, 0, 0.25)}
     dsk.update({("side", i): (nap, i, 0.01) for i in range(4)})
+    dsk[("step", 1)] = (nap_after, ("step", 0), [("side", i) for i in range(4)], 0.25)
+    for i in range(2, 6):
+        dsk[("step", i)] = (nap, ("step", i - 1), 0.25)
     keys = [("step", 5), *[("side", i) for i in range(4)]]
     path = tmp_path / "cluster.json"
     with localsched.performance_report(None, samples=False, json=str(path)) as report:
