@@ -168,6 +168,58 @@ def test_the_load_meter_records_the_runs_waits_for_a_cpu(loaded):
     assert load["cpu_wait"] > 0.05 * load["seconds"], load
 
 
+# -- a cold process pool: its own processes waiting for each other ------------------
+
+def big(i):
+    return np.zeros(4_000_000)  # (32 MB: moved through fresh shared memory)
+
+
+def first(x):
+    return float(x[0])
+
+
+def others_cpu() -> dict:
+    """``{pid: CPU seconds}`` of the processes outside this process tree
+    (those alive now: an independent, lower reading of other programs)."""
+    import psutil
+
+    me = psutil.Process()
+    mine = {me.pid} | {c.pid for c in me.children(recursive=True)}
+    out = {}
+    for p in psutil.process_iter(["cpu_times"]):
+        times = p.info["cpu_times"]
+        if p.pid not in mine and times is not None:
+            out[p.pid] = times.user + times.system
+    return out
+
+
+@needs_schedstat
+def test_a_cold_pools_first_run_on_a_quiet_machine_is_no_busy_machine():
+    # (issue #36: on a quiet machine, 2 runs in 4 were told "the machine was
+    # busy at times ... taken by other processes": the parent and its two
+    # workers starting on 2 cores made the waits, and a VM's first touch of
+    # fresh memory counts as steal -- neither is another program)
+    import time
+
+    import localsched.multiprocessing as lmp
+
+    dsk: dict = {}
+    for i in range(6):
+        dsk.update({("big", i): (big, i), ("use", i): (first, ("big", i))})
+    lmp.shutdown()  # (cold: the pool starts inside the recording)
+    before, t0 = others_cpu(), time.monotonic()
+    with performance_report(None, samples=False) as report:
+        lmp.get(dsk, [("use", i) for i in range(6)], num_workers=2)
+    after, seconds = others_cpu(), time.monotonic() - t0
+    theirs = sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
+    capacity = (os.cpu_count() or 1) * seconds
+    if theirs >= 0.05 * capacity:
+        pytest.skip(f"not a quiet machine: other programs took {theirs:.2f} s of "
+                    f"{capacity:.2f} CPU-seconds")
+    run = report.data
+    assert "busy" not in {f.kind for f in run.findings()}, shown(run)
+
+
 # -- records made by hand: what a CPU wait and a GIL wait do to the rules -------------
 
 def gil_bound_tiny_tasks(cpu_wait=None, contended=0.9, beside=True):
@@ -216,9 +268,11 @@ def test_hand_off_gaps_spent_waiting_for_the_gil_are_no_overhead():
 
 def test_waits_for_a_cpu_are_neither_gil_waits_nor_hand_offs():
     # (a quiet run's GIL finding, then the same records with the threads
-    # waiting for a CPU most of the time: the GIL's wait shrinks by it)
+    # waiting for a CPU most of the time, while other processes took 22 % of
+    # the cores: the GIL's wait shrinks by it)
     quiet = verdicts(gil_bound_tiny_tasks(cpu_wait=0.0))["gil"]
     busy_run = gil_bound_tiny_tasks(cpu_wait=0.9)
+    busy_run.meta["load"]["machine_cpu"] *= 1.44
     loaded_ = verdicts(busy_run).get("gil")
     assert loaded_ is None or loaded_.seconds < quiet.seconds
     said = {f.kind: f for f in busy_run.findings()}
@@ -227,11 +281,12 @@ def test_waits_for_a_cpu_are_neither_gil_waits_nor_hand_offs():
 
 
 def test_a_load_that_comes_and_goes_is_a_busy_machine_though_its_average_is_low():
-    # (others took 10 % of the cores on average: below BUSY_SHARE; but the
-    # run's threads waited for a CPU 40 % of their time: bursts)
+    # (others took 22 % of the cores on average: below BUSY_SHARE; but the
+    # run's threads waited for a CPU 40 % of their time, and others' CPU
+    # can account for half of it: bursts)
     run = gil_bound_tiny_tasks(cpu_wait=0.0)
     hi = run.meta["load"]["seconds"]
-    run.meta["load"].update(machine_cpu=hi + 0.2 * hi, cpu_wait=0.4 * 2 * hi)
+    run.meta["load"].update(machine_cpu=hi + 0.44 * hi, cpu_wait=0.4 * 2 * hi)
     said = {f.kind: f for f in run.findings()}
     assert "busy" in said, [str(f) for f in run.findings()]
     assert "gil" not in said
