@@ -246,7 +246,7 @@ def test_a_cold_pools_first_run_on_a_quiet_machine_is_no_busy_machine():
     after, seconds = others_cpu(), time.monotonic() - t0
     theirs = sum(max(0.0, v - before.get(pid, 0.0)) for pid, v in after.items())
     capacity = (os.cpu_count() or 1) * seconds
-    if theirs >= 0.05 * capacity:
+    if theirs >= 0.15 * capacity:
         pytest.skip(f"not a quiet machine: other programs took {theirs:.2f} s of "
                     f"{capacity:.2f} CPU-seconds")
     run = report.data
