@@ -12,12 +12,8 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     many workers as cores would take, at best).  Or, whatever the average
     (a load that comes and goes), other processes made the run's threads
     wait for a CPU at least ``WAIT_SHARE`` (20 %) of the recording's
-    worker-seconds (the load meter's run-queue wait, ``cpu_wait``, of which
-    other processes can have caused at most their CPU seconds: holding k
-    cores, they keep at most k more of the run's threads waiting than its
-    own threads alone would -- the rest is the run's processes waiting for
-    each other, a cold pool's start-up; seconds: that wait over the
-    workers).
+    worker-seconds (of the load meter's ``cpu_wait``, at most their CPU
+    seconds: ``_others_wait``; seconds: that wait over the workers).
     Tasks then wait for a CPU, and that looks like what the ``gil``,
     ``straggler`` and ``overhead`` findings read: those are held back
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
@@ -109,7 +105,10 @@ def _waited(f: Facts, load: dict, wait: float | None = None) -> bool:
 
 def _others_wait(load: dict) -> float | None:
     """Seconds of the run's threads' wait for a CPU that other processes
-    can have caused: at most their CPU seconds (module docstring)."""
+    can have caused: at most their CPU seconds.  Holding k cores, they keep
+    at most k more of the run's threads waiting than its own threads alone
+    would; the rest is the run's processes waiting for each other (a cold
+    pool's parent and workers starting), no busy machine's."""
     wait = load["wait"]
     return None if wait is None else min(wait, load["others"])
 
