@@ -164,12 +164,12 @@ def busy(f: Facts, held: list) -> list:
             f"{_held(held)}.")]
     if by == "waited":
         wait, theirs = load["wait"] or 0.0, _others_wait(load) or 0.0
-        mine = "" if theirs >= wait else f", at most {format_seconds(theirs)} of it,"
+        part = "" if theirs >= wait else f", at most {format_seconds(theirs)} of it,"
         return [Finding(
             "busy",
             f"The machine was busy at times: the run's threads waited "
             f"{format_seconds(wait)} for a CPU "
-            f"({pct(wait, load['seconds'] * f.workers)} of their time){mine} for "
+            f"({pct(wait, load['seconds'] * f.workers)} of their time){part} for "
             f"other processes, which took {pct(load['others'], capacity)} of its {cores} "
             f"core{plural} on average, in bursts.",
             min(load["seconds"], theirs / f.workers), [],
