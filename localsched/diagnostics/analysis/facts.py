@@ -224,9 +224,10 @@ class Facts:
         the run's measured wait (by its tasks' and gaps' time), times its
         workers, at most its gaps (none where not measured).  Between two
         tasks a worker runs the scheduler's Python: it waits for a CPU
-        itself (counted in the wait), or for the GIL while the thread
-        holding it waits for one (not counted: it sleeps), which holds back
-        every other worker at once -- a wait holds up at most as many
+        itself (counted in the wait), or sleeps (not counted) while what
+        every worker needs waits for one -- on threads the GIL's holder, on
+        processes the parent's thread that hands out the tasks -- which
+        holds back every worker at once: a wait holds up at most as many
         workers as there are."""
         comps = self.comps or ()
         wait = self.cpu_wait
