@@ -5,14 +5,15 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
 
 ``busy``
     Other processes took at least ``BUSY_SHARE`` (25 %) of the machine's
-    CPU time during the recording (``meta["load"]``: ``machine_load``).
+    CPU time during the recording (``meta["load"]``: ``machine_load``; a
+    hypervisor's ``steal`` is no process's).
     Or this run's own workers, more than the cores, kept at least
     ``OWN_FULL`` (90 %) of them busy (seconds: the wall time beyond what as
     many workers as cores would take, at best).  Or, whatever the average
-    (a load that comes and goes), the run's threads waited for a CPU at
-    least ``WAIT_SHARE`` (20 %) of the recording's worker-seconds (the
-    load meter's run-queue wait, ``cpu_wait``; seconds: that wait over the
-    workers).
+    (a load that comes and goes), other processes made the run's threads
+    wait for a CPU at least ``WAIT_SHARE`` (20 %) of the recording's
+    worker-seconds (of the load meter's ``cpu_wait``, at most their CPU
+    seconds: ``_others_wait``; seconds: that wait over the workers).
     Tasks then wait for a CPU, and that looks like what the ``gil``,
     ``straggler`` and ``overhead`` findings read: those are held back
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
@@ -86,18 +87,30 @@ def _load(f: Facts) -> dict | None:
         return None
     if cores <= 0 or seconds <= 0:
         return None
-    native = load.get("native_cpu")
-    return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own), "own": own,
+    native, steal = load.get("native_cpu"), load.get("steal")
+    steal = float(steal) if isinstance(steal, (int, float)) and steal > 0 else 0.0
+    return {"cores": cores, "seconds": seconds, "others": max(0.0, machine - own - steal),
+            "own": own,
             "native": float(native) if isinstance(native, (int, float)) else None,
             "wait": f.cpu_wait}
 
 
-def _waited(f: Facts, load: dict) -> bool:
-    """Whether the run's threads waited for a CPU ``WAIT_SHARE`` of the
-    recording's worker-seconds."""
-    wait = load["wait"]
+def _waited(f: Facts, load: dict, wait: float | None = None) -> bool:
+    """Whether the run's threads waited for a CPU (``wait``: else all their
+    measured wait) ``WAIT_SHARE`` of the recording's worker-seconds."""
+    wait = load["wait"] if wait is None else wait
     return wait is not None and wait >= MIN_SECONDS \
         and wait >= WAIT_SHARE * load["seconds"] * f.workers
+
+
+def _others_wait(load: dict) -> float | None:
+    """Seconds of the run's threads' wait for a CPU that other processes
+    can have caused: at most their CPU seconds.  Holding k cores, they keep
+    at most k more of the run's threads waiting than its own threads alone
+    would; the rest is the run's processes waiting for each other (a cold
+    pool's parent and workers starting), no busy machine's."""
+    wait = load["wait"]
+    return None if wait is None else min(wait, load["others"])
 
 
 def gil_share(f: Facts) -> float:
@@ -126,7 +139,7 @@ def _busy_by(f: Facts) -> str | None:
         return "others"
     if f.workers > load["cores"] and load["own"] >= OWN_FULL * capacity:
         return "own"
-    if _waited(f, load):
+    if _waited(f, load, _others_wait(load)):
         return "waited"
     return None
 
@@ -150,17 +163,16 @@ def busy(f: Facts, held: list) -> list:
             f"at most {cores} workers for work that keeps a CPU busy (num_workers={cores}); "
             f"{_held(held)}.")]
     if by == "waited":
-        wait = load["wait"] or 0.0
-        who = (f"this run's {f.workers} workers on {cores} core{plural}"
-               if f.workers > load["cores"] else
-               f"other processes, {pct(load['others'], capacity)} of its {cores} "
-               f"core{plural} on average, in bursts")
+        wait, theirs = load["wait"] or 0.0, _others_wait(load) or 0.0
+        part = "" if theirs >= wait else f", at most {format_seconds(theirs)} of it,"
         return [Finding(
             "busy",
             f"The machine was busy at times: the run's threads waited "
             f"{format_seconds(wait)} for a CPU "
-            f"({pct(wait, load['seconds'] * f.workers)} of their time), taken by {who}.",
-            min(load["seconds"], wait / f.workers), [],
+            f"({pct(wait, load['seconds'] * f.workers)} of their time){part} for "
+            f"other processes, which took {pct(load['others'], capacity)} of its {cores} "
+            f"core{plural} on average, in bursts.",
+            min(load["seconds"], theirs / f.workers), [],
             f"re-run on a quiet machine before trusting the timings; {_held(held)}.")]
     wait = load["wait"]
     waited = (f"; the run's threads waited {format_seconds(wait)} for a CPU"

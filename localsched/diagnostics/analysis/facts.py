@@ -2,9 +2,10 @@
 workers, wall times, per-group task statistics, the fine metrics by
 activity, the hand-off gaps and the idle time with nothing ready, and what
 of those gaps and of the tasks' time was no scheduling nor work: waits for
-a CPU (the load meter's run-queue wait, ``cpu_wait_share``) and, on
-threads, waits for the GIL while another worker's Python held it
-(``gil_gaps``: gaps longer beside a running task than alone).
+a CPU (the load meter's run-queue wait: ``cpu_wait_share`` of the tasks,
+at most ``gap_cpu_waits`` of the gaps) and, on threads, waits for the GIL
+while another worker's Python held it (``gil_gaps``: gaps longer beside a
+running task than alone).
 
 Every number comes from the records; what a run did not record is None
 or empty (an older JSON, dask's schedulers, a cluster without metrics).
@@ -215,6 +216,27 @@ class Facts:
         if not wait:
             return 0.0
         return min(1.0, wait / max(self.busy + self.handoff_gaps, 1e-9))
+
+    @cached_property
+    def gap_cpu_waits(self) -> list:
+        """Per computation (as ``comps``): the most worker-seconds of its
+        hand-off gaps that can have been waits for a CPU -- its share of
+        the run's measured wait (by its tasks' and gaps' time), times its
+        workers, at most its gaps (none where not measured).  Between two
+        tasks a worker runs the scheduler's Python: it waits for a CPU
+        itself (counted in the wait), or sleeps (not counted) while what
+        every worker needs waits for one -- on threads the GIL's holder, on
+        processes the parent's thread that hands out the tasks -- which
+        holds back every worker at once: a wait holds up at most as many
+        workers as there are."""
+        comps = self.comps or ()
+        wait = self.cpu_wait
+        if not wait:
+            return [0.0 for _ in comps]
+        spans = [sum(c.durations) + c.handoffs[0] for c in comps]
+        total = sum(spans)
+        return [min(c.handoffs[0], wait * span / total * c.worker_count()) if total > 0
+                else 0.0 for c, span in zip(comps, spans, strict=True)]
 
     def cpu_waited(self, group) -> float:
         """Seconds ``group``'s tasks waited for a CPU, of the run's measured

@@ -118,8 +118,9 @@ def _overhead(f: Facts) -> list:
     ms), and the groups named have median tasks shorter than ``SHORT_TASK``
     (10 ms). On processes and clusters the travel of inputs is taken out
     (that is ``transfer``); on threads the gaps' waits for the GIL other
-    workers' tasks held (``Facts.gil_gaps``); everywhere the rest's share
-    of the run's waits for a CPU (``Facts.cpu_wait_share``: a busy
+    workers' tasks held (``Facts.gil_gaps``); everywhere the most of them
+    that can have been waits for a CPU, the workers' own or for a GIL
+    whose holder waited for one (``Facts.gap_cpu_waits``: a busy
     machine's, not the scheduler's). Seconds: those over the workers, less
     those the fix leaves (one hand-off in ``factor``), at most those computations'
     wall time (with their preparation) beyond their work. Fix: about
@@ -138,12 +139,11 @@ def _overhead(f: Facts) -> list:
     tasks = 0
     ceiling = 0.0  # (the most it could save: those computations' wall beyond their work)
     judged = []
-    waiting = f.cpu_wait_share
-    for comp, (handoffs, preparation, travel), (gil, _by) in zip(
-            f.comps or (), f.overheads, f.gil_gaps, strict=True):
+    for comp, (handoffs, preparation, travel), (gil, _by), waited in zip(
+            f.comps or (), f.overheads, f.gil_gaps, f.gap_cpu_waits, strict=True):
         n = comp.worker_count()
         # (the gaps less the waits for the GIL and for a CPU in them)
-        spent = max(0.0, handoffs - gil) * (1 - waiting) + preparation * n
+        spent = max(0.0, handoffs - gil - waited) + preparation * n
         if f.kind in ("processes", "cluster"):
             spent = max(0.0, spent - travel)
         worked = sum(comp.durations)

@@ -4,10 +4,13 @@ Two facts the findings need and the task records cannot give:
 
 - ``LoadMeter``: the CPU seconds the whole machine spent (``psutil.cpu_times``:
   every process's) and this process with its descendants (the workers)
-  spent, between ``start()`` and ``stop()``.  Their difference is what
-  other processes took: a machine busy with them makes tasks wait for a
-  CPU, which looks like waiting for the GIL, stragglers and overhead
-  (``analysis.causes``' ``busy`` finding holds those back).  Also the CPU
+  spent, between ``start()`` and ``stop()``.  Their difference, less
+  what a hypervisor took from this virtual machine's cores (``steal``:
+  other machines' work, or its own on this one's behalf -- a first touch
+  of fresh memory costs it), is what other processes took: a machine busy
+  with them makes tasks wait for a CPU, which looks like waiting for the
+  GIL, stragglers and overhead (``analysis.causes``' ``busy`` finding
+  holds those back).  Also the CPU
   of this process's threads that Python did not start (BLAS's pools), and
   how long the threads of this process and its workers waited for a CPU
   (``cpu_wait``: Linux's run-queue wait, ``/proc/<pid>/task/<tid>/schedstat``,
@@ -23,7 +26,7 @@ the run.
 
 >>> meter = LoadMeter().start()
 >>> sorted(meter.stop())
-['caller_cpu', 'cores', 'cpu_wait', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds']
+['caller_cpu', 'cores', 'cpu_wait', 'machine_cpu', 'native_cpu', 'own_cpu', 'seconds', 'steal']
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ class LoadMeter:
         self._psutil = psutil
         self._descendants = descendants
         self._me = psutil.Process()
-        self._t0 = self._machine0 = self._thread0 = 0.0
+        self._t0 = self._machine0 = self._thread0 = self._steal0 = 0.0
         self._own0: dict = {}
         self._waits0: dict | None = None
 
@@ -96,24 +99,29 @@ class LoadMeter:
         self._threads0 = self._threads()
         self._thread0 = time.thread_time()
         self._t0 = time.monotonic()
-        self._machine0 = _busy(self._psutil.cpu_times())
+        times = self._psutil.cpu_times()
+        self._machine0, self._steal0 = _busy(times), getattr(times, "steal", 0.0)
         self._own0 = self._own()
         self._waits0 = _platform.threads_cpu_waits(self._own0)
         return self
 
     def stop(self) -> dict:
         """``{"cores", "seconds", "machine_cpu", "own_cpu", "caller_cpu",
-        "native_cpu", "cpu_wait"}`` since ``start()``: ``caller_cpu``, the CPU
+        "native_cpu", "cpu_wait", "steal"}`` since ``start()``: ``caller_cpu``, the CPU
         of the thread that started and stops it (the caller's: building
         graphs, its own work; call ``stop`` from the same thread);
         ``native_cpu``, that of this process's threads that are not Python's
         (BLAS's and OpenMP's pools: their CPU is no task thread's);
         ``cpu_wait``, the seconds the threads of this process and its workers
         waited for a CPU (summed over threads; a thread started meanwhile
-        counts from its start; None where the system does not say)."""
+        counts from its start; None where the system does not say);
+        ``steal``, the seconds a hypervisor ran something else while this
+        machine's CPUs wanted to run (in ``machine_cpu``; 0 on bare metal)."""
         import threading
 
-        machine = _busy(self._psutil.cpu_times()) - self._machine0
+        times = self._psutil.cpu_times()
+        machine = _busy(times) - self._machine0
+        steal = getattr(times, "steal", 0.0) - self._steal0
         owned = self._own()
         own = sum(v - self._own0.get(pid, 0.0) for pid, v in owned.items())
         before = self._waits0
@@ -126,7 +134,8 @@ class LoadMeter:
         return {"cores": os.cpu_count() or 1, "seconds": time.monotonic() - self._t0,
                 "machine_cpu": max(0.0, machine), "own_cpu": max(0.0, own),
                 "caller_cpu": max(0.0, time.thread_time() - self._thread0),
-                "native_cpu": max(0.0, native), "cpu_wait": waited}
+                "native_cpu": max(0.0, native), "cpu_wait": waited,
+                "steal": max(0.0, steal)}
 
 
 def blas_threads() -> dict | None:

@@ -92,6 +92,39 @@ def test_a_run_saved_without_the_load_is_judged_as_before():
     assert "busy" not in kinds(straggling_gil_run())
 
 
+def cold_pool_run(others, cpu_wait, steal=None):
+    """A cold process pool's first run as a quiet 2-core machine measured it
+    (issue #36): its parent and 2 workers starting (importing NumPy) waited
+    408 ms for a CPU, 22 % of the workers' time, for each other."""
+    tasks = [TaskData(("use", i), None, 0.5 + 0.05 * i, 0.54 + 0.05 * i, 100 + i % 2)
+             for i in range(6)]
+    meta = load(others=others, own=1.3, seconds=0.93)
+    meta["cpu_wait"] = cpu_wait
+    if steal is not None:
+        meta["steal"] = steal
+        meta["machine_cpu"] += steal
+    return independent(tasks, scheduler="processes", load=meta)
+
+
+def test_a_runs_own_processes_waiting_for_each_other_are_no_busy_machine():
+    # (other processes took 0.1 CPU-second: at each moment they held k cores,
+    # they kept at most k more of the run's threads waiting, so at most 0.1 s
+    # of the 408 ms was theirs -- the rest the run's own processes contending)
+    assert "busy" not in kinds(cold_pool_run(others=0.1, cpu_wait=0.408))
+    # (other processes that took enough to make those waits: busy, in bursts)
+    found = kinds(cold_pool_run(others=0.42, cpu_wait=0.408))
+    assert "busy" in found and "other processes" in found["busy"].title
+
+
+def test_the_hypervisors_steal_is_no_other_process():
+    # (a VM's first touch of fresh memory -- a cold pool's shared memory --
+    # is the host's work on this machine's behalf, counted as steal: other
+    # processes took nothing)
+    run = cold_pool_run(others=0.02, cpu_wait=0.0, steal=0.6)
+    assert "busy" not in kinds(run)
+    assert "busy" in kinds(cold_pool_run(others=0.62, cpu_wait=0.0))
+
+
 # -- GIL: localsched's own processes, with their cost --------------------------------
 
 def gil_run(sizes_mb=None):
