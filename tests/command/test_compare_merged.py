@@ -118,3 +118,27 @@ def test_a_merged_reports_shares_never_exceed_the_whole(tmp_path, capsys):
     assert all(s <= 100.0 for s in shares), titles
     text = html.unescape(page.read_text(encoding="utf-8"))
     assert not [s for s in re.findall(r"(\d{3,})% of the recording", text) if int(s) > 100]
+
+
+def timed(path, start, parse, during, outside):
+    """One group's run at ``start``: tasks for 0.2 s, the speed probe's
+    timings ``during`` them and ``outside`` them (its timeline)."""
+    sums = [during if (k + 0.5) * 0.01 < 0.2 else outside for k in range(100)]
+    speed = {"probe": "python-loop", "seconds": sum(sums) / 100, "samples": 100,
+             "timeline": {"start": start, "width": 0.01, "sums": sums, "counts": [1] * 100}}
+    tasks = [TaskData(("parse", i), None, start, start + 0.2, i % 2) for i in range(10)]
+    RunData(tasks=tasks, metrics={((), "parse", "thread-cpu", "seconds"): parse},
+            walls=[(start, start + 1.0)],
+            meta={"speed": speed, "started": start, "finished": start + 1.0}
+            ).save_json(str(path))
+    return str(path)
+
+
+def test_merged_runs_keep_the_machines_speed_while_their_tasks_ran(tmp_path, capsys):
+    a = timed(tmp_path / "a.json", T0, 1.0, 100e-6, 100e-6)
+    b = timed(tmp_path / "b.json", T0 + 3600.0, 1.8, 180e-6, 80e-6)
+    direct = compare(RunData.load_json(a), RunData.load_json(b))
+    assert direct.status == 0
+    merged = RunData.side_by_side([RunData.load_json(a), RunData.load_json(b)])
+    parts = split_side_by_side(merged)
+    assert _summary(compare(parts[0], parts[1])) == _summary(direct)

@@ -15,8 +15,9 @@ code burns up to twice the CPU seconds at one moment as at another (the
 host's other tenants), so each run's seconds are first divided by its
 *speed factor* against the first before-run (the ``machine`` column): the
 ratio of the speed probe saved beside each run (``meta["speed"]``,
-``collectors.machine_speed``) and that of the run's other groups, which ran
-at the same moments -- their geometric mean where they agree (``_Speeds``).
+``collectors.machine_speed``: its timings while the run's tasks ran, where
+its timeline has them) and that of the run's other groups, which ran at
+the same moments -- their geometric mean where they agree (``_Speeds``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
 by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
@@ -49,6 +50,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from ...system.termsafe import terminal_text
+from ..collectors.machine_speed import speed_while
 from ..reporting.naming import format_seconds, shorten
 from ..reporting.summary import summarize
 from .groups import group_stats
@@ -526,14 +528,31 @@ def _others_cores(run) -> float | None:
 
 
 def _probe(run) -> tuple | None:
-    """``(probe name, seconds)`` of the run's speed probe (``meta["speed"]``), or None."""
+    """``(probe name, seconds)`` of the run's speed probe (``meta["speed"]``):
+    its timings while the run's tasks ran where its timeline has them (the
+    rest of the recording ran at other moments), else its mean; or None."""
     speed = (getattr(run, "meta", None) or {}).get("speed")
     if not isinstance(speed, dict):
         return None
-    seconds = speed.get("seconds")
+    seconds = speed_while(speed, _task_spans(run))
+    if seconds is None:
+        seconds = speed.get("seconds")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
         return None
     return str(speed.get("probe")), float(seconds)
+
+
+def _task_spans(run) -> list:
+    """When the run's tasks ran: their (start, end) merged, sorted."""
+    spans = sorted([(r.start_time, r.end_time) for r in [*run.tasks, *run.failed]]
+                   + [(r.start_time, r.stop_time) for r in run.interrupted])
+    out: list = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _header(run) -> dict:

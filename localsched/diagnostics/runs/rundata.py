@@ -350,7 +350,8 @@ class RunData:
         from ..analysis.comparison import cpu_by_group
 
         for run, name, offset, span in zip(runs, names, offsets, spans, strict=True):
-            merged.merge(run.shifted(offset))
+            run = run.shifted(offset)
+            merged.merge(run)
             # (what ``compare`` reads of each run that the merge sums or drops:
             # its header's load and status, its speed probe, its groups' CPU)
             marks.append({"name": str(name), "start": span[0] + offset,
@@ -481,12 +482,18 @@ def _all_samples(p) -> bool:
 
 
 def _shifted_meta(meta: dict, seconds: float) -> dict:
-    """``meta`` with the recording's own times moved too."""
+    """``meta`` with the recording's own times moved too (and the speed
+    probe's timeline)."""
     out = dict(meta)
     for name in ("started", "finished"):
         t = out.get(name)
         if isinstance(t, (int, float)) and not isinstance(t, bool):
             out[name] = t + seconds
+    speed = out.get("speed")
+    line = speed.get("timeline") if isinstance(speed, dict) else None
+    if isinstance(speed, dict) and isinstance(line, dict) \
+            and isinstance(line.get("start"), (int, float)):
+        out["speed"] = {**speed, "timeline": {**line, "start": line["start"] + seconds}}
     return out
 
 
