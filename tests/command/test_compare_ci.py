@@ -427,3 +427,15 @@ def test_the_machines_speed_while_the_tasks_ran_is_what_counts(tmp_path, capsys)
     c = timed_run(tmp_path / "c.json", 2.0, 100e-6, 300e-6, 0.2)
     assert main(["compare", a, c]) == 1
     capsys.readouterr()
+
+
+def test_a_lone_group_slowed_twice_with_repeats_beside_a_bursty_load_is_flagged(tmp_path,
+                                                                               capsys, bursty):
+    # one run a side, a lone group can read inconclusive (the probe's thread
+    # and the tasks on cores of different speeds); three a side decide
+    before = [one_group(tmp_path / f"b{i}.json") for i in range(3)]
+    after = [one_group(tmp_path / f"a{i}.json", n=800_000) for i in range(3)]
+    status = main(["compare", "--repeats", "3", *before, *after])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
