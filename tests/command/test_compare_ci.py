@@ -8,7 +8,10 @@
 - a faster run never exits 1 (bigger chunks make each task longer), nor does
   a group made faster make the others look slower;
 - an after-run with failed or interrupted tasks always exits 1;
-- a verdict a busy machine's data cannot support exits 3 ("inconclusive");
+- a verdict a busy machine's data cannot support exits 3 ("inconclusive"):
+  a lone group read by the speed probe alone can (the probe's thread on a
+  slower core than the tasks), and three runs a side then decide;
+- the machine's speed is the probe's while the tasks ran, not around them;
 - repeats (several files per side) measure the noise; exit 2 on bad input.
 
 CPU hogs and bursts are other programs (detached: not this process's
