@@ -149,12 +149,13 @@ def speed_while(speed, spans) -> float | None:
     line = speed.get("timeline") if isinstance(speed, dict) else None
     if not isinstance(line, dict):
         return None
-    try:
+    try:  # (a saved file's: anything malformed is no timeline)
         start, width = float(line["start"]), float(line["width"])
-        sums, counts = list(line["sums"]), list(line["counts"])
-    except (KeyError, TypeError, ValueError):
+        sums = [float(v) for v in line["sums"]]
+        counts = [c if type(c) is int else -1 for c in line["counts"]]
+    except (KeyError, TypeError, ValueError, OverflowError):
         return None
-    if not width > 0 or len(sums) != len(counts):
+    if not 0 < width < float("inf") or len(sums) != len(counts) or len(sums) > 4 * SLICES:
         return None
     total, count, i = 0.0, 0, 0
     for k, (s, c) in enumerate(zip(sums, counts, strict=True)):
@@ -165,7 +166,7 @@ def speed_while(speed, spans) -> float | None:
         while j < len(spans) and spans[j][0] < hi:
             inside += max(0.0, min(hi, spans[j][1]) - max(lo, spans[j][0]))
             j += 1
-        if inside > width / 2 and isinstance(c, int) and c > 0:
-            total += float(s)
+        if inside > width / 2 and c > 0:
+            total += s
             count += c
     return total / count if count else None

@@ -88,3 +88,16 @@ def test_a_recording_saves_the_timeline_of_its_timings(tmp_path):
     t0, t1 = min(t.start_time for t in run.tasks), max(t.end_time for t in run.tasks)
     assert line["start"] <= t0 + line["width"] and line["start"] + \
         line["width"] * len(line["sums"]) >= t1 - line["width"]
+
+
+@pytest.mark.parametrize("line", [None, "x", {}, {"start": 0.0, "width": 0.0, "sums": [1.0],
+                                                     "counts": [1]},
+                                  {"start": 0.0, "width": 1.0, "sums": ["x"], "counts": [1]},
+                                  {"start": 0.0, "width": 1.0, "sums": [1.0], "counts": ["1"]},
+                                  {"start": 0.0, "width": 1.0, "sums": [1.0, 2.0],
+                                   "counts": [1]},
+                                  {"start": "a", "width": 1.0, "sums": [], "counts": []}])
+def test_a_malformed_saved_timeline_is_no_timeline(line):
+    from localsched.diagnostics.collectors.machine_speed import speed_while
+
+    assert speed_while({"timeline": line}, [(0.0, 1.0)]) is None
