@@ -83,12 +83,26 @@ def parse_cpu(run):
                if g == "parse" and a == "thread-cpu" and u == "seconds")
 
 
+def probe_us(run):
+    """The speed probe's mean timing, over the recording and while the tasks
+    ran (what ``compare`` divides by), in microseconds."""
+    spans = sorted((t.start_time, t.end_time) for t in run.tasks)
+    while_tasks = machine_speed.speed_while(run.meta["speed"], [(spans[0][0], spans[-1][1])])
+    return run.meta["speed"]["seconds"] * 1e6, (while_tasks or float("nan")) * 1e6
+
+
 def pairs_summary(pairs):
     raw = [parse_cpu(y) / parse_cpu(x) for x, y in pairs]
     results = [compare(x, y) for x, y in pairs]
     rows = [next(r for r in c.groups if r.group == "parse") for c in results]
     same = [r.after / r.before for r in rows]
     statuses = [c.status for c in results]
+    for (x, y), c, r in zip(pairs, results, rows, strict=True):
+        if c.status == 3:  # (the figures of an inconclusive pair)
+            print("  inconclusive: parse CPU {:.3f} -> {:.3f} s, probe (mean, while the "
+                  "tasks ran) {:.1f}/{:.1f} -> {:.1f}/{:.1f} us, at the same speed "
+                  "{:.2f}".format(parse_cpu(x), parse_cpu(y), *probe_us(x), *probe_us(y),
+                                  r.after / r.before))
     return (f"raw {min(raw):.2f}-{max(raw):.2f}, same speed {min(same):.2f}-{max(same):.2f}, "
             f"exit {dict(sorted((s, statuses.count(s)) for s in set(statuses)))}")
 

@@ -8,7 +8,10 @@
 - a faster run never exits 1 (bigger chunks make each task longer), nor does
   a group made faster make the others look slower;
 - an after-run with failed or interrupted tasks always exits 1;
-- a verdict a busy machine's data cannot support exits 3 ("inconclusive");
+- a verdict a busy machine's data cannot support exits 3 ("inconclusive"):
+  a lone group read by the speed probe alone can (the probe's thread on a
+  slower core than the tasks), and three runs a side then decide;
+- the machine's speed is the probe's while the tasks ran, not around them;
 - repeats (several files per side) measure the noise; exit 2 on bad input.
 
 CPU hogs and bursts are other programs (detached: not this process's
@@ -395,6 +398,47 @@ def test_repeats_beside_a_bursty_load(tmp_path, capsys, bursty):
     out = capsys.readouterr().out
     assert status == 0, out
     status = main(["compare", "--repeats", "3", *first, *doubled])
+    out = capsys.readouterr().out
+    assert status == 1, out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+def timed_run(path, parse, during, outside, task_seconds):
+    """One group's run whose tasks ran from 0 to ``task_seconds``; the speed
+    probe timed ``during`` then, ``outside`` in the rest of a 1-second
+    recording (graph building, the caller's own work)."""
+    width = 0.01
+    sums = [during if (k + 0.5) * width < task_seconds else outside for k in range(100)]
+    speed = {"probe": "python-loop", "seconds": sum(sums) / len(sums), "samples": 100,
+             "timeline": {"start": 0.0, "width": width, "sums": sums, "counts": [1] * 100}}
+    tasks = [TaskData(("parse", i), None, 0.0, task_seconds, i % 2) for i in range(10)]
+    return save(path, RunData(tasks=tasks, metrics=cpu("parse", parse), walls=[(0.0, 1.0)],
+                              meta={"speed": speed}))
+
+
+def test_the_machines_speed_while_the_tasks_ran_is_what_counts(tmp_path, capsys):
+    # the same code: the after-run's machine was 80 % slower while its tasks
+    # ran, and faster than ever around them (its mean over the recording
+    # says "the same machine"): no regression ...
+    a = timed_run(tmp_path / "a.json", 1.0, 100e-6, 100e-6, 0.2)
+    b = timed_run(tmp_path / "b.json", 1.8, 180e-6, 80e-6, 0.2)
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "+80%" in next(x for x in out.splitlines() if x.startswith("parse")), out
+    # ... and twice the work on a machine as fast while the tasks ran (but
+    # slower around them) is a regression
+    c = timed_run(tmp_path / "c.json", 2.0, 100e-6, 300e-6, 0.2)
+    assert main(["compare", a, c]) == 1
+    capsys.readouterr()
+
+
+def test_a_lone_group_slowed_twice_with_repeats_beside_a_bursty_load_is_flagged(tmp_path,
+                                                                               capsys, bursty):
+    # one run a side, a lone group can read inconclusive (the probe's thread
+    # and the tasks on cores of different speeds); three a side decide
+    before = [one_group(tmp_path / f"b{i}.json") for i in range(3)]
+    after = [one_group(tmp_path / f"a{i}.json", n=800_000) for i in range(3)]
+    status = main(["compare", "--repeats", "3", *before, *after])
     out = capsys.readouterr().out
     assert status == 1, out
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out

@@ -15,8 +15,9 @@ code burns up to twice the CPU seconds at one moment as at another (the
 host's other tenants), so each run's seconds are first divided by its
 *speed factor* against the first before-run (the ``machine`` column): the
 ratio of the speed probe saved beside each run (``meta["speed"]``,
-``collectors.machine_speed``) and that of the run's other groups, which ran
-at the same moments -- their geometric mean where they agree (``_Speeds``).
+``collectors.machine_speed``: its timings while the run's tasks ran, where
+its timeline has them) and that of the run's other groups, which ran at
+the same moments -- their geometric mean where they agree (``_Speeds``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
 by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
@@ -49,6 +50,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from ...system.termsafe import terminal_text
+from ..collectors.machine_speed import speed_while
 from ..reporting.naming import format_seconds, shorten
 from ..reporting.summary import summarize
 from .groups import group_stats
@@ -56,7 +58,7 @@ from .groups import group_stats
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
            "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "SURE_REL", "MIN_SECONDS",
            "OFF_CPU_SHARE", "BUSY_OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND",
-           "REF_SECONDS", "INCONCLUSIVE"]
+           "REF_SECONDS", "INCONCLUSIVE", "cpu_by_group"]
 
 #: A measure regressed when it grew by more than this share (one run a side,
 #: at the reference's machine speed: ``benchmarks/README.md`` has the
@@ -195,12 +197,12 @@ class Comparison(NamedTuple):
         return (f"{head} (threshold: +{self.rel:.0%} and "
                 f"+{format_seconds(self.min_seconds)}{noise})")
 
-    def table(self, names: tuple = ("before", "after")) -> str:
-        """The comparison as a plain-text table (what the command prints;
-        names escaped for a terminal: ``termsafe``)."""
-        names = tuple(terminal_text(n) for n in names)
-        rows = [("group", f"tasks {names[0]}", f"tasks {names[1]}", "measure", names[0],
-                 names[1], "machine", "change", "noise", "")]
+    def cells(self, names: tuple = ("before", "after")) -> list:
+        """The table's rows as text cells, the column names first (the
+        wall time, then each group): what the command prints and the report
+        of merged runs shows.  Names are as given (not escaped)."""
+        rows = [("group", f"tasks {names[0]}", f"tasks {names[1]}", "measure", str(names[0]),
+                 str(names[1]), "machine", "change", "noise", "")]
         flagged = {r.group for r in self.regressions}
         moved = {r.group for r in self.grown}
         unsure = {r.group for r in self.inconclusive}
@@ -213,17 +215,32 @@ class Comparison(NamedTuple):
         for r in self.groups:
             mark = ("REGRESSION" if r.group in flagged else "inconclusive" if r.group in unsure
                     else "moved" if r.group in moved else "")
-            rows.append((shorten(terminal_text(r.group), 40), str(r.before_tasks),
-                         str(r.after_tasks), r.measure, format_seconds(r.before),
-                         format_seconds(r.after), _machine(r.machine),
-                         _change(r.before, r.after), _noise(r.noise), mark))
+            rows.append((str(r.group), str(r.before_tasks), str(r.after_tasks), r.measure,
+                         format_seconds(r.before), format_seconds(r.after),
+                         _machine(r.machine), _change(r.before, r.after), _noise(r.noise),
+                         mark))
+        return rows
+
+    def machine_note(self, names: tuple = ("before", "after")) -> str:
+        """What the ``machine`` column means, when a speed factor was applied ("" if none)."""
+        if not any(r.machine != 1.0 for r in [*self.groups, *([self.wall] if self.wall else [])]):
+            return ""
+        return (f"(seconds at {names[0]}'s machine speed; 'machine': how much slower "
+                f"{names[1]}'s was, by the speed probe and the other groups)")
+
+    def table(self, names: tuple = ("before", "after")) -> str:
+        """The comparison as a plain-text table (what the command prints;
+        names escaped for a terminal: ``termsafe``)."""
+        names = tuple(terminal_text(n) for n in names)
+        rows = [(shorten(terminal_text(row[0]), 40), *row[1:])
+                for row in self.cells(names)]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(w) if i == 0 else cell.rjust(w)
                            for i, (cell, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                  for row in rows]
-        if any(r.machine != 1.0 for r in [*self.groups, *([self.wall] if self.wall else [])]):
-            lines.append(f"(seconds at {names[0]}'s machine speed; 'machine': how much "
-                         f"slower {names[1]}'s was, by the speed probe and the other groups)")
+        note = self.machine_note(names)
+        if note:
+            lines.append(note)
         lines.append(self.verdict())
         return "\n".join(lines)
 
@@ -260,7 +277,7 @@ class _Side:
         self.walls: list = [_wall(r) for r in runs]
         self.groups: list = []
         for r in runs:
-            cpu = _cpu_by_group(r)
+            cpu = cpu_by_group(r)
             self.groups.append({g: (s.tasks, s.total, cpu.get(g) if cpu else None)
                                 for g, s in group_stats(r.tasks).items()})
         self.failed = sum(len(r.failed) for r in runs)
@@ -494,7 +511,7 @@ def _wall(run) -> float | None:
     return summarize(run.tasks, run.failed, run.interrupted, walls=run.walls or None).wall
 
 
-def _cpu_by_group(run) -> dict:
+def cpu_by_group(run) -> dict:
     """``{group: CPU seconds}`` from the fine metrics ({} without them)."""
     out: dict = {}
     for (_span, group, activity, unit), value in (getattr(run, "metrics", None) or {}).items():
@@ -511,14 +528,31 @@ def _others_cores(run) -> float | None:
 
 
 def _probe(run) -> tuple | None:
-    """``(probe name, seconds)`` of the run's speed probe (``meta["speed"]``), or None."""
+    """``(probe name, seconds)`` of the run's speed probe (``meta["speed"]``):
+    its timings while the run's tasks ran where its timeline has them (the
+    rest of the recording ran at other moments), else its mean; or None."""
     speed = (getattr(run, "meta", None) or {}).get("speed")
     if not isinstance(speed, dict):
         return None
-    seconds = speed.get("seconds")
+    seconds = speed_while(speed, _task_spans(run))
+    if seconds is None:
+        seconds = speed.get("seconds")
     if not isinstance(seconds, (int, float)) or not 0 < seconds < float("inf"):
         return None
     return str(speed.get("probe")), float(seconds)
+
+
+def _task_spans(run) -> list:
+    """When the run's tasks ran: their (start, end) merged, sorted."""
+    spans = sorted([(r.start_time, r.end_time) for r in [*run.tasks, *run.failed]]
+                   + [(r.start_time, r.stop_time) for r in run.interrupted])
+    out: list = []
+    for a, b in spans:
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
 
 
 def _header(run) -> dict:
@@ -527,23 +561,31 @@ def _header(run) -> dict:
 
 
 class RunPart(NamedTuple):
-    """One of the runs a side-by-side merge holds (what ``compare`` reads)."""
+    """One of the runs a side-by-side merge holds (what ``compare`` reads):
+    its records, and from its mark its CPU seconds per group (``metrics``,
+    as ``thread-cpu``), its header and speed probe (``meta``)."""
 
     name: str
     tasks: list
     failed: list
     interrupted: list
     walls: list
+    metrics: dict
+    meta: dict
 
 
 def split_side_by_side(run) -> list | None:
     """The runs merged by ``RunData.side_by_side`` (``meta["runs"]`` marks
-    where each begins), each as a :class:`RunPart`; None for a single run."""
-    marks = sorted(run.meta.get("runs") or [], key=lambda m: m["start"])
+    where each begins, and what ``compare`` reads of each run that the merge
+    sums: CPU seconds per group, the header, the speed probe), each as a
+    :class:`RunPart`; None for a single run."""
+    marks = sorted((m for m in run.meta.get("runs") or [] if isinstance(m, dict)),
+                   key=lambda m: m["start"])
     if len(marks) < 2:
         return None
     starts = [float(m["start"]) for m in marks]
-    parts = [RunPart(str(m.get("name", f"run {i + 1}")), [], [], [], [])
+    parts = [RunPart(str(m.get("name", f"run {i + 1}")), [], [], [], [], _part_cpu(m),
+                     {k: m[k] for k in ("header", "speed") if isinstance(m.get(k), dict)})
              for i, m in enumerate(marks)]
 
     def part(t: float) -> RunPart:
@@ -558,3 +600,12 @@ def split_side_by_side(run) -> list | None:
     for w in run.walls:
         part(w[0]).walls.append(w)
     return parts
+
+
+def _part_cpu(mark: dict) -> dict:
+    """A merged run's CPU seconds per group (its mark's ``cpu``) as fine metrics."""
+    cpu = mark.get("cpu")
+    if not isinstance(cpu, dict):
+        return {}
+    return {((), str(g), "thread-cpu", "seconds"): float(v) for g, v in cpu.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}

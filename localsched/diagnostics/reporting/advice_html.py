@@ -88,36 +88,32 @@ def what_if_html(analysis: dict) -> str:
             "GIL, fewer cores than workers) will not speed up as much.</p></div>")
 
 
+#: How a comparison row's mark looks on the page.
+_MARKS = {"REGRESSION": "<b style='color:#b2182b'>REGRESSION</b>",
+          "inconclusive": "<b style='color:#b35806'>inconclusive</b>"}
+
+
 def comparison_html(comparison, names: tuple) -> str:
-    """A ``Comparison`` (``analysis.comparison``) as a table."""
+    """A ``Comparison`` (``analysis.comparison``) as a table: the rows,
+    measures, machine speeds and verdict ``localsched compare`` prints."""
     esc = html.escape
-    flagged = {r.group for r in comparison.regressions}
     right = f"{_CELL};text-align:right"
-    rows = []
-    for r in comparison.groups:
-        change = (f"{(r.after - r.before) / r.before:+.0%}" if r.before > 0
-                  else ("new" if r.after > 0 else ""))
-        mark = ("<b style='color:#b2182b'>REGRESSION</b>" if r.group in flagged else "")
-        rows.append(f"<tr><td style='{_CELL}'>{esc(shorten(str(r.group), 40))}</td>"
-                    f"<td style='{right}'>{r.before_tasks:,}</td>"
-                    f"<td style='{right}'>{r.after_tasks:,}</td>"
-                    f"<td style='{right}'>{esc(format_seconds(r.before))}</td>"
-                    f"<td style='{right}'>{esc(format_seconds(r.after))}</td>"
-                    f"<td style='{right}'>{esc(change)}</td><td style='{_CELL}'>{mark}</td></tr>")
-    a, b = (esc(shorten(str(n), 30)) for n in names)
-    verdict = (f"{len(comparison.regressions)} regression(s): "
-               + ", ".join(r.group for r in comparison.regressions)
-               if comparison.regressions else "no regression")
+    a, b = (shorten(str(n), 30) for n in names)
+    head, *rows = comparison.cells((a, b))
+    header = "".join(f"<th style='{_CELL if i == 0 else right}'>{esc(c)}</th>"
+                     for i, c in enumerate(head))
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{_CELL if i in (0, len(row) - 1) else right}'>"
+                         + (_MARKS.get(c) or esc(shorten(c, 40) if i == 0 else c)) + "</td>"
+                         for i, c in enumerate(row)) + "</tr>"
+        for row in rows)
+    note = comparison.machine_note((a, b))
+    note = f"<p style='margin:3px 0;color:#555;font-size:12px'>{esc(note)}</p>" if note else ""
     return ("<div style='font:13px sans-serif'><p style='margin:4px 0'>"
-            f"<b>{b}</b> compared with <b>{a}</b>: {esc(verdict)} (a group's task seconds "
-            f"grew by more than {comparison.rel:.0%} and "
-            f"{esc(format_seconds(comparison.min_seconds))})</p>"
-            "<table style='border-collapse:collapse;font-size:12px'>"
-            f"<tr><th style='{_CELL};text-align:left'>task group</th>"
-            f"<th style='{right}'>tasks ({a})</th><th style='{right}'>tasks ({b})</th>"
-            f"<th style='{right}'>{a}</th><th style='{right}'>{b}</th>"
-            f"<th style='{right}'>change</th><th style='{_CELL}'></th></tr>"
-            + "".join(rows) + "</table></div>")
+            f"<b>{esc(b)}</b> compared with <b>{esc(a)}</b>: "
+            f"{esc(comparison.verdict())}</p>"
+            f"<table style='border-collapse:collapse;font-size:12px'><tr>{header}</tr>"
+            f"{body}</table>{note}</div>")
 
 
 def findings_short_html(found: list, limit: int = 5) -> str:

@@ -310,7 +310,9 @@ def _comparison_parts(run) -> list:
     parts = split_side_by_side(run)
     if not parts:
         return []
-    out = [_heading("Comparison", "Task seconds per group, each run against the first.")]
+    out = [_heading("Comparison", "Each run against the first, as localsched compare "
+                                  "judges them: CPU seconds per group at the same machine "
+                                  "speed, and the wall time.")]
     for later in parts[1:]:
         out.append(Div(text=comparison_html(compare(parts[0], later),
                                             (parts[0].name, later.name)),

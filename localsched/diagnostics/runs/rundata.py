@@ -330,7 +330,9 @@ class RunData:
         """Merge runs recorded at different times onto one time axis without
         the time between them: each run is shifted to start ``gap`` seconds
         (default: 2% of the runs' total length) after the previous one ends.
-        ``meta["runs"]`` says where each begins (the page marks it).
+        ``meta["runs"]`` says where each begins (the page marks it), with
+        each run's header, speed probe and CPU seconds per task group (what
+        ``analysis.comparison.split_side_by_side`` gives back to ``compare``).
 
         >>> a = RunData(tasks=[TaskData('x-1', None, 100.0, 101.0, 1)])
         >>> b = RunData(tasks=[TaskData('x-2', None, 600.0, 602.0, 1)])
@@ -345,12 +347,19 @@ class RunData:
         merged = cls()
         marks = []
         offsets = gapless_offsets(spans, gap)
+        from ..analysis.comparison import cpu_by_group
+
         for run, name, offset, span in zip(runs, names, offsets, spans, strict=True):
-            merged.merge(run.shifted(offset))
+            run = run.shifted(offset)
+            merged.merge(run)
+            # (what ``compare`` reads of each run that the merge sums or drops:
+            # its header's load and status, its speed probe, its groups' CPU)
             marks.append({"name": str(name), "start": span[0] + offset,
-                          "header": run.meta.get("header")})
+                          "header": run.meta.get("header"), "speed": run.meta.get("speed"),
+                          "cpu": cpu_by_group(run)})
         merged.meta["runs"] = sorted(marks, key=lambda m: m["start"])
-        merged.meta.pop("header", None)  # (each run's is in its mark)
+        merged.meta.pop("header", None)  # (each run's is in its mark, as its speed)
+        merged.meta.pop("speed", None)
         # The recording is all of them (not the first's alone: shares of it
         # would pass 100 %), from the first's start to the last's finish.
         if any(isinstance(r.meta.get("started"), (int, float)) for r in runs):
@@ -473,12 +482,18 @@ def _all_samples(p) -> bool:
 
 
 def _shifted_meta(meta: dict, seconds: float) -> dict:
-    """``meta`` with the recording's own times moved too."""
+    """``meta`` with the recording's own times moved too (and the speed
+    probe's timeline)."""
     out = dict(meta)
     for name in ("started", "finished"):
         t = out.get(name)
         if isinstance(t, (int, float)) and not isinstance(t, bool):
             out[name] = t + seconds
+    speed = out.get("speed")
+    line = speed.get("timeline") if isinstance(speed, dict) else None
+    if isinstance(speed, dict) and isinstance(line, dict) \
+            and isinstance(line.get("start"), (int, float)):
+        out["speed"] = {**speed, "timeline": {**line, "start": line["start"] + seconds}}
     return out
 
 

@@ -60,10 +60,18 @@ def test_an_analysis_field_absent_or_odd_is_ignored_on_read(tmp_path):
     assert run.critical_path() is None
 
 
+def spin(i, n):
+    s = 0
+    for k in range(n):
+        s += k * i
+    return s
+
+
 def test_the_report_of_runs_side_by_side_shows_the_comparison(tmp_path):
     runs = []
-    for seconds in (0.01, 0.05):
-        dsk = {("parse", i): (nap, i, seconds) for i in range(4)}
+    for steps in (200_000, 800_000):  # (CPU seconds, judged loaded or not: see compare)
+        dsk = {("load", i): (spin, i, 60_000) for i in range(4)}
+        dsk.update({("parse", i): (spin, i, steps) for i in range(4)})
         with performance_report(None, samples=False) as report:
             localsched.get(dsk, list(dsk), num_workers=2)
         runs.append(report.data)
@@ -71,9 +79,7 @@ def test_the_report_of_runs_side_by_side_shows_the_comparison(tmp_path):
     from localsched.diagnostics.analysis.comparison import compare, split_side_by_side
 
     parts = split_side_by_side(merged)
-    assert [len(p.tasks) for p in parts] == [4, 4]
-    # (what the page compares: each part's task seconds -- sleeping tasks'
-    # waits, which a single run on a busy machine does not judge, see compare)
+    assert [len(p.tasks) for p in parts] == [8, 8]
     comparison = compare(parts[0], parts[1])
     assert [r.group for r in comparison.regressions] == ["parse"]
     out = tmp_path / "merged.html"
