@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import psutil
 import pytest
@@ -98,7 +99,7 @@ def cluster_client():
         _stop_shared_pools()  # (the resource tracker its processes used)
     problems = _reap(workers, "cluster process left running")
     for t in set(threading.enumerate()) - threads_before - _timeout_timers():
-        t.join(timeout=10)
+        _join(t)
     left = [t.name for t in set(threading.enumerate()) - threads_before - _timeout_timers()
             if t.is_alive()]
     problems += [f"cluster thread left running: {name}" for name in left]
@@ -235,7 +236,7 @@ def pools_of_the_module(request):
     _stop_shared_pools()
     problems = _reap(workers, "pool process left running")
     for t in threads:
-        t.join(timeout=10)
+        _join(t)
         if t.is_alive():
             problems.append(f"pool thread left running: {t.name}")
     if problems:
@@ -267,7 +268,7 @@ def no_leftovers(request):
         Callback.active.difference_update(leaked_callbacks)
         problems.append(f"callbacks left registered: {leaked_callbacks}")
     for t in set(threading.enumerate()) - threads_before - _process_wide_threads() - kept_threads:
-        t.join(timeout=10)  # a thread that is finishing gets its moment
+        _join(t)  # a thread that is finishing gets its moment
         if t.is_alive():
             problems.append(f"thread left running: {t.name}")
     shared: set = set(kept_pids)
@@ -278,6 +279,22 @@ def no_leftovers(request):
                       "child process left running")
     if problems:
         pytest.fail("; ".join(problems))
+
+
+def _join(t: threading.Thread, timeout: float = 10.0) -> None:
+    """Wait up to ``timeout`` s for ``t`` to end.  A thread whose
+    ``start()`` a Ctrl-C interrupted (a pool starting its second worker
+    when the test's SIGINT landed) is listed but not yet started, and
+    ``join`` refuses it: it gets the same time to start first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+            return
+        except RuntimeError:  # ("cannot join thread before it is started")
+            if time.monotonic() >= deadline or t not in threading.enumerate():
+                return
+            time.sleep(0.01)
 
 
 def _reap(processes, what: str) -> list:
