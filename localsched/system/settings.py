@@ -10,6 +10,15 @@ dashboard, the memory budget, listed in ``CONFIG``) are read through
 docs (``docs/guides/settings.md``) lists both; a test checks that it lists
 exactly these.
 
+Read live, and cheaply: every read asks the environment as it is now (a
+script, or a test's ``monkeypatch``, may change it between two reads), and
+an unset name -- the usual case, read several times per process job --
+costs no exception.  ``os.environ.get`` raises and catches a ``KeyError``
+for it inside (about 1 µs); ``_raw`` looks the name up in the mapping
+``os.environ`` keeps (CPython's ``_Environ._data``, with its own key
+encoding), falling back on ``os.environ.get`` wherever that mapping is not
+there (another implementation, or ``os.environ`` rebound to a dict).
+
 >>> flag("LOCALSCHED_SHM"), integer("LOCALSCHED_SHM_THRESHOLD") > 0
 (True, True)
 """
@@ -46,6 +55,25 @@ ENVIRONMENT = {s.name: s for s in (
     Setting("LOCALSCHED_DASHBOARD_LINK", "text", None),
 )}
 
+
+# The mapping behind ``os.environ`` at import, its key encoding and decoding
+# (CPython's ``_Environ``; None elsewhere), and our names' keys in it.
+_ENVIRON = os.environ
+_ENV_DATA = getattr(_ENVIRON, "_data", None)
+_DECODE = getattr(_ENVIRON, "decodevalue", None)
+_ENCODED = ({name: _ENVIRON.encodekey(name) for name in ENVIRONMENT}
+            if isinstance(_ENV_DATA, dict) and callable(_DECODE)
+            and callable(getattr(_ENVIRON, "encodekey", None)) else None)
+
+
+def _raw(name: str) -> str | None:
+    """``os.environ.get(name)``, without an exception for an unset name where
+    ``os.environ`` is still the ``_Environ`` of import (see above)."""
+    if _ENCODED is None or os.environ is not _ENVIRON:  # (elsewhere, or rebound)
+        return os.environ.get(name)
+    value = _ENV_DATA.get(_ENCODED[name])  # type: ignore[union-attr]
+    return None if value is None else _DECODE(value)  # type: ignore[misc]
+
 #: dask's config keys localsched reads (``dask_config``).
 CONFIG = ("localsched.dashboard", "localsched.memory-limit", "localsched.memory.target",
           "localsched.memory.pause", "localsched.memory.spill",
@@ -55,7 +83,7 @@ CONFIG = ("localsched.dashboard", "localsched.memory-limit", "localsched.memory.
 def text(name: str) -> str | None:
     """Environment variable ``name`` (one of ``ENVIRONMENT``), stripped, or
     its default where unset or empty."""
-    value = os.environ.get(name, "").strip()
+    value = (_raw(name) or "").strip()
     default = ENVIRONMENT[name].default
     return value or (default if isinstance(default, str) else None)
 
@@ -63,7 +91,7 @@ def text(name: str) -> str | None:
 def flag(name: str) -> bool:
     """Whether ``name`` is on: unset or empty, its default; ``0``, ``off``,
     ``false``, ``no``, ``none``: off; anything else: on."""
-    value = os.environ.get(name, "").strip().lower()
+    value = (_raw(name) or "").strip().lower()
     return bool(ENVIRONMENT[name].default) if not value else value not in _OFF
 
 
@@ -71,8 +99,8 @@ def integer(name: str) -> int:
     """``name`` as an int, at least its minimum; its default where unset or
     not an int."""
     setting = ENVIRONMENT[name]
-    value = os.environ.get(name)
-    if value is None:  # (the common case, without the cost of an exception)
+    value = _raw(name)
+    if value is None:  # (the common case)
         return int(setting.default or 0)
     try:
         return max(setting.minimum, int(value.strip()))
