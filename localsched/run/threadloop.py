@@ -78,8 +78,8 @@ LANE_PATIENCE = 10e-3
 # (see "What a task costs").
 SETTLED = 16
 _GAPS = (6, 9, 7, 10, 5, 11, 8)
-# What a worker's run of tasks ended with (else a failure: ``(i, exc, start, end)``).
-_IDLE, _FINISHED, _STOPPED = 0, 1, 2
+# What a worker's run of tasks ended with (a failure is set as it ends: ``Crew._failed``).
+_IDLE, _FINISHED, _STOPPED, _FAILED = 0, 1, 2, 3
 
 
 def _structures(machine: RunState) -> tuple:
@@ -217,11 +217,7 @@ class Crew:
                             continue
                     elif outcome == _FINISHED:
                         self._end()
-                    elif type(outcome) is tuple:
-                        i, exc, t0, t1 = outcome
-                        self._fail(i, exc, t0, t1, wid)
-                        outcome = exc = None  # (the failure is the caller's now)
-                    break
+                    break  # (finished, stopped, or failed: the failure is set)
         except BaseException as exc:  # noqa: B036 -- a fault of the loop itself: the run fails
             with self.lock:
                 self._fail(-1, exc, 0.0, 0.0, wid)
@@ -234,8 +230,9 @@ class Crew:
     def _run_tasks(self):
         """The hot loop: complete the task just run and take the top of the
         ready stack, under the lock; run it, the lock free.  Returns why it
-        stopped (``_IDLE``: nothing this worker may take), or a task's
-        failure.  Per task, the least that keeps the rules: see "What a task costs"."""
+        stopped (``_IDLE``: nothing this worker may take; ``_FAILED``: a task
+        failed, the run's failure is set).  Per task, the least that keeps
+        the rules: see "What a task costs"."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
@@ -317,8 +314,9 @@ class Crew:
                     gap = gap + 1 if gap < 6 else 0
                     skip = _GAPS[gap]
                     t0 = now()
-            except BaseException:  # (a budget's error, a bug: counted no more, see ``work``)
+            except BaseException as exc:  # noqa: B036 -- a budget's error, a bug: see ``work``
                 self._leave(None, wid)
+                self._fail(-1, exc, 0.0, 0.0, wid)  # (in the same hold of the lock: ``_failed``)
                 raise
             finally:
                 release()
@@ -331,13 +329,18 @@ class Crew:
             except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
                 return self._failed(i, exc, t0, wid)
 
-    def _failed(self, i: int, exc: BaseException, t0: float, wid) -> tuple:
+    def _failed(self, i: int, exc: BaseException, t0: float, wid) -> int:
         """Task i, started at t0 (0: untimed), failed: this worker leaves the
-        loop with the failure (raised by the caller: see ``work``)."""
+        loop and the run fails (the caller raises it: see ``work``).
+
+        Both in one hold of the lock: a worker arriving between them would
+        see nothing ready and nothing running, and fail the run as stalled
+        (dropping the task's own failure)."""
         t1 = time.time()
         with self.lock:
             self._leave(None, wid)
-        return (i, exc, t0 or t1, t1)
+            self._fail(i, exc, t0 or t1, t1, wid)
+        return _FAILED
 
     def _taken_twice(self, i: int, wid) -> InvalidStateError:
         """(Lock held.)  A task on the ready stack was not ready: a bug (the

@@ -263,6 +263,23 @@ def test_a_failing_task_under_a_watching_budget_fails_as_without(memory_limit):
                         memory_limit=memory_limit) == 2
 
 
+@pytest.mark.parametrize("memory_limit", [None, NEVER_REACHED])
+def test_a_failure_is_never_taken_for_a_stall_by_a_worker_arriving_late(memory_limit):
+    # A worker that starts while the only running task fails sees nothing
+    # ready and nothing running: it must find the task's failure set, not
+    # fail the run as stalled (which hid the task's error, about 1 run in
+    # 100 under a watching budget).  Fresh pools: the second worker's
+    # thread starts late.
+    def fail(_):
+        raise ZeroDivisionError("boom")
+
+    for _ in range(600):
+        with threaded.ThreadPool(2, name="late") as pool:
+            with pytest.raises(ZeroDivisionError, match="boom"):
+                threaded.get({"a": (abs, -1), "b": (fail, "a"), "c": (abs, "b")}, "c",
+                             num_workers=2, pool=pool, memory_limit=memory_limit)
+
+
 @needs_posix_signals
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("memory_limit", [None, NEVER_REACHED])
