@@ -230,9 +230,8 @@ class Crew:
     def _run_tasks(self):
         """The hot loop: complete the task just run and take the top of the
         ready stack, under the lock; run it, the lock free.  Returns why it
-        stopped (``_IDLE``: nothing this worker may take; ``_FAILED``: a task
-        failed, the run's failure is set).  Per task, the least that keeps
-        the rules: see "What a task costs"."""
+        stopped (``_IDLE``: nothing this worker may take; ``_FAILED``: its
+        failure is set).  The least per task: see "What a task costs"."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
