@@ -372,8 +372,8 @@ class PoolLoop:
             # Threads: a batch whose last task is reported has done its
             # work; its worker takes the next batch now, not after one more
             # wake-up of this thread for its future (``_unless_finished``).
-            i = records[-1][0]
-            if i >= 0:
+            i, ok = records[-1][:2]
+            if ok is not None:  # (a task's end, not a batch's start or a note)
                 flight = self.flight_of.get(self.planner.mark[i])
                 if flight is not None and flight.batch[-1] == i:
                     self._free(flight)
