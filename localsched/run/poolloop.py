@@ -22,10 +22,8 @@ sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
 a chain nobody else could help with), so memory stays depth-first; see
 ``localsched/run/batching.py``.  On processes one batch more than there are
 workers waits in the pool (``QUEUE_AHEAD``): a worker that finishes gets
-its next batch from the pool's listener, not from this thread.  On
-threads a worker is free once its batch's last task is reported: its next
-batch goes out then, with no second wake-up of this thread for the
-batch's future, which reaches the loop only if the batch went wrong.
+its next batch from the pool's listener, not from this thread.  A thread
+is free once its batch's last task is reported (``handle``).
 
 Timing.  ``posttask`` fires when a task's record arrives; ``state.task``
 holds the ``start``/``end`` the worker measured around the call.  When a
@@ -35,16 +33,15 @@ when ``pretask`` fires.  Otherwise pretask fires just before posttask.
 
 Records.  A finished task's ``TaskRecord`` is built only when someone
 reads it: posttask hooks (as ``state.task``) or callbacks that read the
-run's records (``state.outcome.records``, written here as plain values,
-once per task whatever the number of such callbacks; see
-``localsched.run.lifecycle`` and ``localsched.run.task_records``).
+run's records (``state.outcome.records``, kept here as plain values once
+per task however many read them: ``lifecycle``, ``task_records``).
 
 Results.  When no posttask hook needs results (``Needs.results``) and no
 failed task may be re-run here, a result only later tasks of its batch use
-stays in the worker (unless it is tiny and the worker writes the shared
-cache itself: ``direct``, see ``batching``'s "Tiny results"). Results in
-shared memory (``transport``) arrive as handles: the cache keeps the
-handles; posttask hooks and the caller get the values.
+stays in the worker (unless tiny and written to the shared cache by the
+worker: ``direct``, ``batching``'s "Tiny results"). Results in shared
+memory (``transport``) arrive as handles: the cache keeps them; posttask
+hooks and the caller get the values.
 
 Memory budget.  With one (``localsched.run.budget``), ``dispatch`` asks it
 before each batch (``admit``: it may pause, or put a task that frees memory
