@@ -98,3 +98,18 @@ def test_a_batch_stopped_before_its_last_task_still_fails_the_run(monkeypatch):
     dsk = {"a": 0, "b": (inc, "a"), "c": (inc, "b"), "out": (sum, ["b", "c"])}
     with pytest.raises(Exception, match="never reported"):
         threaded.get(dsk, "out", num_workers=1, chunksize=2)
+
+
+def test_an_announced_batch_frees_its_worker_at_its_task_end_not_its_start(late):
+    # A pretask hook wanting exact starts makes each batch announce itself
+    # as it starts; that announcement names the batch's task too, and must
+    # not count as the batch's end (the next task would be planned on a
+    # worker still busy, and the run would stall with nothing in flight).
+    from localsched.callbacks import Callback
+
+    started = []
+    dsk = {"a": 0, "b": (inc, "a"), "c": (inc, "b"), "d": (inc, "c")}
+    with Callback(pretask=lambda key, dsk, state: started.append(key)):
+        assert threaded.get(dsk, "d", pool=late, num_workers=1, chunksize=1) == 3
+    assert started == ["b", "c", "d"]
+    assert late.pending_at_submit == [False, True, True]
