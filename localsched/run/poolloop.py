@@ -22,7 +22,8 @@ sequential run (about ``BATCH_BUDGET`` seconds of measured work, more on
 a chain nobody else could help with), so memory stays depth-first; see
 ``localsched/run/batching.py``.  On processes one batch more than there are
 workers waits in the pool (``QUEUE_AHEAD``): a worker that finishes gets
-its next batch from the pool's listener, not from this thread.
+its next batch from the pool's listener, not from this thread.  A thread
+is free once its batch's last task is reported (``handle``).
 
 Timing.  ``posttask`` fires when a task's record arrives; ``state.task``
 holds the ``start``/``end`` the worker measured around the call.  When a
@@ -32,16 +33,15 @@ when ``pretask`` fires.  Otherwise pretask fires just before posttask.
 
 Records.  A finished task's ``TaskRecord`` is built only when someone
 reads it: posttask hooks (as ``state.task``) or callbacks that read the
-run's records (``state.outcome.records``, written here as plain values,
-once per task whatever the number of such callbacks; see
-``localsched.run.lifecycle`` and ``localsched.run.task_records``).
+run's records (``state.outcome.records``, kept here as plain values once
+per task however many read them: ``lifecycle``, ``task_records``).
 
 Results.  When no posttask hook needs results (``Needs.results``) and no
 failed task may be re-run here, a result only later tasks of its batch use
-stays in the worker (unless it is tiny and the worker writes the shared
-cache itself: ``direct``, see ``batching``'s "Tiny results"). Results in
-shared memory (``transport``) arrive as handles: the cache keeps the
-handles; posttask hooks and the caller get the values.
+stays in the worker (unless tiny and written to the shared cache by the
+worker: ``direct``, ``batching``'s "Tiny results"). Results in shared
+memory (``transport``) arrive as handles: the cache keeps them; posttask
+hooks and the caller get the values.
 
 Memory budget.  With one (``localsched.run.budget``), ``dispatch`` asks it
 before each batch (``admit``: it may pause, or put a task that frees memory
@@ -65,6 +65,7 @@ from ..worker.records_wire import CPU_NOTE, PROBE_NBYTES, PROBE_RECEIVED, SAMPLE
 from ..worker.runtime import run_batch, run_batch_collect, trim_traceback
 from . import batching as _batching
 from .batching import Planner
+from .flight import Flight, Overlay
 from .lifecycle import Computation
 from .machine import DONE, RUNNING, STATE_NAMES, InvalidStateError, RunState
 from .pool_settings import QUEUE_AHEAD, PoolSettings
@@ -72,55 +73,6 @@ from .task_records import cpu_share, with_cpu_share
 from .threadloop import Crew
 
 __all__ = ["PoolLoop", "QUEUE_AHEAD"]
-
-
-class _Overlay(dict):
-    """A batch's own results, falling back to the shared cache (set as
-    ``.shared``): dict lookups stay in C except on a miss."""
-
-    __slots__ = ("shared",)
-    shared: dict
-
-    def __missing__(self, key):
-        return self.shared[key]
-
-
-class _Flight:
-    """A batch on its way: what the loop knows of it, to say which of its
-    tasks was running when a computation stops."""
-
-    __slots__ = ("batch", "dispatched", "last_end", "worker_id", "where", "sent", "arrived",
-                 "inputs")
-
-    def __init__(self, batch: list, dispatched: float):
-        self.batch = batch
-        self.dispatched = dispatched
-        self.sent: tuple | None = None  # (start, end) of pickling its inputs (measuring)
-        self.arrived = dispatched  # when its last hand-off of records arrived (measuring)
-        self.last_end = dispatched
-        self.worker_id = None
-        self.where: list = []  # (worker_id, start) from a thread worker
-        self.inputs = True  # False: a process batch sent no input values
-
-    def running_task(self, machine: RunState, stopped: float,
-                     at: int | None = None) -> tuple | None:
-        """``(key, start, worker_id)`` of the batch's running task: ``at``
-        (the task its worker says it runs) if unreported, else its first
-        unreported one; it started at the latest when the last reported
-        task ended."""
-        if at is not None and machine.status[at] == RUNNING and at in self.batch:
-            candidates: Any = (at,)
-        else:
-            candidates = self.batch
-        for i in candidates:
-            if machine.status[i] == RUNNING:
-                started, wid = self.last_end, self.worker_id
-                if self.where:
-                    where_wid, where_start = self.where[0]
-                    wid = wid if wid is not None else where_wid
-                    started = max(started, where_start)
-                return machine.keys[i], min(started, stopped), wid
-        return None
 
 
 class PoolLoop:
@@ -155,10 +107,10 @@ class PoolLoop:
                                max_inputs=_batching.MAX_INPUTS if pack_data else None)
         self.events: SimpleQueue = SimpleQueue()
         self.cancelled: list = []  # made non-empty to stop in-process batches early
-        self.inflight: dict = {}  # future -> _Flight
+        self.inflight: dict = {}  # future -> Flight
         self.flights = machine.in_flight  # batch serial -> its task indices
         self.slots = machine.at  # batch serial -> its worker's task slot
-        self.flight_of: dict = {}  # batch serial -> _Flight
+        self.flight_of: dict = {}  # batch serial -> Flight
         self.successor: dict = {}  # after task a of a batch finishes, b starts
         self.stretch = None  # the last CPU note a worker sent (measuring, see runtime)
         # Each finished task's record is kept once for every callback that
@@ -266,7 +218,7 @@ class PoolLoop:
                 # Results made inside the batch stay in the worker's overlay:
                 # only this thread writes the shared cache, so what hooks
                 # see in it is what the records have completed.
-                data = _Overlay()
+                data = Overlay()
                 data.shared = machine.cache
             else:
                 # One task (it only reads), or tiny results nobody watches
@@ -281,7 +233,7 @@ class PoolLoop:
             successor = self.successor
             for a, b in zip(batch[:-1], batch[1:], strict=True):
                 successor[a] = b
-        flight = _Flight(batch, time.time())
+        flight = Flight(batch, time.time())
         if settings.pack_data and not data:
             flight.inputs = False  # (no "sending inputs" for it: its wait is start-up or queue)
         try:
@@ -314,10 +266,16 @@ class PoolLoop:
             for i in culprits:
                 failed[machine.keys[i]] = (exc, now, now, None)
             raise
+        flight.future = fut
         self.inflight[fut] = flight
         self.flight_of[planner.serial] = flight
         self.flights[planner.serial] = batch
-        fut.add_done_callback(self.events.put)
+        if self.ctx is not None:
+            # (threads: the worker is free once its batch's last task is
+            # reported, see ``handle``; its future says only what went wrong)
+            fut.add_done_callback(_unless_finished(self.events.put, slot, batch[-1]))
+        else:
+            fut.add_done_callback(self.events.put)
 
     def wait(self):
         """The next event (a list of records or a done future), or None
@@ -337,15 +295,24 @@ class PoolLoop:
         except Empty:
             return None
 
-    def handle_finished_batch(self, fut) -> None:
-        """A batch's future is done: its worker is free again."""
-        flight = self.inflight.pop(fut)
+    def _free(self, flight: Flight) -> None:
+        """A batch is over: its worker is free again."""
+        del self.inflight[flight.future]
         serial = self.planner.mark[flight.batch[0]]
         self.flights.pop(serial, None)
         self.flight_of.pop(serial, None)
         self.slots.pop(serial, None)
         self.idle += 1
+
+    def handle_finished_batch(self, fut) -> None:
+        """A batch's future is done: its worker is free again."""
+        flight = self.inflight.get(fut)
         exc = fut.exception()
+        if flight is None:  # (threads: freed at its last record, then it raised)
+            if exc is not None:
+                raise exc
+            return
+        self._free(flight)
         machine = self.machine
         if exc is not None:
             # The whole batch failed (a worker died, a batch could not be
@@ -373,7 +340,7 @@ class PoolLoop:
             return
         self.handle(fut.result())
 
-    def _lost_batch(self, flight: _Flight, exc: BaseException, keys: list) -> None:
+    def _lost_batch(self, flight: Flight, exc: BaseException, keys: list) -> None:
         """A batch failed as a whole: the task its worker was running
         failed with ``exc`` (``keys``: that task, or every task it may have
         been, when the worker could not say), so a post-mortem
@@ -398,6 +365,15 @@ class PoolLoop:
             self.handle_records(records)
         if self.budget is not None:
             self.budget.completed_records(records)
+        if self.ctx is not None and records:
+            # Threads: a batch whose last task is reported has done its
+            # work; its worker takes the next batch now, not after one more
+            # wake-up of this thread for its future (``_unless_finished``).
+            i, ok = records[-1][:2]
+            if ok is not None:  # (a task's end, not a batch's start or a note)
+                flight = self.flight_of.get(self.planner.mark[i])
+                if flight is not None and flight.batch[-1] == i:
+                    self._free(flight)
 
     def handle_plain(self, records: list) -> None:
         """``handle_records`` when nothing watches each task (see
@@ -503,7 +479,7 @@ class PoolLoop:
         if measured and flight is not None:
             flight.arrived = arrived  # (when this hand-off's results arrived)
 
-    def _travel(self, i: int, t0: float, t1: float, probe, flight: _Flight | None,
+    def _travel(self, i: int, t0: float, t1: float, probe, flight: Flight | None,
                 arrived: float | None) -> tuple[tuple, tuple | None]:
         """A process task's ``(transfer, activities)`` (``TaskRecord``'s
         fields): its batch's inputs' travel before it started (its batch's
@@ -658,6 +634,20 @@ class PoolLoop:
                 out.append(events.get_nowait())
             except Empty:
                 return out
+
+
+def _unless_finished(put: Callable, slot: list, last: int) -> Callable:
+    """A thread batch's done callback: its future goes to the event queue
+    (``put``) only if the batch did not end with its last task reported
+    (cancelled, raised, stopped early), the loop's cue to find out why.
+    Otherwise its records, queued before the future was done, have freed
+    its worker already (``PoolLoop.handle``)."""
+
+    def done(fut) -> None:
+        if fut.cancelled() or fut.exception() is not None or slot[1] != last:
+            put(fut)
+
+    return done
 
 
 def _sendable(spec) -> bool:
