@@ -41,7 +41,9 @@ def kinds(run):
 def test_the_time_between_merged_runs_is_not_idle(tmp_path):
     runs = [recorded(tmp_path / f"run{i}.json") for i in range(3)]
     assert "idle" not in kinds(runs[0])
-    # (a wide gap: on today's main its seconds were the caller's, "idle")
+    # (recorded apart: 5 s between them once merged; on today's main those
+    # seconds were the caller's, "idle")
+    runs = [r.shifted(100.0 * i) for i, r in enumerate(runs)]
     merged = RunData.side_by_side(runs, names=["a", "b", "c"], gap=5.0)
     assert "idle" not in kinds(merged), [str(f) for f in merged.findings()]
     assert merged.summary().efficiency <= 1.0
@@ -63,7 +65,7 @@ def test_a_merged_runs_own_caller_time_is_still_found(tmp_path):
     quiet = recorded(tmp_path / "a.json")
     waiting = recorded(tmp_path / "b.json", computations=2, between=0.6)
     assert "idle" in kinds(waiting)
-    merged = RunData.side_by_side([quiet, waiting], gap=5.0)
+    merged = RunData.side_by_side([quiet, waiting.shifted(100.0)], gap=5.0)
     idle = [f for f in merged.findings() if f.kind == "idle"]
     assert idle and "on the caller" in idle[0].title
     assert 0.5 <= idle[0].seconds < 2.0, str(idle[0])
