@@ -474,3 +474,53 @@ def test_a_lone_group_slowed_twice_with_repeats_beside_a_bursty_load_is_flagged(
     out = capsys.readouterr().out
     assert status == 1, out
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+def frame(i, rows):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(i)
+    return pd.DataFrame({"k": rng.integers(0, 20, rows), "v": rng.random(rows)})
+
+
+def cleaned(df):
+    return df[df.v > 0.1].assign(w=lambda d: d.v * 2)
+
+
+def summed(df):
+    return df.groupby("k").w.sum()
+
+
+def combined(parts):
+    import pandas as pd
+
+    return pd.concat(parts, axis=1).sum(axis=1)
+
+
+def pipeline(path, pieces):
+    """A delayed pandas pipeline over 400,000 rows in ``pieces`` frames."""
+    from dask import delayed
+
+    parts = [delayed(summed)(delayed(cleaned)(delayed(frame)(i, 400_000 // pieces)))
+             for i in range(pieces)]
+    with performance_report(None, samples=False, json=str(path)):
+        delayed(combined)(parts).compute(scheduler=localsched.get, num_workers=2)
+    return str(path)
+
+
+@pytest.mark.parametrize("load", ["quiet", "hogs"])
+def test_a_real_run_made_faster_by_bigger_pieces_never_exits_1(tmp_path, capsys, request,
+                                                              load):
+    # 200 frames of 2,000 rows, then 4 of 100,000 (the overhead finding's
+    # fix): each task ~30x longer, the run's CPU and wall ~10x less
+    pytest.importorskip("pandas")
+    if load == "hogs":
+        request.getfixturevalue("hogs")
+    for i in range(2):
+        small = pipeline(tmp_path / f"small{i}.json", 200)
+        big = pipeline(tmp_path / f"big{i}.json", 4)
+        status = main(["compare", small, big])
+        out = capsys.readouterr().out
+        assert status == 0, out
+        assert "REGRESSION" not in out and "inconclusive" not in out, out
