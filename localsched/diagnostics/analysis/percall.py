@@ -24,7 +24,8 @@ over the workers (on threads the GIL runs those calls one at a time: the
 wall gains up to the workers' count more), summed over the groups that
 qualify, ``k`` the factor: about ``TARGET_TASK`` (100 ms) of CPU a task,
 but at least ``CHUNKS_PER_WORKER`` (2) tasks a worker left of the group and
-of the pieces it comes from (the inputless tasks it depends on).  At least
+of the pieces it comes from (the group of inputless tasks with the most of
+them in its computations).  At least
 ``MIN_SECONDS`` over the workers, else no finding.
 """
 
@@ -71,11 +72,12 @@ def called_library(stack) -> str | None:
     return None
 
 
-def _libraries(f: Facts) -> dict:
-    """``{group: (looks, {library: looks inside it})}`` from the sampler."""
+def _libraries(f: Facts, groups: set) -> dict:
+    """``{group: (looks, {library: looks inside it})}`` from the sampler,
+    for ``groups``."""
     out: dict = {}
     for s in f.run.samples:
-        if s.group is None or not s.stack:
+        if s.group not in groups or not s.stack:
             continue
         looks, inside = out.setdefault(s.group, [0, {}])
         out[s.group][0] = looks + 1
@@ -85,30 +87,25 @@ def _libraries(f: Facts) -> dict:
     return out
 
 
-def _bytes_and_sources(f: Facts, group) -> tuple:
-    """(the median task's bytes read and written, where sizes were measured,
-    else None; the group and count of the inputless tasks it comes from)."""
-    sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None} \
-        if f.run.cache_metric in ("bytes", "nbytes") else {}
+def _bytes_and_sources(f: Facts, group, sizes: dict) -> tuple:
+    """(the median task's bytes read and written, where ``sizes`` were
+    measured, else None; the group and count of the inputless tasks of the
+    computations it ran in with the most of them: the pieces it comes from)."""
     moved: list = []
     roots: dict = {}
     for comp in f.comps or ():
-        for i, key in enumerate(comp.keys):
-            if key_split(key) != group:
-                continue
-            if sizes:
-                moved.append(sizes.get(key, 0.0) + sum(sizes.get(comp.keys[d], 0.0)
-                                                         for d in comp.deps[i]))
-            todo, seen = list(comp.deps[i]) or [i], set()
-            while todo:
-                j = todo.pop()
-                if j not in seen:
-                    seen.add(j)
-                    todo.extend(comp.deps[j])
-                    if not comp.deps[j]:
-                        roots.setdefault(key_split(comp.keys[j]), set()).add((id(comp), j))
-    source = max(roots, key=lambda g: len(roots[g]), default=None)
-    return (median(moved) if moved else None), source, len(roots.get(source, ()))
+        mine = [i for i, key in enumerate(comp.keys) if key_split(key) == group]
+        if not mine:
+            continue
+        if sizes:
+            moved += [sizes.get(comp.keys[i], 0.0) + sum(sizes.get(comp.keys[d], 0.0)
+                                                         for d in comp.deps[i]) for i in mine]
+        for i, deps in enumerate(comp.deps):
+            if not deps:
+                g = key_split(comp.keys[i])
+                roots[g] = roots.get(g, 0) + 1
+    source = max(roots, key=lambda g: (roots[g], str(g)), default=None)
+    return (median(moved) if moved else None), source, roots.get(source, 0)
 
 
 def fixed_cost(f: Facts) -> list:
@@ -117,7 +114,10 @@ def fixed_cost(f: Facts) -> list:
     cpu = f.metric("thread-cpu")
     if not cpu or not f.run.samples:
         return []
-    looked = _libraries(f)
+    tiny = {g for g, v in cpu.items() if g in f.stats and v < FIXED_TASK * f.stats[g].tasks}
+    looked = _libraries(f, tiny)
+    sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None} \
+        if f.run.cache_metric in ("bytes", "nbytes") else {}
     rows = []
     for g, (looks, inside) in looked.items():
         stats = f.stats.get(g)
@@ -127,7 +127,7 @@ def fixed_cost(f: Facts) -> list:
         per_task = cpu[g] / stats.tasks
         if per_task >= FIXED_TASK or hits < FIXED_LIBRARY_SHARE * looks:
             continue
-        moved, source, sources = _bytes_and_sources(f, g)
+        moved, source, sources = _bytes_and_sources(f, g, sizes)
         if moved is None:
             continue  # (without sizes, no telling the fixed cost from the work)
         fixed = per_task - moved / VECTOR_RATE

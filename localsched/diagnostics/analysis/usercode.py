@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+from functools import lru_cache
 
 __all__ = ["user_functions", "is_library", "library_of"]
 
@@ -40,6 +41,7 @@ def is_library(filename: str) -> bool:
     return path.startswith(_PACKAGE + os.sep) and not path.endswith("demo.py")
 
 
+@lru_cache(maxsize=4096)
 def library_of(filename: str) -> str | None:
     """The library ``filename`` belongs to -- its top-level package
     (``pandas``, ``numpy``; a standard library module's name; ``python``
