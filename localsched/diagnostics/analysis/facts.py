@@ -100,9 +100,35 @@ class Facts:
         return max(b for _, b in bounds) - min(a for a, _ in bounds) if bounds else 0.0
 
     @cached_property
+    def windows(self) -> list:
+        """``(start, finish)`` of each run merged side by side
+        (``meta["runs"]``; the last run's computations' end where its mark
+        has no finish), [] for a single run: each is read in its own window,
+        the time between them is nobody's."""
+        marks = sorted((m for m in self.run.meta.get("runs") or [] if isinstance(m, dict)
+                        and isinstance(m.get("start"), (int, float))),
+                       key=lambda m: m["start"])
+        if len(marks) < 2:
+            return []
+        starts = [float(m["start"]) for m in marks]
+        ends: list = [[] for _ in marks]
+        for a, b in self.walls:
+            ends[max(0, bisect_right(starts, a) - 1)].append(b)
+        out = []
+        for m, start, mine in zip(marks, starts, ends, strict=True):
+            finish = m.get("finish")
+            if not isinstance(finish, (int, float)):
+                finish = max(mine, default=start)
+            out.append((start, max(start, float(finish))))
+        return out
+
+    @cached_property
     def block(self) -> float:
         """Seconds of the whole recording (``performance_report``'s block),
-        else from the first computation's start to the last one's finish."""
+        else from the first computation's start to the last one's finish;
+        for runs merged side by side, the sum of their own windows."""
+        if self.windows:
+            return sum(b - a for a, b in self.windows)
         meta = self.run.meta
         started, finished = meta.get("started"), meta.get("finished")
         if isinstance(started, (int, float)) and isinstance(finished, (int, float)) \
@@ -115,15 +141,32 @@ class Facts:
     @cached_property
     def caller(self) -> float:
         """Seconds of the recording before and between computations (the
-        caller's own: building graphs, its other work), not after the last."""
-        walls = sorted(self.walls)
+        caller's own: building graphs, its other work), not after the last;
+        for runs merged side by side, within each run of two or more
+        computations (never between runs: ``windows``)."""
+        if not self.windows:
+            return self._caller(self.walls, self.run.meta.get("started"), self.run.graphs)
+        starts = [a for a, _b in self.windows]
+        walls: list = [[] for _ in starts]
+        graphs: list = [[] for _ in starts]
+        for w in self.walls:
+            walls[max(0, bisect_right(starts, w[0]) - 1)].append(w)
+        for g in self.run.graphs:
+            graphs[max(0, bisect_right(starts, g.started) - 1)].append(g)
+        return sum(self._caller(w, start, g) for w, start, g
+                   in zip(walls, starts, graphs, strict=True) if len(w) > 1)
+
+    @staticmethod
+    def _caller(walls: list, started, graphs: list) -> float:
+        """``caller`` over computations ``walls`` (and their ``graphs``) of a
+        recording from ``started``."""
+        walls = sorted(walls)
         if not walls:
             return 0.0
         # (a computation's own preparation -- compiling and ordering its graph,
         # before start_state -- is the scheduler's time, not the caller's)
-        walls = sorted(walls + [(g.submitted, g.started) for g in self.run.graphs
+        walls = sorted(walls + [(g.submitted, g.started) for g in graphs
                                 if g.submitted is not None and g.submitted <= g.started])
-        started = self.run.meta.get("started")
         first = walls[0][0]
         before = first - started if isinstance(started, (int, float)) and started < first \
             else 0.0

@@ -14,7 +14,8 @@ code, titles name its function and line (``usercode``).
 
 One function a rule, its thresholds module constants (tested on both
 sides, ``tests/diagnostics/analysis/test_findings_thresholds.py``), its
-docstring the rule in full: ``overhead`` (hand-offs dwarf short tasks),
+docstring the rule in full: ``overhead`` (hand-offs dwarf short tasks; or
+a library's fixed cost per call does, ``percall``),
 ``gil`` (threads wait for the GIL), ``memory`` (results held at the peak),
 ``spill`` (``budget.spill_finding``), ``critical-path`` (a chain no worker
 count shortens), ``transfer`` (travel between processes), ``idle`` (the
@@ -39,6 +40,7 @@ from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
 from .memory import lifetimes
+from .percall import fixed_cost
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -92,6 +94,11 @@ def findings(run, facts: Facts | None = None, hold_back: bool = True) -> list:
     busy = causes.busy(facts, held)
     if busy:  # (a busy machine's waits for a CPU look like these: held back)
         out = [f for f in out if not hold_back or f.kind not in causes.HELD_BACK] + busy
+    # (overhead's other cause, from CPU seconds and stacks: no busy machine
+    # makes it up, none holds it back; one overhead finding, the bigger)
+    fixed = fixed_cost(facts)
+    if fixed and not any(f.kind == "overhead" and f.seconds >= fixed[0].seconds for f in out):
+        out = [f for f in out if f.kind != "overhead"] + fixed
     out.sort(key=lambda f: -f.seconds)
     return out
 

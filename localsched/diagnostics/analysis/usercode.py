@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 import sysconfig
+from functools import lru_cache
 
-__all__ = ["user_functions", "is_library"]
+__all__ = ["user_functions", "is_library", "library_of"]
 
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
@@ -38,6 +39,37 @@ def is_library(filename: str) -> bool:
     if "site-packages" in path or "dist-packages" in path or path.startswith(_STDLIB):
         return True
     return path.startswith(_PACKAGE + os.sep) and not path.endswith("demo.py")
+
+
+@lru_cache(maxsize=4096)
+def library_of(filename: str) -> str | None:
+    """The library ``filename`` belongs to -- its top-level package
+    (``pandas``, ``numpy``; a standard library module's name; ``python``
+    for the import machinery; ``localsched``) -- or None for the user's
+    own code (as ``is_library`` says).
+
+    >>> library_of('/x/site-packages/pandas/core/frame.py'), library_of('/me/run.py')
+    ('pandas', None)
+    """
+    if not is_library(filename):
+        return None
+    if filename.startswith("<") or not filename:
+        return "python"
+    path = os.path.normcase(filename)
+    for marker in ("site-packages", "dist-packages"):
+        if marker in path:
+            return _top(path.split(marker, 1)[1])
+    if path.startswith(_PACKAGE + os.sep):
+        return "localsched"
+    for prefix in _STDLIB:
+        if path.startswith(prefix):
+            return _top(path[len(prefix):])
+    return "python"
+
+
+def _top(rest: str) -> str:
+    name = rest.strip(os.sep).split(os.sep)[0]
+    return name[:-3] if name.endswith(".py") else name or "python"
 
 
 def user_functions(samples) -> dict:

@@ -5,8 +5,10 @@ the top of the report page (``header_html``).
 
 The load comes from ``machine_load.LoadMeter`` (the run's ``meta["load"]``,
 which the ``busy`` finding reads too), shown as cores: ``others_cores`` is
-how many cores other processes kept busy on average -- what ``compare``
-reads to tell a slow run from a busy machine.  BLAS threads are
+how many cores other processes kept busy on average (the machine's busy
+CPU seconds less this process's and its workers', and less the
+hypervisor's steal, which is no process's) -- what ``compare`` reads to
+tell a slow run from a busy machine.  BLAS threads are
 ``machine_load.blas_threads()`` (``meta["blas"]``) with the environment's
 thread variables.  ``run_header`` gathers the rest once, at the end of a
 run: versions (read from modules already imported, else from the installed
@@ -49,9 +51,13 @@ def _cores(load: dict | None) -> dict:
     if not all(isinstance(v, (int, float)) for v in numbers):
         return out
     seconds, machine, own = (float(v) for v in numbers)  # type: ignore[arg-type]
+    # (the hypervisor's steal is in the machine's busy seconds and is no
+    # process's: as ``analysis.causes`` reads the load, it is left out)
+    steal = load.get("steal")
+    steal = float(steal) if isinstance(steal, (int, float)) and steal > 0 else 0.0
     if seconds > 0:
         out["own_cores"] = round(own / seconds, 3)
-        out["others_cores"] = round(max(machine - own, 0.0) / seconds, 3)
+        out["others_cores"] = round(max(machine - own - steal, 0.0) / seconds, 3)
     return out
 
 

@@ -351,15 +351,23 @@ class RunData:
 
         for run, name, offset, span in zip(runs, names, offsets, spans, strict=True):
             run = run.shifted(offset)
+            if not run.walls and (bounds := run.bounds()) is not None:
+                run.walls = [bounds]  # (its own window: efficiency never spans the gaps)
             merged.merge(run)
-            # (what ``compare`` reads of each run that the merge sums or drops:
-            # its header's load and status, its speed probe, its groups' CPU)
+            # (what ``compare`` and the findings read of each run that the
+            # merge sums or drops: its header's load and status, its speed
+            # probe, its groups' CPU, its window and its load meter's reading)
             marks.append({"name": str(name), "start": span[0] + offset,
-                          "header": run.meta.get("header"), "speed": run.meta.get("speed"),
-                          "cpu": cpu_by_group(run)})
+                          "finish": span[1] + offset, "header": run.meta.get("header"),
+                          "speed": run.meta.get("speed"), "cpu": cpu_by_group(run),
+                          "load": run.meta.get("load")})
         merged.meta["runs"] = sorted(marks, key=lambda m: m["start"])
         merged.meta.pop("header", None)  # (each run's is in its mark, as its speed)
         merged.meta.pop("speed", None)
+        merged.meta.pop("load", None)  # (the first run's: every run's instead)
+        load = summed_load([r.meta.get("load") for r in runs])
+        if load is not None:
+            merged.meta["load"] = load
         # The recording is all of them (not the first's alone: shares of it
         # would pass 100 %), from the first's start to the last's finish.
         if any(isinstance(r.meta.get("started"), (int, float)) for r in runs):
@@ -494,6 +502,24 @@ def _shifted_meta(meta: dict, seconds: float) -> dict:
     if isinstance(speed, dict) and isinstance(line, dict) \
             and isinstance(line.get("start"), (int, float)):
         out["speed"] = {**speed, "timeline": {**line, "start": line["start"] + seconds}}
+    return out
+
+
+def summed_load(loads: list) -> dict | None:
+    """The load meters' readings of runs merged side by side as one
+    (``machine_load.LoadMeter.stop``'s dict): seconds and CPU seconds summed,
+    so that shares of them are every run's (a run without a reading adds
+    nothing; ``cpu_wait`` None if any run's is); None without any reading."""
+    loads = [x for x in loads if isinstance(x, dict)]
+    if not loads:
+        return None
+    out: dict = {"cores": max((x.get("cores") for x in loads
+                               if isinstance(x.get("cores"), (int, float))), default=None)}
+    for name in ("seconds", "machine_cpu", "own_cpu", "caller_cpu", "native_cpu", "cpu_wait",
+                 "steal"):
+        values = [x.get(name) for x in loads]
+        numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        out[name] = sum(numbers) if len(numbers) == len(values) else None
     return out
 
 

@@ -239,3 +239,53 @@ def test_overhead_is_judged_per_computation():
     run = RunData(tasks=tiny + long, graphs=graphs)
     found = [f for f in run.findings() if f.kind == "overhead"]
     assert found and found[0].groups == ["inc"]
+
+
+# -- overhead's second cause: a library's fixed cost per call (percall) ---------------
+
+PANDAS = ("/venv/lib/python3.11/site-packages/pandas/core/frame.py", 600, "__getitem__")
+WORKER = ("/venv/lib/python3.11/site-packages/localsched/worker.py", 10, "run")
+
+
+def per_call(tasks=200, cpu=0.001, looks=40, inside=1.0, size=20_000.0):
+    """``tasks`` tasks of 'clean' (each on one of 'load', inputless) with
+    ``cpu`` seconds of CPU each, the sampler's ``looks`` at them (``inside``
+    of them in pandas, the rest in the user's code), results of ``size``
+    bytes."""
+    from localsched.diagnostics.analysis.facts import Facts
+    from localsched.diagnostics.analysis.percall import fixed_cost
+
+    keys = [("load", i) for i in range(tasks)] + [("clean", i) for i in range(tasks)]
+    deps = [()] * tasks + [(i,) for i in range(tasks)]
+    run_tasks = [TaskData(k, None, 0.002 * i, 0.002 * i + cpu, i % 2)
+                 for i, k in enumerate(keys)]
+    graph = GraphData(keys, deps, list(range(2 * tasks)), 0.0, 0.004 * tasks + cpu, 2)
+    user = ("/home/me/job.py", 5, "clean")
+    samples = [SampleData(0.01 * i, i % 2, "clean",
+                          (WORKER, user, PANDAS) if i < inside * looks else (WORKER, user),
+                          0.01) for i in range(looks)]
+    cache = [CacheData(k, None, size, 0.0, 1.0) for k in keys]
+    run = RunData(tasks=run_tasks, graphs=[graph], walls=[(0.0, 0.004 * tasks + cpu)],
+                  samples=samples, cache=cache, cache_metric="bytes",
+                  metrics={((), "clean", "thread-cpu", "seconds"): cpu * tasks,
+                           ((), "load", "thread-cpu", "seconds"): 0.0001 * tasks})
+    return [f for f in fixed_cost(Facts(run)) if "fixed cost" in f.title]
+
+
+def test_fixed_cost_per_call_thresholds():
+    from localsched.diagnostics.analysis import percall
+
+    found = per_call()
+    assert found and "pandas" in found[0].title and "job.py" in found[0].title
+    assert "the 200 pieces of 'load' as about" in found[0].fix
+    # tasks of FIXED_TASK of CPU or more: the work, not the fixed cost
+    assert per_call(cpu=percall.FIXED_TASK * 0.9) and not per_call(cpu=percall.FIXED_TASK)
+    # inside the library at FIXED_LIBRARY_SHARE of the looks, or not
+    share = percall.FIXED_LIBRARY_SHARE
+    assert per_call(inside=share) and not per_call(inside=share - 0.05)
+    # at least FIXED_MIN_SAMPLES looks
+    n = percall.FIXED_MIN_SAMPLES
+    assert per_call(looks=n) and not per_call(looks=n - 1)
+    # the fixed part (beyond the bytes moved at VECTOR_RATE) FIXED_SHARE of the CPU
+    moved = 0.001 * (1 - percall.FIXED_SHARE) * percall.VECTOR_RATE  # (result + input)
+    assert per_call(size=0.95 * moved / 2) and not per_call(size=1.05 * moved / 2)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import platform
 
+import pytest
+
 import localsched
 from localsched.command import cli
 from localsched.diagnostics.collectors.records import TaskData
@@ -90,3 +92,79 @@ def test_merged_runs_keep_each_runs_header():
     assert [m["header"]["date"][:7] for m in merged.meta["runs"]] == ["2026-01", "2026-02"]
     text = report_layout(merged).select_one({"name": "header"}).text
     assert "2026-01-01" in text and "2026-02-01" in text and "feb" in text
+
+
+def test_others_cores_leaves_out_what_the_hypervisor_stole():
+    # ``machine_cpu`` holds the hypervisor's steal (no process's: other
+    # machines', or its own on this one's behalf): 2 CPU seconds busy in 1 s,
+    # 0.5 of them ours and 0.5 stolen: other processes used 1 core, not 1.5
+    from localsched.diagnostics.reporting.header import _cores
+
+    load = _cores({"seconds": 1.0, "machine_cpu": 2.0, "own_cpu": 0.5, "steal": 0.5})
+    assert load["others_cores"] == 1.0 and load["own_cores"] == 0.5
+    # (an older reading without steal is read as before)
+    assert _cores({"seconds": 1.0, "machine_cpu": 2.0, "own_cpu": 0.5})["others_cores"] == 1.5
+
+
+def _spin(i, n):
+    s = 0
+    for k in range(n):
+        s += k * i
+    return s
+
+
+HOG = "import sys\nprint('ready', flush=True)\nsys.stdout.close()\nwhile True: pass\n"
+
+
+def _detached_hog():
+    """A process spinning on the CPU that is not this one's descendant (the
+    load meter counts those as the run's workers): started by a shell that
+    exits at once; returns its psutil handle once it says it runs."""
+    import shlex
+    import subprocess
+    import sys
+
+    import psutil
+
+    shell = subprocess.Popen(["sh", "-c", f"{shlex.quote(sys.executable)} -c "
+                              f"{shlex.quote(HOG)} & echo $!"], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        lines = [shell.stdout.readline().strip() for _ in range(2)]  # the pid and 'ready'
+    finally:
+        shell.stdout.close()
+        shell.wait()
+    assert "ready" in lines, lines
+    return psutil.Process(int(next(x for x in lines if x.isdigit())))
+
+
+
+@pytest.mark.parametrize("scheduler", ["threads", "processes"])
+def test_others_cores_are_what_a_cpu_hog_beside_the_run_used(tmp_path, scheduler):
+    # a real hog beside a run: the header's others_cores over the run's
+    # seconds hold at least the CPU the hog burnt meanwhile (other programs
+    # on this machine add to it), and the run's own CPU holds its tasks'
+    # (on its workers, processes too), not the hog's
+    import psutil
+
+    import localsched.multiprocessing
+
+    hog = _detached_hog()
+    try:
+        get = localsched.get if scheduler == "threads" else localsched.multiprocessing.get
+        dsk = {("spin", i): (_spin, i, 1_500_000) for i in range(8)}
+        before = hog.cpu_times()
+        with performance_report(None, samples=False) as report:
+            get(dsk, list(dsk), num_workers=2)
+        after = hog.cpu_times()
+    finally:
+        hog.kill()
+        psutil.wait_procs([hog], timeout=60)
+    burnt = (after.user + after.system) - (before.user + before.system)
+    load, meter = report.data.meta["header"]["load"], report.data.meta["load"]
+    seconds = meter["seconds"]
+    assert burnt > 0.05, (burnt, meter)  # (the hog ran beside the run)
+    assert load["others_cores"] * seconds >= 0.8 * burnt - 0.05, (load, meter, burnt)
+    # the run's own CPU is its tasks' (on its workers, processes or threads)
+    tasks_cpu = sum(v for k, v in report.data.metrics.items() if k[2] == "thread-cpu")
+    assert tasks_cpu > 0 and meter["own_cpu"] >= 0.8 * tasks_cpu - 0.05, (meter, tasks_cpu)
