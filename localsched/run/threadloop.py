@@ -32,10 +32,10 @@ stay depth-first).  Runs of numbers, and of short tasks whatever they
 make, stay here.
 
 Under a memory budget (``localsched.run.budget``).  A budget that only
-watches (it has not armed: "Watching, then counting") keeps the crew:
-the worker completing a task reads the real memory when a reading is due,
-when ``Budget.poll`` says (sooner nearer the limit) or after a task of
-``LONG`` s or more, under the lock.
+watches (it has not armed: "Watching, then counting") keeps the crew and
+its lean move; at a timed task (``Crew``: "What a task costs") the worker
+reads the real memory when ``Budget.poll`` says, after 1, 2, 4, ... tasks,
+or ``LONG`` s or more after its last timed task, under the lock.
 Once it arms (spilling what it must; the inputs of running tasks never
 go), the run is handed over as for a result that counts, each result
 completed meanwhile counted, and the pool loop's batches go on, admitted
@@ -135,13 +135,14 @@ class Crew:
     once, through its bound methods (a ``with`` costs about twice as much);
     this worker stays counted in ``running`` from one task to the next; the
     move (``RunState.mover``'s, spelled out as in ``inline._run_plain``: keep
-    the three in step) is done in place where no view and no budget reads
-    it; and a function measured short on ``SETTLED`` tasks has only a sample
+    the three in step) is done in place where no view reads it (a budget
+    that armed counts the results of tasks still running at the hand-over);
+    and a function measured short on ``SETTLED`` tasks has only a sample
     of its tasks timed (one after a gap of 5 to 11 of the worker's tasks, the
     gaps varied so that no regular pattern of the graph hides a function),
     which keeps its mean right: a short function whose tasks turn long is
-    seen as long within a few samples.  Under a budget every task is timed
-    (a reading is due after a long one).
+    seen as long within a few samples.  A watching budget changes none of
+    it: its readings are made at timed tasks only.
     """
 
     def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None,
@@ -152,11 +153,13 @@ class Crew:
         # takes part): else the crew does the move itself (see ``_run_tasks``).
         self.views = views
         # A memory budget that only watches (see "Under a memory budget"):
-        # the next reading is due at this time, or after ``countdown`` tasks
-        # (1, 2, 4, ... up to ``budget.WATCH_EVERY``), or after a long task.
+        # the next reading is due at this time, or once ``machine.remaining``
+        # is down to ``count_at`` (after 1, 2, 4, ... up to
+        # ``budget.WATCH_EVERY`` tasks), or after a long task.
         self.budget = budget
         self.due = 0.0
-        self.every = self.countdown = _budget.WATCH_FIRST
+        self.every = _budget.WATCH_FIRST
+        self.count_at = (machine.remaining if machine is not None else 0) - self.every
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
         self.done = threading.Event()
@@ -232,10 +235,9 @@ class Crew:
                 self._check_done()
 
     def _run_tasks(self):
-        """The hot loop: complete the task just run and take the top of the
-        ready stack, under the lock; run it, the lock free.  Returns why it
-        stopped (``_IDLE``: nothing this worker may take), or a task's
-        failure.  Per task, the least that keeps the rules: see "What a task costs"."""
+        """The hot loop: complete the task just run, take the top of the ready stack
+        (the lock held), run it; returns why it stopped (``_IDLE``: nothing this
+        worker may take) or a task's failure.  Per task: see "What a task costs"."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
@@ -243,7 +245,7 @@ class Crew:
         (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
          push, by_priority) = _structures(machine)
         wake, now, stats, wid = self.wake, time.time, self.stats, threading.get_ident()
-        i, g, st, value, laned, t0, skip, gap = -1, None, None, None, False, 0.0, 0, 0
+        i, g, st, value, laned, t0, skip, gap, then = -1, None, None, None, False, 0.0, 0, 0, now()
         while True:
             acquire()
             try:
@@ -251,9 +253,11 @@ class Crew:
                     if t0:  # (timed: see "What a task costs")
                         t1 = now()
                         self._timed(g, st, t1 - t0)
-                    if self.stopped and not self.handover:
-                        return self._leave(_STOPPED, wid)
-                    if lean and budget is None:  # (RunState.mover's move, spelled out)
+                    if self.stopped:
+                        if not self.handover:
+                            return self._leave(_STOPPED, wid)
+                        t0 = self._handing_over(i, value, complete)  # (0.0: no reading)
+                    elif lean:  # (RunState.mover's move, spelled out)
                         cache[keys[i]] = value
                         status[i] = DONE
                         machine.remaining -= 1
@@ -278,8 +282,8 @@ class Crew:
                                 del cache[keys[d]]
                     else:
                         complete(i, value)
-                        if budget is not None:  # (every task timed: t1 is set)
-                            self._budget_step(i, t0, t1)
+                    if t0 and budget is not None:  # (a watching budget, at a timed task)
+                        then = self._read_if_due(i, t1, then)
                     if (not laned and value is not None and self.running > 1
                             and not is_tiny(value)):
                         self._hand_over()  # (see "Results that count")
@@ -310,7 +314,7 @@ class Crew:
                 status[i] = RUNNING
                 if ready and self.idle and self.lane is None:  # (work for them too; the
                     wake.notify(len(ready))  # lane's holder wakes them as it leaves the lane)
-                if laned and skip and st[1] >= SETTLED and budget is None:
+                if laned and skip and st[1] >= SETTLED:
                     skip -= 1
                     t0 = 0.0
                 else:  # (timed; the next sample after a gap of 5 to 11 tasks)
@@ -357,28 +361,44 @@ class Crew:
         st[1] += 1
         st[2] = st[0] < SHORT * st[1]
 
-    def _budget_step(self, i: int, t0: float, t1: float) -> None:
-        """(Lock held, task i ran from t0 to t1.)  A watching budget's
-        reading when one is due (see "Under a memory budget")."""
+    def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> float:
+        """(Lock held, the run handed over.)  Task i, still running when
+        the run was handed over, completes through the general move; a
+        budget that armed counts its result (its hooks run from now on).
+        Returns 0.0: no reading of a watching budget follows."""
+        complete(i, value)
         budget = self.budget
-        if budget.armed:  # (handing over: a running task's result counts)
+        if budget is not None and budget.armed:
             budget.completed(i)
-            return
-        self.countdown -= 1
-        if t1 >= self.due or t1 - t0 >= budget.long or self.countdown <= 0:
+        return 0.0
+
+    def _read_if_due(self, i: int, t1: float, then: float) -> float:
+        """(Lock held, task i completed, timed; it ended at t1, this
+        worker's timed task before it at ``then``.)  A watching budget's
+        reading when one is due: by the clock (``due``), by the count of
+        tasks completed (``count_at``), or when ``LONG`` s or more passed
+        since ``then`` (a long task between two samples is seen at the
+        next; its result, if still held, is sized with the cache's).
+        Returns t1 (the worker's new ``then``)."""
+        machine = self.machine
+        assert machine is not None and self.budget is not None
+        if t1 >= self.due or t1 - then >= self.budget.long or machine.remaining <= self.count_at:
             self._watch(i, t1)
+        return t1
 
     def _watch(self, i: int, t1: float) -> None:
         """(Lock held, task i just completed.)  A reading of the watching
         budget (``Budget.completed``, as the inline loop's); once it arms,
         the pool loop takes the run over, its hooks admitting each batch."""
-        budget = self.budget
+        budget, machine = self.budget, self.machine
+        assert machine is not None
         budget.completed(i, True)
         if budget.armed:
             self._hand_over()
             return
         self.due = t1 + budget.poll
-        self.every = self.countdown = min(2 * self.every, _budget.WATCH_EVERY)
+        self.every = min(2 * self.every, _budget.WATCH_EVERY)
+        self.count_at = machine.remaining - self.every
 
     def _leave(self, outcome, wid):
         """(Lock held.)  This worker leaves the hot loop: it no longer

@@ -338,3 +338,90 @@ def test_a_short_function_whose_tasks_turn_long_is_seen_long():
     total, crew = _crew_run(dsk, ("c", 339))
     assert total == 340
     assert crew.stats[id(step)][2] is False
+
+
+# -- a watching budget costs next to nothing: sampled times, the lean move ----------------
+
+
+def _budget_for(machine, limit: str, monkeypatch=None):
+    """A watching budget of ``limit`` over ``machine`` (no run around it),
+    its real memory read as flat when ``monkeypatch`` is given (an
+    allocator that reuses freed memory shows no growth)."""
+    from types import SimpleNamespace
+
+    from localsched.run import budget, budget_limits
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)
+    return budget.Budget(budget_limits.thresholds(budget_limits.parse_memory_limit(limit)),
+                         machine, SimpleNamespace(memory=None))
+
+
+def test_under_a_watching_budget_a_short_functions_tasks_are_timed_by_sample():
+    # (On the base every task was timed under a budget, and completed
+    # through the general move with a budget step per task.)
+    from localsched.run.machine import RunState
+    from localsched.run.threadloop import Crew
+
+    def step(i, prev):
+        return prev + 1
+
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 2000):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    machine = RunState(dsk, [("c", 1999)])
+    watching = _budget_for(machine, "100GB")
+    readings: list = []
+    completed = watching.completed
+
+    def spy(i, long=False):
+        readings.append(i)
+        completed(i, long)
+
+    watching.completed = spy
+    crew = Crew(machine, machine.mover(views=False), watching, views=False)
+    crew.work()
+    assert not machine.remaining and crew.failure is None and not watching.armed
+    assert machine.results()[0] == 2000
+    seconds, timed, short = crew.stats[id(step)]
+    assert short and 16 <= timed < 2000 // 4  # (a sample, as with no budget)
+    assert 1 <= len(readings) < 100  # (after 1, 2, 4, ... tasks, or when due: not per task)
+
+
+@pytest.mark.parametrize("at", range(300, 312))  # (one whole cycle of the sample's gaps)
+def test_a_watching_budget_still_arms_after_a_long_task_between_samples(at, monkeypatch):
+    # A short function, sampled once settled, has one long task (3 ms) that
+    # makes a 16 MB result held to the end; the RSS stays flat, no reading
+    # is due by the clock and none by the count before the end (the next
+    # after 511 tasks): only the long task can make the budget read, and
+    # whether that task was timed or not, the budget arms and the crew
+    # hands the run over.
+    import numpy as np
+
+    from localsched.run import budget, threadloop
+    from localsched.run.machine import RunState
+
+    def step(i, prev):
+        prev = prev[1] if type(prev) is tuple else prev
+        if i == at:
+            end = time.perf_counter() + 3e-3
+            while time.perf_counter() < end:
+                pass
+            return (np.ones(2 * 10**6), prev + 1)  # (16 MB)
+        return prev + 1
+
+    def both(big, last):
+        return float(big[0].sum()) + last
+
+    monkeypatch.setattr(budget.Budget, "poll", 1e9)
+    monkeypatch.setattr(budget, "POLL", 1e9)
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 400):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    dsk["out"] = (both, ("c", at), ("c", 399))
+    machine = RunState(dsk, ["out"])
+    watching = _budget_for(machine, "40MB", monkeypatch)  # (arms at 12 MB)
+    crew = threadloop.Crew(machine, machine.mover(views=False), watching, views=False)
+    crew.work()
+    assert crew.failure is None and watching.armed and crew.handover
+    assert 0 < machine.remaining <= 400 - at  # (handed over at the task or after, not at the end)
