@@ -130,6 +130,12 @@ class Crew:
     goes on from the same state.  Runs of numbers, and of short tasks
     whatever they make, stay here.
 
+    Workers when there is work.  A worker starts for each task ready at the
+    start (up to ``num_workers``), the others when a worker leaves ready
+    tasks behind it and none waits (``_share``, ``_start``): a chain, or
+    any run one task wide, runs on one worker and never starts, wakes or
+    hands the GIL to a second one.
+
     What a task costs.  On tiny tasks the loop's own work is the run's time,
     so per task it does the least that keeps the rules: the lock is taken
     once, through its bound methods (a ``with`` costs about twice as much);
@@ -170,21 +176,59 @@ class Crew:
         self.running = 0  # ... of them running a task now
         self.failure: tuple | None = None
         self.futures: list = []
+        # Workers when there is work: the pool's ``submit``, ``run_in`` (see
+        # ``start``), how many more may start, the threads inside ``work``.
+        self.submit: Callable | None = None
+        self.run_in: Callable | None = None
+        self.spare = 0
+        self.threads: set = set()
         # function -> [seconds, tasks, short] so far; the worker in the short lane
         self.stats: dict = {}
         self.lane: int | None = None
         self.lane_ticks = 0  # tasks its holders started
 
     def start(self, submit: Callable, num_workers: int, run_in: Callable) -> None:
-        """Hand up to ``num_workers`` workers to the pool (``run_in()``: the
+        """Hand workers to the pool, up to ``num_workers`` (``run_in()``: the
         callable that runs a function where tasks belong, in a copy of the
-        caller's context)."""
-        assert self.machine is not None
-        for _ in range(min(num_workers, self.machine.remaining)):
-            fut = submit(run_in(), self.work)
+        caller's context): one per ready task now, the others once a worker
+        leaves ready tasks behind it (see "Workers when there is work")."""
+        machine = self.machine
+        assert machine is not None
+        self.submit, self.run_in = submit, run_in
+        self.spare = min(num_workers, machine.remaining)
+        n = min(max(1, len(machine.ready)), self.spare)
+        self.spare -= n
+        self._start(n)
+
+    def _start(self, n: int) -> int:
+        """Start n more workers (the lock free: a pool may run one at once);
+        returns 0.  After the run, or if the pool refuses, fewer start: the
+        workers already there run the tasks."""
+        submit, run_in = self.submit, self.run_in
+        for _ in range(n):
+            if submit is None or run_in is None or self.stopped:
+                break
+            try:
+                fut = submit(run_in(), self.work)
+            except Exception:  # noqa: BLE001 -- e.g. a pool shut down: the others go on
+                if not self.futures:
+                    raise
+                break
             self.futures.append(fut)
             # (a worker that never ran or died outside a task ends the run)
             fut.add_done_callback(self._ended)
+        return 0
+
+    def _share(self, n: int) -> int:
+        """(Lock held.)  n tasks are ready behind the one this worker takes:
+        wake as many idle workers; returns how many spare ones to start for
+        the rest (``_start``, once the lock is released)."""
+        if self.idle:
+            self.wake.notify(n)
+            n -= self.idle
+        k = min(n, self.spare) if n > 0 else 0
+        self.spare -= k
+        return k
 
     def wait(self) -> tuple | None:
         """Wait for the end of the run (short waits: Ctrl-C is seen at once)."""
@@ -197,6 +241,7 @@ class Crew:
         """Drop the references to the run (it is over, or abandoned)."""
         with self.lock:
             self.machine = self.complete = self.failure = self.budget = None
+            self.submit = self.run_in = None
             self.futures = []
 
     def stop(self) -> None:
@@ -207,10 +252,13 @@ class Crew:
     def work(self) -> None:
         """One worker: runs tasks while some are ready, waits while others
         run, until the run is over."""
-        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
         wid = threading.get_ident()
         with self.lock:
+            if wid in self.threads:  # (a pool that ran it inline, in a worker: it goes on)
+                return
+            self.threads.add(wid)
             self.inside += 1
+        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
         try:
             while True:
                 outcome = self._run_tasks() if not self.stopped else _STOPPED
@@ -232,6 +280,7 @@ class Crew:
             _callbacks._local_active.reset(token)
             with self.lock:
                 self.inside -= 1
+                self.threads.discard(wid)
                 self._check_done()
 
     def _run_tasks(self):
@@ -244,7 +293,7 @@ class Crew:
         acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
         (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
          push, by_priority) = _structures(machine)
-        wake, now, stats, wid = self.wake, time.time, self.stats, threading.get_ident()
+        now, stats, wid, spawn = time.time, self.stats, threading.get_ident(), 0
         i, g, st, value, laned, t0, skip, gap, then = -1, None, None, None, False, 0.0, 0, 0, now()
         while True:
             acquire()
@@ -312,20 +361,20 @@ class Crew:
                 if status[i] != READY:
                     raise self._taken_twice(i, wid)
                 status[i] = RUNNING
-                if ready and self.idle and self.lane is None:  # (work for them too; the
-                    wake.notify(len(ready))  # lane's holder wakes them as it leaves the lane)
+                if ready and self.lane is None and (self.idle or self.spare):
+                    spawn = self._share(len(ready))  # (the lane's holder: as it leaves the lane)
                 if laned and skip and st[1] >= SETTLED:
-                    skip -= 1
-                    t0 = 0.0
+                    skip, t0 = skip - 1, 0.0
                 else:  # (timed; the next sample after a gap of 5 to 11 tasks)
                     gap = gap + 1 if gap < 6 else 0
-                    skip = _GAPS[gap]
-                    t0 = now()
+                    skip, t0 = _GAPS[gap], now()
             except BaseException:  # (a budget's error, a bug: counted no more, see ``work``)
                 self._leave(None, wid)
                 raise
             finally:
                 release()
+            if spawn:
+                spawn = self._start(spawn)
             try:
                 if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
                     args = spec[2]

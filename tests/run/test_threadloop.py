@@ -58,6 +58,33 @@ def test_a_chain_runs_on_one_worker_without_a_hand_off_per_task():
     assert pool.submitted <= 2  # (one start per worker, not one per task)
 
 
+def test_a_chain_starts_no_second_worker():
+    # (On fe526c5 both workers started: the second found nothing ready,
+    # waited, and was woken at the end, for nothing.)
+    dsk, out = chain(12, func=lambda x: (x[0] + 1, x[1] | {threading.get_ident()}))
+    for memory_limit in (None, "1000GB"):
+        with CountingPool(2) as pool:
+            steps, threads = threaded.get(dsk, out, pool=pool, num_workers=2,
+                                          memory_limit=memory_limit)
+        assert steps == 12 and len(threads) == 1
+        assert pool.submitted == 1
+
+
+def test_a_second_worker_starts_once_work_is_left_behind():
+    # One task first, then two that can only finish together: the worker
+    # that ran the first starts the second worker for the other.
+    barrier = threading.Barrier(2, timeout=30)  # (a broken barrier fails, never hangs)
+
+    def meet(_):
+        return barrier.wait() >= 0
+
+    dsk = {"root": (abs, -1), "a": (meet, "root"), "b": (meet, "root"),
+           "both": (all, ["a", "b"])}
+    with CountingPool(2) as pool:
+        assert threaded.get(dsk, "both", pool=pool, num_workers=2) is True
+    assert pool.submitted == 2
+
+
 def test_independent_tasks_still_run_at_once():
     barrier = threading.Barrier(2, timeout=30)  # (a broken barrier fails, never hangs)
 
