@@ -78,6 +78,10 @@ LANE_PATIENCE = 10e-3
 # (see "What a task costs").
 SETTLED = 16
 _GAPS = (6, 9, 7, 10, 5, 11, 8)
+# A watching budget reads after a timed task of ``budget.LONG`` s or more,
+# or when this much more passed since the worker's last timed task: the
+# tasks of short functions in between, untimed, take less (see ``_read_if_due``).
+SPAN = (max(_GAPS) + 1) * SHORT
 # What a worker's run of tasks ended with (else a failure: ``(i, exc, start, end)``).
 _IDLE, _FINISHED, _STOPPED = 0, 1, 2
 
@@ -332,7 +336,7 @@ class Crew:
                     else:
                         complete(i, value)
                     if t0 and budget is not None:  # (a watching budget, at a timed task)
-                        then = self._read_if_due(i, t1, then)
+                        then = self._read_if_due(i, t0, t1, then)
                     if (not laned and value is not None and self.running > 1
                             and not is_tiny(value)):
                         self._hand_over()  # (see "Results that count")
@@ -421,17 +425,20 @@ class Crew:
             budget.completed(i)
         return 0.0
 
-    def _read_if_due(self, i: int, t1: float, then: float) -> float:
-        """(Lock held, task i completed, timed; it ended at t1, this
-        worker's timed task before it at ``then``.)  A watching budget's
+    def _read_if_due(self, i: int, t0: float, t1: float, then: float) -> float:
+        """(Lock held, task i completed, timed from t0 to t1; this worker's
+        timed task before it ended at ``then``.)  A watching budget's
         reading when one is due: by the clock (``due``), by the count of
-        tasks completed (``count_at``), or when ``LONG`` s or more passed
-        since ``then`` (a long task between two samples is seen at the
-        next; its result, if still held, is sized with the cache's).
+        tasks completed (``count_at``), after a task of ``long`` s or more,
+        or when ``long`` + ``SPAN`` s passed since ``then`` (a long task
+        among the untimed ones of short functions is seen at the next
+        sample; its result, if still held, is sized with the cache's).
         Returns t1 (the worker's new ``then``)."""
-        machine = self.machine
-        assert machine is not None and self.budget is not None
-        if t1 >= self.due or t1 - then >= self.budget.long or machine.remaining <= self.count_at:
+        machine, budget = self.machine, self.budget
+        assert machine is not None and budget is not None
+        long = budget.long
+        if (t1 >= self.due or t1 - t0 >= long or t1 - then >= long + SPAN
+                or machine.remaining <= self.count_at):
             self._watch(i, t1)
         return t1
 
