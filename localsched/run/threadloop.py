@@ -309,7 +309,7 @@ class Crew:
                     if self.stopped:
                         if not self.handover:
                             return self._leave(_STOPPED, wid)
-                        t0 = self._handing_over(i, value, complete)  # (0.0: no reading)
+                        self._handing_over(i, value, complete)
                     elif lean:  # (RunState.mover's move, spelled out)
                         cache[keys[i]] = value
                         status[i] = DONE
@@ -414,16 +414,16 @@ class Crew:
         st[1] += 1
         st[2] = st[0] < SHORT * st[1]
 
-    def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> float:
+    def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> None:
         """(Lock held, the run handed over.)  Task i, still running when
         the run was handed over, completes through the general move; a
-        budget that armed counts its result (its hooks run from now on).
-        Returns 0.0: no reading of a watching budget follows."""
+        budget that armed counts its result (its hooks run from now on),
+        one still watching may read after it (``_read_if_due``: the task's
+        time is known here only, and its result may be what arms it)."""
         complete(i, value)
         budget = self.budget
         if budget is not None and budget.armed:
             budget.completed(i)
-        return 0.0
 
     def _read_if_due(self, i: int, t0: float, t1: float, then: float) -> float:
         """(Lock held, task i completed, timed from t0 to t1; this worker's
@@ -436,6 +436,8 @@ class Crew:
         Returns t1 (the worker's new ``then``)."""
         machine, budget = self.machine, self.budget
         assert machine is not None and budget is not None
+        if budget.armed:  # (handing over: ``_handing_over`` counted it)
+            return t1
         long = budget.long
         if (t1 >= self.due or t1 - t0 >= long or t1 - then >= long + SPAN
                 or machine.remaining <= self.count_at):
