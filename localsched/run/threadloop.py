@@ -32,10 +32,10 @@ stay depth-first).  Runs of numbers, and of short tasks whatever they
 make, stay here.
 
 Under a memory budget (``localsched.run.budget``).  A budget that only
-watches (it has not armed: "Watching, then counting") keeps the crew:
-the worker completing a task reads the real memory when a reading is due,
-when ``Budget.poll`` says (sooner nearer the limit) or after a task of
-``LONG`` s or more, under the lock.
+watches (it has not armed: "Watching, then counting") keeps the crew and
+its lean move; at a timed task (``Crew``: "What a task costs") the worker
+reads the real memory when ``Budget.poll`` says, after 1, 2, 4, ... tasks,
+or ``LONG`` s or more after its last timed task, under the lock.
 Once it arms (spilling what it must; the inputs of running tasks never
 go), the run is handed over as for a result that counts, each result
 completed meanwhile counted, and the pool loop's batches go on, admitted
@@ -78,6 +78,10 @@ LANE_PATIENCE = 10e-3
 # (see "What a task costs").
 SETTLED = 16
 _GAPS = (6, 9, 7, 10, 5, 11, 8)
+# A watching budget reads after a timed task of ``budget.LONG`` s or more,
+# or when this much more passed since the worker's last timed task: the
+# tasks of short functions in between, untimed, take less (see ``_read_if_due``).
+SPAN = (max(_GAPS) + 1) * SHORT
 # What a worker's run of tasks ended with (a failure is set as it ends: ``Crew._failed``).
 _IDLE, _FINISHED, _STOPPED, _FAILED = 0, 1, 2, 3
 
@@ -130,18 +134,25 @@ class Crew:
     goes on from the same state.  Runs of numbers, and of short tasks
     whatever they make, stay here.
 
+    Workers when there is work.  A worker starts for each task ready at the
+    start (up to ``num_workers``), the others when a worker leaves ready
+    tasks behind it and none waits (``_share``, ``_start``): a chain, or
+    any run one task wide, runs on one worker and never starts, wakes or
+    hands the GIL to a second one.
+
     What a task costs.  On tiny tasks the loop's own work is the run's time,
     so per task it does the least that keeps the rules: the lock is taken
     once, through its bound methods (a ``with`` costs about twice as much);
     this worker stays counted in ``running`` from one task to the next; the
     move (``RunState.mover``'s, spelled out as in ``inline._run_plain``: keep
-    the three in step) is done in place where no view and no budget reads
-    it; and a function measured short on ``SETTLED`` tasks has only a sample
+    the three in step) is done in place where no view reads it (a budget
+    that armed counts the results of tasks still running at the hand-over);
+    and a function measured short on ``SETTLED`` tasks has only a sample
     of its tasks timed (one after a gap of 5 to 11 of the worker's tasks, the
     gaps varied so that no regular pattern of the graph hides a function),
     which keeps its mean right: a short function whose tasks turn long is
-    seen as long within a few samples.  Under a budget every task is timed
-    (a reading is due after a long one).
+    seen as long within a few samples.  A watching budget changes none of
+    it: its readings are made at timed tasks only.
     """
 
     def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None,
@@ -152,11 +163,13 @@ class Crew:
         # takes part): else the crew does the move itself (see ``_run_tasks``).
         self.views = views
         # A memory budget that only watches (see "Under a memory budget"):
-        # the next reading is due at this time, or after ``countdown`` tasks
-        # (1, 2, 4, ... up to ``budget.WATCH_EVERY``), or after a long task.
+        # the next reading is due at this time, or once ``machine.remaining``
+        # is down to ``count_at`` (after 1, 2, 4, ... up to
+        # ``budget.WATCH_EVERY`` tasks), or after a long task.
         self.budget = budget
         self.due = 0.0
-        self.every = self.countdown = _budget.WATCH_FIRST
+        self.every = _budget.WATCH_FIRST
+        self.count_at = (machine.remaining if machine is not None else 0) - self.every
         self.lock = threading.Lock()
         self.wake = threading.Condition(self.lock)  # (a worker with nothing ready waits)
         self.done = threading.Event()
@@ -167,21 +180,59 @@ class Crew:
         self.running = 0  # ... of them running a task now
         self.failure: tuple | None = None
         self.futures: list = []
+        # Workers when there is work: the pool's ``submit``, ``run_in`` (see
+        # ``start``), how many more may start, the threads inside ``work``.
+        self.submit: Callable | None = None
+        self.run_in: Callable | None = None
+        self.spare = 0
+        self.threads: set = set()
         # function -> [seconds, tasks, short] so far; the worker in the short lane
         self.stats: dict = {}
         self.lane: int | None = None
         self.lane_ticks = 0  # tasks its holders started
 
     def start(self, submit: Callable, num_workers: int, run_in: Callable) -> None:
-        """Hand up to ``num_workers`` workers to the pool (``run_in()``: the
+        """Hand workers to the pool, up to ``num_workers`` (``run_in()``: the
         callable that runs a function where tasks belong, in a copy of the
-        caller's context)."""
-        assert self.machine is not None
-        for _ in range(min(num_workers, self.machine.remaining)):
-            fut = submit(run_in(), self.work)
+        caller's context): one per ready task now, the others once a worker
+        leaves ready tasks behind it (see "Workers when there is work")."""
+        machine = self.machine
+        assert machine is not None
+        self.submit, self.run_in = submit, run_in
+        self.spare = min(num_workers, machine.remaining)
+        n = min(max(1, len(machine.ready)), self.spare)
+        self.spare -= n
+        self._start(n)
+
+    def _start(self, n: int) -> int:
+        """Start n more workers (the lock free: a pool may run one at once);
+        returns 0.  After the run, or if the pool refuses, fewer start: the
+        workers already there run the tasks."""
+        submit, run_in = self.submit, self.run_in
+        for _ in range(n):
+            if submit is None or run_in is None or self.stopped:
+                break
+            try:
+                fut = submit(run_in(), self.work)
+            except Exception:  # noqa: BLE001 -- e.g. a pool shut down: the others go on
+                if not self.futures:
+                    raise
+                break
             self.futures.append(fut)
             # (a worker that never ran or died outside a task ends the run)
             fut.add_done_callback(self._ended)
+        return 0
+
+    def _share(self, n: int) -> int:
+        """(Lock held.)  n tasks are ready behind the one this worker takes:
+        wake as many idle workers; returns how many spare ones to start for
+        the rest (``_start``, once the lock is released)."""
+        if self.idle:
+            self.wake.notify(n)
+            n -= self.idle
+        k = min(n, self.spare) if n > 0 else 0
+        self.spare -= k
+        return k
 
     def wait(self) -> tuple | None:
         """Wait for the end of the run (short waits: Ctrl-C is seen at once)."""
@@ -194,6 +245,7 @@ class Crew:
         """Drop the references to the run (it is over, or abandoned)."""
         with self.lock:
             self.machine = self.complete = self.failure = self.budget = None
+            self.submit = self.run_in = None
             self.futures = []
 
     def stop(self) -> None:
@@ -204,10 +256,13 @@ class Crew:
     def work(self) -> None:
         """One worker: runs tasks while some are ready, waits while others
         run, until the run is over."""
-        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
         wid = threading.get_ident()
         with self.lock:
+            if wid in self.threads:  # (a pool that ran it inline, in a worker: it goes on)
+                return
+            self.threads.add(wid)
             self.inside += 1
+        token = _callbacks.enter_computation()  # (inside tasks, a registry of their own)
         try:
             while True:
                 outcome = self._run_tasks() if not self.stopped else _STOPPED
@@ -225,21 +280,21 @@ class Crew:
             _callbacks._local_active.reset(token)
             with self.lock:
                 self.inside -= 1
+                self.threads.discard(wid)
                 self._check_done()
 
     def _run_tasks(self):
-        """The hot loop: complete the task just run and take the top of the
-        ready stack, under the lock; run it, the lock free.  Returns why it
-        stopped (``_IDLE``: nothing this worker may take; ``_FAILED``: its
-        failure is set).  The least per task: see "What a task costs"."""
+        """The hot loop: complete the task just run, take the top of the ready stack
+        (the lock held), run it; returns why it stopped (``_IDLE``: nothing this
+        worker may take; ``_FAILED``: its failure is set).  Per task: see "What a task costs"."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
         acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
         (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
          push, by_priority) = _structures(machine)
-        wake, now, stats, wid = self.wake, time.time, self.stats, threading.get_ident()
-        i, g, st, value, laned, t0, skip, gap = -1, None, None, None, False, 0.0, 0, 0
+        now, stats, wid, spawn = time.time, self.stats, threading.get_ident(), 0
+        i, g, st, value, laned, t0, skip, gap, then = -1, None, None, None, False, 0.0, 0, 0, now()
         while True:
             acquire()
             try:
@@ -247,9 +302,11 @@ class Crew:
                     if t0:  # (timed: see "What a task costs")
                         t1 = now()
                         self._timed(g, st, t1 - t0)
-                    if self.stopped and not self.handover:
-                        return self._leave(_STOPPED, wid)
-                    if lean and budget is None:  # (RunState.mover's move, spelled out)
+                    if self.stopped:
+                        if not self.handover:
+                            return self._leave(_STOPPED, wid)
+                        self._handing_over(i, value, complete)
+                    elif lean:  # (RunState.mover's move, spelled out)
                         cache[keys[i]] = value
                         status[i] = DONE
                         machine.remaining -= 1
@@ -274,8 +331,8 @@ class Crew:
                                 del cache[keys[d]]
                     else:
                         complete(i, value)
-                        if budget is not None:  # (every task timed: t1 is set)
-                            self._budget_step(i, t0, t1)
+                    if t0 and budget is not None:  # (a watching budget, at a timed task)
+                        then = self._read_if_due(i, t0, t1, then)
                     if (not laned and value is not None and self.running > 1
                             and not is_tiny(value)):
                         self._hand_over()  # (see "Results that count")
@@ -304,21 +361,21 @@ class Crew:
                 if status[i] != READY:
                     raise self._taken_twice(i, wid)
                 status[i] = RUNNING
-                if ready and self.idle and self.lane is None:  # (work for them too; the
-                    wake.notify(len(ready))  # lane's holder wakes them as it leaves the lane)
-                if laned and skip and st[1] >= SETTLED and budget is None:
-                    skip -= 1
-                    t0 = 0.0
+                if ready and self.lane is None and (self.idle or self.spare):
+                    spawn = self._share(len(ready))  # (the lane's holder: as it leaves the lane)
+                if laned and skip and st[1] >= SETTLED:
+                    skip, t0 = skip - 1, 0.0
                 else:  # (timed; the next sample after a gap of 5 to 11 tasks)
                     gap = gap + 1 if gap < 6 else 0
-                    skip = _GAPS[gap]
-                    t0 = now()
+                    skip, t0 = _GAPS[gap], now()
             except BaseException as exc:  # noqa: B036 -- a budget's error, a bug: see ``work``
                 self._leave(None, wid)
                 self._fail(-1, exc, 0.0, 0.0, wid)  # (in the same hold of the lock: ``_failed``)
                 raise
             finally:
                 release()
+            if spawn:
+                spawn = self._start(spawn)
             try:
                 if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
                     args = spec[2]
@@ -359,28 +416,49 @@ class Crew:
         st[1] += 1
         st[2] = st[0] < SHORT * st[1]
 
-    def _budget_step(self, i: int, t0: float, t1: float) -> None:
-        """(Lock held, task i ran from t0 to t1.)  A watching budget's
-        reading when one is due (see "Under a memory budget")."""
+    def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> None:
+        """(Lock held, the run handed over.)  Task i, still running when
+        the run was handed over, completes through the general move; a
+        budget that armed counts its result (its hooks run from now on),
+        one still watching may read after it (``_read_if_due``: the task's
+        time is known here only, and its result may be what arms it)."""
+        complete(i, value)
         budget = self.budget
-        if budget.armed:  # (handing over: a running task's result counts)
+        if budget is not None and budget.armed:
             budget.completed(i)
-            return
-        self.countdown -= 1
-        if t1 >= self.due or t1 - t0 >= budget.long or self.countdown <= 0:
+
+    def _read_if_due(self, i: int, t0: float, t1: float, then: float) -> float:
+        """(Lock held, task i completed, timed from t0 to t1; this worker's
+        timed task before it ended at ``then``.)  A watching budget's
+        reading when one is due: by the clock (``due``), by the count of
+        tasks completed (``count_at``), after a task of ``long`` s or more,
+        or when ``long`` + ``SPAN`` s passed since ``then`` (a long task
+        among the untimed ones of short functions is seen at the next
+        sample; its result, if still held, is sized with the cache's).
+        Returns t1 (the worker's new ``then``)."""
+        machine, budget = self.machine, self.budget
+        assert machine is not None and budget is not None
+        if budget.armed:  # (handing over: ``_handing_over`` counted it)
+            return t1
+        long = budget.long
+        if (t1 >= self.due or t1 - t0 >= long or t1 - then >= long + SPAN
+                or machine.remaining <= self.count_at):
             self._watch(i, t1)
+        return t1
 
     def _watch(self, i: int, t1: float) -> None:
         """(Lock held, task i just completed.)  A reading of the watching
         budget (``Budget.completed``, as the inline loop's); once it arms,
         the pool loop takes the run over, its hooks admitting each batch."""
-        budget = self.budget
+        budget, machine = self.budget, self.machine
+        assert machine is not None
         budget.completed(i, True)
         if budget.armed:
             self._hand_over()
             return
         self.due = t1 + budget.poll
-        self.every = self.countdown = min(2 * self.every, _budget.WATCH_EVERY)
+        self.every = min(2 * self.every, _budget.WATCH_EVERY)
+        self.count_at = machine.remaining - self.every
 
     def _leave(self, outcome, wid):
         """(Lock held.)  This worker leaves the hot loop: it no longer

@@ -58,6 +58,33 @@ def test_a_chain_runs_on_one_worker_without_a_hand_off_per_task():
     assert pool.submitted <= 2  # (one start per worker, not one per task)
 
 
+def test_a_chain_starts_no_second_worker():
+    # (On fe526c5 both workers started: the second found nothing ready,
+    # waited, and was woken at the end, for nothing.)
+    dsk, out = chain(12, func=lambda x: (x[0] + 1, x[1] | {threading.get_ident()}))
+    for memory_limit in (None, "1000GB"):
+        with CountingPool(2) as pool:
+            steps, threads = threaded.get(dsk, out, pool=pool, num_workers=2,
+                                          memory_limit=memory_limit)
+        assert steps == 12 and len(threads) == 1
+        assert pool.submitted == 1
+
+
+def test_a_second_worker_starts_once_work_is_left_behind():
+    # One task first, then two that can only finish together: the worker
+    # that ran the first starts the second worker for the other.
+    barrier = threading.Barrier(2, timeout=30)  # (a broken barrier fails, never hangs)
+
+    def meet(_):
+        return barrier.wait() >= 0
+
+    dsk = {"root": (abs, -1), "a": (meet, "root"), "b": (meet, "root"),
+           "both": (all, ["a", "b"])}
+    with CountingPool(2) as pool:
+        assert threaded.get(dsk, "both", pool=pool, num_workers=2) is True
+    assert pool.submitted == 2
+
+
 def test_independent_tasks_still_run_at_once():
     barrier = threading.Barrier(2, timeout=30)  # (a broken barrier fails, never hangs)
 
@@ -355,3 +382,130 @@ def test_a_short_function_whose_tasks_turn_long_is_seen_long():
     total, crew = _crew_run(dsk, ("c", 339))
     assert total == 340
     assert crew.stats[id(step)][2] is False
+
+
+# -- a watching budget costs next to nothing: sampled times, the lean move ----------------
+
+
+def _budget_for(machine, limit: str, monkeypatch=None):
+    """A watching budget of ``limit`` over ``machine`` (no run around it),
+    its real memory read as flat when ``monkeypatch`` is given (an
+    allocator that reuses freed memory shows no growth)."""
+    from types import SimpleNamespace
+
+    from localsched.run import budget, budget_limits
+
+    if monkeypatch is not None:
+        monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)
+    return budget.Budget(budget_limits.thresholds(budget_limits.parse_memory_limit(limit)),
+                         machine, SimpleNamespace(memory=None))
+
+
+def test_under_a_watching_budget_a_short_functions_tasks_are_timed_by_sample():
+    # (On the base every task was timed under a budget, and completed
+    # through the general move with a budget step per task.)
+    from localsched.run.machine import RunState
+    from localsched.run.threadloop import Crew
+
+    def step(i, prev):
+        return prev + 1
+
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 2000):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    machine = RunState(dsk, [("c", 1999)])
+    watching = _budget_for(machine, "100GB")
+    readings: list = []
+    completed = watching.completed
+
+    def spy(i, long=False):
+        readings.append(i)
+        completed(i, long)
+
+    watching.completed = spy
+    crew = Crew(machine, machine.mover(views=False), watching, views=False)
+    crew.work()
+    assert not machine.remaining and crew.failure is None and not watching.armed
+    assert machine.results()[0] == 2000
+    seconds, timed, short = crew.stats[id(step)]
+    assert short and 16 <= timed < 2000 // 4  # (a sample, as with no budget)
+    assert 1 <= len(readings) < 100  # (after 1, 2, 4, ... tasks, or when due: not per task)
+
+
+@pytest.mark.parametrize("at", range(300, 312))  # (one whole cycle of the sample's gaps)
+def test_a_watching_budget_still_arms_after_a_long_task_between_samples(at, monkeypatch):
+    # A short function, sampled once settled, has one long task (3 ms) that
+    # makes a 16 MB result held to the end; the RSS stays flat, no reading
+    # is due by the clock and none by the count before the end (the next
+    # after 511 tasks): only the long task can make the budget read, and
+    # whether that task was timed or not, the budget arms and the crew
+    # hands the run over.
+    import numpy as np
+
+    from localsched.run import budget, threadloop
+    from localsched.run.machine import RunState
+
+    def step(i, prev):
+        prev = prev[1] if type(prev) is tuple else prev
+        if i == at:
+            end = time.perf_counter() + 3e-3
+            while time.perf_counter() < end:
+                pass
+            return (np.ones(2 * 10**6), prev + 1)  # (16 MB)
+        return prev + 1
+
+    def both(big, last):
+        return float(big[0].sum()) + last
+
+    monkeypatch.setattr(budget.Budget, "poll", 1e9)
+    monkeypatch.setattr(budget, "POLL", 1e9)
+    dsk: dict = {("c", 0): (step, 0, 0)}
+    for i in range(1, 400):
+        dsk[("c", i)] = (step, i, ("c", i - 1))
+    dsk["out"] = (both, ("c", at), ("c", 399))
+    machine = RunState(dsk, ["out"])
+    watching = _budget_for(machine, "40MB", monkeypatch)  # (arms at 12 MB)
+    crew = threadloop.Crew(machine, machine.mover(views=False), watching, views=False)
+    crew.work()
+    assert crew.failure is None and watching.armed and crew.handover
+    assert 0 < machine.remaining <= 400 - at  # (handed over at the task or after, not at the end)
+
+
+def test_a_task_completed_during_a_hand_over_still_arms_a_watching_budget(monkeypatch):
+    # "small" makes a result that may be large while "huge" runs: the crew
+    # hands the run over.  "huge" then ends (a long task, 30 MB, over the
+    # 20 MB budget; the RSS flat): its completion, in the crew, is where
+    # the budget reads and arms, naming it (the pool loop would find out
+    # only when "out" is prepared; about 1 run in 6 of
+    # test_budget's cannot-fit test named "out" before this was fixed).
+    import numpy as np
+
+    from localsched.run import budget, threadloop
+    from localsched.run.budget import MemoryBudgetError
+
+    started, handed = threading.Event(), threading.Event()
+    hand_over = threadloop.Crew._hand_over
+
+    def spy(self):
+        hand_over(self)
+        handed.set()
+
+    monkeypatch.setattr(threadloop.Crew, "_hand_over", spy)
+    monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)
+
+    def small():
+        assert started.wait(30)
+        return [0] * 1000
+
+    def huge():
+        started.set()
+        assert handed.wait(30)
+        end = time.perf_counter() + 3e-3
+        while time.perf_counter() < end:
+            pass
+        return np.ones(30 * 10**6 // 8)
+
+    dsk = {"small": (small,), "huge": (huge,),
+           "out": (lambda a, b: len(a) + len(b), "small", "huge")}
+    with pytest.raises(MemoryBudgetError, match="'huge'"):
+        threaded.get(dsk, "out", num_workers=2, memory_limit="20MB")
