@@ -284,9 +284,8 @@ class Crew:
                 self._check_done()
 
     def _run_tasks(self):
-        """The hot loop: complete the task just run, take the top of the ready stack
-        (the lock held), run it; returns why it stopped (``_IDLE``: nothing this
-        worker may take; ``_FAILED``: its failure is set).  Per task: see "What a task costs"."""
+        """Complete the task just run, take the top of the ready stack (locked), run it;
+        returns why it stopped: ``_IDLE`` (nothing to take), ``_FAILED`` (its failure set)."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
