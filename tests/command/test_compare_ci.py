@@ -32,6 +32,7 @@ import localsched
 from localsched.command.cli import main
 from localsched.diagnostics.collectors.records import FailedTaskData, InterruptedTaskData, TaskData
 from localsched.diagnostics.report import RunData, performance_report
+from tests.support.pandas_pipeline import delayed_pipeline
 
 
 def spin(i, n):
@@ -476,36 +477,11 @@ def test_a_lone_group_slowed_twice_with_repeats_beside_a_bursty_load_is_flagged(
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
 
 
-def frame(i, rows):
-    import numpy as np
-    import pandas as pd
-
-    rng = np.random.default_rng(i)
-    return pd.DataFrame({"k": rng.integers(0, 20, rows), "v": rng.random(rows)})
-
-
-def cleaned(df):
-    return df[df.v > 0.1].assign(w=lambda d: d.v * 2)
-
-
-def summed(df):
-    return df.groupby("k").w.sum()
-
-
-def combined(parts):
-    import pandas as pd
-
-    return pd.concat(parts, axis=1).sum(axis=1)
-
-
 def pipeline(path, pieces):
     """A delayed pandas pipeline over 400,000 rows in ``pieces`` frames."""
-    from dask import delayed
-
-    parts = [delayed(summed)(delayed(cleaned)(delayed(frame)(i, 400_000 // pieces)))
-             for i in range(pieces)]
     with performance_report(None, samples=False, json=str(path)):
-        delayed(combined)(parts).compute(scheduler=localsched.get, num_workers=2)
+        delayed_pipeline(pieces, 400_000 // pieces).compute(scheduler=localsched.get,
+                                                            num_workers=2)
     return str(path)
 
 

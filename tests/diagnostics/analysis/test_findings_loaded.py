@@ -25,6 +25,7 @@ from localsched.diagnostics.analysis import findings
 from localsched.diagnostics.collectors.records import GraphData, SampleData, TaskData
 from localsched.diagnostics.report import performance_report
 from localsched.diagnostics.runs.rundata import RunData
+from tests.support.pandas_pipeline import delayed_pipeline
 from tests.support.platform_marks import needs_schedstat
 
 #: A program that says it runs, then spins ``on`` seconds and sleeps ``off``
@@ -117,37 +118,12 @@ def shown(run) -> list:
 
 # -- the delayed pandas pipeline: tiny pandas tasks on threads ------------------------
 
-def pipeline_load(i: int, rows: int = 2000):
-    import pandas as pd
-
-    rng = np.random.default_rng(i)
-    return pd.DataFrame({"k": rng.integers(0, 20, rows), "v": rng.random(rows)})
-
-
-def pipeline_clean(df):
-    return df[df.v > 0.1].assign(w=lambda d: d.v * 2)
-
-
-def pipeline_summarize(df):
-    return df.groupby("k").w.sum()
-
-
-def pipeline_combine(parts):
-    import pandas as pd
-
-    return pd.concat(parts, axis=1).sum(axis=1)
-
-
 def pandas_pipeline(pieces: int = 200, rows: int = 2000):
     """``benchmarks/bench_real.py``'s "delayed pandas pipeline", smaller:
     small frames, each step pandas' own Python under the GIL."""
     pytest.importorskip("pandas")
-    from dask import delayed
-
-    parts = [delayed(pipeline_summarize)(delayed(pipeline_clean)(
-        delayed(pipeline_load)(i, rows))) for i in range(pieces)]
     with performance_report(None, samples=True) as report:
-        delayed(pipeline_combine)(parts).compute(scheduler=localsched.get, num_workers=2)
+        delayed_pipeline(pieces, rows).compute(scheduler=localsched.get, num_workers=2)
     return report.data
 
 
