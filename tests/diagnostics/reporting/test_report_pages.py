@@ -79,10 +79,27 @@ def output_dir(tmp_path_factory) -> Path:
 def session(request, output_dir):
     workers = request.param
     title = f"A dask session on {workers} workers"
-    run = run_session(workers, title=title, json_path=output_dir / f"session-{workers}.json")
+    # One BLAS thread per task, as the report's ``blas`` finding advises: the
+    # layout is what is judged here, and 8 workers' matrix products with
+    # BLAS's own threads each spun on 2 cores 4-9x the session's CPU time
+    # (same groups, same workers).
+    with _one_blas_thread():
+        run = run_session(workers, title=title,
+                          json_path=output_dir / f"session-{workers}.json")
     path = output_dir / f"session-{workers}.html"
     run.to_html(path)
-    return workers, title, run, path
+    # (the report's layout, built once: the tests only read it)
+    return workers, title, run, path, page.report_layout(run)
+
+
+def _one_blas_thread():
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # (a test install without the demo extra)
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1)
 
 
 def _figure_titled(layout, text: str):
@@ -99,7 +116,7 @@ def _worker_count(run) -> int:
 @pytest.mark.timeout(900)
 def test_real_session_report_reads_well_in_a_browser(session, output_dir):
     require_chromium()
-    workers, title, run, path = session
+    workers, title, run, path, layout_model = session
     assert 20 <= len({g for g in page.TaskTable.of(run.tasks).groups}) <= 60
     shot = output_dir / f"session-{workers}.png"
     result = open_in_chromium(path, wait_for=BOKEH_RENDERED, evaluate=LAYOUT, width=1280,
@@ -125,15 +142,13 @@ def test_real_session_report_reads_well_in_a_browser(session, output_dir):
     # the flame graph's rows are a readable height, not stretched strips
     flame = plots["Flame graph (stack samples)"]
     flame_px = flame["frame"][3] - flame["frame"][1]
-    layout_model = page.report_layout(run)
     fig = _figure_titled(layout_model, "Flame graph (stack samples)")
     rows = fig.y_range.end - fig.y_range.start
     assert 0.6 * FLAME_ROW_PX <= flame_px / rows <= 2 * FLAME_ROW_PX
 
 
 def test_legends_are_compact_and_top_groups_distinct(session):
-    _, _, run, _ = session
-    layout = page.report_layout(run)
+    layout = session[4]
     stream = layout.select_one({"name": "tasks"})
     figure = _figure_titled(layout, "Task stream")
     legend = figure.legend[0]
@@ -152,7 +167,7 @@ def test_legends_are_compact_and_top_groups_distinct(session):
 def test_histogram_axes_are_readable(session):
     from bokeh.models import FixedTicker, LogScale
 
-    _, _, run, _ = session
+    run = session[2]
     grid = page.plot_durations(run.tasks)
     figures = [child[0] for child in grid.children]
     assert len(figures) == min(len(set(page.TaskTable.of(run.tasks).groups)), 12)
