@@ -24,12 +24,9 @@ by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
 the noise, widens the bound by itself).  ``rel`` defaults to
 ``DEFAULT_REL`` (40 %) with one run a side, ``REPEATS_REL`` (10 %) with
 repeats.  What the data cannot decide is **inconclusive** (``_judge``): with
-the probe alone, growth between ``rel`` times ``PROBE_BAND``'s first and
-``rel`` -- unless the group's own CPU seconds, uncorrected, grew beyond
-``rel`` times its second as well (two witnesses: the probe's thread may
-run on a slower core than the tasks); without a probe on a busy machine,
-growth up to ``SURE_REL``.  A faster run is never a regression, and a run
-that failed or ran nothing never "no regression" (``Comparison``).
+the probe alone, growth within ``PROBE_BAND``; without a probe on a busy
+machine, growth up to ``SURE_REL``.  A faster run is never a regression,
+and a run that failed or ran nothing never "no regression" (``Comparison``).
 
 ``localsched compare`` prints ``Comparison.table()`` and exits with
 ``status`` (0: no regression, 1: a regression or a failed run, 2: bad
@@ -90,11 +87,8 @@ BUSY_CORES = 0.5
 #: The probe's and the other groups' speed factors agree within this ratio.
 DISAGREE = 1.6
 #: With the probe alone (no other group to agree with it), one run a side:
-#: growth beyond ``rel`` times the first is inconclusive, beyond ``rel`` a
-#: regression, and so is growth beyond the first when the uncorrected CPU
-#: seconds grew beyond ``rel`` times the second (the wall time: a regression
-#: beyond the second).  Identical reruns of a lone group read 0.79-1.27 at
-#: the same speed, a doubled one 1.32-2.32 (``benchmarks/README.md``).
+#: growth beyond ``rel`` times the first is inconclusive, beyond ``rel``
+#: times the second a regression (and so for the wall time).
 PROBE_BAND = (0.75, 1.75)
 #: What a speed factor rests on, weakest first.
 BASES = ("none", "probe", "both")
@@ -400,8 +394,7 @@ def _listed(runs) -> list:
 def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
                off_cpu: float) -> tuple:
     """The group's row, and its seconds in each run of either side (at the
-    reference's machine speed; 0.0 where it is absent), the basis of their
-    speed factors, and its seconds as measured (``_judge``); ``waits``: time off
+    reference's machine speed; 0.0 where it is absent); ``waits``: time off
     the CPU can be judged (quiet or repeated), below the share ``off_cpu``."""
     entries = [run.get(g) for side in (b, a) for run in side.groups]
     present = [e for e in entries if e is not None]
@@ -415,13 +408,12 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
         known = [e for e in ref if e[2] is not None]
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
-    values, raw, factors, bases = [], [], [], []
+    values, factors, bases = [], [], []
     for i, e in enumerate(entries):
         f, basis = speeds.factor(i, g, share)
         factors.append(f)
         bases.append(basis)
-        raw.append(0.0 if e is None else (e[2] if measure == "CPU" else e[1]))
-        values.append(raw[-1] / f)
+        values.append(0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f)
     n = len(b.groups)
     vb, va = values[:n], values[n:]
     tb = max((run[g][0] for run in b.groups if g in run), default=0)
@@ -429,7 +421,7 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
     machine = _geomean(factors[n:]) / _geomean(factors[:n])
     basis = "none" if measure != "CPU" else min(bases[1:], key=BASES.index, default="none")
     return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va),
-                       round(machine, 6)), (vb, va, basis, raw[:n], raw[n:])
+                       round(machine, 6)), (vb, va, basis)
 
 
 def _geomean(values: list) -> float:
@@ -454,18 +446,13 @@ def _beyond(higher: list, lower: list, rel: float, min_seconds: float) -> bool:
 def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
            repeated: bool) -> str | None:
     """``"regression"``, ``"inconclusive"`` or None for a group's seconds
-    ``(before-runs, after-runs, basis, as measured before, after)``: the
-    bounds a speed factor's basis allows (module docstring)."""
+    ``(before-runs, after-runs, basis)``: the bounds a speed factor's basis
+    allows (module docstring)."""
     basis = values[2]
     if repeated or basis == "both":
         low, high = rel, rel
     elif basis == "probe":
-        low, high = rel * PROBE_BAND[0], rel
-        # (two witnesses: at the same speed beyond the low bound, and as
-        # measured, uncorrected, beyond the probe's error)
-        if _beyond_or_new(values, low, min_seconds) \
-                and _beyond_or_new(values[3:], rel * PROBE_BAND[1], min_seconds):
-            return "regression"
+        low, high = rel * PROBE_BAND[0], rel * PROBE_BAND[1]
     else:
         low, high = rel, (max(rel, SURE_REL) if busy else rel)
     if _beyond_or_new(values, high, min_seconds):
