@@ -49,9 +49,17 @@ def boom(x):
     raise ValueError("bad input")
 
 
-def workload(path, parse_n=400_000):
+#: ``parse``'s steps per task: about 0.4 s of CPU in all (8 tasks).  Half
+#: of it (0.2 s, 10-20 timings of the speed probe) left identical reruns
+#: 1.5x apart at the same measured machine speed: 3 of 870 pairs of 30
+#: quiet reruns flagged, up to 1.78x beside CPU hogs; this size: at most
+#: 1.29x quiet, 1.28x beside hogs, 1.21x beside a bursty load.
+PARSE_STEPS = 800_000
+
+
+def workload(path, parse_n=PARSE_STEPS, load_n=PARSE_STEPS // 7):
     """Two groups: ``load`` (fixed) and ``parse`` (``parse_n`` steps per task)."""
-    dsk = {("load", i): (spin, i, 60_000) for i in range(8)}
+    dsk = {("load", i): (spin, i, load_n) for i in range(8)}
     dsk.update({("parse", i): (parse, ("load", i), parse_n) for i in range(8)})
     with performance_report(None, samples=False, json=str(path)):
         localsched.get(dsk, list(dsk), num_workers=2)
@@ -138,7 +146,7 @@ def test_ten_identical_reruns_beside_a_bursty_load_never_flag_a_regression(tmp_p
 def slowed_twice_is_flagged(tmp_path, capsys, rounds=5):
     for i in range(rounds):
         before = workload(tmp_path / f"before{i}.json")
-        after = workload(tmp_path / f"after{i}.json", parse_n=800_000)
+        after = workload(tmp_path / f"after{i}.json", parse_n=2 * PARSE_STEPS)
         status = main(["compare", before, after])
         out = capsys.readouterr().out
         assert status == 1, out
@@ -394,7 +402,7 @@ def test_repeats_beside_a_bursty_load(tmp_path, capsys, bursty):
     # three runs a side: identical sides never flag, a doubled group always does
     first = [workload(tmp_path / f"b{i}.json") for i in range(3)]
     again = [workload(tmp_path / f"c{i}.json") for i in range(3)]
-    doubled = [workload(tmp_path / f"a{i}.json", parse_n=800_000) for i in range(3)]
+    doubled = [workload(tmp_path / f"a{i}.json", parse_n=2 * PARSE_STEPS) for i in range(3)]
     status = main(["compare", "--repeats", "3", *first, *again])
     out = capsys.readouterr().out
     assert status == 0, out

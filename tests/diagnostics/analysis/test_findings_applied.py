@@ -291,17 +291,21 @@ def rescore(d):
 
 @needs_schedstat
 def test_a_bag_of_dicts_held_by_the_gil_is_not_sent_to_processes_that_pickle_it():
-    # (Python code over 160,000 dicts, a few microseconds each: on threads the
+    # (Python code over 480,000 dicts, a few microseconds each: on threads the
     # GIL holds it to one at a time, but on processes each partition's dicts
     # are pickled over and back -- 200,000 dicts took 2.2-2.8 s on threads,
     # 3.0-4.8 s on localsched's processes with a warm pool, here.  The
     # finding weighs the dicts that would cross: no processes; and waits
-    # for the GIL are no I/O: no more threads.)
+    # for the GIL are no I/O: no more threads.  Enough dicts for the
+    # sampler's 20 looks a verdict needs: 160,000 took 0.3 s of task time,
+    # 13 looks, and the verdict rested on a few ms of hand-off gaps either
+    # way -- found in 1 run of 3; 480,000: 44-78 looks, 77-90 % of them
+    # waiting for the GIL.)
     db = pytest.importorskip("dask.bag")
     # (the partitions are the graph's literal data, as from_sequence makes
     # them, without its hashing of every dict: seconds on this machine)
     dsk = {("records", p): [{"id": i, "name": f"user{i}", "tags": ["a", "b", "c"],
-                             "score": i + 0.5} for i in range(p * 5000, (p + 1) * 5000)]
+                             "score": i + 0.5} for i in range(p * 15_000, (p + 1) * 15_000)]
            for p in range(32)}
     bag = db.Bag(dsk, "records", 32).map(rescore).pluck("score")
     with performance_report(None, samples=True) as report:

@@ -2,9 +2,10 @@
 beside steady CPU hogs, both started here as other programs would be, the
 machine-was-busy finding says so, well-shaped work raises no false alarm,
 and waits for a CPU are never counted as waits for the GIL or as
-hand-offs: a GIL-bound pandas pipeline is told of the GIL when quiet, of
-the busy machine when loaded, never of the scheduler's hand-offs, and
-always of pandas' fixed cost per call (its fix gaining what it claims).
+hand-offs: a pandas pipeline whose tiny tasks take turns at the GIL is
+told of the busy machine when loaded, never of the scheduler's
+hand-offs, never sent to processes (slower there), and always of pandas'
+fixed cost per call (its fix gaining what it claims).
 
 The loads are detached processes (started by a shell that exits at once,
 so the load meter counts them as other programs, not this run's workers);
@@ -150,12 +151,15 @@ def test_a_delayed_pandas_pipeline_on_threads_is_told_the_truth_whatever_the_loa
         assert not {"gil", "straggler"} & set(said), shown(run)
         return
     assert any_load == "quiet", shown(run)  # (a loaded machine is said to be)
-    assert "gil" in said, shown(run)
-    fix = said["gil"].fix
-    # (localsched's processes, or, where pickling what would cross costs
-    # more than they save, the rewrite: never dask's)
-    assert "scheduler=localsched.multiprocessing.get" in fix or "pickling" in fix, fix
-    assert "'processes'" not in fix
+    # (the GIL, when said, is a footnote here: 25-55 ms of a 1 s run, said in
+    # 3 runs of 8 on a quiet machine, its evidence at the rule's threshold.
+    # What it must never say is "processes": this pipeline took 0.83-1.4 s
+    # on localsched's warm processes against 0.42-0.69 s on threads and
+    # 0.28-0.37 s on one thread -- pandas frames pickled over and back)
+    if "gil" in said:
+        fix = said["gil"].fix
+        assert "processes would not pay here" in fix and "pickling" in fix, fix
+        assert "'processes'" not in fix and "multiprocessing.get" not in fix, fix
 
 
 @pytest.mark.parametrize("load", ["quiet", "hogs"])

@@ -69,8 +69,11 @@ def spin(i, n):
 
 def test_the_report_of_runs_side_by_side_shows_the_comparison(tmp_path):
     runs = []
-    for steps in (200_000, 800_000):  # (CPU seconds, judged loaded or not: see compare)
-        dsk = {("load", i): (spin, i, 60_000) for i in range(4)}
+    # (CPU seconds, judged loaded or not: see compare.  Runs long enough for
+    # the speed probe to time them: a before-run of 50 ms of CPU had 3-5
+    # timings, and the report named no regression 1 time in 4 runs)
+    for steps in (400_000, 1_600_000):
+        dsk = {("load", i): (spin, i, 120_000) for i in range(4)}
         dsk.update({("parse", i): (spin, i, steps) for i in range(4)})
         with performance_report(None, samples=False) as report:
             localsched.get(dsk, list(dsk), num_workers=2)
