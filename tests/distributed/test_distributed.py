@@ -199,6 +199,52 @@ def test_subprocess_cluster_by_address(subprocess_cluster_client):
         ld.shutdown()
 
 
+#: A test run that starts a cluster of real dask processes, says their pids
+#: and waits to be killed.
+CLUSTER_OWNER = """
+import pathlib, sys, time
+from tests.support.cluster_procs import SubprocessCluster
+cluster = SubprocessCluster(pathlib.Path(sys.argv[1]))
+print(" ".join(str(p) for p in sorted(cluster.pids())), flush=True)
+time.sleep(600)
+"""
+
+
+@needs_posix_signals
+def test_a_killed_test_run_leaves_no_dask_process_behind(tmp_path):
+    # (a CI job's timeout or a SIGKILL of pytest runs no finalizer: the
+    # cluster's processes, in sessions of their own, outlived it before
+    # their lifelines)
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    owner = subprocess.Popen([sys.executable, "-c", CLUSTER_OWNER, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True, cwd=root,
+                             env=dict(os.environ, PYTHONPATH=root))
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()  # (the event: the cluster is up)
+        pids = [int(x) for x in line.split()]
+        assert len(pids) >= 6, line  # (3 lifelines, a scheduler, 2 workers)
+        procs = [psutil.Process(pid) for pid in pids]
+        owner.kill()
+        owner.wait(30)
+        _, alive = psutil.wait_procs(procs, timeout=60)
+        assert alive == [], alive
+    finally:
+        owner.kill()
+        owner.wait(30)
+        if owner.stdout is not None:
+            owner.stdout.close()
+        for pid in pids if "pids" in locals() else []:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
 def test_a_killed_worker_gives_retried_tasks_and_a_correct_result(subprocess_cluster_client):
     client = subprocess_cluster_client
     cluster = client.cluster_procs

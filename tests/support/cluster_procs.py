@@ -34,9 +34,15 @@ if not hasattr(time, "_unshifted"):
 """
 
 
+#: The lifeline each process is started behind (``tests/support/lifeline.py``).
+LIFELINE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lifeline.py")
+
+
 class SubprocessCluster:
     """``dask scheduler`` and ``dask worker`` processes, each in a session of
-    its own, so a finalizer can kill them with everything they started."""
+    its own, so a finalizer can kill them with everything they started, and
+    each behind a lifeline (``lifeline.py``): a test run killed before its
+    finalizers ran leaves none of them behind."""
 
     def __init__(self, tmp_path, n_workers=2, nanny=False, env=None, scheduler_args=()):
         self.procs: list = []
@@ -69,8 +75,11 @@ class SubprocessCluster:
         self.client.wait_for_workers(n_workers, timeout=30)
 
     def _start(self, args):
+        # (behind a lifeline: a pipe this process alone writes to, whose end
+        # -- this test run killed -- ends the command's whole session)
         p = subprocess.Popen(
-            [sys.executable, "-m", "dask", *args], start_new_session=True, env=self.env,
+            [sys.executable, LIFELINE, sys.executable, "-m", "dask", *args],
+            start_new_session=True, env=self.env, stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.procs.append(p)
         return p
@@ -137,6 +146,8 @@ class SubprocessCluster:
         for p in self.procs:
             kill_session(p)
             p.wait(10)
+            if p.stdin is not None:
+                p.stdin.close()
         for q in started:
             with contextlib.suppress(psutil.Error):
                 q.kill()  # (psutil checks it is still the process noted, not a reused pid)
