@@ -70,8 +70,9 @@ ACTIVITY_HEIGHT = 0.3
 #: The least height of a worker's row, in pixels; the frame is at least ``FRAME_PX``.
 ROW_PX = 32
 FRAME_PX = 150
-#: Pixels of a figure outside its frame: title, toolbar, time axis.
-CHROME_PX = 100
+#: Pixels of a figure outside its frame and legend: title, toolbar, time axis
+#: (79 in Chromium; the legend's rows are added to the figure by ``add_legend``).
+CHROME_PX = 80
 
 FAILED_COLOR = "#d62728"
 SEND_COLOR = "#9e9e9e"
@@ -136,7 +137,8 @@ def draw_tasks(table: TaskTable, x_range, t0, colors: dict[str, str], label_size
     names = [worker_label(w, row) for w, row in row_of.items()]
     rows = np.fromiter((row_of[w] for w in table.workers), dtype=np.int64, count=n)
 
-    if not {"height", "plot_height"} & set(figure_kwargs):
+    fixed = height_fixed(figure_kwargs)  # (the caller's height: the legend's room is in it)
+    if not fixed:
         figure_kwargs = dict(figure_kwargs, height=task_stream_height(len(row_of)))
     fig = new_figure("Task stream", "Worker", x_range, figure_kwargs)
     if "y_range" not in figure_kwargs:
@@ -202,7 +204,7 @@ def draw_tasks(table: TaskTable, x_range, t0, colors: dict[str, str], label_size
 
     point_hover(fig, renderers, _TASK_TOOLTIPS + [("tasks", "@count")])
     legend = _group_legend(fig, table, colors)
-    add_legend(fig, legend + extra_legend, label_size, grow=not height_fixed(figure_kwargs))
+    add_legend(fig, legend + extra_legend, label_size, grow=not fixed)
     if not n and not table.failed and not table.interrupted:
         empty_message(fig, "No task finished", x_range, 0.0)
     return fig

@@ -147,6 +147,42 @@ def test_real_session_report_reads_well_in_a_browser(session, output_dir):
     assert 0.6 * FLAME_ROW_PX <= flame_px / rows <= 2 * FLAME_ROW_PX
 
 
+#: Activities a busy run's task stream can show beside its groups, each an
+#: item of its legend.
+ACTIVITIES = ("queued", "deserialize", "serialize", "transfer", "hand-off", "start-up",
+              "spill", "disk-read")
+
+
+@pytest.mark.parametrize("activities", [0, 4, len(ACTIVITIES)])
+def test_the_task_streams_rows_keep_their_height_whatever_its_legend_holds(tmp_path,
+                                                                           activities):
+    # (the legend's rows are taken from the figure's height or added to it:
+    # a session's page beside CPU hogs recorded more kinds of activity, its
+    # legend grew by two rows, and 8 workers' rows got 213 px of frame)
+    require_chromium()
+    from bokeh.io import save
+    from bokeh.layouts import column
+    from bokeh.resources import INLINE
+
+    from localsched.diagnostics.collectors.records import ActivityData, TaskData
+
+    groups = [f"load_{chr(97 + g)}" for g in range(20)]
+    results = [TaskData((groups[g], w), None, g + 0.0, g + 0.8, w)
+               for g in range(20) for w in range(8)]
+    acts = [ActivityData((groups[a], 0), ACTIVITIES[a], a + 0.1, a + 0.2, 0)
+            for a in range(activities)]
+    fig = tasks.plot_tasks(results, activities=acts, sizing_mode="stretch_width")
+    html = tmp_path / "stream.html"
+    save(column(fig, sizing_mode="stretch_width"), html, resources=INLINE, title="stream")
+    result = open_in_chromium(html, wait_for=BOKEH_RENDERED, evaluate=LAYOUT, width=1280,
+                              timeout=120)
+    assert result.errors == [] and result.ready
+    (stream,) = result.value["plots"]
+    frame_px = stream["frame"][3] - stream["frame"][1]
+    assert frame_px >= 8 * tasks.ROW_PX, (frame_px, stream["legends"])
+    assert frame_px <= 8 * tasks.ROW_PX + 40, (frame_px, stream["legends"])  # (no slack)
+
+
 def test_legends_are_compact_and_top_groups_distinct(session):
     layout = session[4]
     stream = layout.select_one({"name": "tasks"})
