@@ -38,11 +38,12 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     Never ``transfer``: nothing of it is data moving.  Seconds: start-up
     over the workers.
 ``idle`` (more threads)
-    On threads, on a machine not ``busy`` and without a ``blas`` finding
-    (waiting for a CPU looks like waiting for I/O), groups not
-    ``gil_bound`` (waiting for the GIL does too) holding at
-    least half the task time spent at most
-    ``IO_CPU_SHARE`` (20 %) of it on CPU (sleeping, waiting for I/O), and
+    On threads, without a ``blas`` finding and, on a ``busy`` machine, where
+    the system measured the waits for a CPU (else they look like waits for
+    I/O), groups not ``gil_bound`` (waiting for the GIL does too) holding at
+    least half the task time spent at most ``IO_CPU_SHARE`` (20 %) of it,
+    less their waits for a CPU (``Facts.cpu_waited``), on CPU (sleeping,
+    waiting for I/O), and
     the what-if (``replay``) with more threads -- at most
     ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --
     saves at least ``IO_SAVING`` (20 %) of the recorded time.  The number
@@ -188,8 +189,7 @@ def busy(f: Facts, held: list) -> list:
 
 def _held(held: list) -> str:
     if not held:
-        return ("GIL, straggler, overhead and more-threads findings are held back on a "
-                "busy machine")
+        return ("GIL, straggler and overhead findings are held back on a busy machine")
     return (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} held "
             "back: waiting for a CPU looks like them")
 
@@ -275,10 +275,12 @@ def gil_bound(f: Facts) -> set:
 def more_threads(f: Facts) -> list:
     # (on a busy machine, or with BLAS's threads fighting, tasks wait for a
     # CPU, which looks like waiting for I/O: more threads would not help;
-    # nor for tasks waiting for the GIL)
-    if f.kind != "threads" or not f.comps or is_busy(f) or blas(f):
+    # nor for tasks waiting for the GIL.  Where the system measured the
+    # waits for a CPU, they are taken out of the tasks' time off the CPU:
+    # what is left slept, read or fetched, busy machine or not)
+    if f.kind != "threads" or not f.comps or blas(f) or (is_busy(f) and f.cpu_wait is None):
         return []
-    shares = _cpu_shares(f)
+    shares = {g: (c, max(0.0, n - f.cpu_waited(g))) for g, (c, n) in _cpu_shares(f).items()}
     held = gil_bound(f)
     waiting = {g: (c, n) for g, (c, n) in shares.items()
                if c <= IO_CPU_SHARE * (c + n) and g not in held}

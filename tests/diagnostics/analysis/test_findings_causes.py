@@ -331,8 +331,28 @@ def test_the_rules_module_lists_its_kinds():
 
 
 def test_waiting_tasks_on_a_busy_machine_are_not_told_to_add_threads():
+    # (where the waits for a CPU were not measured: they look like I/O)
     run = io_run()
     run.meta["load"] = load(others=1.5, own=0.02)
+    found = kinds(run)
+    assert "busy" in found and "idle" not in found
+
+
+def test_sleeping_tasks_on_a_busy_machine_are_told_to_add_threads_where_waits_are_measured():
+    # (the system says the run's threads waited 0.05 s for a CPU: the rest of
+    # their 1.6 s off the CPU they slept -- more threads help, busy or not)
+    run = io_run()
+    run.meta["load"] = dict(load(others=1.5, own=0.02), cpu_wait=0.05)
+    found = kinds(run)
+    assert "busy" in found and "idle" in found and "num_workers=" in found["idle"].fix
+
+
+def test_tasks_waiting_for_a_busy_machines_cpus_are_not_told_to_add_threads():
+    # (off the CPU 80 % of their time, all of it measured as waits for a CPU)
+    run = io_run()
+    run.metrics = {("execute", "fetch", "thread-cpu", "seconds"): 0.32,
+                   ("execute", "fetch", "thread-noncpu", "seconds"): 1.28}
+    run.meta["load"] = dict(load(others=1.5, own=0.34), cpu_wait=1.28)
     found = kinds(run)
     assert "busy" in found and "idle" not in found
 

@@ -210,6 +210,38 @@ def test_well_shaped_numpy_work_beside_other_programs_raises_no_false_alarm(load
     assert not {"overhead", "gil", "transfer"} & set(verdicts(run)), shown(run)
 
 
+def nap(i, seconds):
+    import time
+
+    time.sleep(seconds)  # (a stand-in for I/O: no CPU wanted)
+    return i
+
+
+def wall(run) -> float:
+    return sum(b - a for a, b in run.walls)
+
+
+@needs_schedstat
+def test_sleeping_io_beside_other_programs_is_told_more_threads_and_they_gain_it(loaded):
+    # (the system measures the threads' waits for a CPU: taken out of their
+    # time off the CPU, what is left slept -- more threads help however
+    # busy the machine; the fix as written gains at least half its claim)
+    import re
+
+    dsk = {("fetch", i): (nap, i, 0.05) for i in range(48)}
+    with performance_report(None, samples=True) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    run = report.data
+    said = {f.kind: f for f in run.findings()}
+    assert "busy" in said and "idle" in said, shown(run)
+    found = re.search(r"num_workers=(\d+)", said["idle"].fix)
+    assert found, said["idle"].fix
+    with performance_report(None, samples=False) as report:
+        localsched.get(dsk, list(dsk), num_workers=int(found.group(1)))
+    assert wall(run) - wall(report.data) >= 0.5 * said["idle"].seconds, \
+        (wall(run), wall(report.data), str(said["idle"]))
+
+
 def group_stats(g):
     import pandas as pd
 
