@@ -242,6 +242,40 @@ def test_sleeping_io_beside_other_programs_is_told_more_threads_and_they_gain_it
         (wall(run), wall(report.data), str(said["idle"]))
 
 
+def py_loop(n):
+    total = 0
+    for i in range(n):
+        total += i * i
+    return total
+
+
+@needs_schedstat
+def test_a_chain_beside_other_programs_is_still_its_critical_path(loaded):
+    # (eight 50 ms sleeps one after another: the chain is the run's length
+    # whatever the load, and the finding says so)
+    dsk = {("step", 0): (nap, 0, 0.05)}
+    for i in range(1, 8):
+        dsk[("step", i)] = (nap, ("step", i - 1), 0.05)
+    dsk.update({("side", i): (nap, i, 0.02) for i in range(3)})
+    with performance_report(None, samples=True) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    said = {f.kind: f for f in report.data.findings()}
+    assert "critical-path" in said and said["critical-path"].groups[0] == "step", \
+        shown(report.data)
+    assert not {"gil", "straggler", "overhead"} & set(said), shown(report.data)
+
+
+@needs_schedstat
+def test_evenly_split_python_work_beside_other_programs_has_no_straggler(loaded):
+    # (16 equal loops on 2 threads: other programs stretch some tasks more
+    # than others, which is no uneven split)
+    dsk = {("part", i): (py_loop, 300_000) for i in range(16)}
+    with performance_report(None, samples=True) as report:
+        localsched.get(dsk, list(dsk), num_workers=2)
+    said = {f.kind for f in report.data.findings()}
+    assert "busy" in said and "straggler" not in said, shown(report.data)
+
+
 def group_stats(g):
     import pandas as pd
 
