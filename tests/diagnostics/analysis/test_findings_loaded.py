@@ -26,6 +26,7 @@ from localsched.diagnostics.analysis import findings
 from localsched.diagnostics.collectors.records import GraphData, SampleData, TaskData
 from localsched.diagnostics.report import performance_report
 from localsched.diagnostics.runs.rundata import RunData
+from tests.diagnostics.analysis.test_findings_applied import py_loop
 from tests.support.pandas_pipeline import delayed_pipeline
 from tests.support.platform_marks import needs_schedstat
 
@@ -240,13 +241,6 @@ def test_sleeping_io_beside_other_programs_is_told_more_threads_and_they_gain_it
         localsched.get(dsk, list(dsk), num_workers=int(found.group(1)))
     assert wall(run) - wall(report.data) >= 0.5 * said["idle"].seconds, \
         (wall(run), wall(report.data), str(said["idle"]))
-
-
-def py_loop(n):
-    total = 0
-    for i in range(n):
-        total += i * i
-    return total
 
 
 @needs_schedstat
