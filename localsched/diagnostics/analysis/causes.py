@@ -43,9 +43,8 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     I/O), groups not ``gil_bound`` (waiting for the GIL does too) holding at
     least half the task time spent at most ``IO_CPU_SHARE`` (20 %) of it,
     less their waits for a CPU (``Facts.cpu_waited``), on CPU (sleeping,
-    waiting for I/O), and
-    the what-if (``replay``) with more threads -- at most
-    ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --
+    waiting for I/O), and the what-if (``replay``) with more threads -- at
+    most ``IO_MAX_THREADS`` (64) and as many as the CPU they did use allows --
     saves at least ``IO_SAVING`` (20 %) of the recorded time.  The number
     is the fewest threads within 10 % of the best; seconds: what they save.
 """
