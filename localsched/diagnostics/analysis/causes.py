@@ -19,17 +19,16 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     (``HELD_BACK``) and the finding says which.  Seconds: the others' CPU
     seconds over the cores (the wall time they could have taken).
 ``blas``
-    On threads with 2 or more workers, BLAS uses more than
-    one thread per call (``meta["blas"]``: threadpoolctl, else the
-    environment) and workers x BLAS threads exceed the cores, while groups
-    spent at least ``BLAS_NONCPU`` (50 %) of their task time off their own
-    thread's CPU (BLAS's threads, fighting each other, did the work) and
-    the process's threads that Python did not start (BLAS's pools,
-    ``meta["load"]["native_cpu"]``) spent at least ``BLAS_OUTSIDE`` (50 %) of those groups'
-    own CPU time (the BLAS helpers worked beside the tasks' threads): a
-    machine busy with other processes makes tasks wait off their CPU too,
-    but spends no CPU of this process.
-    Seconds: half those groups' non-CPU time over the workers.
+    On threads with 2 or more workers, BLAS uses more than one thread per
+    call (``meta["blas"]``: threadpoolctl, else the environment), workers x
+    BLAS threads exceed the cores, groups spent at least ``BLAS_NONCPU``
+    (50 %) of their task time off their own thread's CPU, and the process's
+    threads that Python did not start (BLAS's pools: ``native_cpu``) spent
+    at least ``BLAS_OUTSIDE`` (50 %) of those groups' CPU time and
+    ``BLAS_HELPERS`` (25 %) of their time off it: BLAS's helpers worked
+    while the tasks waited.  A busy machine makes tasks wait off their CPU
+    too, but spends no CPU of this process.  Seconds: half those groups'
+    non-CPU time over the workers.
 ``start-up``
     On processes, worker processes starting and importing the tasks'
     modules (fine metrics' ``start-up``: a first batch's wait for its
@@ -67,6 +66,8 @@ HELD_BACK = ("gil", "straggler", "overhead", "blas")  # (blas: threads fighting 
 # cores that other processes hold tells nothing of BLAS's own oversubscription)
 BLAS_NONCPU = 0.5
 BLAS_OUTSIDE = 0.5
+BLAS_HELPERS = 0.25  # (a pool's thread left spinning after NumPy's last call is
+# no helper: sleeping tasks then wait for nothing it does)
 STARTUP_SHARE = 0.20
 IO_CPU_SHARE = 0.20
 IO_MAX_THREADS = 64
@@ -221,7 +222,8 @@ def blas(f: Facts) -> list:
     # (BLAS's own threads: the CPU of this process's threads Python did not
     # start; a machine's load makes tasks wait without it)
     outside = load["native"]
-    if outside is None or outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy)):
+    if outside is None or outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy),
+                                        BLAS_HELPERS * noncpu):
         return []
     libraries = "/".join(info.get("libraries") or []) or "BLAS"
     source = info.get("source")

@@ -347,6 +347,17 @@ def test_sleeping_tasks_on_a_busy_machine_are_told_to_add_threads_where_waits_ar
     assert "busy" in found and "idle" in found and "num_workers=" in found["idle"].fix
 
 
+@pytest.mark.parametrize("others", [0.0, 1.5])
+def test_sleeping_tasks_beside_a_spinning_blas_pool_are_told_threads_not_blas(others):
+    # (CI, after a test that ran NumPy: a BLAS pool's threads spent 0.06 s
+    # of CPU while 1.6 s of sleeping tasks waited -- for nothing they did)
+    run = io_run()
+    run.meta["blas"] = {"threads": 2, "source": "threadpoolctl", "libraries": ["openblas"]}
+    run.meta["load"] = dict(load(others=others, own=0.1, native=0.06), cpu_wait=0.05)
+    found = kinds(run)
+    assert "blas" not in found and "idle" in found, [str(f) for f in found.values()]
+
+
 def test_tasks_waiting_for_a_busy_machines_cpus_are_not_told_to_add_threads():
     # (off the CPU 80 % of their time, all of it measured as waits for a CPU)
     run = io_run()
