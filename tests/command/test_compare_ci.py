@@ -1,7 +1,8 @@
 """``localsched compare`` as a CI gate: what a job relies on (issue #36, item 4).
 
 - identical reruns of a small workload never flag a regression, on a quiet
-  machine, beside three CPU hogs and beside a bursty load;
+  machine, beside three CPU hogs and beside a bursty load (there, one run
+  a side, at worst "inconclusive": exit 3);
 - a group whose work doubled is always flagged, there too, and so is a run
   whose every group doubled (the machine's speed, measured beside the run,
   tells a slower machine from slower code);
@@ -12,7 +13,9 @@
   a lone group read by the speed probe alone can (the probe's thread on a
   slower core than the tasks), and three runs a side then decide;
 - the machine's speed is the probe's while the tasks ran, not around them;
-- repeats (several files per side) measure the noise; exit 2 on bad input.
+- repeats (several files per side) measure the noise, and a side's machine
+  speed is their median (one probe reading far off changes nothing); exit
+  2 on bad input.
 
 CPU hogs and bursts are other programs (detached: not this process's
 descendants, which the load meter counts as its workers), killed (and
@@ -49,12 +52,14 @@ def boom(x):
     raise ValueError("bad input")
 
 
-#: ``parse``'s steps per task: about 0.4 s of CPU in all (8 tasks).  Half
-#: of it (0.2 s, 10-20 timings of the speed probe) left identical reruns
-#: 1.5x apart at the same measured machine speed: 3 of 870 pairs of 30
-#: quiet reruns flagged, up to 1.78x beside CPU hogs; this size: at most
-#: 1.29x quiet, 1.28x beside hogs, 1.21x beside a bursty load.
-PARSE_STEPS = 800_000
+#: ``parse``'s steps per task: about 0.6 s of CPU in all (8 tasks).  At
+#: 0.2 s (10-20 timings of the speed probe) identical reruns read 1.5x
+#: apart at the same measured machine speed (3 of 870 pairs of 30 quiet
+#: reruns flagged, up to 1.78x beside CPU hogs); at 0.4 s at most 1.29x
+#: quiet, 1.28x beside hogs, 1.21x beside a bursty load here -- and 1.34x
+#: on a CI machine beside the bursty load (one rerun's two groups both ran
+#: a quarter faster): longer runs average more of the load's bursts.
+PARSE_STEPS = 1_200_000
 
 
 def workload(path, parse_n=PARSE_STEPS, load_n=PARSE_STEPS // 7):
@@ -123,24 +128,35 @@ def bursty():
         ended(procs)
 
 
-def reruns_never_flag(tmp_path, capsys):
+def reruns_never_flag(tmp_path, capsys, allowed=(0,)):
+    """Every ordered pair of 10 identical reruns exits with a status in
+    ``allowed``; the failure shows the pairs that did not."""
     runs = [workload(tmp_path / f"run{i}.json") for i in range(10)]
-    statuses = [main(["compare", a, b]) for a in runs for b in runs if a != b]
-    out = capsys.readouterr().out
-    assert statuses == [0] * len(statuses), out
+    off = []
+    for a in runs:
+        for b in runs:
+            if a != b:
+                status = main(["compare", a, b])
+                out = capsys.readouterr().out
+                if status not in allowed:
+                    off.append(f"exit {status}:\n{out}")
+    assert not off, f"{len(off)} of 90 pairs:\n" + "\n".join(off[:4])
 
 
 def test_ten_identical_reruns_never_flag_a_regression(tmp_path, capsys):
     reruns_never_flag(tmp_path, capsys)
 
 
+# (beside a load, one run a side may be "inconclusive" (exit 3: rerun with
+# --repeats, the tool says), never a regression (exit 1))
+
 def test_ten_identical_reruns_beside_cpu_hogs_never_flag_a_regression(tmp_path, capsys, hogs):
-    reruns_never_flag(tmp_path, capsys)
+    reruns_never_flag(tmp_path, capsys, allowed=(0, 3))
 
 
 def test_ten_identical_reruns_beside_a_bursty_load_never_flag_a_regression(tmp_path, capsys,
                                                                            bursty):
-    reruns_never_flag(tmp_path, capsys)
+    reruns_never_flag(tmp_path, capsys, allowed=(0, 3))
 
 
 def slowed_twice_is_flagged(tmp_path, capsys, rounds=5):
@@ -410,6 +426,24 @@ def test_repeats_beside_a_bursty_load(tmp_path, capsys, bursty):
     out = capsys.readouterr().out
     assert status == 1, out
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+def test_one_probe_reading_far_off_neither_hides_nor_fakes_a_change(tmp_path, capsys):
+    # (CI, beside a bursty load: one after-run's probe read its machine 2x
+    # slower while its lone group's tasks ran at the usual speed -- divided
+    # by that, the doubled group looked unchanged.  With repeats a side's
+    # machine speed is its runs' median.)
+    before = [measured(tmp_path / f"b{i}.json", 1.5, p, parse=1.0)
+              for i, p in enumerate([100e-6, 104e-6, 97e-6])]
+    doubled = [measured(tmp_path / f"a{i}.json", 1.5, p, parse=2.0)
+               for i, p in enumerate([200e-6, 101e-6, 99e-6])]
+    assert main(["compare", "--repeats", "3", *before, *doubled]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+    same = [measured(tmp_path / f"s{i}.json", 1.5, p, parse=1.0)
+            for i, p in enumerate([50e-6, 101e-6, 99e-6])]
+    assert main(["compare", "--repeats", "3", *before, *same]) == 0, capsys.readouterr().out
+    capsys.readouterr()
 
 
 def timed_run(path, parse, during, outside, task_seconds):

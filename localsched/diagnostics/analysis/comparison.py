@@ -17,7 +17,8 @@ host's other tenants), so each run's seconds are first divided by its
 ratio of the speed probe saved beside each run (``meta["speed"]``,
 ``collectors.machine_speed``: its timings while the run's tasks ran, where
 its timeline has them) and that of the run's other groups, which ran at
-the same moments -- their geometric mean where they agree (``_Speeds``).
+the same moments -- their geometric mean where they agree (``_Speeds``);
+with repeats, the median of each side's factors (``_per_side``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
 by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
@@ -408,13 +409,11 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
         known = [e for e in ref if e[2] is not None]
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
-    values, factors, bases = [], [], []
-    for i, e in enumerate(entries):
-        f, basis = speeds.factor(i, g, share)
-        factors.append(f)
-        bases.append(basis)
-        values.append(0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f)
     n = len(b.groups)
+    found = [speeds.factor(i, g, share) for i in range(len(entries))]
+    factors, bases = _per_side([f for f, _ in found], n), [basis for _, basis in found]
+    values = [0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f
+              for e, f in zip(entries, factors, strict=True)]
     vb, va = values[:n], values[n:]
     tb = max((run[g][0] for run in b.groups if g in run), default=0)
     ta = max((run[g][0] for run in a.groups if g in run), default=0)
@@ -422,6 +421,19 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
     basis = "none" if measure != "CPU" else min(bases[1:], key=BASES.index, default="none")
     return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va),
                        round(machine, 6)), (vb, va, basis)
+
+
+def _per_side(factors: list, n: int) -> list:
+    """Each run's speed factor, or with repeats its side's median (the
+    first ``n``: the before-runs): one probe reading 2x off (its thread on
+    a core the tasks were not) can neither hide nor fake a change."""
+    out = []
+    for side in (factors[:n], factors[n:]):
+        ranked = sorted(side)
+        mid = len(ranked) // 2
+        median = ranked[mid] if len(ranked) % 2 else (ranked[mid - 1] * ranked[mid]) ** 0.5
+        out += side if len(side) == 1 else [median] * len(side)
+    return out
 
 
 def _geomean(values: list) -> float:
@@ -481,8 +493,9 @@ def _wall_row(b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tuple:
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
         factors.append(speeds.factor(i, None, share)[0])
-    walls = [w / f for w, f in zip(b.walls + a.walls, factors, strict=True)]
     n = len(b.walls)
+    factors = _per_side(factors, n)
+    walls = [w / f for w, f in zip(b.walls + a.walls, factors, strict=True)]
     row = GroupChange("(wall time)", 0, 0, min(walls[:n]), min(walls[n:]), "wall",
                       _spread(walls[:n], walls[n:]),
                       round(_geomean(factors[n:]) / _geomean(factors[:n]), 6))
