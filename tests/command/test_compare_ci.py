@@ -446,6 +446,39 @@ def test_one_probe_reading_far_off_neither_hides_nor_fakes_a_change(tmp_path, ca
     capsys.readouterr()
 
 
+def test_one_run_a_side_with_a_misread_probe_is_never_a_regression(tmp_path, capsys):
+    # (CI, beside a bursty load: both groups' CPU seconds the same, one
+    # probe reading 1.7x apart -- the probe alone made both +70 %, a
+    # regression.  The other groups say "the same machine": with one run a
+    # side a change must hold at both factors, else it is inconclusive.)
+    a = measured(tmp_path / "a.json", None, 100e-6, wall=0.73, parse=0.56, load=0.08)
+    b = measured(tmp_path / "b.json", None, 60e-6, wall=0.74, parse=0.60, load=0.082)
+    assert main(["compare", a, b]) in (0, 3), capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "REGRESSION" not in out, out
+    # ... a doubled group is a regression at both factors, whatever the probe read
+    c = measured(tmp_path / "c.json", None, 60e-6, wall=1.5, parse=1.2, load=0.08)
+    assert main(["compare", a, c]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+def test_every_group_slowed_by_one_change_is_never_passed(tmp_path, capsys):
+    # a shared helper doubled every group on the same machine: the groups
+    # excuse each other, the probe does not -- one run a side is at worst
+    # inconclusive (never "no regression"), repeats flag it
+    before = [measured(tmp_path / f"b{i}.json", None, p, wall=1.0, parse=1.0, load=0.5)
+              for i, p in enumerate([100e-6, 103e-6, 98e-6])]
+    after = [measured(tmp_path / f"a{i}.json", None, p, wall=2.0, parse=2.0, load=1.0)
+             for i, p in enumerate([101e-6, 99e-6, 102e-6])]
+    assert main(["compare", before[0], after[0]]) in (1, 3)
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out or "inconclusive" in out, out
+    assert main(["compare", "--repeats", "3", *before, *after]) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
 def timed_run(path, parse, during, outside, task_seconds):
     """One group's run whose tasks ran from 0 to ``task_seconds``; the speed
     probe timed ``during`` then, ``outside`` in the rest of a 1-second

@@ -17,8 +17,9 @@ host's other tenants), so each run's seconds are first divided by its
 ratio of the speed probe saved beside each run (``meta["speed"]``,
 ``collectors.machine_speed``: its timings while the run's tasks ran, where
 its timeline has them) and that of the run's other groups, which ran at
-the same moments -- their geometric mean where they agree (``_Speeds``);
-with repeats, the median of each side's factors (``_per_side``).
+the same moments -- their geometric mean where they agree, else the
+probe's, and one run a side must change at both (``_Speeds``); with
+repeats, the median of each side's factors (``_per_side``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
 by more than ``rel`` and by more than ``min_seconds`` (the repeats' spread,
@@ -296,8 +297,9 @@ class _Speeds:
     median of the run's other groups' CPU ratios (they ran at the same
     moments).  Agreeing within ``DISAGREE``, the factor is their geometric
     mean: half of a change in the other groups' own code cannot make a
-    group look slower.  Disagreeing, the other groups' code changed and the
-    probe alone counts.  Without a probe the other groups may only excuse (a
+    group look slower.  Disagreeing, the other groups' code changed or the
+    probe misread (one reading was seen 1.7x off): the probe counts, and with
+    one run a side a change must hold at the groups' factor too.  Without a probe the other groups may only excuse (a
     factor above 1), never accuse.  Task seconds of a group that waits, and
     the wall time, take the factor to the power of their share on the CPU."""
 
@@ -325,20 +327,27 @@ class _Speeds:
 
     def factor(self, i: int, group: str | None, share: float) -> tuple:
         """Run ``i``'s speed factor for ``group`` (None: the run as a whole,
-        the probe alone), to the power ``share`` (its share on the CPU), and
-        what it rests on: ``"both"`` (the probe and the other groups agree),
-        ``"probe"`` or ``"none"``."""
+        against all its groups), to the power ``share`` (its share on the
+        CPU); what it rests on: ``"both"`` (the probe and the other groups
+        agree), ``"probe"`` or ``"none"``; and the other groups' factor
+        where they disagree with the probe (else the factor again): with
+        one run a side a regression must hold at both."""
         probe = self.probe[i]
-        cross = self.cross(i, group) if group is not None and i else None
+        cross = self.cross(i, group) if i else None
+        agree = probe is not None and cross is not None \
+            and max(probe, cross) <= DISAGREE * min(probe, cross)
         basis = "none"
-        if probe is not None and cross is not None \
-                and max(probe, cross) <= DISAGREE * min(probe, cross):
+        if group is None:  # (the wall: the probe's factor; the groups' only as the other)
+            f, basis = (1.0, "none") if probe is None else (probe, "probe")
+        elif agree:
             f, basis = (probe * cross) ** 0.5, "both"
         elif probe is not None:
             f, basis = probe, "probe"
         else:  # (without a probe the other groups excuse, never accuse)
             f = max(1.0, cross) if cross is not None else 1.0
-        return f ** min(1.0, max(0.0, share)), basis
+        other = cross if probe is not None and cross is not None and not agree else f
+        power = min(1.0, max(0.0, share))
+        return f ** power, basis, other ** power
 
 
 def compare(before, after, rel: float | None = None,
@@ -368,10 +377,10 @@ def compare(before, after, rel: float | None = None,
     wall_rel = rel if repeats != (1, 1) else rel * PROBE_BAND[1]
     if busy and wall is not None and wall.noise:  # (the neighbours' noise, once more)
         wall_rel += wall.noise
-    wall_regressed = judged and wall is not None and _beyond(walls[1], walls[0], wall_rel,
-                                                            min_seconds)
+    wall_regressed = judged and wall is not None and all(
+        _beyond(after, before, wall_rel, min_seconds) for before, after in walls)
     faster = wall is not None and not wall_regressed and (
-        (judged and _beyond(walls[0], walls[1], rel, min_seconds))
+        (judged and all(_beyond(before, after, rel, min_seconds) for before, after in walls))
         or (max(a.walls) < min(b.walls)
             and sum(r.after for r in rows) <= sum(r.before for r in rows)))
     grown: list = []
@@ -411,16 +420,17 @@ def _group_row(g: str, b: _Side, a: _Side, waits: bool, speeds: _Speeds,
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
     n = len(b.groups)
     found = [speeds.factor(i, g, share) for i in range(len(entries))]
-    factors, bases = _per_side([f for f, _ in found], n), [basis for _, basis in found]
-    values = [0.0 if e is None else (e[2] if measure == "CPU" else e[1]) / f
-              for e, f in zip(entries, factors, strict=True)]
+    factors, bases = _per_side([f[0] for f in found], n), [f[1] for f in found]
+    seconds = [0.0 if e is None else (e[2] if measure == "CPU" else e[1]) for e in entries]
+    values = [s / f for s, f in zip(seconds, factors, strict=True)]
+    others = [s / f for s, f in zip(seconds, _per_side([f[2] for f in found], n), strict=True)]
     vb, va = values[:n], values[n:]
     tb = max((run[g][0] for run in b.groups if g in run), default=0)
     ta = max((run[g][0] for run in a.groups if g in run), default=0)
     machine = _geomean(factors[n:]) / _geomean(factors[:n])
     basis = "none" if measure != "CPU" else min(bases[1:], key=BASES.index, default="none")
     return GroupChange(g, tb, ta, min(vb), min(va), measure, _spread(vb, va),
-                       round(machine, 6)), (vb, va, basis)
+                       round(machine, 6)), (vb, va, basis, (others[:n], others[n:]))
 
 
 def _per_side(factors: list, n: int) -> list:
@@ -458,8 +468,10 @@ def _beyond(higher: list, lower: list, rel: float, min_seconds: float) -> bool:
 def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
            repeated: bool) -> str | None:
     """``"regression"``, ``"inconclusive"`` or None for a group's seconds
-    ``(before-runs, after-runs, basis)``: the bounds a speed factor's basis
-    allows (module docstring)."""
+    ``(before-runs, after-runs, basis, the same at the other groups' speed
+    factors)``: the bounds a speed factor's basis allows, and with one run a
+    side at both factors where the probe and the other groups disagree
+    (module docstring)."""
     basis = values[2]
     if repeated or basis == "both":
         low, high = rel, rel
@@ -467,7 +479,8 @@ def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
         low, high = rel * PROBE_BAND[0], rel * PROBE_BAND[1]
     else:
         low, high = rel, (max(rel, SURE_REL) if busy else rel)
-    if _beyond_or_new(values, high, min_seconds):
+    if _beyond_or_new(values, high, min_seconds) \
+            and (repeated or _beyond_or_new(values[3], high, min_seconds)):
         return "regression"
     return "inconclusive" if _beyond_or_new(values, low, min_seconds) else None
 
@@ -482,26 +495,30 @@ def _beyond_or_new(values: tuple, rel: float, min_seconds: float) -> bool:
 
 
 def _wall_row(b: _Side, a: _Side, waits: bool, speeds: _Speeds) -> tuple:
-    """(the wall row or None, judged, why not judged, (before walls, after
-    walls) at the reference's machine speed: the probe's ratio to the power
-    of the run's share of task seconds on the CPU)."""
+    """(the wall row or None, judged, why not judged, [(before walls, after
+    walls)] at the reference's machine speed: the probe's ratio to the power
+    of the run's share of task seconds on the CPU; with one run a side also
+    at the other groups' where they disagree: a change must hold at both)."""
     if any(w is None for w in b.walls + a.walls):
         return None, False, "", None
-    factors = []
+    found = []
     for i, run in enumerate([*b.groups, *a.groups]):
         known = [e for e in run.values() if e[2] is not None]
         total = sum(e[1] for e in known)
         share = sum(e[2] for e in known) / total if known and total > 0 else 0.0
-        factors.append(speeds.factor(i, None, share)[0])
+        found.append(speeds.factor(i, None, share))
     n = len(b.walls)
-    factors = _per_side(factors, n)
+    factors = _per_side([f[0] for f in found], n)
     walls = [w / f for w, f in zip(b.walls + a.walls, factors, strict=True)]
     row = GroupChange("(wall time)", 0, 0, min(walls[:n]), min(walls[n:]), "wall",
                       _spread(walls[:n], walls[n:]),
                       round(_geomean(factors[n:]) / _geomean(factors[:n]), 6))
+    judged = [(walls[:n], walls[n:])]
+    if n == len(a.walls) == 1:  # (one run a side: a change must hold at the groups' factor too)
+        judged.append((walls[:1], [a.walls[0] / found[1][2]]))
     if not waits:
-        return row, False, "not judged: machine busy", (walls[:n], walls[n:])
-    return row, True, "", (walls[:n], walls[n:])
+        return row, False, "not judged: machine busy", judged
+    return row, True, "", judged
 
 
 def _problems(b: _Side, a: _Side) -> list:
