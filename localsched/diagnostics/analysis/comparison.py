@@ -299,8 +299,8 @@ class _Speeds:
     mean: half of a change in the other groups' own code cannot make a
     group look slower.  Disagreeing, the other groups' code changed or the
     probe misread (one reading was seen 1.7x off): the probe counts, and with
-    one run a side a change must hold at the groups' factor too.  Without a probe the other groups may only excuse (a
-    factor above 1), never accuse.  Task seconds of a group that waits, and
+    one run a side a change must hold at the groups' factor too.  Without a
+    probe the other groups may only excuse (a factor above 1), never accuse.  Task seconds of a group that waits, and
     the wall time, take the factor to the power of their share on the CPU."""
 
     def __init__(self, b: _Side, a: _Side):
