@@ -300,8 +300,9 @@ class _Speeds:
     group look slower.  Disagreeing, the other groups' code changed or the
     probe misread (one reading was seen 1.7x off): the probe counts, and with
     one run a side a change must hold at the groups' factor too.  Without a
-    probe the other groups may only excuse (a factor above 1), never accuse.  Task seconds of a group that waits, and
-    the wall time, take the factor to the power of their share on the CPU."""
+    probe the other groups may only excuse (a factor above 1), never accuse.
+    Task seconds of a group that waits, and the wall time, take the factor
+    to the power of their share on the CPU."""
 
     def __init__(self, b: _Side, a: _Side):
         self.runs = [*b.groups, *a.groups]
