@@ -311,7 +311,7 @@ class _Speeds:
         self.probe = [p[1] / ref[1] if p is not None and ref is not None and p[0] == ref[0]
                       else None for p in probes]
 
-    def cross(self, i: int, leave_out: str) -> float | None:
+    def cross(self, i: int, leave_out: str | None) -> float | None:
         """The weighted median of run ``i``'s other groups' CPU ratios to the
         reference run's (None: no group to compare with)."""
         ref, run = self.runs[0], self.runs[i]
@@ -340,7 +340,7 @@ class _Speeds:
         basis = "none"
         if group is None:  # (the wall: the probe's factor; the groups' only as the other)
             f, basis = (1.0, "none") if probe is None else (probe, "probe")
-        elif agree:
+        elif probe is not None and cross is not None and agree:
             f, basis = (probe * cross) ** 0.5, "both"
         elif probe is not None:
             f, basis = probe, "probe"
