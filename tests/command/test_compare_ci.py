@@ -159,15 +159,17 @@ def test_ten_identical_reruns_beside_a_bursty_load_never_flag_a_regression(tmp_p
     reruns_never_flag(tmp_path, capsys, allowed=(0, 3))
 
 
-def slowed_twice_is_flagged(tmp_path, capsys, rounds=5):
+def slowed_twice_is_flagged(tmp_path, capsys, rounds=5, allowed=(1,)):
+    """In each round a group slowed 2x exits 1, its row marked -- or beside
+    a load, where ``allowed`` has 3, inconclusive (never "no regression")."""
     for i in range(rounds):
         before = workload(tmp_path / f"before{i}.json")
         after = workload(tmp_path / f"after{i}.json", parse_n=2 * PARSE_STEPS)
         status = main(["compare", before, after])
         out = capsys.readouterr().out
-        assert status == 1, out
+        assert status in allowed, out
         line = next(x for x in out.splitlines() if x.startswith("parse"))
-        assert "REGRESSION" in line, out
+        assert ("REGRESSION" if status == 1 else "inconclusive") in line, out
 
 
 def test_a_group_slowed_twice_is_always_flagged(tmp_path, capsys):
@@ -175,12 +177,12 @@ def test_a_group_slowed_twice_is_always_flagged(tmp_path, capsys):
 
 
 def test_a_group_slowed_twice_beside_cpu_hogs_is_always_flagged(tmp_path, capsys, hogs):
-    slowed_twice_is_flagged(tmp_path, capsys)
+    slowed_twice_is_flagged(tmp_path, capsys, allowed=(1, 3))
 
 
 def test_a_group_slowed_twice_beside_a_bursty_load_is_always_flagged(tmp_path, capsys,
                                                                      bursty):
-    slowed_twice_is_flagged(tmp_path, capsys)
+    slowed_twice_is_flagged(tmp_path, capsys, allowed=(1, 3))
 
 
 def one_group(path, n=400_000):
@@ -463,17 +465,29 @@ def test_one_run_a_side_with_a_misread_probe_is_never_a_regression(tmp_path, cap
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
 
 
-def test_every_group_slowed_by_one_change_is_never_passed(tmp_path, capsys):
+def test_one_run_a_side_is_inconclusive_when_only_the_probe_reads_a_changed_machine(
+        tmp_path, capsys):
+    # (CI, beside a bursty load: the after-run's probe read its machine 2.4x
+    # slower, the unchanged group said "the same" -- and the doubled group
+    # passed.  A machine 2.4x slower whose other group was made 2.4x faster
+    # looks the same: inconclusive, never "no regression")
+    a = measured(tmp_path / "a.json", None, 100e-6, wall=0.47, parse=0.38, load=0.057)
+    b = measured(tmp_path / "b.json", None, 240e-6, wall=0.99, parse=0.80, load=0.054)
+    assert main(["compare", a, b]) == 3
+    out = capsys.readouterr().out
+    assert "inconclusive" in next(x for x in out.splitlines() if x.startswith("parse")), out
+
+
+def test_every_group_slowed_by_one_change_is_flagged(tmp_path, capsys):
     # a shared helper doubled every group on the same machine: the groups
-    # excuse each other, the probe does not -- one run a side is at worst
-    # inconclusive (never "no regression"), repeats flag it
+    # excuse each other, the probe (reading the same machine) does not
     before = [measured(tmp_path / f"b{i}.json", None, p, wall=1.0, parse=1.0, load=0.5)
               for i, p in enumerate([100e-6, 103e-6, 98e-6])]
     after = [measured(tmp_path / f"a{i}.json", None, p, wall=2.0, parse=2.0, load=1.0)
              for i, p in enumerate([101e-6, 99e-6, 102e-6])]
-    assert main(["compare", before[0], after[0]]) in (1, 3)
+    assert main(["compare", before[0], after[0]]) == 1
     out = capsys.readouterr().out
-    assert "REGRESSION" in out or "inconclusive" in out, out
+    assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out
     assert main(["compare", "--repeats", "3", *before, *after]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in next(x for x in out.splitlines() if x.startswith("parse")), out

@@ -18,7 +18,8 @@ ratio of the speed probe saved beside each run (``meta["speed"]``,
 ``collectors.machine_speed``: its timings while the run's tasks ran, where
 its timeline has them) and that of the run's other groups, which ran at
 the same moments -- their geometric mean where they agree, else the
-probe's, and one run a side must change at both (``_Speeds``); with
+probe's; a machine change only the probe sees leaves one run a side
+inconclusive unless both factors agree on the verdict (``_Speeds``); with
 repeats, the median of each side's factors (``_per_side``).
 
 A measure regressed when **every** after-run exceeds **every** before-run
@@ -60,7 +61,7 @@ from .groups import group_stats
 __all__ = ["GroupChange", "Comparison", "compare", "RunPart", "split_side_by_side",
            "DEFAULT_REL", "BUSY_REL", "REPEATS_REL", "SURE_REL", "MIN_SECONDS",
            "OFF_CPU_SHARE", "BUSY_OFF_CPU_SHARE", "BUSY_CORES", "DISAGREE", "PROBE_BAND",
-           "REF_SECONDS", "INCONCLUSIVE", "cpu_by_group"]
+           "REF_SECONDS", "INCONCLUSIVE", "PROBE_STEADY", "cpu_by_group"]
 
 #: A measure regressed when it grew by more than this share (one run a side,
 #: at the reference's machine speed: ``benchmarks/README.md`` has the
@@ -92,6 +93,10 @@ DISAGREE = 1.6
 #: growth beyond ``rel`` times the first is inconclusive, beyond ``rel``
 #: times the second a regression (and so for the wall time).
 PROBE_BAND = (0.75, 1.75)
+#: The probe's reading of a steady machine (identical quiet reruns' came
+#: within this ratio): beyond it, and the other groups disagreeing, one run
+#: a side is judged at both factors.
+PROBE_STEADY = 1.3
 #: What a speed factor rests on, weakest first.
 BASES = ("none", "probe", "both")
 #: A group is a speed reference for the others with this many CPU seconds a run.
@@ -298,8 +303,9 @@ class _Speeds:
     moments).  Agreeing within ``DISAGREE``, the factor is their geometric
     mean: half of a change in the other groups' own code cannot make a
     group look slower.  Disagreeing, the other groups' code changed or the
-    probe misread (one reading was seen 1.7x off): the probe counts, and with
-    one run a side a change must hold at the groups' factor too.  Without a
+    probe misread (readings were seen 1.7-2.4x off): the probe counts, but
+    where it reads a machine changed beyond ``PROBE_STEADY``, with one run a
+    side a change must hold at the groups' factor too.  Without a
     probe the other groups may only excuse (a factor above 1), never accuse.
     Task seconds of a group that waits, and the wall time, take the factor
     to the power of their share on the CPU."""
@@ -331,8 +337,8 @@ class _Speeds:
         against all its groups), to the power ``share`` (its share on the
         CPU); what it rests on: ``"both"`` (the probe and the other groups
         agree), ``"probe"`` or ``"none"``; and the other groups' factor
-        where they disagree with the probe (else the factor again): with
-        one run a side a regression must hold at both."""
+        where they deny a machine change the probe reads (else the factor
+        again): with one run a side a verdict must hold at both."""
         probe = self.probe[i]
         cross = self.cross(i, group) if i else None
         agree = probe is not None and cross is not None \
@@ -346,7 +352,12 @@ class _Speeds:
             f, basis = probe, "probe"
         else:  # (without a probe the other groups excuse, never accuse)
             f = max(1.0, cross) if cross is not None else 1.0
-        other = cross if probe is not None and cross is not None and not agree else f
+        # (a machine changed well beyond a steady one's that only the probe
+        # sees: one reading was seen 2.4x off, and a change of the other
+        # groups' code looks the same -- with one run a side, both count)
+        doubted = probe is not None and cross is not None and not agree \
+            and max(probe, 1 / probe) > PROBE_STEADY
+        other = cross if doubted and cross is not None else f
         power = min(1.0, max(0.0, share))
         return f ** power, basis, other ** power
 
@@ -470,9 +481,9 @@ def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
            repeated: bool) -> str | None:
     """``"regression"``, ``"inconclusive"`` or None for a group's seconds
     ``(before-runs, after-runs, basis, the same at the other groups' speed
-    factors)``: the bounds a speed factor's basis allows, and with one run a
-    side at both factors where the probe and the other groups disagree
-    (module docstring)."""
+    factors)``: the bounds a speed factor's basis allows; with one run a
+    side a regression must hold at both factors, and growth at either is
+    inconclusive (module docstring)."""
     basis = values[2]
     if repeated or basis == "both":
         low, high = rel, rel
@@ -483,7 +494,8 @@ def _judge(values: tuple, rel: float, min_seconds: float, busy: bool,
     if _beyond_or_new(values, high, min_seconds) \
             and (repeated or _beyond_or_new(values[3], high, min_seconds)):
         return "regression"
-    return "inconclusive" if _beyond_or_new(values, low, min_seconds) else None
+    return "inconclusive" if _beyond_or_new(values, low, min_seconds) or (
+        not repeated and _beyond_or_new(values[3], low, min_seconds)) else None
 
 
 def _beyond_or_new(values: tuple, rel: float, min_seconds: float) -> bool:
