@@ -476,6 +476,7 @@ def test_one_run_a_side_is_inconclusive_when_only_the_probe_reads_a_changed_mach
     assert main(["compare", a, b]) == 3
     out = capsys.readouterr().out
     assert "inconclusive" in next(x for x in out.splitlines() if x.startswith("parse")), out
+    assert "speed probe read a change the other groups did not" in out, out
 
 
 def test_every_group_slowed_by_one_change_is_flagged(tmp_path, capsys):

@@ -141,7 +141,8 @@ class Comparison(NamedTuple):
     was faster (its grown groups are not regressions); ``problems``: failed,
     interrupted or empty runs; ``repeats``: runs per side;
     ``inconclusive``: the groups that grew beyond the bound on a busy
-    machine the data cannot tell from the code (``busy``: the other
+    machine the data cannot tell from the code (``doubted``: those whose
+    speed factors disagree, one run a side; ``busy``: the other
     processes' cores, the most either run measured).
 
     A *faster* run is never a regression: when the wall time fell beyond the
@@ -166,6 +167,7 @@ class Comparison(NamedTuple):
     repeats: tuple = (1, 1)
     inconclusive: list = []
     busy: float | None = None
+    doubted: tuple = ()
 
     @property
     def status(self) -> int:
@@ -187,10 +189,13 @@ class Comparison(NamedTuple):
         elif self.inconclusive:
             busy = "" if self.busy is None or self.busy <= BUSY_CORES else \
                 f"the machine was busy (other processes: {self.busy:.1f} cores); "
+            why = ("at one of two machine speeds that disagree (the speed probe read a "
+                   "change the other groups did not)"
+                   if {r.group for r in self.inconclusive} & set(self.doubted) else
+                   "but within what the machine's changing speed can make of the same code")
             head = ("inconclusive: " + busy + ", ".join(terminal_text(r.group)
                                                          for r in self.inconclusive)
-                    + " grew beyond the threshold but within what the machine's changing "
-                    "speed can make of the same code; rerun with --repeats or on a "
+                    + f" grew beyond the threshold {why}; rerun with --repeats or on a "
                     "quieter machine")
         elif self.faster:
             head = "no regression: the after-run is faster"
@@ -402,7 +407,9 @@ def compare(before, after, rel: float | None = None,
                       None if wall is None else wall.before,
                       None if wall is None else wall.after, wall, wall_regressed, note,
                       faster, grown, _problems(b, a), repeats, inconclusive,
-                      max(loads) if loads else None)
+                      max(loads) if loads else None,
+                      tuple(g for g, v in values.items()
+                            if repeats == (1, 1) and v[3] != (v[0], v[1])))
 
 
 def _listed(runs) -> list:
