@@ -62,8 +62,9 @@ def add_compare_parser(sub) -> None:
                     "seconds (task seconds where it mostly waits) and the wall time, at "
                     "the same machine speed (the speed probe saved with each run). "
                     "Exit 0: no regression; 1: a regression, or a run with failed or "
-                    "interrupted tasks; 2: bad input; 3: inconclusive (the machine was "
-                    "busy and a run has no speed probe: rerun quieter or with --repeats).",
+                    "interrupted tasks; 2: bad input; 3: inconclusive (one run a side on "
+                    "a busy machine, or machine speeds that disagree: rerun quieter or "
+                    "with --repeats).",
     )
     p.add_argument("runs", metavar="RUN.json", nargs="+",
                    help="BEFORE.json AFTER.json, or with --repeats N: N before-runs "

@@ -128,46 +128,56 @@ def bursty():
         ended(procs)
 
 
-def reruns_never_flag(tmp_path, capsys, allowed=(0,)):
-    """Every ordered pair of 10 identical reruns exits with a status in
-    ``allowed``; the failure shows the pairs that did not."""
+def reruns_never_flag(tmp_path, capsys, undecided=90):
+    """No ordered pair of 10 identical reruns exits 1 (or 2); at most
+    ``undecided`` exit 3 (inconclusive) for a reason other than a busy
+    machine (the probe and the other groups disagreeing); the failure shows
+    the pairs that were off."""
     runs = [workload(tmp_path / f"run{i}.json") for i in range(10)]
-    off = []
+    off, unsure = [], []
     for a in runs:
         for b in runs:
             if a != b:
                 status = main(["compare", a, b])
                 out = capsys.readouterr().out
-                if status not in allowed:
+                if status not in (0, 3):
                     off.append(f"exit {status}:\n{out}")
+                elif status == 3 and "machine was busy" not in out:
+                    unsure.append(f"exit 3:\n{out}")
     assert not off, f"{len(off)} of 90 pairs:\n" + "\n".join(off[:4])
+    assert len(unsure) <= undecided, f"{len(unsure)} of 90 pairs:\n" + "\n".join(unsure[:4])
 
 
 def test_ten_identical_reruns_never_flag_a_regression(tmp_path, capsys):
-    reruns_never_flag(tmp_path, capsys)
+    # on a quiet machine one odd rerun's pairs at most (18 of 90) are left
+    # inconclusive (CI: a probe read 1.44x slow where the other group read
+    # 0.86x); a busy one says so
+    reruns_never_flag(tmp_path, capsys, undecided=18)
 
 
 # (beside a load, one run a side may be "inconclusive" (exit 3: rerun with
 # --repeats, the tool says), never a regression (exit 1))
 
 def test_ten_identical_reruns_beside_cpu_hogs_never_flag_a_regression(tmp_path, capsys, hogs):
-    reruns_never_flag(tmp_path, capsys, allowed=(0, 3))
+    reruns_never_flag(tmp_path, capsys)
 
 
 def test_ten_identical_reruns_beside_a_bursty_load_never_flag_a_regression(tmp_path, capsys,
                                                                            bursty):
-    reruns_never_flag(tmp_path, capsys, allowed=(0, 3))
+    reruns_never_flag(tmp_path, capsys)
 
 
 def slowed_twice_is_flagged(tmp_path, capsys, rounds=5, allowed=(1,)):
     """In each round a group slowed 2x exits 1, its row marked -- or beside
-    a load, where ``allowed`` has 3, inconclusive (never "no regression")."""
+    a load, where ``allowed`` has 3, inconclusive (never "no regression");
+    a machine the comparison found busy may leave it inconclusive anywhere
+    (one run a side: ``BUSY_SURE_REL``)."""
     for i in range(rounds):
         before = workload(tmp_path / f"before{i}.json")
         after = workload(tmp_path / f"after{i}.json", parse_n=2 * PARSE_STEPS)
         status = main(["compare", before, after])
         out = capsys.readouterr().out
-        assert status in allowed, out
+        assert status in allowed or status == 3 and "machine was busy" in out, out
         line = next(x for x in out.splitlines() if x.startswith("parse"))
         assert ("REGRESSION" if status == 1 else "inconclusive") in line, out
 
@@ -185,7 +195,14 @@ def test_a_group_slowed_twice_beside_a_bursty_load_is_always_flagged(tmp_path, c
     slowed_twice_is_flagged(tmp_path, capsys, allowed=(1, 3))
 
 
-def one_group(path, n=400_000):
+#: A lone group's steps per task: about 0.3 s of CPU in all (8 tasks);
+#: doubled, 0.3 s more -- well beyond ``MIN_SECONDS`` when the repeats'
+#: spread is taken off (at 0.12 s: one before-run 25 % slow left the worst
+#: pair 46 ms apart, "no regression", beside a bursty load and CPU hogs).
+ONE_GROUP_STEPS = 1_000_000
+
+
+def one_group(path, n=ONE_GROUP_STEPS):
     """One group only: nothing in the run to compare the machine's speed with
     but the speed probe."""
     dsk = {("parse", i): (spin, i, n) for i in range(8)}
@@ -200,7 +217,7 @@ def test_a_run_slowed_twice_everywhere_is_never_passed_beside_a_bursty_load(tmp_
     # worst inconclusive (exit 3), never "no regression"
     for i in range(3):
         before = one_group(tmp_path / f"before{i}.json")
-        after = one_group(tmp_path / f"after{i}.json", n=800_000)
+        after = one_group(tmp_path / f"after{i}.json", n=2 * ONE_GROUP_STEPS)
         status = main(["compare", before, after])
         out = capsys.readouterr().out
         assert status in (1, 3), out
@@ -349,6 +366,31 @@ def test_a_group_made_faster_does_not_flag_the_others(tmp_path, capsys, speed):
     b = measured(tmp_path / "b.json", None, speed, parse=1.0, load=0.4)
     assert main(["compare", a, b]) == 0
     assert "REGRESSION" not in capsys.readouterr().out
+
+
+def test_one_run_a_side_on_a_busy_machine_leaves_a_band_inconclusive(tmp_path, capsys):
+    # the probe and the other group agree the machine's speed did not change,
+    # and parse grew 60 %: quiet, a regression ...
+    a = measured(tmp_path / "a.json", None, 100e-6, parse=1.0, load=0.5)
+    b = measured(tmp_path / "b.json", None, 100e-6, parse=1.6, load=0.5)
+    assert main(["compare", a, b]) == 1
+    # ... beside a load, what its bursts can make of one group of identical
+    # reruns (CI: +46 % at a speed both signals agreed on) ...
+    c = measured(tmp_path / "c.json", 1.5, 100e-6, parse=1.0, load=0.5)
+    d = measured(tmp_path / "d.json", 1.5, 100e-6, parse=1.6, load=0.5)
+    capsys.readouterr()
+    assert main(["compare", c, d]) == 3
+    out = capsys.readouterr().out
+    assert "inconclusive" in out and "busy" in out and "REGRESSION" not in out, out
+    # ... but not twice the work and more; and repeats decide +60 %
+    e = measured(tmp_path / "e.json", 1.5, 100e-6, parse=2.2, load=0.5)
+    assert main(["compare", c, e]) == 1
+    f = [measured(tmp_path / f"f{i}.json", 1.5, 100e-6, parse=1.0 + i / 100, load=0.5)
+         for i in range(3)]
+    g = [measured(tmp_path / f"g{i}.json", 1.5, 100e-6, parse=1.6 + i / 100, load=0.5)
+         for i in range(3)]
+    assert main(["compare", "--repeats", "3", *f, *g]) == 1
+    capsys.readouterr()
 
 
 def test_a_busy_machine_without_the_speed_probe_is_inconclusive(tmp_path, capsys):
@@ -528,7 +570,7 @@ def test_a_lone_group_slowed_twice_with_repeats_beside_a_bursty_load_is_flagged(
     # one run a side, a lone group can read inconclusive (the probe's thread
     # and the tasks on cores of different speeds); three a side decide
     before = [one_group(tmp_path / f"b{i}.json") for i in range(3)]
-    after = [one_group(tmp_path / f"a{i}.json", n=800_000) for i in range(3)]
+    after = [one_group(tmp_path / f"a{i}.json", n=2 * ONE_GROUP_STEPS) for i in range(3)]
     status = main(["compare", "--repeats", "3", *before, *after])
     out = capsys.readouterr().out
     assert status == 1, out
