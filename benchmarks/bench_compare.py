@@ -1,8 +1,9 @@
 """``localsched compare`` on a loaded machine: how far apart identical reruns
 read, and how a doubled group reads, raw and at the same machine speed.
 
-Records a two-group workload (``load`` fixed, ``parse`` 400,000 or 800,000
-steps a task: doubled) and a one-group one, ``--reps`` times each
+Records the workloads of ``tests/command/test_compare_ci.py``: two groups
+(``load`` fixed, ``parse`` 1,200,000 or 2,400,000 steps a task: doubled)
+and one group (1,000,000 or 2,000,000), ``--reps`` times each
 alternating, beside nothing, three CPU hogs or three bursty processes
 (detached: other programs to the load meter), then compares every pair:
 identical (before against before) and doubled (before against after).
@@ -32,8 +33,8 @@ from localsched.diagnostics.report import RunData, performance_report
 
 BURSTS = """import random, time
 while True:
-    t = time.monotonic()
-    while time.monotonic() - t < random.uniform(0.01, 0.15):
+    t, burst = time.monotonic(), random.uniform(0.01, 0.15)
+    while time.monotonic() - t < burst:
         pass
     time.sleep(random.uniform(0.01, 0.15))
 """
@@ -57,8 +58,12 @@ def recorded(dsk, path):
     return RunData.load_json(path)
 
 
+#: Steps a task, as in the tests: (two groups' ``parse``, one group's).
+STEPS = {"two groups": 1_200_000, "one group": 1_000_000}
+
+
 def two_groups(path, n):
-    dsk = {("load", i): (spin, i, 60_000) for i in range(8)}
+    dsk = {("load", i): (spin, i, STEPS["two groups"] // 7) for i in range(8)}
     dsk.update({("parse", i): (parse, ("load", i), n) for i in range(8)})
     return recorded(dsk, path)
 
@@ -99,7 +104,9 @@ def pairs_summary(pairs):
     statuses = [c.status for c in results]
     for (x, y), c, r in zip(pairs, results, rows, strict=True):
         if c.status == 3:  # (the figures of an inconclusive pair)
-            print("  inconclusive: parse CPU {:.3f} -> {:.3f} s, probe (mean, while the "
+            busy = "-" if c.busy is None else f"{c.busy:.1f}"
+            print(f"  inconclusive (others' cores {busy}): parse CPU "
+                  "{:.3f} -> {:.3f} s, probe (mean, while the "
                   "tasks ran) {:.1f}/{:.1f} -> {:.1f}/{:.1f} us, at the same speed "
                   "{:.2f}".format(parse_cpu(x), parse_cpu(y), *probe_us(x), *probe_us(y),
                                   r.after / r.before))
@@ -114,8 +121,8 @@ def spread(load, reps, where):
         for name, workload in (("two groups", two_groups), ("one group", one_group)):
             before, after = [], []
             for _ in range(reps):
-                before.append(workload(where, 400_000))
-                after.append(workload(where, 800_000))
+                before.append(workload(where, STEPS[name]))
+                after.append(workload(where, 2 * STEPS[name]))
             same = list(itertools.permutations(before, 2))
             doubled = [(x, y) for x in before for y in after]
             print(f"{load:7} {name:10} identical: {pairs_summary(same)}")
