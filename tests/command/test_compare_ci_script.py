@@ -4,6 +4,8 @@ dask workload saved twice with ``localsched profile --json``, then
 
 - the same workload twice: exit 0;
 - one task group made 2x slower: exit 1, that group flagged;
+- (either may be inconclusive, exit 3, where the machine was busy: so
+  the verdict says);
 - an after-run whose tasks fail (the script fails with them): exit 1, the
   failures named, never "no regression".
 """
@@ -48,6 +50,11 @@ def localsched_command(*args, cwd):
                           capture_output=True, text=True, timeout=300)
 
 
+def busy_unsure(proc) -> bool:
+    """``compare`` exited 3 because the machine was busy, and said so."""
+    return proc.returncode == 3 and "machine was busy" in proc.stdout
+
+
 def profiled(tmp_path, name, *job_args):
     proc = localsched_command("profile", "--no-progress", "--no-samples", "--json",
                               f"{name}.json", "-o", f"{name}.html", "job.py", *job_args,
@@ -65,14 +72,17 @@ def test_a_ci_job_compares_runs_saved_by_localsched_profile(tmp_path):
     proc, runs["failing"] = profiled(tmp_path, "failing", "400000", "fail")
     assert proc.returncode == 1 and "bad input" in proc.stderr
 
+    # (on a machine other programs kept busy, one run a side may leave either
+    # verdict inconclusive, exit 3, and say so: never the wrong one)
     same = localsched_command("compare", runs["base"], runs["again"], cwd=tmp_path)
-    assert same.returncode == 0, same.stdout + same.stderr
-    assert "no regression" in same.stdout
+    assert same.returncode == 0 or busy_unsure(same), same.stdout + same.stderr
+    assert "no regression" in same.stdout or busy_unsure(same)
 
     slower = localsched_command("compare", runs["base"], runs["slower"], cwd=tmp_path)
-    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert slower.returncode == 1 or busy_unsure(slower), slower.stdout + slower.stderr
     line = next(x for x in slower.stdout.splitlines() if x.startswith("parse"))
-    assert "REGRESSION" in line and "CPU" in line, slower.stdout
+    assert ("REGRESSION" if slower.returncode == 1 else "inconclusive") in line, slower.stdout
+    assert "CPU" in line, slower.stdout
     load = next(x for x in slower.stdout.splitlines() if x.startswith("load"))
     assert "REGRESSION" not in load, slower.stdout
 

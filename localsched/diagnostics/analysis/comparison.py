@@ -200,6 +200,8 @@ class Comparison(NamedTuple):
             why = ("at one of two machine speeds that disagree (the speed probe read a "
                    "change the other groups did not)"
                    if {r.group for r in self.inconclusive} & set(self.doubted) else
+                   "but within what a busy machine makes of the same code, one run a side"
+                   if busy else
                    "but within what the machine's changing speed can make of the same code")
             head = ("inconclusive: " + busy + ", ".join(terminal_text(r.group)
                                                          for r in self.inconclusive)
