@@ -284,8 +284,19 @@ def test_a_failing_task_leaves_no_segment():
     deadline = time.monotonic() + 10
     while mine() and time.monotonic() < deadline:
         time.sleep(0.01)  # batches that were running finish and are released
-    assert released()
+    assert released(), store_state()
     assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0  # the next one works
+
+
+def store_state() -> str:
+    """What is left, and where the store holds it (a failure's message:
+    once, beside 3 CPU hogs and the suite, a posix segment outlived this
+    wait; run alone beside hogs, 24 of 24 passed)."""
+    store = store_now()
+    return (f"left: {sorted(mine())}; running {store.running}, free {sorted(store.free)}, "
+            f"lent {sorted(store.lent)}, deferred {list(store.deferred)}, "
+            f"mapped {sorted(store.mapped)}, owned {sorted(store.owned)}, "
+            f"events {list(store.events)}")
 
 
 def test_a_worker_killed_while_holding_segments_leaves_none():
