@@ -122,7 +122,7 @@ class PoolLoop:
         self.idle = num_workers + settings.ahead  # batches that may start now
         self.idle_seconds = 0.0  # worker-seconds with a free worker and nothing ready
         # Results in shared memory arrive as handles, through an Inbox that
-        # releases them once the run stops.
+        # releases them once the run stops (made as the run starts: ``run``).
         self.load = self.inbox = self.shared_type = None
         # Where a process's records go (``run_batch``'s ``emit``, through the
         # pool): this loop's event queue, or with shared memory an
@@ -131,7 +131,6 @@ class PoolLoop:
         if transport is not None:
             self.load = transport.load
             self.shared_type = getattr(transport, "SharedValue", None)
-            self.emit = self.inbox = transport.Inbox(self.events.put)
         self.ctx = contextvars.copy_context() if stream and not pack_data else None
         # Threads nobody watches schedule themselves (see ``threadloop``),
         # under a memory budget too until it arms (it then admits each batch).
@@ -149,6 +148,12 @@ class PoolLoop:
             # at a loop's backward jump as if at the instruction before the
             # loop's head, and a Ctrl-C there would skip the handler below.)
             machine = self.machine
+            if self.transport is not None:
+                # (counts this computation running in the segment store until
+                # ``abort`` or ``hand_over_outputs`` counts it out: made in
+                # this try, so that a Ctrl-C anywhere before cannot leave it
+                # counted, and the store keeping every release for reuse)
+                self.emit = self.inbox = self.transport.Inbox(self.events.put)
             if self.crew is not None and machine.remaining:
                 self.run_crew(self.crew)
             while machine.remaining:

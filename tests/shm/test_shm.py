@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -339,6 +340,52 @@ def test_ctrl_c_mid_run_leaves_no_segment():
     with pytest.raises(KeyboardInterrupt):
         get(dsk, "out", callbacks=[Callback(posttask=posttask)])
     assert get({"a": (make, "f8"), "b": (first, "a")}, "b") == 0
+
+
+def interrupted_at(codes: set, nth: int):
+    """A trace that raises KeyboardInterrupt at the ``nth`` line run in any
+    of ``codes`` (a Ctrl-C landing there), and what it saw: ``[lines]``."""
+    seen: list = []
+
+    def local(frame, event, arg):
+        if event == "line":
+            seen.append(frame.f_lineno)
+            if len(seen) == nth:
+                raise KeyboardInterrupt(f"injected at line {frame.f_lineno}")
+        return local
+
+    def trace(frame, event, arg):
+        return local if frame.f_code in codes else None
+
+    return trace, seen
+
+
+def test_ctrl_c_at_any_line_of_a_computations_start_leaves_the_store_balanced():
+    # (A computation counts itself running in the store, which keeps released
+    # segments for reuse while any runs: a start that a Ctrl-C cut short and
+    # never counted out would keep every later release in the free list.)
+    from localsched._shm.handles import Inbox
+    from localsched.run import core, poolloop
+
+    codes = {poolloop.PoolLoop.__init__.__code__, core._run_pool.__code__,
+             Inbox.__init__.__code__}
+    dsk = {"a": (make, "f8"), "b": (first, "a")}
+    store = store_now()
+    for nth in range(1, 400):
+        trace, seen = interrupted_at(codes, nth)
+        sys.settrace(trace)
+        try:
+            result = get(dsk, "b")
+        except KeyboardInterrupt:
+            result = None
+        finally:
+            sys.settrace(None)
+        assert store.running == 0, f"Ctrl-C at line {seen[-1]}: {store_state()}"
+        assert get(dsk, "b") == 0
+        assert released(), f"Ctrl-C at line {seen[-1]}: {store_state()}"
+        if result is not None:  # (every line of the start had its turn)
+            break
+    assert len(seen) > 20
 
 
 def test_sweep_removes_only_segments_nobody_owns():
