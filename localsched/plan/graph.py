@@ -36,6 +36,7 @@ import sys
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
+from .dask_optimizers import prime
 from .fused import datanode_type, fuse, subgraph_function
 
 __all__ = [
@@ -105,6 +106,7 @@ def as_mapping(dsk: Any) -> Mapping:
         return dsk
     getter = getattr(dsk, "__dask_graph__", None)
     if getter is not None:
+        prime(dsk)  # (bags and delayed: dask's optimizers, linear: see dask_optimizers)
         g = getter()
         if isinstance(g, Mapping):
             return g
