@@ -163,9 +163,12 @@ def test_too_few_ready_tasks_is_an_idle_finding():
     dsk = {("load", i): (nap, i, 0.02) for i in range(16)}
     dsk.update({("parse", i): (nap, i, 0.3) for i in range(2)})
     run = recorded(localsched.get, dsk, list(dsk), num_workers=4)
-    found = kinds(run)
-    assert "idle" in found, [str(f) for f in run.findings()]
-    assert found["idle"].groups[0] == "parse" and "smaller tasks" in found["idle"].fix
+    # (its tasks sleep: beside CPU hogs the run took longer and the what-if
+    # of more threads -- the loads at once, the parses not behind them --
+    # can clear its bar too, a second idle finding, ranked either way)
+    starved = [f for f in run.findings() if f.kind == "idle" and "smaller tasks" in f.fix]
+    assert starved, [str(f) for f in run.findings()]
+    assert starved[0].groups[0] == "parse"
 
 
 def test_one_slow_task_of_many_is_a_straggler_not_a_chain():
