@@ -163,12 +163,14 @@ def test_too_few_ready_tasks_is_an_idle_finding():
     dsk = {("load", i): (nap, i, 0.02) for i in range(16)}
     dsk.update({("parse", i): (nap, i, 0.3) for i in range(2)})
     run = recorded(localsched.get, dsk, list(dsk), num_workers=4)
-    # (its tasks sleep: beside CPU hogs the run took longer and the what-if
-    # of more threads -- the loads at once, the parses not behind them --
-    # can clear its bar too, a second idle finding, ranked either way)
-    starved = [f for f in run.findings() if f.kind == "idle" and "smaller tasks" in f.fix]
-    assert starved, [str(f) for f in run.findings()]
-    assert starved[0].groups[0] == "parse"
+    # (its tasks sleep: one idle finding explains the gaps -- too few ready
+    # tasks, or, where the what-if of more threads clears its bar (beside
+    # CPU hogs the run took longer: the loads at once, the parses not
+    # behind them), more threads, and then the other is held back)
+    idle = [f for f in run.findings() if f.kind == "idle"]
+    assert len(idle) == 1, [str(f) for f in run.findings()]
+    assert "parse" in idle[0].groups
+    assert "smaller tasks" in idle[0].fix or "num_workers=" in idle[0].fix, idle[0].fix
 
 
 def test_one_slow_task_of_many_is_a_straggler_not_a_chain():
