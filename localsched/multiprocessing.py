@@ -8,7 +8,9 @@ this machine's, detected once; ``shutdown()`` stops its pools).  The pool
 itself lives in ``localsched._pool`` (its design note is in
 ``localsched/_pool/__init__.py``); this module only picks the pool and hands
 it to the scheduling loop, with the shared-memory transport of the pool's
-platform.
+platform.  Each worker runs BLAS and OpenMP on its share of the cores (one
+thread per call with a worker per core), unless the user's environment
+says otherwise (``localsched.system.blas``).
 
 On localsched's own pool, results and inputs holding large buffers (NumPy
 arrays, pandas columns, anything pickle protocol 5 hands out of band) travel
@@ -36,6 +38,7 @@ their parent process.
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable
@@ -56,6 +59,7 @@ from ._pool import (
 from ._pool.workers import max_workers
 from ._shm import transport as shm
 from .run.core import get_async
+from .system import blas as _blas
 from .system import platform as _platform
 from .system.forking import renew_in_child
 from .system.options import check_options, dask_config, resolve_pool_options
@@ -118,7 +122,9 @@ class SharedPools:
                 pool = None
             if pool is None:
                 pool = ProcessPool(num_workers, context=context, initializer=initializer,
-                                   initargs=initargs, platform=self.platform)
+                                   initargs=initargs, platform=self.platform,
+                                   worker_env=_blas.worker_environment(num_workers,
+                                                                       os.cpu_count()))
             pools[key] = pool  # (the most recently used, last)
             in_use[key] = in_use.get(key, 0) + use
             for old in list(pools):

@@ -64,6 +64,7 @@ class _Listener:
     _method: str
     _ctx: Any
     _init_payload: bytes | None
+    _worker_env: dict | None
 
     def _stopped(self) -> None:
         """The listener has stopped every worker (the pool's hook)."""
@@ -176,7 +177,8 @@ class _Listener:
         return handles
 
     def _spawn(self) -> None:
-        w = start_worker(self._method, self._ctx, self._init_payload, self.platform)
+        w = start_worker(self._method, self._ctx, self._init_payload, self.platform,
+                         self._worker_env)
         with self._lock:
             self._workers.append(w)
         self._handles = None

@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Executor, Future
 
 from .._shm import oob
@@ -111,6 +111,10 @@ class ProcessPool(_Listener, Executor):
     initializer, initargs
         Run once in each worker process when it starts.  If it raises, or a
         worker exits at start-up, the pool is broken (BrokenProcessPool).
+    worker_env : mapping of str to str, optional
+        Environment variables each worker starts with, set before anything
+        of the caller's runs in it (``localsched.multiprocessing`` sets the
+        threads BLAS and OpenMP use: ``localsched.system.blas``).
     platform : localsched.system.platform.Platform, optional
         What the pool and its workers run as (which kind of shared memory,
         how workers start and are waited on), as multiprocessing's objects
@@ -133,6 +137,7 @@ class ProcessPool(_Listener, Executor):
         context: str = "spawn",
         initializer: Callable | None = None,
         initargs: tuple = (),
+        worker_env: Mapping[str, str] | None = None,
         platform: _platform.Platform | None = None,
     ):
         if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
@@ -153,6 +158,7 @@ class ProcessPool(_Listener, Executor):
         self._method = context
         self._ctx = multiprocessing.get_context(context)
         self._init_payload = dumps((initializer, tuple(initargs))) if initializer else None
+        self._worker_env = dict(worker_env) if worker_env else None
         self._owner = os.getpid()
         self._ids = itertools.count(1)
         # Names this pool's shared-memory segments (see ``segments``).

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from .._shm import store as _shm_store
 from .._shm.oob import loads_job
 from .._shm.worker_side import WorkerSide
+from ..system import blas as _blas
 from ..system import platform as _platform
 from ..system import settings
 from . import job as _job
@@ -115,7 +116,7 @@ def _die_with_parent(lifeline, parent_pid: int | None, platform: _platform.Platf
 
 
 def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None,
-         close_first: tuple = (), task_slot=None, platform=None) -> None:
+         close_first: tuple = (), task_slot=None, platform=None, env=None) -> None:
     """Entry point of a worker process: run jobs until told to stop.
 
     Reads ``RUN`` messages from ``jobs`` and writes replies to ``out`` (one
@@ -127,6 +128,9 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     (``taskslot.attach`` takes it; None: nowhere).  ``platform``: its
     pool's (``_platform.Platform``; None: the detected one), which this
     worker's side of shared memory and its tie to the parent follow.
+    ``env``: variables to set before anything of the caller's runs (the
+    pool's ``worker_env``: BLAS threads, ``localsched.system.blas``); a
+    spawned worker has them from its start.
     """
     platform = platform or _platform.Platform.detect()
     # Ctrl-C in a terminal reaches the whole process group (a forked worker
@@ -136,6 +140,7 @@ def main(jobs, out, lifeline, parent_pid: int | None, init_payload: bytes | None
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for c in close_first:
         c.close()
+    _blas.apply_in_worker(env or {})
     if not _die_with_parent(lifeline, parent_pid, platform):
         return
     from ..callbacks import forget_registered

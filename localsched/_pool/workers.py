@@ -162,7 +162,8 @@ class Worker:
 class _SpawnedWorker(Worker):
     """A fresh interpreter running ``worker.BOOT`` (the "spawn" method)."""
 
-    def __init__(self, init_payload: bytes | None, platform: _platform.Platform):
+    def __init__(self, init_payload: bytes | None, platform: _platform.Platform,
+                 env: dict | None = None):
         from multiprocessing.connection import Connection
 
         super().__init__(platform)
@@ -179,6 +180,8 @@ class _SpawnedWorker(Worker):
                 pass_fds=(to_child_r, to_parent_w, life_r,
                           *(() if slot_fd is None else (slot_fd,))),
                 stdin=subprocess.DEVNULL,
+                # (set before the interpreter starts: see ``system.blas``)
+                env={**os.environ, **env} if env else None,
                 # Its own session: Ctrl-C at a terminal goes to the parent only,
                 # which decides.
                 start_new_session=True,
@@ -231,7 +234,8 @@ class _MPWorker(Worker):
     lifeline is read as a connection (end-of-file when the parent is gone).
     """
 
-    def __init__(self, ctx, init_payload: bytes | None, platform: _platform.Platform):
+    def __init__(self, ctx, init_payload: bytes | None, platform: _platform.Platform,
+                 env: dict | None = None):
         super().__init__(platform)
         portable = not platform.fd_passing
         parent, child = ctx.Pipe(duplex=True)
@@ -254,7 +258,7 @@ class _MPWorker(Worker):
             # this process, is a forkserver worker's parent.
             args=(child, child, life_r, None if method == "forkserver" else os.getpid(),
                   init_payload, (parent, life_w) if forked else (), slot.for_child(method_of_slot),
-                  platform),
+                  platform, env),
             name="localsched-worker",
             # Not a daemon: a task may start processes of its own (a nested
             # get).  The lifeline and PDEATHSIG tie it to this process, and
@@ -372,11 +376,12 @@ def max_workers(platform: _platform.Platform) -> int | None:
 
 
 def start_worker(method: str, ctx: Any, init_payload: bytes | None,
-                 platform: _platform.Platform) -> Worker:
+                 platform: _platform.Platform, env: dict | None = None) -> Worker:
     """Start a worker process by ``method`` (one of ``START_METHODS``) that
-    runs as ``platform`` (its pool's); where pipe descriptors cannot be
+    runs as ``platform`` (its pool's), with ``env`` set in its environment
+    before anything of the caller's runs; where pipe descriptors cannot be
     passed to a child or waited on (``Platform.fd_passing`` false:
     Windows), through multiprocessing, whatever the method."""
     if method == "spawn" and platform.fd_passing:
-        return _SpawnedWorker(init_payload, platform)
-    return _MPWorker(ctx, init_payload, platform)
+        return _SpawnedWorker(init_payload, platform, env)
+    return _MPWorker(ctx, init_payload, platform, env)
