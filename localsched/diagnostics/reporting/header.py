@@ -31,13 +31,14 @@ import os
 import platform
 import sys
 
+from ...system.blas import VARIABLES
+
 __all__ = ["run_header", "header_html", "SOURCE_LIMIT"]
 
 #: Characters of the script's source the header keeps.
 SOURCE_LIMIT = 20_000
 #: The environment variables that set BLAS/OpenMP threads.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARIABLES = VARIABLES
 
 
 def _cores(load: dict | None) -> dict:
