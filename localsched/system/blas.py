@@ -3,8 +3,8 @@
 NumPy's BLAS (OpenBLAS, MKL, Accelerate) and OpenMP start one thread per
 core for each call, in every process.  A pool of one worker per core then
 runs cores x cores threads: they fight for the cores, and a matrix product
-takes 1.5-3x as long as with one thread per worker (figures in
-``benchmarks/README.md``).  So each worker of localsched's process pools
+on 2 workers and 2 cores took 2.4x as long as with one thread per worker
+(figures in ``benchmarks/README.md``).  So each worker of localsched's process pools
 starts with ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS``, ``MKL_NUM_THREADS``,
 ``VECLIB_MAXIMUM_THREADS`` and ``NUMEXPR_NUM_THREADS`` set to its share of
 the cores (``worker_threads``), as dask.distributed's nanny does for its
