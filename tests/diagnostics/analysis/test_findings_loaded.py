@@ -168,13 +168,16 @@ def test_a_pandas_pipelines_fixed_cost_fix_gains_what_it_claims(load):
     # the fix as written: "the 200 pieces of 'pipeline_load' as about N";
     # the CPU seconds it saves (no wait for a CPU is in them, so beside hogs
     # too) are at least half those claimed (the finding's seconds are over
-    # the workers)
+    # the workers).  The finding the user is shown: on a machine busy enough
+    # (these hogs beside a CI run's own: 80 % of the cores to others), the
+    # rules' hand-off verdict can outweigh it, and the busy finding holds
+    # that one back (the pipeline test above checks the verdicts)
     import re
 
     procs = started(load)
     try:
         run = pandas_pipeline()
-        said = {f.kind: f for f in findings(run, hold_back=False)}
+        said = {f.kind: f for f in findings(run)}
         assert "overhead" in said and "fixed cost" in said["overhead"].title, shown(run)
         found = re.search(r"the 200 pieces of 'pipeline_load' as about (\d+)",
                           said["overhead"].fix)
