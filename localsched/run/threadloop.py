@@ -151,8 +151,9 @@ class Crew:
     of its tasks timed (one after a gap of 5 to 11 of the worker's tasks, the
     gaps varied so that no regular pattern of the graph hides a function),
     which keeps its mean right: a short function whose tasks turn long is
-    seen as long within a few samples.  A watching budget changes none of
-    it: its readings are made at timed tasks only.
+    seen as long within a few samples; a run of one function's tasks looks
+    its figures up once (the function compared by identity).  A watching
+    budget changes none of it: its readings are made at timed tasks only.
     """
 
     def __init__(self, machine: RunState | None, complete: Callable[[int, Any], list] | None,
@@ -292,15 +293,14 @@ class Crew:
         acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
         (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
          push, by_priority) = _structures(machine)
-        now, stats, wid, spawn = time.time, self.stats, threading.get_ident(), 0
-        i, g, st, value, laned, t0, skip, gap, then = -1, None, None, None, False, 0.0, 0, 0, now()
+        now, stats, wid, spawn, then = time.time, self.stats, threading.get_ident(), 0, time.time()
+        i, g, st, func, value, laned, t0, skip, gap = -1, None, None, None, None, False, 0.0, 0, 0
         while True:
             acquire()
             try:
                 if i >= 0:
                     if t0:  # (timed: see "What a task costs")
-                        t1 = now()
-                        self._timed(g, st, t1 - t0)
+                        st = self._timed(g, st, (t1 := now()) - t0)
                     if self.stopped:
                         if not self.handover:
                             return self._leave(_STOPPED, wid)
@@ -343,20 +343,21 @@ class Crew:
                     self.running += 1  # (counted from here until it leaves: ``_leave``)
                 if self.stopped or not ready:
                     return self._leave(_STOPPED if self.stopped else _IDLE, wid)
-                i = ready[-1]
+                i = ready.pop()
                 spec = specs[i]
-                g = id(spec[1]) if spec[0] == CALL else spec_group(spec)
-                st = stats.get(g)  # (function -> [seconds, tasks timed, short])
+                if spec[1] is not func or st is None or spec[0] != CALL:  # (else: the one before's)
+                    func = spec[1] if spec[0] == CALL else None
+                    g = id(func) if func is not None else spec_group(spec)
+                    st = stats.get(g)  # (function -> [seconds, tasks timed, short])
                 laned = st is not None and st[2]  # (the short lane: one worker at a time)
                 if laned:
                     if self.lane is not wid:  # (``is``: a thread's ident is a large int)
-                        if self.lane is not None:
-                            return self._leave(_IDLE, wid)  # (its holder takes them)
+                        if self.lane is not None:  # (its holder takes it)
+                            return self._leave(_IDLE, wid, put_back=i)
                         self.lane = wid
                     self.lane_ticks += 1  # (read by the waiting workers: see LANE_PATIENCE)
                 elif self.lane is wid:
                     self.lane = None
-                ready.pop()
                 if status[i] != READY:
                     raise self._taken_twice(i, wid)
                 status[i] = RUNNING
@@ -403,17 +404,17 @@ class Crew:
         assert self.machine is not None
         return InvalidStateError(f"task {self.machine.keys[i]!r} taken twice")
 
-    def _timed(self, g, st, seconds: float) -> None:
+    def _timed(self, g, st, seconds: float) -> list:
         """(Lock held.)  A timed task of function ``g`` took ``seconds``
-        (``st``: its figures when the task was taken, or None)."""
+        (``st``: its figures when the task was taken, or None); returns its figures."""
         if st is None:
             st = self.stats.get(g)  # (another worker may have timed one since)
             if st is None:
-                self.stats[g] = [seconds, 1, seconds < SHORT]
-                return
+                st = self.stats[g] = [0.0, 0, False]
         st[0] += seconds
         st[1] += 1
         st[2] = st[0] < SHORT * st[1]
+        return st
 
     def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> None:
         """(Lock held, the run handed over.)  Task i, still running when
@@ -459,9 +460,12 @@ class Crew:
         self.every = min(2 * self.every, _budget.WATCH_EVERY)
         self.count_at = machine.remaining - self.every
 
-    def _leave(self, outcome, wid):
+    def _leave(self, outcome, wid, put_back: int = -1):
         """(Lock held.)  This worker leaves the hot loop: it no longer
-        counts as running a task, and gives up the short lane, if it held it."""
+        counts as running a task, and gives up the short lane, if it held it
+        (``put_back``: a task it took from the ready stack, put back on top)."""
+        if put_back >= 0 and self.machine is not None:
+            self.machine.ready.append(put_back)
         self.running -= 1
         if self.lane == wid:
             self.lane = None
