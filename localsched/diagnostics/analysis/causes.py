@@ -22,13 +22,13 @@ without ``meta["load"]``, no fine metrics) leaves it silent.
     On threads with 2 or more workers, BLAS uses more than one thread per
     call (``meta["blas"]``: threadpoolctl, else the environment), workers x
     BLAS threads exceed the cores, groups spent at least ``BLAS_NONCPU``
-    (50 %) of their task time off their own thread's CPU, and the process's
+    (35 %) of their task time off their own thread's CPU, and the process's
     threads that Python did not start (BLAS's pools: ``native_cpu``) spent
     at least ``BLAS_OUTSIDE`` (50 %) of those groups' CPU time and
     ``BLAS_HELPERS`` (25 %) of their time off it: BLAS's helpers worked
     while the tasks waited.  A busy machine makes tasks wait off their CPU
-    too, but spends no CPU of this process.  Seconds: half those groups'
-    non-CPU time over the workers.
+    too, but spends no CPU of this process.  On processes: see ``blas``.
+    Seconds: half those groups' non-CPU time over the workers.
 ``start-up``
     On processes, worker processes starting and importing the tasks'
     modules (fine metrics' ``start-up``: a first batch's wait for its
@@ -64,7 +64,7 @@ WAIT_SHARE = 0.20
 OWN_FULL = 0.9
 HELD_BACK = ("gil", "straggler", "overhead", "blas")  # (blas: threads fighting for
 # cores that other processes hold tells nothing of BLAS's own oversubscription)
-BLAS_NONCPU = 0.5
+BLAS_NONCPU = 0.35  # (twice the cores' threads: about half their time off it)
 BLAS_OUTSIDE = 0.5
 BLAS_HELPERS = 0.25  # (a pool's thread left spinning after NumPy's last call is
 # no helper: sleeping tasks then wait for nothing it does)
@@ -201,12 +201,33 @@ def _cpu_shares(f: Facts) -> dict:
             if g is not None and cpu.get(g, 0.0) + noncpu.get(g, 0.0) > 0}
 
 
+def _worker_blas(info: dict) -> tuple[int | None, str | None]:
+    """(Processes.)  The threads per BLAS call in each worker, and the
+    variable that set them: the user's, the most of those set (else
+    localsched gave each worker its share of the cores: ``system.blas``)."""
+    said = info.get("environment")
+    if not isinstance(said, dict):  # (a run saved before it was recorded)
+        return None, None
+    best: tuple[int | None, str | None] = (None, None)
+    for name, value in said.items():
+        text = str(value).strip().split(",")[0]
+        if text.isdigit() and (best[0] is None or int(text) > best[0]):
+            best = (int(text), name)
+    return best
+
+
 def blas(f: Facts) -> list:
+    """On processes, each worker's threads per call are those the user's
+    environment set (``_worker_blas``; unset, localsched gave each worker
+    its share of the cores: ``system.blas``), BLAS's threads' CPU is the
+    process tree's outside the tasks' and the caller's threads
+    (``_outside_tasks``), and the fix is to unset the variable."""
     info = f.run.meta.get("blas")
     load = _load(f)
-    if not isinstance(info, dict) or f.kind != "threads" or f.workers < 2:
+    if not isinstance(info, dict) or f.kind not in ("threads", "processes") or f.workers < 2:
         return []
-    threads = info.get("threads")
+    threads, variable = ((info.get("threads"), None) if f.kind == "threads"
+                         else _worker_blas(info))
     cores = load["cores"] if load else None
     if not isinstance(threads, int) or threads < 2 or not cores \
             or f.workers * threads <= cores:
@@ -220,12 +241,15 @@ def blas(f: Facts) -> list:
     groups = [g for g, _, _ in heavy[:3]]
     noncpu = sum(n for _, n, _ in heavy)
     # (BLAS's own threads: the CPU of this process's threads Python did not
-    # start; a machine's load makes tasks wait without it)
-    outside = load["native"]
+    # start -- on processes, the workers' CPU outside their tasks' threads; a
+    # machine's load makes tasks wait without it)
+    outside = load["native"] if variable is None else _outside_tasks(f, shares)
     if outside is None or outside < max(MIN_SECONDS, BLAS_OUTSIDE * sum(c for _, _, c in heavy),
                                         BLAS_HELPERS * noncpu):
         return []
     libraries = "/".join(info.get("libraries") or []) or "BLAS"
+    if variable is not None:
+        return [_worker_blas_finding(f, libraries, variable, threads, int(cores), noncpu, groups)]
     source = info.get("source")
     said = "" if source == "threadpoolctl" else f" ({source})"
     return [Finding(
@@ -238,6 +262,32 @@ def blas(f: Facts) -> list:
         "`with threadpool_limits(1):` (pip install threadpoolctl), or set "
         "OPENBLAS_NUM_THREADS=1, MKL_NUM_THREADS=1 and OMP_NUM_THREADS=1 in the "
         "environment before NumPy is imported (set after, they have no effect).")]
+
+
+def _outside_tasks(f: Facts, shares: dict) -> float | None:
+    """(Processes.)  CPU seconds of the process tree outside the tasks'
+    threads and the caller's: the workers' helpers (BLAS's pools)."""
+    meta = f.run.meta.get("load")
+    try:
+        own, caller = float(meta["own_cpu"]), float(meta.get("caller_cpu") or 0.0)
+    except (KeyError, TypeError, ValueError):
+        return None
+    return own - caller - sum(c for c, _ in shares.values())
+
+
+def _worker_blas_finding(f: Facts, libraries: str, variable: str, threads: int, cores: int,
+                         noncpu: float, groups: list) -> Finding:
+    share = max(1, cores // f.workers)
+    return Finding(
+        "blas",
+        f"{libraries} ran {threads} threads per call in each of {f.workers} worker processes "
+        f"on {cores} cores ({variable}={threads} in the environment): "
+        f"{f.workers * threads} threads fought for the cores while {names(groups)} spent "
+        f"{format_seconds(noncpu)} off their own CPU.",
+        noncpu / f.workers / 2, groups,
+        f"unset {variable} before starting Python: localsched then runs each worker's BLAS "
+        f"on its share of the cores ({share} thread{'s' if share > 1 else ''} here); or set "
+        f"it to {share}.")
 
 
 def start_up(f: Facts) -> list:

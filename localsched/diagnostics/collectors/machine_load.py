@@ -35,6 +35,7 @@ import os
 import sys
 import time
 
+from ...system import blas as _blas
 from ...system import platform as _platform
 
 __all__ = ["LoadMeter", "blas_threads", "BLAS_VARIABLES"]
@@ -139,11 +140,21 @@ class LoadMeter:
 
 
 def blas_threads() -> dict | None:
-    """``{"threads", "source", "libraries"}``: the threads a BLAS call of
-    NumPy will use (the most of its loaded libraries), or None when NumPy
-    is not imported (no BLAS loaded: nothing to say)."""
+    """``{"threads", "source", "libraries", "environment"}``: the threads a
+    BLAS call of NumPy will use (the most of its loaded libraries), and the
+    BLAS variables the environment sets (``system.blas.VARIABLES``: a process
+    pool's workers then run as many, else their share of the cores); None
+    when NumPy is not imported (no BLAS loaded: nothing to say)."""
     if "numpy" not in sys.modules:
         return None
+    found = _blas_threads()
+    found["environment"] = {name: os.environ[name] for name in _blas.VARIABLES
+                            if name in os.environ}
+    return found
+
+
+def _blas_threads() -> dict:
+    """``blas_threads`` without the environment's variables."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:

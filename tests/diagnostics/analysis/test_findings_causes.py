@@ -311,6 +311,37 @@ def test_tasks_waiting_off_their_cpu_for_another_reason_are_no_blas_finding():
     assert "blas" not in found and "busy" in found
 
 
+def blas_process_run(environment, cores=2, own=6.0):
+    """Process workers with the BLAS variables the user set (``environment``)."""
+    tasks = [TaskData(("matmul", i), None, 0.0, 1.0, 100 + i % 2) for i in range(8)]
+    run = independent(tasks, scheduler="processes")
+    run.metrics = {("execute", "matmul", "thread-cpu", "seconds"): 2.0,
+                   ("execute", "matmul", "thread-noncpu", "seconds"): 6.0}
+    run.meta["blas"] = {"threads": 2, "source": "threadpoolctl", "libraries": ["openblas"],
+                        "environment": environment}
+    # (the process tree's CPU: the tasks' threads' 2 s and, in the workers,
+    # BLAS's own threads' 4 s; none of this process's threads but Python's)
+    run.meta["load"] = load(others=0.0, own=own, cores=cores, seconds=4.0, native=0.0)
+    return run
+
+
+def test_blas_threads_the_user_set_for_process_workers_beyond_the_cores_is_a_finding():
+    # (localsched's process workers run BLAS on their share of the cores
+    # unless the environment says how many: system.blas)
+    f = kinds(blas_process_run({"OPENBLAS_NUM_THREADS": "2"}))["blas"]
+    assert "OPENBLAS_NUM_THREADS=2" in f.title and "2 worker processes" in f.title
+    assert "unset OPENBLAS_NUM_THREADS" in f.fix and "threadpool_limits" not in f.fix
+    assert f.groups == ["matmul"] and f.seconds == pytest.approx(6.0 / 2 / 2)
+    assert "blas" not in kinds(blas_process_run({}))  # (localsched's share: 1 thread each)
+    assert "blas" not in kinds(blas_process_run({"OPENBLAS_NUM_THREADS": "1"}))
+    assert "blas" not in kinds(blas_process_run({"OPENBLAS_NUM_THREADS": "2"}, cores=4))
+    # (the workers spent no CPU outside their tasks' threads: no BLAS helpers worked)
+    assert "blas" not in kinds(blas_process_run({"OPENBLAS_NUM_THREADS": "2"}, own=2.0))
+    old = blas_process_run({"OPENBLAS_NUM_THREADS": "2"})
+    del old.meta["blas"]["environment"]  # (a run saved before it was recorded)
+    assert "blas" not in kinds(old)
+
+
 # -- processes: start-up and imports are not transfer --------------------------------
 
 def test_a_cold_pool_importing_is_start_up_never_transfer():
