@@ -117,13 +117,22 @@ def run_header(*, started: float | None, finished: float | None,
                      "dask": _version("dask"), "numpy": _version("numpy")},
         "platform": platform.platform(terse=True),
         "cores": os.cpu_count(),
-        "blas_threads": {**_dict(blas), "env": {k: os.environ[k] for k in THREAD_VARIABLES
-                                                if k in os.environ}},
+        "blas_threads": _blas_threads(blas),
         "scheduler": scheduler,
         "load": _cores(load),
         "script": info,
         "status": status,
     }
+
+
+def _blas_threads(blas: dict | None) -> dict:
+    """BLAS's threads with the thread variables set: those recorded with the
+    run (``meta["blas"]["environment"]``), else the environment's now."""
+    found = dict(_dict(blas))
+    env = found.pop("environment", None)
+    if not isinstance(env, dict):
+        env = {k: os.environ[k] for k in THREAD_VARIABLES if k in os.environ}
+    return {**found, "env": env}
 
 
 def _threads_text(blas: dict) -> str:

@@ -168,3 +168,17 @@ def test_others_cores_are_what_a_cpu_hog_beside_the_run_used(tmp_path, scheduler
     # the run's own CPU is its tasks' (on its workers, processes or threads)
     tasks_cpu = sum(v for k, v in report.data.metrics.items() if k[2] == "thread-cpu")
     assert tasks_cpu > 0 and meter["own_cpu"] >= 0.8 * tasks_cpu - 0.05, (meter, tasks_cpu)
+
+
+def test_the_blas_variables_are_those_recorded_with_the_run(monkeypatch):
+    # (the variables the run's workers started with, not those of whoever
+    # writes the page later: machine_load.blas_threads records them)
+    from localsched.diagnostics.reporting.header import run_header
+
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    blas = {"threads": 2, "source": "threadpoolctl", "libraries": ["openblas"],
+            "environment": {"OPENBLAS_NUM_THREADS": "2"}}
+    header = run_header(started=None, finished=None, blas=blas)
+    assert header["blas_threads"] == {"threads": 2, "source": "threadpoolctl",
+                                      "libraries": ["openblas"],
+                                      "env": {"OPENBLAS_NUM_THREADS": "2"}}
