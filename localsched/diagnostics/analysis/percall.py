@@ -39,7 +39,7 @@ from .facts import Facts
 from .finding import Finding, names
 from .usercode import library_of
 
-__all__ = ["fixed_cost", "FIXED_TASK", "FIXED_LIBRARY_SHARE", "FIXED_MIN_SAMPLES",
+__all__ = ["fixed_cost", "inside_library", "FIXED_TASK", "FIXED_LIBRARY_SHARE", "FIXED_MIN_SAMPLES",
            "VECTOR_RATE", "FIXED_SHARE"]
 
 MIN_SECONDS = 0.05
@@ -85,6 +85,15 @@ def _libraries(f: Facts, groups: set) -> dict:
         if name is not None:
             inside[name] = inside.get(name, 0) + 1
     return out
+
+
+def inside_library(f: Facts, library: str) -> set:
+    """The groups whose tasks the sampler saw inside ``library`` at least
+    ``FIXED_LIBRARY_SHARE`` of ``FIXED_MIN_SAMPLES`` or more looks: what
+    they make is that library's (a pandas task's result is a frame)."""
+    return {g for g, (looks, inside) in _libraries(f, set(f.stats)).items()
+            if looks >= FIXED_MIN_SAMPLES
+            and inside.get(library, 0) >= FIXED_LIBRARY_SHARE * looks}
 
 
 def _bytes_and_sources(f: Facts, group, sizes: dict) -> tuple:

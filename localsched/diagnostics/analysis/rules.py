@@ -40,7 +40,7 @@ from .budget import budget_advice, spill_finding
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
 from .memory import lifetimes
-from .percall import fixed_cost
+from .percall import fixed_cost, inside_library
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -265,8 +265,9 @@ def _gil(f: Facts) -> list:
     than processes could save of its CPU time (``cpu × (1 - 1/workers)``:
     waits beyond were for a CPU). Fix: localsched's processes, unless pickling
     what would cross -- results, their inputs, the graph's literal inputs
-    (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object and
-    ``PICKLE_RATE`` bytes a second -- costs half what they save: then only
+    (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object,
+    ``PICKLE_RATE`` bytes a second and ``PICKLE_FRAME`` a pandas object
+    (``_frames``) -- costs half what they save: then only
     the GIL-free rewrite.
     """
     if f.kind != "threads" or f.workers < 2:
@@ -357,6 +358,9 @@ def _gil_sampled(f: Facts) -> dict:
 #: of flat payload (strings, buffers; arrays travel in shared memory).
 PICKLE_OBJECT = 0.5e-6
 PICKLE_RATE = 500e6
+#: ... and per pandas object, whatever its size: pickling and unpickling a
+#: small DataFrame or Series took 148-252 µs here (an ndarray's, 14 µs).
+PICKLE_FRAME = 200e-6
 
 
 def _crossing(f: Facts, g) -> tuple | None:
@@ -379,9 +383,29 @@ def _crossing(f: Facts, g) -> tuple | None:
         if sizes:
             measured = True
             size += _result_bytes(f, g, sizes)
-    if not measured:
+    frames = _frames(f, g)
+    if not measured and not frames:
         return None
-    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE
+    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE + frames * PICKLE_FRAME
+
+
+def _frames(f: Facts, g) -> int:
+    """How many pandas objects would cross to and from ``g``'s tasks: the
+    results passed from task to task where either one is of a group the
+    sampler saw inside pandas (``percall.inside_library``: it makes or
+    takes frames)."""
+    pandas = inside_library(f, "pandas") if f.run.samples else set()
+    if not pandas or not f.comps:
+        return 0
+    count = 0
+    for comp in f.comps:
+        groups = [_group(k) for k in comp.keys]
+        for i, deps in enumerate(comp.deps):
+            mine = groups[i] == g
+            for j in deps:
+                if (mine or groups[j] == g) and (groups[i] in pandas or groups[j] in pandas):
+                    count += 1
+    return count
 
 
 def _result_bytes(f: Facts, g, sizes: dict) -> float:

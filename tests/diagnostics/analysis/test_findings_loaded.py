@@ -163,6 +163,23 @@ def test_a_delayed_pandas_pipeline_on_threads_is_told_the_truth_whatever_the_loa
         assert "'processes'" not in fix and "multiprocessing.get" not in fix, fix
 
 
+def test_the_gil_fix_weighs_each_frame_that_processes_would_pickle():
+    # (issue #36: a small frame's pickling and unpickling costs 150-250 µs
+    # whatever its size, and the crossing counted its bytes alone: 13 ms for
+    # this pipeline's loads, so a quiet run was told to use processes, which
+    # take 2-3x as long here.  The frames are those passed between tasks of
+    # groups the sampler saw inside pandas: 200 loads into 200 cleans, 200
+    # cleans into 200 summaries)
+    from localsched.diagnostics.analysis import rules
+    from localsched.diagnostics.analysis.facts import Facts
+
+    facts = Facts(pandas_pipeline())
+    assert rules._frames(facts, "pipeline_load") == 200
+    assert rules._frames(facts, "pipeline_clean") == 400
+    _bytes, seconds = rules._crossing(facts, "pipeline_load")
+    assert seconds >= 200 * rules.PICKLE_FRAME
+
+
 @pytest.mark.parametrize("load", ["quiet", "hogs"])
 def test_a_pandas_pipelines_fixed_cost_fix_gains_what_it_claims(load):
     # the fix as written: "the 200 pieces of 'pipeline_load' as about N";
