@@ -47,6 +47,7 @@ from ..plan.graph import A_TASK, CALL, NESTED, NODE
 from ..system.forking import at_fork_in_child
 from ..utils import funcname, key_split
 from .batch_held import Held
+from .batch_weighed import Weigher
 from .machine import READY, RUNNING, WAITING
 
 __all__ = ["Planner", "BatchItem", "BATCH_BUDGET", "forget"]
@@ -206,7 +207,11 @@ class Planner:
     Once a function's result has arrived that way (``Planner.large_result``),
     a batch that starts with it gets ``LARGE_BUDGET`` instead, and is cut where
     it leaves the fewest *large* results behind: on ``x + x.T`` the batch
-    ``x[i,j], x[j,i]`` and both tasks that use them runs in one worker.
+    ``x[i,j], x[j,i]`` and both tasks that use them runs in one worker.  A
+    result without large buffers that is costly to pickle (a pandas frame, a
+    bag's list of dicts: ``localsched.run.batch_weighed``) crosses through
+    the pipe at a similar cost, twice; its group is placed the same way once
+    weighed (``Planner.moved_result``), so a chain of them runs in one worker.
 
     Across computations.  What a planner learns of each task group (its
     function's mean duration, whether its results are large) is kept when the
@@ -236,8 +241,10 @@ class Planner:
         self.chain_limit = limit or CHAIN_LIMIT
         self.large_budget = LARGE_BUDGET if large_budget is None else large_budget
         # Groups (functions) whose results were large enough to cross
-        # processes out of band (see ``large_result``).
+        # processes out of band (see ``large_result``), or costly to move
+        # through the pipe (``moved_result``).
         self.large: set = set()
+        self.weigher = Weigher()
         self.max_live = max_live
         # (processes: ``MAX_INPUTS``; None where batches read a shared cache)
         self.max_inputs = max_inputs
@@ -302,6 +309,17 @@ class Planner:
         self.large.add(g)
         if self.unconfirmed:
             self.unconfirmed.discard(g)
+
+    def moved_result(self, i: int, value) -> None:
+        """Learn from i's result, back through the pipe (processes), whether
+        its group's results are costly to move (``batch_weighed``): if so,
+        batches starting with its function are placed as large results'
+        are; if not, a group recalled as large loses its budget."""
+        costly = self.weigher.weigh(self.group_of[i], value)
+        if costly:
+            self.large_result(i)
+        elif costly is False:
+            self.small_result(i)
 
     def small_result(self, i: int) -> None:
         """Learn that i's result came back small (through the pipe): a group

@@ -415,6 +415,9 @@ class PoolLoop:
         late_starts, successor, flight_of, mark = (settings.late_starts, self.successor,
                                                    self.flight_of, planner.mark)
         unconfirmed = planner.unconfirmed  # (a set the planner changes in place)
+        # (processes: the groups whose results' cost of moving is known)
+        weighed = planner.weigher.decided if settings.pack_data else None
+        group_of = planner.group_of
         shared_type, pack_data = self.shared_type, settings.pack_data
         new, record = tuple.__new__, TaskRecord
         results_wanted, size_here = settings.results_wanted, settings.size_here
@@ -450,8 +453,11 @@ class PoolLoop:
             planner.observe(i, t1 - t0, value)
             if type(value) is shared_type:
                 planner.large_result(i)
-            elif unconfirmed and value is not None:
-                planner.small_result(i)
+            elif value is not None:
+                if weighed is not None and group_of[i] not in weighed:
+                    planner.moved_result(i, value)  # (a few results of each group)
+                elif unconfirmed:
+                    planner.small_result(i)
             if make_records:
                 if not results_wanted:
                     value = None  # (not mapped from shared memory for nobody)

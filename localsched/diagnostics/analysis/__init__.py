@@ -17,6 +17,7 @@ One module an idea, imports pointing down only::
                  threads, a cold pool's start-up, waits for I/O
     finding      the Finding record and its shared phrasings
     usercode     the user's function and line behind a group (the stacks)
+    crossing     what would cross between worker processes, and its price
     facts        what the rules read, measured once per run
     comparison   two runs side by side: per-group differences, regressions
     replay       the what-if: the measured durations replayed on N workers

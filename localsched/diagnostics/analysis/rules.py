@@ -37,10 +37,11 @@ import math
 from ..reporting.naming import format_seconds, shorten
 from . import causes
 from .budget import budget_advice, spill_finding
+from .crossing import crossing as crossing_cost
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
 from .memory import lifetimes
-from .percall import fixed_cost, inside_library
+from .percall import fixed_cost
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -264,11 +265,9 @@ def _gil(f: Facts) -> list:
     measured), plus those gaps' waits, over the workers, and never more
     than processes could save of its CPU time (``cpu × (1 - 1/workers)``:
     waits beyond were for a CPU). Fix: localsched's processes, unless pickling
-    what would cross -- results, their inputs, the graph's literal inputs
-    (``GraphData.inputs``), at ``PICKLE_OBJECT`` a Python object,
-    ``PICKLE_RATE`` bytes a second and ``PICKLE_FRAME`` a pandas object
-    (``_frames``) -- costs half what they save: then only
-    the GIL-free rewrite.
+    what would cross between them (``crossing``: results passed other than
+    along a chain, the graph's literal inputs, pandas objects at their fixed
+    cost) costs half what they save: then only the GIL-free rewrite.
     """
     if f.kind != "threads" or f.workers < 2:
         return []
@@ -353,80 +352,12 @@ def _gil_sampled(f: Facts) -> dict:
     return out
 
 
-#: Pickling over and back between processes: per Python object met (a
-#: bag's 120,000 dicts, 1.6 million objects: 1.6-2.6 s here) and per byte
-#: of flat payload (strings, buffers; arrays travel in shared memory).
-PICKLE_OBJECT = 0.5e-6
-PICKLE_RATE = 500e6
-#: ... and per pandas object, whatever its size: pickling and unpickling a
-#: small DataFrame or Series took 148-252 µs here (an ndarray's, 14 µs).
-PICKLE_FRAME = 200e-6
-
-
-def _crossing(f: Facts, g) -> tuple | None:
-    """``(bytes, seconds of pickling)`` of what ``g``'s tasks would move to
-    and from worker processes: their results and their inputs (their
-    dependencies' results, as measured; the literal inputs the graph holds,
-    ``GraphData.inputs``); None where neither was measured."""
-    objects = size = 0.0
-    measured = False
-    tasks = f.stats[g].tasks if g in f.stats else 0
-    for graph in f.run.graphs:
-        inputs = getattr(graph, "inputs", None)
-        if isinstance(inputs, dict) and g in inputs:
-            measured = True
-            o, b = inputs[g]
-            objects, size = objects + o * tasks, size + b * tasks
-            break  # (one graph's average per task stands for the group)
-    if f.run.cache_metric in ("bytes", "nbytes"):
-        sizes = {r.key: float(r.metric) for r in f.run.cache if r.metric is not None}
-        if sizes:
-            measured = True
-            size += _result_bytes(f, g, sizes)
-    frames = _frames(f, g)
-    if not measured and not frames:
-        return None
-    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE + frames * PICKLE_FRAME
-
-
-def _frames(f: Facts, g) -> int:
-    """How many pandas objects would cross to and from ``g``'s tasks: the
-    results passed from task to task where either one is of a group the
-    sampler saw inside pandas (``percall.inside_library``: it makes or
-    takes frames)."""
-    pandas = inside_library(f, "pandas") if f.run.samples else set()
-    if not pandas or not f.comps:
-        return 0
-    count = 0
-    for comp in f.comps:
-        groups = [_group(k) for k in comp.keys]
-        for i, deps in enumerate(comp.deps):
-            mine = groups[i] == g
-            for j in deps:
-                if (mine or groups[j] == g) and (groups[i] in pandas or groups[j] in pandas):
-                    count += 1
-    return count
-
-
-def _result_bytes(f: Facts, g, sizes: dict) -> float:
-    """Bytes of the results of ``g``'s tasks and of their inputs' results."""
-    if not f.comps:
-        return sum(v for k, v in sizes.items() if _group(k) == g)
-    total = 0.0
-    for comp in f.comps:
-        keys = comp.keys
-        for i, k in enumerate(keys):
-            if _group(k) == g:
-                total += sizes.get(k, 0.0) + sum(sizes.get(keys[j], 0.0) for j in comp.deps[i])
-    return total
-
-
 def _gil_fix(f: Facts, g, saved: float) -> str:
     """Processes where what would cross between them costs less than they
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
-    crossing = _crossing(f, g)
+    crossing = crossing_cost(f, g)
     if crossing is not None and crossing[1] >= 0.5 * saved:
         return (f"{rewrite}: processes would not pay here, {_mb(crossing[0])} of results and "
                 f"inputs would cross between them (about "

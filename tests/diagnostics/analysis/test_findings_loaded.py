@@ -163,21 +163,25 @@ def test_a_delayed_pandas_pipeline_on_threads_is_told_the_truth_whatever_the_loa
         assert "'processes'" not in fix and "multiprocessing.get" not in fix, fix
 
 
-def test_the_gil_fix_weighs_each_frame_that_processes_would_pickle():
-    # (issue #36: a small frame's pickling and unpickling costs 150-250 µs
-    # whatever its size, and the crossing counted its bytes alone: 13 ms for
-    # this pipeline's loads, so a quiet run was told to use processes, which
-    # take 2-3x as long here.  The frames are those passed between tasks of
-    # groups the sampler saw inside pandas: 200 loads into 200 cleans, 200
-    # cleans into 200 summaries)
-    from localsched.diagnostics.analysis import rules
+def test_the_gil_fix_weighs_each_frame_that_would_cross_between_processes():
+    # (issue #36: a small frame's pickling and unpickling costs 150-250 µs a
+    # hop whatever its size, and the crossing counted its bytes alone: 13 ms
+    # for this pipeline's loads.  What crosses is what localsched's
+    # processes move: along each chain load -> clean -> summarize the
+    # frames stay in one worker (localsched.run.batch_weighed); the 200
+    # summaries cross into the combine, each a pandas Series: two hops)
+    from localsched.diagnostics.analysis import crossing
     from localsched.diagnostics.analysis.facts import Facts
+    from localsched.diagnostics.analysis.percall import inside_library
 
     facts = Facts(pandas_pipeline())
-    assert rules._frames(facts, "pipeline_load") == 200
-    assert rules._frames(facts, "pipeline_clean") == 400
-    _bytes, seconds = rules._crossing(facts, "pipeline_load")
-    assert seconds >= 200 * rules.PICKLE_FRAME
+    pandas = inside_library(facts, "pandas")
+    assert {"pipeline_clean", "pipeline_summarize"} <= pandas, pandas
+    for group, frames in [("pipeline_load", 0), ("pipeline_clean", 0),
+                          ("pipeline_summarize", 200), ("pipeline_combine", 200)]:
+        assert crossing.crossing_edges(facts, group, {}, pandas) == (0.0, frames), group
+    _bytes, seconds = crossing.crossing(facts, "pipeline_summarize")
+    assert seconds >= 200 * crossing.PICKLE_FRAME
 
 
 @pytest.mark.parametrize("load", ["quiet", "hogs"])
