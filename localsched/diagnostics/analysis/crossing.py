@@ -15,7 +15,9 @@ The price of what crosses: ``PICKLE_OBJECT`` a Python object met (the
 literal inputs' count), ``PICKLE_RATE`` bytes a second (results' sizes as
 measured, ``cache_metric`` bytes), and ``PICKLE_FRAME`` a pandas object
 crossing (a result of a group the sampler saw inside pandas,
-``percall.inside_library``), whatever its size.
+``percall.inside_library``), whatever its size.  And the hand-offs: the fix
+moves the whole computation, each of its tasks ``PROCESS_TASK`` beyond its
+own time on processes (its batch's round trip, a share of it).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from ...utils import key_split
 from .facts import Facts
 from .percall import inside_library
 
-__all__ = ["crossing", "crossing_edges", "PICKLE_OBJECT", "PICKLE_RATE", "PICKLE_FRAME"]
+__all__ = ["crossing", "crossing_edges", "PICKLE_OBJECT", "PICKLE_RATE", "PICKLE_FRAME",
+           "PROCESS_TASK"]
 
 #: Pickling over and back between processes: per Python object met (a
 #: bag's 120,000 dicts, 1.6 million objects: 1.6-2.6 s here) and per byte
@@ -35,12 +38,18 @@ PICKLE_RATE = 500e6
 #: to caller, caller to worker) of pickling and unpickling, each 148-252 µs
 #: for a small DataFrame or Series here (an ndarray's, 14 µs).
 PICKLE_FRAME = 400e-6
+#: What each task of a computation costs on processes beyond its own time,
+#: where batches are small (tasks of a millisecond or more): 200 chains of
+#: three 1 ms tasks took 0.81-0.87 s on one worker process against 0.6 s
+#: of tasks, a delayed pandas pipeline of 600 tasks 0.23-0.34 s more.
+PROCESS_TASK = 0.4e-3
 
 
-def crossing(f: Facts, g) -> tuple | None:
-    """``(bytes, seconds of pickling)`` of what ``g``'s tasks would move to
-    and from worker processes (``crossing_edges``, and the literal inputs
-    the graph holds); None where nothing of it was measured."""
+def crossing(f: Facts, g) -> tuple:
+    """``(bytes, seconds)`` of what ``g``'s tasks would move to and from
+    worker processes (``crossing_edges``, and the literal inputs the graph
+    holds) and of the run's tasks' hand-offs there (``PROCESS_TASK``
+    each); the bytes None where nothing that crosses was measured."""
     objects = size = 0.0
     measured = False
     tasks = f.stats[g].tasks if g in f.stats else 0
@@ -59,10 +68,12 @@ def crossing(f: Facts, g) -> tuple | None:
     moved, frames = crossing_edges(f, g, sizes, pandas)
     if not f.comps and sizes:  # (no dependencies recorded: every result counts)
         moved = sum(v for k, v in sizes.items() if key_split(k) == g)
+    handoffs = len(f.run.tasks) * PROCESS_TASK
     if not measured and not frames:
-        return None
+        return None, handoffs
     size += moved
-    return size, objects * PICKLE_OBJECT + size / PICKLE_RATE + frames * PICKLE_FRAME
+    return size, (objects * PICKLE_OBJECT + size / PICKLE_RATE + frames * PICKLE_FRAME
+                  + handoffs)
 
 
 def crossing_edges(f: Facts, g, sizes: dict, pandas: set) -> tuple:

@@ -357,13 +357,13 @@ def _gil_fix(f: Facts, g, saved: float) -> str:
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
-    crossing = crossing_cost(f, g)
-    if crossing is not None and crossing[1] >= 0.5 * saved:
-        return (f"{rewrite}: processes would not pay here, {_mb(crossing[0])} of results and "
-                f"inputs would cross between them (about "
-                f"{format_seconds(crossing[1])} of pickling).")
-    moved = (f" ({_mb(crossing[0])} of results and inputs would cross)"
-             if crossing is not None else "")
+    size, cost = crossing_cost(f, g)
+    if cost >= 0.5 * saved:
+        moved = (f"{_mb(size)} of results and inputs would cross between them, "
+                 if size is not None else "")
+        return (f"{rewrite}: processes would not pay here ({moved}about "
+                f"{format_seconds(cost)} of pickling and hand-offs).")
+    moved = f" ({_mb(size)} of results and inputs would cross)" if size is not None else ""
     return (f"run it on localsched's processes: compute(..., "
             f"scheduler=localsched.multiprocessing.get){moved}, or {rewrite}.")
 
