@@ -34,8 +34,11 @@ from ..metrics import is_tiny, sizeof
 __all__ = ["Weigher", "MOVE_COST", "MOVE_BYTES", "WEIGHED"]
 
 #: Pickling seconds from which a group's results are costly to move (a
-#: crossing pickles and unpickles each twice: about 4x this).
-MOVE_COST = 50e-6
+#: crossing pickles and unpickles each twice: about 4x this).  Below what a
+#: 20-value Series takes on a machine twice as fast as this one (53-72 µs
+#: here beside CPU hogs), above what an array under the shared-memory
+#: threshold takes beside them (14-20 µs).
+MOVE_COST = 25e-6
 #: Bytes from which a result is costly to move without pickling it to see.
 MOVE_BYTES = 1 << 20
 #: How many results of each group are weighed.
