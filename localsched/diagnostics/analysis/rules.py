@@ -267,7 +267,8 @@ def _gil(f: Facts) -> list:
     waits beyond were for a CPU). Fix: localsched's processes, unless pickling
     what would cross between them (``crossing``: results passed other than
     along a chain, the graph's literal inputs, pandas objects at their fixed
-    cost) costs half what they save: then only the GIL-free rewrite.
+    cost, and each task's hand-off on processes) costs half what they save:
+    then only the GIL-free rewrite.
     """
     if f.kind != "threads" or f.workers < 2:
         return []
