@@ -26,10 +26,10 @@ completes, as in a sequential run.
 Two rules keep memory near a sequential run's, both in :class:`Crew`:
 *the short lane* (tasks of functions measured short run on one worker at
 a time, so tiny tasks do not open a frontier per worker) and *results
-that count* (the first result that may be large, made while another task
-runs, hands the run over to the pool loop, whose batches are planned to
-stay depth-first).  Runs of numbers, and of short tasks whatever they
-make, stay here.
+that count* (once the cache holds more than a sequential run would at
+most, and a little, at a result that may be large made while another
+task runs, the run is handed over to the pool loop, whose batches are
+planned to stay depth-first).  Runs of numbers stay here.
 
 Under a memory budget (``localsched.run.budget``).  A budget that only
 watches (it has not armed: "Watching, then counting") keeps the crew and
@@ -78,6 +78,10 @@ LANE_PATIENCE = 10e-3
 # (see "What a task costs").
 SETTLED = 16
 _GAPS = (6, 9, 7, 10, 5, 11, 8)
+# Results that count: the crew goes on while the cache holds no more than
+# a sequential run would at most, plus one entry per worker or one in this
+# many of that peak, whichever is more.
+HELD_SLACK = 20
 # A watching budget reads after a timed task of ``budget.LONG`` s or more,
 # or when this much more passed since the worker's last timed task: the
 # tasks of short functions in between, untimed, take less (see ``_read_if_due``).
@@ -127,12 +131,19 @@ class Crew:
     advance a region of their own, and a result that may be large (anything
     but a number or a short string: ``metrics.is_tiny``) held by each adds to
     the peak; the pool loop's batches are planned to keep that depth-first
-    (``batching``: "What a batch holds"), this loop is not.  So the first such
-    result of a task run outside the short lane while another task runs
-    (a chain never hands over) hands the run over: the
+    (``batching``: "What a batch holds"), this loop is not.  The batches
+    cost a round trip through the caller's thread each, though: on dask's
+    ``map_overlap`` (0.3 ms tasks, 2 MB chunks) the pool loop took 1.8x
+    this loop's time and held as much (113-122 results, as a sequential run
+    and dask's threads do).  So this loop goes on while the cache holds no
+    more than a sequential run of the graph would at most
+    (``RunState.sequential_peak``, worked out once, at the first such
+    result made while another task runs), and one entry per worker or one
+    in ``HELD_SLACK`` more, whichever is larger; a result that may be
+    large, made while another task runs, past that hands the run over: the
     workers stop taking tasks, the running ones complete, and the pool loop
-    goes on from the same state.  Runs of numbers, and of short tasks
-    whatever they make, stay here.
+    goes on from the same state (a chain never hands over).  Runs of
+    numbers stay here, and cost nothing for this rule.
 
     Workers when there is work.  A worker starts for each task ready at the
     start (up to ``num_workers``), the others when a worker leaves ready
@@ -176,6 +187,10 @@ class Crew:
         self.done = threading.Event()
         self.stopped = False
         self.handover = False  # (stopped for the pool loop to go on: see ``_hand_over``)
+        # The most the cache may hold before the pool loop takes over (0: not
+        # yet worked out; see "Results that count") and the workers it allows for.
+        self.held_limit = 0
+        self.workers = 1
         self.idle = 0  # workers waiting for a ready task
         self.inside = 0  # workers in ``work``
         self.running = 0  # ... of them running a task now
@@ -199,7 +214,7 @@ class Crew:
         leaves ready tasks behind it (see "Workers when there is work")."""
         machine = self.machine
         assert machine is not None
-        self.submit, self.run_in = submit, run_in
+        self.submit, self.run_in, self.workers = submit, run_in, num_workers
         self.spare = min(num_workers, machine.remaining)
         n = min(max(1, len(machine.ready)), self.spare)
         self.spare -= n
@@ -332,8 +347,8 @@ class Crew:
                         complete(i, value)
                     if t0 and budget is not None:  # (a watching budget, at a timed task)
                         then = self._read_if_due(i, t0, t1, then)
-                    if (not laned and value is not None and self.running > 1
-                            and not is_tiny(value)):
+                    if (value is not None and self.running > 1 and not is_tiny(value)
+                            and len(cache) > (self.held_limit or self._limit_held())):
                         self._hand_over()  # (see "Results that count")
                     value = None
                     if not machine.remaining:
@@ -527,6 +542,15 @@ class Crew:
         worker not running a task has left."""
         if self.stopped and self.inside <= self.running and not (self.handover and self.running):
             self.done.set()
+
+    def _limit_held(self) -> int:
+        """(Lock held.)  What the cache may hold, worked out once: what a
+        sequential run holds at most, and a result or so per worker more
+        (see "Results that count")."""
+        assert self.machine is not None
+        peak = self.machine.sequential_peak()
+        self.held_limit = peak + max(self.workers, peak // HELD_SLACK)
+        return self.held_limit
 
     def _hand_over(self) -> None:
         """(Lock held.)  A result that counts: the pool loop's batches take

@@ -12,6 +12,7 @@ from concurrent.futures import Executor
 
 import pytest
 
+import localsched
 from localsched import threaded
 from localsched.callbacks import Callback
 from tests.support.platform_marks import needs_posix_signals
@@ -181,24 +182,144 @@ def test_short_tasks_that_wait_for_each_other_still_meet():
     assert threaded.get(dsk, "all", num_workers=2) == 21
 
 
-def test_a_run_handed_over_to_batches_still_fails_and_recovers_as_usual():
-    # Two lists made at once on two workers: results that may be large,
-    # made side by side, hand the run over to the pool loop's batches; a
-    # failure there is raised as any other, and the pool works on.
-    barrier = threading.Barrier(2, timeout=30)
-
+def lists_in_pairs(n: int = 24) -> tuple[dict, str]:
+    """n pairs of make -> use, each task a 3 ms spin, the makes' results
+    lists (results that may be large), the uses' numbers summed."""
     def make(i):
-        barrier.wait()
-        return [i] * 1000
+        return slow_step((i, frozenset()))[1] and [i] * 1000
 
-    def fail(a, b):
-        raise ZeroDivisionError("after the hand-over")
+    def use(xs):
+        return slow_step((0, frozenset()))[1]
 
-    dsk = {"a": (make, 0), "b": (make, 1), "c": (fail, "a", "b")}
+    dsk: dict = {}
+    for i in range(n):
+        dsk[("make", i)] = (make, i)
+        dsk[("use", i)] = (use, ("make", i))
+    dsk["threads"] = (lambda *used: frozenset().union(*used), *[("use", i) for i in range(n)])
+    return dsk, "threads"
+
+
+def test_results_no_more_than_a_sequential_run_holds_keep_the_crew():
+    # Two workers each making a list and using it hold about what a
+    # sequential run holds: the crew goes on, with no hand-off per task (on
+    # 93dbd6b the first list made while another task ran handed the run to
+    # the pool loop's batches: a hand-off per batch, 1.8x slower on
+    # dask's map_overlap).
+    dsk, out = lists_in_pairs()
+    with CountingPool(2) as pool:
+        threads = threaded.get(dsk, out, pool=pool, num_workers=2)
+    assert len(threads) == 2
+    assert pool.submitted <= 2  # (one start per worker)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_sequential_peak_is_what_a_sequential_run_holds(seed):
+    # What the crew compares itself with: the most the cache of a
+    # sequential run holds after a task's move, data included, on graphs
+    # of shared inputs, literals, outputs in the middle and unused tasks.
+    import random
+
+    from localsched.run.machine import RunState
+
+    rng = random.Random(seed)
+    dsk: dict = {("x", 0): (abs, -1), "literal": 5, "unused-literal": 6}
+    for j in range(1, 60):
+        inputs = [("x", k) for k in rng.sample(range(j), min(j, rng.randint(0, 3)))]
+        if rng.random() < 0.2:
+            inputs.append("literal")
+        dsk[("x", j)] = (lambda *xs: sum(xs) + 1, *inputs)
+    outputs = [("x", k) for k in rng.sample(range(60), 3)]
+
+    class Watch(Callback):
+        def _start_state(self, dsk, state):
+            self.peak = len(state["cache"])
+
+        def _posttask(self, key, result, dsk, state, worker_id):
+            self.peak = max(self.peak, len(state["cache"]))
+
+    with Watch() as watch:
+        localsched.get_sync(dsk, outputs)
+    assert RunState(dsk, outputs).sequential_peak() == watch.peak
+
+
+def gated_lists(n: int, handed: threading.Event, fail: bool = False):
+    """A gate every use waits for, n lists, their uses folded in a chain:
+    a sequential run holds three results at most.  The gate returns once
+    the run is handed over, so the crew's other worker makes lists whose
+    uses cannot run yet.  Returns the graph, its output and the live lists
+    seen by each use."""
+    live: list = []
+
+    class Big(list):
+        count = 0
+
+        def __init__(self, *args):
+            super().__init__(*args)
+            Big.count += 1
+
+        def __del__(self):
+            Big.count -= 1
+
+    def gate():
+        assert handed.wait(30)
+        return 1
+
+    def use(xs, g):
+        live.append(Big.count)
+        return len(xs) * g
+
+    def fold(a, b):
+        if fail and b == 1000 and len(live) == n:
+            raise ZeroDivisionError("after the hand-over")
+        return a + b
+
+    dsk: dict = {"gate": (gate,)}
+    for i in range(n):
+        dsk[("make", i)] = (Big, [i] * 1000)
+        dsk[("use", i)] = (use, ("make", i), "gate")
+        dsk[("fold", i)] = (fold, ("fold", i - 1), ("use", i)) if i else ("use", 0)
+    return dsk, ("fold", n - 1), live
+
+
+def test_a_crew_holding_more_than_a_sequential_run_hands_over(monkeypatch):
+    from localsched.run import threadloop
+
+    handed, held = threading.Event(), []
+    hand_over = threadloop.Crew._hand_over
+
+    def spy(self):
+        held.append((len(self.machine.cache), self.held_limit, self.machine.remaining))
+        hand_over(self)
+        handed.set()
+
+    monkeypatch.setattr(threadloop.Crew, "_hand_over", spy)
+    dsk, out, live = gated_lists(40, handed)
+    assert threaded.get(dsk, out, num_workers=2) == 40 * 1000
+    ((cached, limit, remaining),) = held
+    assert limit == 3 + 2  # (a sequential run's three, one more per worker)
+    assert cached == limit + 1 and remaining > 40  # (handed over at once, early)
+    assert max(live) <= limit + 2  # (the batches then keep it depth-first)
+
+
+def test_a_run_handed_over_to_batches_still_fails_and_recovers_as_usual(monkeypatch):
+    # A failure in the pool loop's batches, after the crew handed the run
+    # over, is raised as any other, and the pool works on.
+    from localsched.run import threadloop
+
+    handed = threading.Event()
+    hand_over = threadloop.Crew._hand_over
+
+    def spy(self):
+        hand_over(self)
+        handed.set()
+
+    monkeypatch.setattr(threadloop.Crew, "_hand_over", spy)
+    dsk, out, _ = gated_lists(40, handed, fail=True)
     with pytest.raises(ZeroDivisionError, match="after the hand-over"):
-        threaded.get(dsk, "c", num_workers=2)
-    dsk["c"] = (lambda a, b: len(a) + len(b), "a", "b")
-    assert threaded.get(dsk, "c", num_workers=2) == 2000
+        threaded.get(dsk, out, num_workers=2)
+    assert handed.is_set()
+    dsk, out, _ = gated_lists(40, handed)
+    assert threaded.get(dsk, out, num_workers=2) == 40 * 1000
 
 
 # -- under a memory budget (issue #34) ----------------------------------------------------
@@ -473,7 +594,8 @@ def test_a_watching_budget_still_arms_after_a_long_task_between_samples(at, monk
 
 def test_a_task_completed_during_a_hand_over_still_arms_a_watching_budget(monkeypatch):
     # "small" makes a result that may be large while "huge" runs: the crew
-    # hands the run over.  "huge" then ends (a long task, 30 MB, over the
+    # (allowed to hold nothing: see "Results that count") hands the run
+    # over.  "huge" then ends (a long task, 30 MB, over the
     # 20 MB budget; the RSS flat): its completion, in the crew, is where
     # the budget reads and arms, naming it (the pool loop would find out
     # only when "out" is prepared; about 1 run in 6 of
@@ -491,6 +613,7 @@ def test_a_task_completed_during_a_hand_over_still_arms_a_watching_budget(monkey
         handed.set()
 
     monkeypatch.setattr(threadloop.Crew, "_hand_over", spy)
+    monkeypatch.setattr(threadloop.Crew, "_limit_held", lambda self: 0)
     monkeypatch.setattr(budget.Budget, "_real_memory", lambda self: 10**9)
 
     def small():
