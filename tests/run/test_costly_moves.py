@@ -31,8 +31,13 @@ def test_a_number_or_a_short_string_is_cheap_at_once():
 
 
 def test_a_small_array_is_cheap_to_move():
-    # (pickled in band: a memory copy, 10-30 µs at most)
-    assert False in decide([np.ones(1000)] * WEIGHED)
+    # (pickled in band: a memory copy, 14-16 µs here, quiet or beside CPU
+    # hogs.  A weighing is a timing: both samples over ``MOVE_COST`` happen
+    # now and then on a loaded machine -- 0-3 in 3,000 beside three hogs,
+    # once in a CI run beside other work -- and cost only the placement of
+    # large results; so most weighings, not every one)
+    cheap = [False in decide([np.ones(1000)] * WEIGHED) for _ in range(5)]
+    assert cheap.count(True) >= 4, cheap
 
 
 def records(n: int = 2000) -> list:
