@@ -547,9 +547,17 @@ class Planner:
         """Whether j keeps the results the batch takes from outside it
         within ``max_inputs`` (tiny ones do not count); if so, add j's."""
         outside, mark, serial = held.outside, self.mark, self.serial
-        extra = [d for d in self.run.deps[j] if mark[d] != serial and d not in outside
-                 and not self._tiny(d)]
-        if extra:
+        stats, group_of = self.stats, self.group_of
+        extra = None
+        for d in self.run.deps[j]:  # (``_tiny`` inline: once per input of each task)
+            if mark[d] != serial and d not in outside:
+                st = stats.get(group_of[d])
+                if st is None or not st[3]:
+                    if extra is None:
+                        extra = [d]
+                    else:
+                        extra.append(d)
+        if extra is not None:
             if len(outside) + len(extra) > self.max_inputs:  # type: ignore[operator]
                 return False
             outside.update(extra)
@@ -627,16 +635,22 @@ class Planner:
         # a task's last user is the first one met.)
         items: list = [None] * len(batch)
         used = set()  # results a task met so far (a later one) uses
+        # (pack_data: the inputs from outside the batch, each met once here)
+        data: dict | None = {} if pack_data else None
+        cache = run.cache
         for p in range(len(batch) - 1, -1, -1):
             i = batch[p]
             drop: Any = ()  # (the scheduler keeps its own copy)
             for d in deps[i]:
                 if (pack_data or mark[d] == serial) and d not in used:
                     used.add(d)
+                    k = keys[d]
                     if drop:
-                        drop.append(keys[d])
+                        drop.append(k)
                     else:
-                        drop = [keys[d]]
+                        drop = [k]
+                    if data is not None and mark[d] != serial:
+                        data[k] = cache[k]
             # A result only later tasks of this batch use never travels back
             # (unless a callback or a local re-run may want it).
             send = keep_all or is_output[i]
@@ -648,13 +662,4 @@ class Planner:
                         send = True
                         break
             items[p] = (i, keys[i], specs[i], i in used, drop, send)
-        data = None
-        if pack_data:
-            cache = run.cache
-            data = {}
-            for i in batch:
-                for d in deps[i]:
-                    if mark[d] != serial:
-                        k = keys[d]
-                        data[k] = cache[k]
         return items, data

@@ -14,7 +14,7 @@ changes during a run.
 >>> with comp:
 ...     machine = RunState(comp.dsk, 'a'); _ = comp.open(machine)
 ...     s = PoolSettings.for_run(machine, comp, pack_data=True, stream=True,
-...                              rerun=False, transport=None)
+...                              rerun=False)
 >>> s.plain, s.direct, s.ahead, dict(s.probes)
 (True, False, 1, {})
 """
@@ -65,8 +65,8 @@ class PoolSettings:
     size_here: bool
     #: What a worker is asked to measure (``run_batch``'s keywords; usually nothing).
     probes: Mapping[str, Any]
-    #: Nothing watches each task (no hook, no kept records, no measurement,
-    #: no shared memory): records take the lean path.
+    #: Nothing watches each task (no hook, no kept records, no measurement):
+    #: records take the lean path.
     plain: bool
     #: ... and nobody else holds the cache (no ``cache=`` of the caller's, no
     #: hook given the state): a thread worker running a batch of tiny results
@@ -79,7 +79,7 @@ class PoolSettings:
 
     @classmethod
     def for_run(cls, machine: RunState, comp: Computation, *, pack_data: bool,
-                stream: bool, rerun: bool, transport: Any) -> PoolSettings:
+                stream: bool, rerun: bool) -> PoolSettings:
         needs, pretasks = comp.needs, comp.pretasks
         results_wanted = needs.results or (needs.sizes and not stream)
         announce = bool(pretasks) and needs.exact_start and stream
@@ -92,7 +92,7 @@ class PoolSettings:
             probes["sizes"] = True
         keeps_records = comp.view.outcome.records is not None
         plain = not (pretasks or comp.posttasks or keeps_records or needs.measure
-                     or needs.sample or transport is not None)
+                     or needs.sample)
         return cls(
             pack_data=pack_data, stream=stream, rerun=rerun,
             results_wanted=results_wanted, keep_all=results_wanted or rerun,

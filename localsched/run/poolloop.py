@@ -97,7 +97,7 @@ class PoolLoop:
         # when pretask fires, what workers measure, the lean path ...).
         self.settings = settings = PoolSettings.for_run(
             machine, comp, pack_data=pack_data, stream=stream,
-            rerun=rerun_exceptions_locally, transport=transport)
+            rerun=rerun_exceptions_locally)
         self.state = comp.view
         # (RunState.mover's complete(i, value): a closure, for speed; no callback: no view)
         self.complete = machine.mover(views=bool(comp.cbs))
@@ -382,22 +382,35 @@ class PoolLoop:
 
     def handle_plain(self, records: list) -> None:
         """``handle_records`` when nothing watches each task (see
-        ``PoolSettings.plain``): complete each task and time its function."""
+        ``PoolSettings.plain``): complete each task, time its function and,
+        on processes, learn how costly its results are to move."""
         complete, planner = self.complete, self.planner
         stats, group_of, observe = planner.stats, planner.group_of, planner.observe
         fresh, numbers = planner.fresh, NUMBERS  # (a set changed in place)
+        # (processes: the groups whose results' cost of moving is known,
+        # and those recalled as large not yet confirmed: sets changed in place)
+        weighed = planner.weigher.decided if self.settings.pack_data else None
+        unconfirmed, shared_type = planner.unconfirmed, self.shared_type
         for n, (i, ok, value, t0, t1, _, _) in enumerate(records):
             if not ok:  # a failure (or a note): the full path says what happened
                 self.handle_records(records[n:])
                 return
             complete(i, value)
-            st = stats.get(group_of[i])
+            g = group_of[i]
+            st = stats.get(g)
             if st is None or fresh or (st[3] and value is not None
                                        and type(value) not in numbers):
                 observe(i, t1 - t0, value)
             else:  # (``observe``'s common case)
                 st[0] += t1 - t0
                 st[1] += 1
+            if weighed is not None and value is not None:  # (as ``handle_records``)
+                if type(value) is shared_type:
+                    planner.large_result(i)
+                elif g not in weighed:
+                    planner.moved_result(i, value)
+                elif unconfirmed:
+                    planner.small_result(i)
             value = None
         if records:
             i, _, _, _, t1, wid, _ = records[-1]
