@@ -171,6 +171,7 @@ class CompiledGraph:
 
 _POS_0 = (0,)
 _POS_01 = (0, 1)
+_POS_012 = (0, 1, 2)
 # Argument types that are a key or a literal, never a structure to walk.
 _SCALARS = frozenset({str, bytes, int, float, bool, type(None)})
 
@@ -233,7 +234,18 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
                 if ta in _SCALARS:  # not a key: a literal
                     specs[i] = (CALL, value[0], value[1:], ())
                     continue
-            elif n > 3:  # (func, x, y, z, ...)
+            elif n == 4:  # (func, x, y, z): a stencil's task, spelled out
+                try:
+                    ja, jb, jc = get(value[1]), get(value[2]), get(value[3])
+                except TypeError:
+                    ja = None  # an unhashable literal: general path
+                else:
+                    if ja is not None and jb is not None and jc is not None:
+                        deps[i] = ((ja, jb, jc) if ja != jb and jb != jc and ja != jc
+                                   else tuple(dict.fromkeys((ja, jb, jc))))
+                        specs[i] = (CALL, value[0], value[1:], _POS_012)
+                        continue
+            elif n > 4:  # (func, x, y, z, w, ...)
                 made = _all_keys(value, get)
                 if made is not None:
                     specs[i], deps[i] = made
@@ -279,11 +291,14 @@ def _all_keys(task: tuple, get) -> tuple[tuple, tuple[int, ...]] | None:
     """Spec and dependency indices of a task whose arguments are all keys
     (``get``: the index's), as ``_compile_task`` makes them; else None."""
     args = task[1:]
+    js = []  # (a loop, not a comprehension: no frame of its own per task)
     try:
-        js = [get(a, -1) for a in args]
+        for a in args:
+            j = get(a, -1)
+            if j < 0:
+                return None
+            js.append(j)
     except TypeError:  # an unhashable literal: the general path
-        return None
-    if min(js) < 0:
         return None
     spec = (CALL, task[0], args, _all_positions(len(args)))
     return spec, tuple(js) if len(set(js)) == len(js) else tuple(dict.fromkeys(js))

@@ -252,7 +252,7 @@ def _release_walk(deps: list[tuple[int, ...]], consumers: list[list[int]],
                     if not _all_leaves(ds, deps):
                         ds = ds[::-1]
                     if resort:
-                        ds = sorted(ds, key=need.__getitem__)
+                        ds = _by_need(ds, need)
                     for d in ds:
                         if not state[d]:
                             walk.append(d)
@@ -262,6 +262,25 @@ def _release_walk(deps: list[tuple[int, ...]], consumers: list[list[int]],
                     emit(v)
     assert len(out) == ntasks
     return out
+
+
+def _by_need(ds: Sequence[int], need: list[int]) -> Sequence[int]:
+    """``ds`` least hungry first, ties as listed (``sorted`` by ``need``;
+    three or fewer, the commonest, by hand: a third of ``sorted``'s time)."""
+    if len(ds) > 3:
+        return sorted(ds, key=need.__getitem__)
+    if len(ds) == 2:
+        x, y = ds
+        return (y, x) if need[y] < need[x] else ds
+    x, y, z = ds
+    nx, ny, nz = need[x], need[y], need[z]
+    if ny < nx:
+        x, y, nx, ny = y, x, ny, nx
+    if nz < ny:
+        y, z, ny = z, y, nz
+        if ny < nx:
+            x, y = y, x
+    return (x, y, z)
 
 
 def _all_leaves(ds: Sequence[int], deps: list[tuple[int, ...]]) -> bool:
