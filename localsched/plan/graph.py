@@ -252,39 +252,42 @@ def compile_graph(dsk: Mapping, known: Mapping | None = None) -> CompiledGraph:
                     continue
             specs[i], deps[i] = _compile_task(value, index, keys[i], taskref)
             continue
-        key = keys[i]
-        if node_type is not None and isinstance(value, node_type):
-            # A set: sorted, so the order (which walks dependencies as
-            # listed) does not change with the hash of random key tokens.
-            dep_keys = tuple(sorted(value.dependencies, key=str))
-            try:
-                deps[i] = tuple(index[k] for k in dep_keys)
-            except KeyError:
-                missing = next(k for k in dep_keys if k not in index)
-                raise MissingDependencyError(missing, key) from None
-            if getattr(value, "func", None) is subgraph and subgraph is not None:
-                value = fuse(value, taskref, datanode_type())  # (its inner order found once)
-            specs[i] = (NODE, value, dep_keys)
-        elif tv is taskref and taskref is not None:
-            if value.key not in index:
-                raise MissingDependencyError(value.key, key)
-            specs[i] = (ALIAS, value.key)
-            deps[i] = (index[value.key],)
-        elif tv is list or tv is dict or (tv is tuple and value):
-            spec, found = _compile_structure(value, index)
-            if found or _holds_task(spec):
-                # A structure holding keys or tasks is evaluated, as dask does:
-                # {'c': [1, (inc, 1)]} gives [1, 2].
-                specs[i] = (NESTED, spec)
-                deps[i] = _dep_indices(found, index, key)
-            else:
-                specs[i] = (DATA, value)
-                is_data[i] = True
-        else:
-            spec, deps[i] = _alias_or_data(value, key, index)
-            specs[i] = spec
-            is_data[i] = spec[0] == DATA
+        specs[i], deps[i], is_data[i] = _compile_other(
+            value, keys[i], index, node_type, taskref, subgraph)
     return CompiledGraph(dsk, keys, index, deps, specs, is_data)
+
+
+def _compile_other(value: Any, key, index: dict, node_type, taskref, subgraph
+                   ) -> tuple[tuple, tuple, bool]:
+    """``(spec, dependency indices, is data)`` of what is not a tuple task
+    (``compile_graph``'s other cases): a dask ``GraphNode`` (``node_type``),
+    a ``TaskRef`` alias (``taskref``), a structure, a key alias or data."""
+    tv = type(value)
+    if node_type is not None and isinstance(value, node_type):
+        # A set: sorted, so the order (which walks dependencies as
+        # listed) does not change with the hash of random key tokens.
+        dep_keys = tuple(sorted(value.dependencies, key=str))
+        try:
+            deps = tuple(index[k] for k in dep_keys)
+        except KeyError:
+            missing = next(k for k in dep_keys if k not in index)
+            raise MissingDependencyError(missing, key) from None
+        if getattr(value, "func", None) is subgraph and subgraph is not None:
+            value = fuse(value, taskref, datanode_type())  # (its inner order found once)
+        return (NODE, value, dep_keys), deps, False
+    if tv is taskref and taskref is not None:
+        if value.key not in index:
+            raise MissingDependencyError(value.key, key)
+        return (ALIAS, value.key), (index[value.key],), False
+    if tv is list or tv is dict or (tv is tuple and value):
+        spec, found = _compile_structure(value, index)
+        if found or _holds_task(spec):
+            # A structure holding keys or tasks is evaluated, as dask does:
+            # {'c': [1, (inc, 1)]} gives [1, 2].
+            return (NESTED, spec), _dep_indices(found, index, key), False
+        return (DATA, value), (), True
+    spec, deps = _alias_or_data(value, key, index)
+    return spec, deps, spec[0] == DATA
 
 
 def _all_keys(task: tuple, get) -> tuple[tuple, tuple[int, ...]] | None:

@@ -447,6 +447,25 @@ def test_hand_off_gaps_spent_waiting_for_the_gil_are_no_overhead():
     assert "overhead" in found and "gil" not in found, shown(run)
 
 
+@pytest.mark.parametrize("looks, contended, gil", [
+    (19, 0, False),  # (19 looks, the GIL free at each: 0.05 % likely if held at a third)
+    (17, 1, False),
+    (16, 2, False),  # (7 %)
+    (19, 10, True),  # (held at half the looks: its gaps were GIL waits)
+    (4, 0, True),  # (too few looks to tell: the gaps decide, as before)
+    (100, 20, True),  # (enough looks, held at a fifth of them: as before)
+])
+def test_gaps_beside_a_group_the_sampler_found_gil_free_are_no_gil_waits(looks, contended, gil):
+    # (dask's map_overlap watched on threads: its NumPy group 'getitem-overlap-sum'
+    # was looked at 14-25 times in a 0.3 s run, the GIL held at 0-2 of them;
+    # at 19 looks the gaps beside it were called GIL waits, "move the Python
+    # loop in <lambda> into code that releases the GIL (NumPy, ...)", at 20 not)
+    run = gil_bound_tiny_tasks()
+    run.samples = []
+    run.meta["gil_waits"] = {"tiny": [looks, contended, 0.001 * contended]}
+    assert ("gil" in verdicts(run)) is gil, shown(run)
+
+
 def test_waits_for_a_cpu_are_neither_gil_waits_nor_hand_offs():
     # (a quiet run's GIL finding, then the same records with the threads
     # waiting for a CPU most of the time, while other processes took 22 % of
