@@ -23,13 +23,18 @@ localsched is faster).  Both results are checked to agree once.
 
 Run:  python benchmarks/bench_real.py [--quick] [--repeat 5] [--only NAME]
           [--schedulers sync,threads,processes] [--profile NAME:SCHEDULER] [--cpu]
+          [--floor]
 
 ``--quick`` runs smaller inputs, best of 2 (about a minute); ``--profile``
 prints where localsched's calls of one workload go (cProfile, the caller's
 thread: on threads and processes, the graph's preparation and the loop,
 not the tasks).  ``--cpu`` times each call by the process's CPU seconds
 instead of wall seconds: on a machine loaded well past its cores the wall
-clock measures the OS's scheduling more than either library.
+clock measures the OS's scheduling more than either library.  ``--floor``
+adds, on sync, the tasks alone (``BareLoop``: dask's work on the
+collection, then the graph's tasks in a loop, no scheduler): what a call
+takes beyond it is the scheduler's own cost, and ``dask / floor`` is the
+most any scheduler could gain on that workload.
 """
 
 from __future__ import annotations
@@ -385,17 +390,88 @@ def schedulers() -> dict[str, tuple[object, object]]:
     }
 
 
+class BareLoop:
+    """The floor of a ``compute()``: dask's own work on the collection, then
+    the tasks of the graph it hands the scheduler, one after another in an
+    order worked out beforehand, each result dropped after its last
+    consumer -- no scheduler.  The
+    graph handling a scheduler's call does (the expression's low-level
+    optimisation, converting legacy tuples to dask's ``Task`` objects,
+    working out the order) is timed apart, in ``planning``, and left out of
+    the call's time, so that what a scheduler's call takes beyond this floor
+    is that scheduler's own cost, graph handling included.  ``dask / floor``
+    bounds the ratio any scheduler could reach on that workload."""
+
+    def __init__(self) -> None:
+        self.planning = 0.0
+
+    def __call__(self, dsk, keys, **kwargs):
+        from dask._task_spec import GraphNode, convert_legacy_graph
+        from dask.core import flatten
+
+        from localsched.plan.graph import as_mapping
+
+        t0 = CLOCK()
+        dsk = as_mapping(dsk)
+        if not all(isinstance(v, GraphNode) for v in dsk.values()):
+            dsk = convert_legacy_graph(dsk)
+        order: list = []
+        seen: set = set()
+        for root in flatten(keys):
+            stack = [(root, False)]
+            while stack:
+                key, expanded = stack.pop()
+                if expanded:
+                    order.append(key)
+                elif key not in seen:
+                    seen.add(key)
+                    stack.append((key, True))
+                    stack.extend((d, False) for d in dsk[key].dependencies if d not in seen)
+        # each result dropped after its last consumer ran (as a scheduler
+        # would: results kept alive slow the collector's passes)
+        last: dict = {}
+        for i, key in enumerate(order):
+            for d in dsk[key].dependencies:
+                last[d] = i
+        for key in flatten(keys):
+            last[key] = len(order)
+        drops: list = [[] for _ in order]
+        for key, i in last.items():
+            if i < len(order):
+                drops[i].append(key)
+        plan = [(k, dsk[k], drop) for k, drop in zip(order, drops, strict=True)]
+        self.planning += CLOCK() - t0
+        cache: dict = {}
+        for key, task, drop in plan:
+            cache[key] = task(cache)
+            for d in drop:
+                del cache[d]
+        return _pack(keys, cache)
+
+
+def _pack(keys, cache):
+    """``keys`` (nested lists of keys, as dask hands a scheduler) with each
+    key replaced by its result."""
+    if isinstance(keys, list):
+        return [_pack(k, cache) for k in keys]
+    return cache[keys]
+
+
 def call(w: Workload, scheduler, scale: float) -> tuple[float, object]:
     """Build the workload's collection (untimed: the same for both
     libraries, and for some dask's own graph building is most of a call),
-    then time its ``compute()`` on ``scheduler``."""
+    then time its ``compute()`` on ``scheduler`` (a ``BareLoop``'s planning
+    left out)."""
     with dask.config.set(scheduler=scheduler, num_workers=NUM_WORKERS):
         built = w.build(scale)  # (``set_index`` computes its divisions here)
         collection, finish = built if isinstance(built, tuple) else (built, None)
         gc.collect()  # (neither library pays for the other's garbage)
+        planned = scheduler.planning if isinstance(scheduler, BareLoop) else 0.0
         t0 = CLOCK()
         result = collection.compute()  # type: ignore[attr-defined]
         elapsed = CLOCK() - t0
+        if isinstance(scheduler, BareLoop):
+            elapsed -= scheduler.planning - planned
     return elapsed, (finish(result) if finish is not None else result)
 
 
@@ -424,19 +500,23 @@ def available(w: Workload) -> str | None:
     return None
 
 
-def measure(w: Workload, name: str, pair: tuple, scale: float, repeat: int) -> dict:
+def measure(w: Workload, name: str, pair: tuple, scale: float, repeat: int,
+            floor: bool = False) -> dict:
     dask_s, ls_get = pair
     runners = {"dask": dask_s, "localsched": ls_get}
+    if floor:
+        runners["floor"] = BareLoop()
     best = dict.fromkeys(runners, float("inf"))
     results: dict = {}
     order = list(runners)
     for r in range(repeat):
-        for who in order[r % 2:] + order[:r % 2]:
+        for who in order[r % len(order):] + order[:r % len(order)]:
             elapsed, result = call(w, runners[who], scale)
             best[who] = min(best[who], elapsed)
             results.setdefault(who, result)
-    if not same(results["dask"], results["localsched"]):
-        raise AssertionError(f"{w.name} on {name}: the results differ")
+    for who in results:
+        if who != "dask" and not same(results["dask"], results[who]):
+            raise AssertionError(f"{w.name} on {name}: {who}'s result differs from dask's")
     return best
 
 
@@ -475,6 +555,9 @@ def main(argv=None) -> int:
     p.add_argument("--schedulers", default="sync,threads,processes")
     p.add_argument("--profile", metavar="NAME:SCHEDULER",
                    help="cProfile localsched's run of one workload instead")
+    p.add_argument("--floor", action="store_true",
+                   help="on sync, also time the tasks alone in a bare loop (the floor): "
+                        "dask / floor is the most any scheduler could gain")
     p.add_argument("--cpu", action="store_true",
                    help="time calls by this process's CPU seconds, not wall (a loaded "
                         "machine; sync and threads only: worker processes are not counted)")
@@ -519,12 +602,15 @@ def _run(args, scale: float, repeat: int) -> int:
             continue
         row = {"name": w.name, "group": w.group}
         for s, pair in scheds.items():
-            best = measure(w, s, pair, scale, repeat)
+            best = measure(w, s, pair, scale, repeat, floor=args.floor and s == "sync")
             row[s] = (best["dask"], best["localsched"])
+            if "floor" in best:
+                row["floor"] = best["floor"]
         rows.append(row)
         print(f"{w.name:32s} " + "  ".join(
             f"{s} {d:.3f}/{ls:.3f} s = {d / ls:4.2f}" for s, (d, ls) in
-            ((s, row[s]) for s in scheds)), flush=True)
+            ((s, row[s]) for s in scheds))
+            + (f"  floor {row['floor']:.3f} s" if "floor" in row else ""), flush=True)
     print()
     _table(rows, scheds)
     below = [(r["name"], s, r[s][0] / r[s][1]) for r in rows for s in scheds
@@ -541,7 +627,10 @@ def _run(args, scale: float, repeat: int) -> int:
 
 
 def _table(rows: list, scheds: dict) -> None:
+    floor = any("floor" in r for r in rows)
     head = ["group", "workload"] + [f"{s}: dask / localsched s (ratio)" for s in scheds]
+    if floor:
+        head.append("sync floor s (dask / floor: the most a scheduler could gain)")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
@@ -549,6 +638,8 @@ def _table(rows: list, scheds: dict) -> None:
         for s in scheds:
             d, ls = r[s]
             cells.append(f"{d:.3f} / {ls:.3f} (**{d / ls:.2f}**)")
+        if floor:
+            cells.append(f"{r['floor']:.3f} ({r['sync'][0] / r['floor']:.2f})")
         print("| " + " | ".join(cells) + " |")
 
 

@@ -26,6 +26,7 @@ import time
 from ..callbacks import Needs
 from ..view import TaskRecord, state_view
 from .collectors.budgets import snapshot
+from .collectors.call_site import caller_stack
 from .collectors.collector import Collector, FinishedRun, LiveRun
 from .collectors.literals import graph_inputs
 from .collectors.records import (
@@ -96,12 +97,14 @@ class Profiler(Collector):
         self._graphs: list = []  # GraphData per computation (its dependencies)
         self._budgets: list = []  # BudgetRecord per computation run with a memory budget
         self._submitted: float | None = None  # when the last graph was handed over
+        self._stack: tuple | None = None  # and by which frames (call_site)
         self.dashboard: str | None = None  # a cluster run's own dashboard link
 
     def _start(self, dsk):
-        # (when the caller handed a graph over: before it is compiled and ordered;
-        # once per computation)
+        # (when and where the caller handed a graph over: before it is compiled
+        # and ordered; once per computation)
         self._submitted = time.time()
+        self._stack = caller_stack()
 
     def _dask_posttask(self, key, result, dsk, state, worker_id):
         end = time.time()
@@ -125,11 +128,11 @@ class Profiler(Collector):
         # task ran again); dispatch time to the loss, on the lost worker.
         stopped = [(key, start, worker, None) for key, start, worker in running]
         stopped += [(key, start, worker, stop) for key, start, stop, worker in view.lost]
-        submitted = self._submitted
+        submitted, stack = self._submitted, self._stack
         if submitted is None or submitted > run.started:  # (another computation's start)
-            submitted = None
+            submitted = stack = None
         workers = view.outcome.extra.get("workers")
-        return failed, stopped, graph_of(state), workers, submitted, snapshot(state)
+        return failed, stopped, graph_of(state), workers, submitted, snapshot(state), stack
 
     def _build(self, run: FinishedRun) -> None:
         dsk = run.dsk
@@ -140,15 +143,15 @@ class Profiler(Collector):
             if transfer and (transfer[0] or transfer[1]):
                 send, receive = transfer
                 self._transfers.append(TransferData(key, w, t0 - send, t0, t1, t1 + receive))
-        failed, running, graph, workers, submitted, budget = (run.extra
-                                                              or ((), (), None, None, None, None))
+        failed, running, graph, workers, submitted, budget, stack = (
+            run.extra or ((), (), None, None, None, None, None))
         if budget is not None:
             self._budgets.append(budget)
         if graph is not None:
             keys, deps, order = graph
             self._graphs.append(GraphData(keys, deps, order, run.started, run.finished,
                                           workers, submitted,
-                                          graph_inputs(dsk, keys, deps, order)))
+                                          graph_inputs(dsk, keys, deps, order), stack))
         for key, start, end, worker, exc_type, message in failed:
             self._failed.append(
                 FailedTaskData(key, dsk.get(key), start, end, worker, exc_type, message))

@@ -189,7 +189,9 @@ def busy(f: Facts, held: list) -> list:
 
 def _held(held: list) -> str:
     if not held:
-        return ("GIL, straggler and overhead findings are held back on a busy machine")
+        return ("findings read from waits (the GIL, stragglers, scheduling overhead) are "
+                "held back on a busy machine; those read from CPU seconds (a fixed cost "
+                "per call) stand")
     return (f"its {', '.join(held)} finding{'s were' if len(held) > 1 else ' was'} held "
             "back: waiting for a CPU looks like them")
 

@@ -26,7 +26,7 @@ from .graphs import computations
 from .groups import group_stats, result_sizes
 from .memory import memory_peak
 from .replay import overhead_per_task, unlimited_makespan
-from .usercode import user_functions
+from .usercode import started_by_libraries, user_functions
 
 __all__ = ["Facts", "union_length", "GIL_FREE_SHARE", "GIL_FREE_LOOKS"]
 
@@ -151,9 +151,14 @@ class Facts:
     def caller(self) -> float:
         """Seconds of the recording before and between computations (the
         caller's own: building graphs, its other work), not after the last;
-        for runs merged side by side, within each run of two or more
-        computations (never between runs: ``windows``)."""
+        for runs merged side by side, within each run (never between runs:
+        ``windows``).  Only in a run whose code asked for two or more
+        computations (``asked``): with one, the time before it and between
+        it and those a library started inside the same call is that
+        computation's graph being built -- nothing to fix."""
         if not self.windows:
+            if _asked(self.walls, self.run.graphs) < 2:
+                return 0.0
             return self._caller(self.walls, self.run.meta.get("started"), self.run.graphs)
         starts = [a for a, _b in self.windows]
         walls: list = [[] for _ in starts]
@@ -163,7 +168,14 @@ class Facts:
         for g in self.run.graphs:
             graphs[max(0, bisect_right(starts, g.started) - 1)].append(g)
         return sum(self._caller(w, start, g) for w, start, g
-                   in zip(walls, starts, graphs, strict=True) if len(w) > 1)
+                   in zip(walls, starts, graphs, strict=True) if _asked(w, g) > 1)
+
+    @cached_property
+    def asked(self) -> int:
+        """How many computations the user's code asked for: all of them
+        but those a library started inside a call made for another
+        (``usercode.started_by_libraries``, from the callers' stacks)."""
+        return _asked(self.walls, self.run.graphs)
 
     @staticmethod
     def _caller(walls: list, started, graphs: list) -> float:
@@ -498,3 +510,8 @@ def _gil_gaps(comp, groups: set, held_by: dict, group_of: dict) -> tuple:
                 part = (np.interp(hi, t, c) - np.interp(lo, t, c)) * share
                 by_group[g] = float(part.sum())
     return total, by_group
+
+
+def _asked(walls: list, graphs: list) -> int:
+    """``Facts.asked`` of one run's computations ``walls`` and ``graphs``."""
+    return len(walls) - started_by_libraries([getattr(g, "stack", None) for g in graphs])

@@ -37,10 +37,10 @@ from ...utils import key_split
 from ..reporting.naming import format_seconds
 from .facts import Facts
 from .finding import Finding, names
-from .usercode import library_of
+from .usercode import library_of, task_code_files
 
-__all__ = ["fixed_cost", "inside_library", "FIXED_TASK", "FIXED_LIBRARY_SHARE", "FIXED_MIN_SAMPLES",
-           "VECTOR_RATE", "FIXED_SHARE"]
+__all__ = ["fixed_cost", "inside_library", "library_only", "FIXED_TASK", "FIXED_LIBRARY_SHARE",
+           "FIXED_MIN_SAMPLES", "VECTOR_RATE", "FIXED_SHARE"]
 
 MIN_SECONDS = 0.05
 FIXED_TASK = 0.010
@@ -94,6 +94,50 @@ def inside_library(f: Facts, library: str) -> set:
     return {g for g, (looks, inside) in _libraries(f, set(f.stats)).items()
             if looks >= FIXED_MIN_SAMPLES
             and inside.get(library, 0) >= FIXED_LIBRARY_SHARE * looks}
+
+
+def library_only(f: Facts, group, least: int = 3) -> str | None:
+    """The library whose own work ``group``'s tasks are, when none of the
+    user's code is in them (dask's ``sum-partial`` on NumPy chunks, its
+    shuffle in partd), else None.  From the functions its task specs call
+    (``usercode.task_code_files``, a few tasks'), where recorded; else from
+    at least ``least`` of the sampler's looks, none of which found the
+    user's code inside the task; None when neither can tell."""
+    files: list = []
+    for r in [r for r in f.run.tasks if key_split(r.key) == group][:3]:
+        found = task_code_files(r.task)
+        if found is None:
+            continue
+        if any(library_of(name) is None for name in found):
+            return None
+        files += found
+    if files:
+        return _most([library_of(name) for name in files])
+    looks, inside = 0, []
+    for s in f.run.samples:
+        if s.group != group or not s.stack:
+            continue
+        looks += 1
+        if any(library_of(fr[0]) is None for fr in s.stack[_task_start(s.stack):]):
+            return None
+        inside.append(called_library(s.stack))
+    return _most(inside) if looks >= least else None
+
+
+def _task_start(stack) -> int:
+    """Where a sampled stack enters its task: past localsched's frames (the
+    caller's own, when its thread runs tasks too, are outside)."""
+    outer = [i for i, fr in enumerate(stack) if library_of(fr[0]) == "localsched"]
+    return outer[-1] + 1 if outer else 0
+
+
+def _most(names: list) -> str:
+    """The library named most, its work's own (the scheduler's last)."""
+    counts: dict = {}
+    for name in names:
+        if name is not None:
+            counts[name] = counts.get(name, 0) + (0.5 if name in SCHEDULERS else 1)
+    return max(counts, key=lambda k: (counts[k], k)) if counts else "the libraries"
 
 
 def _bytes_and_sources(f: Facts, group, sizes: dict) -> tuple:

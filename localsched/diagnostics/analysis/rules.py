@@ -41,7 +41,7 @@ from .crossing import crossing as crossing_cost
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
 from .memory import lifetimes
-from .percall import fixed_cost
+from .percall import fixed_cost, library_only
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -358,6 +358,11 @@ def _gil_fix(f: Facts, g, saved: float) -> str:
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
+    library = library_only(f, g)
+    if library is not None:  # (no code of the user's to rewrite: fewer calls)
+        rewrite = (f"give each task of '{g}' more data (fewer, bigger chunks or partitions): "
+                   f"the Python holding the GIL there is {library}'s own work per call (none "
+                   "of your code is in its tasks), paid once a task")
     size, cost = crossing_cost(f, g)
     if cost >= 0.5 * saved:
         moved = (f"{_mb(size)} of results and inputs would cross between them, "
@@ -513,7 +518,9 @@ def _transfer(f: Facts) -> list:
 def _idle(f: Facts, chain: bool) -> list:
     """The ``idle`` rule.
 
-    Two causes. The caller: with 2 or more computations, time of the
+    Two causes. The caller: with 2 or more computations the user's code
+    asked for (``Facts.asked``: not those a library started inside the
+    same call, as dask's ``set_index`` computes its divisions), time of the
     recording before and between them (graph building, submission, the
     script's own work; not the time after the last one; with one
     computation, that is its graph being built: nothing to fix) is at least
@@ -529,7 +536,7 @@ def _idle(f: Facts, chain: bool) -> list:
     out = []
     caller = f.caller
     n = len(f.walls)
-    if n > 1 and caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
+    if f.asked > 1 and caller >= IDLE_CALLER_SECONDS and caller >= IDLE_CALLER_SHARE * f.block:
         out.append(Finding(
             "idle",
             f"Workers waited {format_seconds(caller)} ({_pct(caller, f.block)} of the "

@@ -18,11 +18,13 @@ sampler keeps: ``co_firstlineno``).
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 from functools import lru_cache
 
-__all__ = ["user_functions", "is_library", "library_of"]
+__all__ = ["user_functions", "is_library", "library_of", "started_by_libraries",
+           "task_code_files"]
 
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
@@ -96,3 +98,94 @@ def user_functions(samples) -> dict:
     return {g: f"{fr[2]} ({os.path.basename(fr[0])}:{fr[1]})"
             for g, per in seconds.items()
             for fr in (max(per, key=per.__getitem__),)}
+
+
+def started_by_libraries(stacks) -> int:
+    """How many computations a library started on its own, inside a call
+    the user's code made for another one: of the callers' ``stacks`` (one
+    per computation, outermost frame first; None where not recorded), those
+    whose innermost user frame (the line) and first library frame below it
+    are another's, with more library frames between them and the scheduler
+    -- dask's ``set_index`` computing its divisions while ``compute()``
+    lowers the expression, before the computation the line asked for.
+    The same line computing again at the same depth (a loop) is the user's.
+
+    >>> user, entry = ('/me/run.py', 9, 'main'), ('/x/site-packages/dask/base.py', 392, 'compute')
+    >>> inner = [('/x/site-packages/dask/_expr.py', 440, 'optimize'), entry]
+    >>> started_by_libraries([(user, entry), (user, entry, *inner), (user, entry)])
+    1
+    """
+    sites: dict = {}
+    places = []
+    for stack in stacks:
+        place = _entry(stack) if stack else None
+        places.append(place)
+        if place is not None:
+            sites[place[0]] = min(sites.get(place[0], place[1]), place[1])
+    return sum(1 for place in places if place is not None and place[1] > sites[place[0]])
+
+
+def _entry(stack: tuple) -> tuple | None:
+    """``((user frame's file and line, first library frame), depth)`` of a
+    caller's stack, None without a user frame or a library call below it."""
+    for i in range(len(stack) - 1, -1, -1):
+        if not is_library(stack[i][0]):
+            if i == len(stack) - 1:
+                return None  # (the scheduler called straight from the user's code)
+            return ((stack[i][0], stack[i][1], tuple(stack[i + 1])), len(stack) - i)
+    return None
+
+
+#: How far ``task_code_files`` looks into a task: nesting, and objects in all.
+_TASK_DEPTH = 8
+_TASK_OBJECTS = 500
+
+
+def task_code_files(task) -> list | None:
+    """The source files of the Python functions a task spec calls (built-ins
+    have none), or None where it cannot say (no spec: a saved run keeps
+    only its text).  It looks through tuples, lists and dicts, dask's task
+    objects (their ``func``, ``args`` and ``kwargs``, fused subgraphs
+    included), ``functools.partial``, compositions (``funcs``) and bound
+    methods, ``_TASK_OBJECTS`` objects at most.  ``is_library`` of each
+    tells the user's own code from the libraries' (dask's ``sum-partial``:
+    NumPy's sum composed with dask's concatenate, no code of the user's).
+
+    >>> import operator
+    >>> f = lambda x: x  # (defined here, outside any library)
+    >>> files = task_code_files((f, (operator.add, 1, 2)))
+    >>> [is_library(name) for name in files], task_code_files('text')
+    ([False], None)
+    """
+    if task is None or isinstance(task, str):
+        return None
+    files: list = []
+    _code_files(task, files, 0, [_TASK_OBJECTS])
+    return files
+
+
+def _code_files(obj, out: list, depth: int, left: list) -> None:
+    """Append the source files of the Python functions ``obj`` calls."""
+    if depth > _TASK_DEPTH or left[0] <= 0:
+        return
+    left[0] -= 1
+    code = getattr(obj, "__code__", None)
+    if code is not None and hasattr(code, "co_filename"):
+        out.append(code.co_filename)
+        return
+    if isinstance(obj, (str, bytes, int, float, type(None))):
+        return
+    if isinstance(obj, (tuple, list)):
+        parts = obj
+    elif isinstance(obj, dict):
+        parts = list(obj.values())
+    elif isinstance(obj, functools.partial):
+        parts = [obj.func, *obj.args, *obj.keywords.values()]
+    elif hasattr(obj, "__func__"):  # (a bound method)
+        parts = [obj.__func__]
+    else:  # (dask's Task: func, args, kwargs; a composition: funcs, first)
+        parts = [getattr(obj, a) for a in ("func", "args", "kwargs", "first", "funcs")
+                 if type(obj).__module__.split(".")[0] in ("dask", "toolz", "tlz", "cytoolz")
+                 and hasattr(obj, a)]
+    for part in parts:
+        _code_files(part, out, depth + 1, left)

@@ -226,8 +226,11 @@ class GraphData(NamedTuple):
     hook; None: unknown), so ``started - submitted`` is the scheduler's
     preparation; ``inputs``: ``{group: [objects, bytes]}`` of one task's
     literal inputs on average (``literals.graph_inputs``: what a process
-    pool would pickle; None: not measured).  The lists are the scheduler's own (never copied while
-    recording): nothing is added per task.
+    pool would pickle; None: not measured); ``stack``: the caller's frames
+    when it handed the graph over, outermost first, ``(file, line,
+    function)`` (``call_site.caller_stack``; None: not recorded).  The lists
+    are the scheduler's own (never copied while recording): nothing is added
+    per task.
 
     >>> g = GraphData(['a', 'b'], [(), (0,)], [0, 1], 1.0, 2.0, 2)
     >>> [g.keys[d] for d in g.deps[1]]
@@ -242,3 +245,4 @@ class GraphData(NamedTuple):
     workers: int | None
     submitted: float | None = None
     inputs: dict | None = None
+    stack: tuple | None = None

@@ -69,9 +69,10 @@ def run_data(log, now: float | None = None):
     if graph is not None and finished is not None:
         keys, deps, order = graph
         submitted = getattr(log, "submitted", None)
+        known = submitted is not None and submitted <= log.started
         graphs.append(GraphData(keys, deps, order, log.started, finished, workers,
-                                submitted if submitted is not None
-                                and submitted <= log.started else None))
+                                submitted if known else None, None,
+                                getattr(log, "stack", None) if known else None))
     walls = [(log.started, finished)] if finished is not None else []
     meta = {k: v for k, v in (("load", getattr(log, "load", None)),
                               ("blas", getattr(log, "blas", None))) if v is not None}

@@ -32,6 +32,7 @@ from typing import Any
 from ...metrics import sizeof
 from ...run.task_records import TaskRecords
 from ...view import state_view
+from ..collectors.call_site import caller_stack
 
 __all__ = ["RunLog", "Recorder", "DEFAULT_HISTORY"]
 
@@ -90,7 +91,7 @@ class RunLog:
 
     __slots__ = ("number", "started", "keys", "ends", "failed", "finished",
                  "errored", "link", "dask_starts", "state", "measured", "_workers", "graph",
-                 "submitted", "memory", "load", "blas", "_meter")
+                 "submitted", "stack", "memory", "load", "blas", "_meter")
 
     def __init__(self, keys: list, link: str | None = None, state: Any = None,
                  measured: bool = False, number: int | None = None):
@@ -108,6 +109,7 @@ class RunLog:
         self._workers: int | None = None
         self.graph: tuple | None = None
         self.submitted: float | None = None  # (when the caller handed the graph over)
+        self.stack: tuple | None = None  # (and by which frames: call_site)
         self.memory: Any = None  # (the BudgetRecord, kept at the finish)
         self.load: dict | None = None  # (LoadMeter's reading, at the finish)
         self.blas: dict | None = None
@@ -170,6 +172,7 @@ class Recorder:
         self._live: dict = {}  # id(state) -> RunLog
         self._current: tuple = (None, None)  # (state, RunLog) whose hook fired last
         self._submitted: float | None = None  # the last start hook's time
+        self._stack: tuple | None = None  # and the caller's frames then
 
     def _log(self, state) -> RunLog:
         current = self._current
@@ -183,12 +186,14 @@ class Recorder:
         # (when the caller handed a graph over, before it is compiled and
         # ordered: the findings tell that preparation from the caller's time)
         self._submitted = time.time()
+        self._stack = caller_stack()
 
     def start_state(self, dsk, state) -> None:
         view = state_view(state)
         log = RunLog(view.task_keys(), view.dashboard_link, state, self.measure_memory,
                      next(self._numbers))
         log.submitted, self._submitted = self._submitted, None
+        log.stack, self._stack = self._stack, None
         log._meter = _meter()
         records = view.outcome.records
         if not self.measure_memory and records is not None:

@@ -18,7 +18,9 @@
 * ``graphs``: one object per computation, its dependencies (``keys`` as
   positions in ``keys``, ``deps`` as positions in its own ``keys``, ``order``
   the positions that ran in run order, or null), ``started``, ``finished``,
-  ``workers``, ``submitted``; absent in runs saved before they were kept (read as none);
+  ``workers``, ``submitted``, ``stack`` (the caller's frames as ``[file,
+  line, function]``, outermost first); absent in runs saved before they
+  were kept (read as none);
 * ``budgets``: one object per computation run within a memory budget
   (``localsched.diagnostics.collectors.budgets``); absent in older runs (none);
 * ``analysis`` (written, never read back: recomputed from the records):
@@ -141,7 +143,8 @@ def encode_run(run) -> dict:
                       "order": None if g.order is None else list(g.order),
                       "started": _float(g.started), "finished": _float(g.finished),
                       "workers": g.workers, "submitted": _float(g.submitted),
-                      "inputs": getattr(g, "inputs", None)}
+                      "inputs": getattr(g, "inputs", None),
+                      "stack": _stack(getattr(g, "stack", None))}
                      for g in getattr(run, "graphs", ())]
     out["budgets"] = encode_budgets(getattr(run, "budgets", []), keys.codes)
     out["keys"] = keys.values
@@ -218,7 +221,22 @@ def _graph(g: dict, keys: list) -> GraphData:
     return GraphData([keys[c] for c in g["keys"]], [tuple(d) for d in g["deps"]],
                      None if order is None else list(order), _unfloat(g.get("started")),
                      _unfloat(g.get("finished")), g.get("workers"),
-                     _unfloat(g.get("submitted")), g.get("inputs"))
+                     _unfloat(g.get("submitted")), g.get("inputs"), _unstack(g.get("stack")))
+
+
+def _stack(stack) -> list | None:
+    """A computation's caller frames as JSON: ``[file, line, function]`` each."""
+    return None if stack is None else [[str(f), int(n), str(name)] for f, n, name in stack]
+
+
+def _unstack(stack) -> tuple | None:
+    """``_stack`` read back; a malformed one (a hand-edited file) as none."""
+    if not isinstance(stack, list):
+        return None
+    try:
+        return tuple((str(f), int(n), str(name)) for f, n, name in stack)
+    except (TypeError, ValueError):
+        return None
 
 
 def embedded_json(page: str, path) -> str:

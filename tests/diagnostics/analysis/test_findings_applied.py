@@ -19,6 +19,7 @@ import pytest
 import localsched
 import localsched.multiprocessing as lmp
 from localsched.diagnostics.report import performance_report
+from localsched.utils import key_split
 from tests.support.platform_marks import needs_schedstat
 
 HELD_BACK = {"gil", "straggler", "overhead"}
@@ -414,3 +415,55 @@ def test_a_dataframe_groupby_apply_of_tiny_partitions_is_told_to_use_fewer():
             break
         tiny.append(wall(grouped_apply(24)))
     assert min(tiny) - min(fixed) >= 0.5 * claimed, (tiny, fixed, claimed)
+
+
+def test_a_set_index_computed_once_is_one_computation_the_user_asked_for(tmp_path):
+    # (dask computes set_index's divisions in a computation of its own while
+    # compute() lowers the expression: the caller's time between the two is
+    # dask building the graph the user asked for once -- never "compute them
+    # together"; a loop computing twice on one line is two)
+    import dask
+    import pandas as pd
+
+    from localsched.diagnostics.analysis.facts import Facts
+    from localsched.diagnostics.runs.rundata import RunData
+
+    dd = pytest.importorskip("dask.dataframe")
+    frame = pd.DataFrame({"a": np.arange(40_000) % 997, "b": np.ones(40_000)})
+    df = dd.from_pandas(frame, npartitions=8)
+    # (as a config: dask computes the divisions on the configured scheduler,
+    # not on the one handed to compute())
+    with dask.config.set(scheduler=localsched.get, num_workers=2), \
+            performance_report(None) as report:
+        df.set_index("a").b.sum().compute()
+    run = report.data
+    assert len(run.walls) == 2, run.walls  # (the divisions, then the sum)
+    assert Facts(run).asked == 1, [g.stack for g in run.graphs]
+    assert run.graphs[-1].stack[-3][0] == __file__  # (the user's line, then dask's two computes)
+    run.save_json(tmp_path / "run.json")
+    assert Facts(RunData.load_json(tmp_path / "run.json")).asked == 1
+    with performance_report(None) as report:
+        for part in (df.a.sum(), df.b.sum()):
+            part.compute(scheduler=localsched.get, num_workers=2)
+    assert Facts(report.data).asked == 2
+
+
+def test_a_gil_fix_names_the_users_code_only_where_the_tasks_run_it():
+    # (dask's sum of many small chunks: 'sum-partial' is NumPy composed with
+    # dask's own functions -- a GIL finding there cannot ask the user to move
+    # "the Python loop" into NumPy; a bag mapping the user's lambda can)
+    import dask.array as da
+    import dask.bag as db
+
+    from localsched.diagnostics.analysis.facts import Facts
+    from localsched.diagnostics.analysis.percall import library_only
+
+    with performance_report(None) as report:
+        da.ones((1000, 1000), chunks=50).sum().compute(scheduler=localsched.get)
+    assert library_only(Facts(report.data), "sum-partial") == "dask"
+    with performance_report(None) as report:
+        db.from_sequence(range(1000), npartitions=8).map(lambda x: x % 7).sum().compute(
+            scheduler=localsched.get)
+    run = report.data
+    mapped = {key_split(r.key) for r in run.tasks if "lambda" in key_split(r.key)}
+    assert mapped and all(library_only(Facts(run), g) is None for g in mapped), mapped

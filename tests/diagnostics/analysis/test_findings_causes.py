@@ -233,12 +233,13 @@ def test_tiny_tasks_from_many_tiny_chunks_are_an_overhead_finding_that_keeps_chu
 
 # -- idle: the caller's graph building, and sleeping I/O -----------------------------
 
-def caller_run(computations):
+def caller_run(computations, stacks=None):
     tasks, graphs, walls = [], [], []
     t = 0.5
     for j in range(computations):
         tasks.append(TaskData(("a", j), None, t, t + 0.2, 1))
-        graphs.append(GraphData([("a", j)], [()], [0], t, t + 0.2, 1))
+        graphs.append(GraphData([("a", j)], [()], [0], t, t + 0.2, 1, None, None,
+                                None if stacks is None else stacks[j]))
         walls.append((t, t + 0.2))
         t += 0.7
     return RunData(tasks=tasks, graphs=graphs, walls=walls,
@@ -250,6 +251,39 @@ def test_one_computation_is_never_told_to_compute_once():
     assert f is None or "compute it once" not in f.fix
     several = kinds(caller_run(3))["idle"]
     assert "dask.compute(a, b" in several.fix and "script's own" in several.fix
+
+
+USER = ("/home/me/job.py", 12, "main")
+ENTRY = ("/venv/lib/python3.11/site-packages/dask/base.py", 392, "compute")
+SCHEDULE = ("/venv/lib/python3.11/site-packages/dask/base.py", 769, "compute")
+#: dask's set_index lowering its expression inside the user's compute():
+#: a computation of the divisions, started from deep inside the call
+DIVISIONS = (USER, ENTRY, ("/venv/lib/python3.11/site-packages/dask/base.py", 766, "compute"),
+             ("/venv/lib/python3.11/site-packages/dask/_expr.py", 440, "optimize"),
+             ("/venv/lib/python3.11/site-packages/dask/dataframe/dask_expr/_shuffle.py", 1357,
+              "_calculate_divisions"), SCHEDULE)
+
+
+def test_a_computation_dask_started_inside_the_users_one_call_is_not_the_users_to_merge():
+    # (one compute() of a set_index: dask computes the divisions first, then
+    # the frame; the caller's time between them is dask building the graph)
+    one_call = caller_run(2, stacks=[DIVISIONS, (USER, ENTRY, SCHEDULE)])
+    assert Facts(one_call).asked == 1
+    f = kinds(one_call).get("idle")
+    assert f is None or "dask.compute(a, b" not in f.fix, f.fix
+    # (the same line in a loop, computing twice at the same depth: two asked)
+    loop = caller_run(2, stacks=[(USER, ENTRY, SCHEDULE)] * 2)
+    assert Facts(loop).asked == 2 and "dask.compute(a, b" in kinds(loop)["idle"].fix
+    # (two lines, each a set_index: two asked, their divisions not counted)
+    other = (("/home/me/job.py", 13, "main"), *DIVISIONS[1:])
+    two_lines = caller_run(4, stacks=[DIVISIONS, (USER, ENTRY, SCHEDULE), other,
+                                      (other[0], ENTRY, SCHEDULE)])
+    assert Facts(two_lines).asked == 2 and "idle" in kinds(two_lines)
+    # (different entries on one line -- a method and dask.compute -- are both the user's)
+    mixed = caller_run(2, stacks=[(USER, ENTRY, SCHEDULE), (USER, SCHEDULE)])
+    assert Facts(mixed).asked == 2
+    # (runs saved before stacks were kept: every computation the user's, as before)
+    assert Facts(caller_run(2)).asked == 2
 
 
 def io_run(workers=2, tasks=32, seconds=0.05):

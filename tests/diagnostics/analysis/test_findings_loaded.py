@@ -447,6 +447,27 @@ def test_hand_off_gaps_spent_waiting_for_the_gil_are_no_overhead():
     assert "overhead" in found and "gil" not in found, shown(run)
 
 
+def test_gil_waits_in_a_librarys_own_tiny_tasks_are_told_fewer_bigger_chunks():
+    # (dask's array sum of 1,600 chunks of 50x50 watched on threads: the gaps
+    # beside 'sum-partial' were GIL waits, and the fix said "move the Python
+    # loop in 'sum-partial' into code that releases the GIL (NumPy, ...)": it
+    # is NumPy, called by dask -- no code of the user's to rewrite)
+    import threading
+
+    library = ((threading.__file__, 1, "run"),
+               ("/v/site-packages/dask/_task_spec.py", 2, "__call__"),
+               ("/v/site-packages/numpy/_core/fromnumeric.py", 3, "sum"))
+    run = gil_bound_tiny_tasks()
+    run.samples = [SampleData(i * 0.01, i % 2, "tiny", library, 0.03) for i in range(100)]
+    fix = verdicts(run)["gil"].fix
+    assert "move the Python loop" not in fix and "bigger chunks" in fix \
+        and "numpy's own work per call" in fix, fix
+    # (the user's own function in the stacks: the rewrite, as before)
+    run.samples = [s._replace(stack=(*library[:2], ("/me/job.py", 4, "score")))
+                   for s in run.samples]
+    assert "move the Python loop in 'tiny'" in verdicts(run)["gil"].fix
+
+
 @pytest.mark.parametrize("looks, contended, gil", [
     (19, 0, False),  # (19 looks, the GIL free at each: 0.05 % likely if held at a third)
     (17, 1, False),
