@@ -67,6 +67,7 @@ GIL_GAP_SHARE = 0.25
 MEMORY_BYTES = 32e6
 MEMORY_RESULTS = 4
 MEMORY_SHARE = 0.6
+CP_ONE_TASK = 0.8
 CP_SHARE = 0.5
 TRANSFER_SHARE = 0.20
 IDLE_CALLER_SHARE = 0.20
@@ -436,16 +437,20 @@ def _critical_path(f: Facts) -> list:
     number of workers shortens, ``replay.unlimited_makespan``) is at least
     ``CP_SHARE`` (50 %) of the time from the first task's start to the last
     one's end (per computation, summed), its tasks' own time at least
-    ``MIN_SECONDS``, and longer than one task per computation (one long
-    task is a ``straggler``'s matter).
+    ``MIN_SECONDS``, and longer than one task per computation, none of
+    them ``CP_ONE_TASK`` (80 %) of the chain's own time: one long task is a
+    ``straggler``'s matter (beside CPU hogs, one tiny ``inc`` of a tree of
+    adds preempted for 190 ms made a chain of 11 "84 %" of the run).
     """
     cp = f.critical
     bound, span = f.chain_bound
     if cp is None or len(cp.keys) < 2 or len(cp.keys) <= len(f.comps or ()) \
             or cp.seconds < MIN_SECONDS or bound < CP_SHARE * span:
         return []
-    on_chain: dict = {}
     durations = {r.key: r.end_time - r.start_time for r in f.run.tasks}
+    if max(durations.get(k, 0.0) for k in cp.keys) >= CP_ONE_TASK * cp.seconds:
+        return []
+    on_chain: dict = {}
     for k in cp.keys:
         g = _group(k)
         on_chain[g] = on_chain.get(g, 0.0) + durations.get(k, 0.0)
