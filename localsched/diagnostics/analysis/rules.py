@@ -97,9 +97,13 @@ def findings(run, facts: Facts | None = None, hold_back: bool = True) -> list:
     if busy:  # (a busy machine's waits for a CPU look like these: held back)
         out = [f for f in out if not hold_back or f.kind not in causes.HELD_BACK] + busy
     # (overhead's other cause, from CPU seconds and stacks: no busy machine
-    # makes it up, none holds it back; one overhead finding, the bigger)
+    # makes it up, none holds it back; one overhead finding, this one where
+    # both are found: a cause, where the hand-offs' gaps are a symptom --
+    # on threads, pandas' Python per call makes its tasks take turns at the
+    # GIL, and the gaps between them read as hundreds of µs of "scheduling"
+    # a task; both fixes are fewer, bigger pieces)
     fixed = fixed_cost(facts)
-    if fixed and not any(f.kind == "overhead" and f.seconds >= fixed[0].seconds for f in out):
+    if fixed:
         out = [f for f in out if f.kind != "overhead"] + fixed
     out.sort(key=lambda f: -f.seconds)
     return out

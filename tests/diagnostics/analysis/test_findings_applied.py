@@ -8,6 +8,7 @@ Each hog and pool a test starts it stops (``finally``)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -404,7 +405,9 @@ def test_a_dataframe_groupby_apply_of_tiny_partitions_is_told_to_use_fewer():
     run = grouped_apply(24)
     found = verdicts(run)
     assert "overhead" in found, [str(f) for f in run.findings()]
-    assert "the 24 chunks or partitions of 'frompandas' as about 4" in found["overhead"].fix
+    # (from its cause, pandas' fixed cost per call, or from the hand-offs' gaps)
+    assert re.search(r"the 24 (chunks or partitions|pieces) of 'frompandas' as about 4",
+                     found["overhead"].fix), found["overhead"].fix
     # the fix as written gains at least half what it claims (each way's
     # best, alternating, up to 3 rounds: other programs come and go)
     claimed = found["overhead"].seconds
