@@ -31,20 +31,26 @@ but at least ``CHUNKS_PER_WORKER`` (2) tasks a worker left of the group and
 of the pieces it comes from (the group of inputless tasks with the most of
 them in its computations).  At least
 ``MIN_SECONDS`` over the workers, else no finding.
+
+The same per-call Python is what a ``gil`` finding's fix must name where
+the tasks run no loop of the user's: ``library_only`` (none of the user's
+code in them) and ``loopless_user_code`` (the user's functions loop-free)
+tell ``rules`` to say "more data a task", not "move the Python loop".
 """
 
 from __future__ import annotations
 
+import os
 from statistics import median
 
 from ...utils import key_split
 from ..reporting.naming import format_seconds
 from .facts import Facts
 from .finding import Finding, names
-from .usercode import library_of, task_code_files
+from .usercode import has_loop, library_of, task_code_files, task_codes
 
-__all__ = ["fixed_cost", "inside_library", "library_only", "FIXED_TASK", "FIXED_LIBRARY_SHARE",
-           "FIXED_MIN_SAMPLES", "VECTOR_RATE", "FIXED_SHARE"]
+__all__ = ["fixed_cost", "inside_library", "library_only", "loopless_user_code", "FIXED_TASK",
+           "FIXED_LIBRARY_SHARE", "FIXED_MIN_SAMPLES", "VECTOR_RATE", "FIXED_SHARE"]
 
 MIN_SECONDS = 0.05
 FIXED_TASK = 0.010
@@ -126,6 +132,36 @@ def library_only(f: Facts, group, least: int = 3) -> str | None:
             return None
         inside.append(called_library(s.stack))
     return _most(inside) if looks >= least else None
+
+
+def loopless_user_code(f: Facts, group, least: int = 3) -> str | None:
+    """``fn (file.py:12)``: the user's function ``group``'s tasks call, when
+    no function of the user's they call loops (``usercode.has_loop``: dask's
+    ``map_overlap`` of ``lambda b: b * 2 - 1``) and at least ``least`` of
+    the sampler's looks inside them found no other code of the user's (a
+    helper those functions call, which might loop); else None.  The Python
+    holding the GIL in such tasks is their calls into libraries."""
+    codes: list = []
+    for r in [r for r in f.run.tasks if key_split(r.key) == group][:3]:
+        found = task_codes(r.task)
+        if found is None:
+            return None
+        codes += [c for c in found if library_of(c.co_filename) is None]
+    if not codes or any(has_loop(c) for c in codes):
+        return None
+    known = {(c.co_filename, c.co_name) for c in codes}
+    looks = 0
+    for s in f.run.samples:
+        if s.group != group or not s.stack:
+            continue
+        looks += 1
+        if any(library_of(fr[0]) is None and (fr[0], fr[2]) not in known
+               for fr in s.stack[_task_start(s.stack):]):
+            return None
+    if looks < least:
+        return None
+    code = codes[0]
+    return f"{code.co_name} ({os.path.basename(code.co_filename)}:{code.co_firstlineno})"
 
 
 def _task_start(stack) -> int:

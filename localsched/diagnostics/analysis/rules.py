@@ -41,7 +41,7 @@ from .crossing import crossing as crossing_cost
 from .facts import Facts, union_length
 from .finding import Finding, mb, names, pct
 from .memory import lifetimes
-from .percall import fixed_cost, library_only
+from .percall import fixed_cost, library_only, loopless_user_code
 from .replay import even_split_saving
 
 __all__ = ["Finding", "findings", "KINDS"]
@@ -363,11 +363,15 @@ def _gil_fix(f: Facts, g, saved: float) -> str:
     save, else only the GIL-free rewrite."""
     rewrite = (f"move the Python loop in '{g}' into code that releases the GIL (NumPy, "
                "pandas, Numba with nogil=True, Cython)")
-    library = library_only(f, g)
-    if library is not None:  # (no code of the user's to rewrite: fewer calls)
+    library, own = library_only(f, g), None
+    if library is None:
+        own = loopless_user_code(f, g)
+    if library is not None or own is not None:  # (no loop to move: fewer calls)
+        whose = (f"{library}'s own work per call (none of your code is in its tasks)"
+                 if library is not None else
+                 f"{own}, which has no loop, calling into its libraries")
         rewrite = (f"give each task of '{g}' more data (fewer, bigger chunks or partitions): "
-                   f"the Python holding the GIL there is {library}'s own work per call (none "
-                   "of your code is in its tasks), paid once a task")
+                   f"the Python holding the GIL there is {whose}, paid once a task")
     size, cost = crossing_cost(f, g)
     if cost >= 0.5 * saved:
         moved = (f"{_mb(size)} of results and inputs would cross between them, "

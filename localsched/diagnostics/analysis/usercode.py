@@ -18,13 +18,15 @@ sampler keeps: ``co_firstlineno``).
 
 from __future__ import annotations
 
+import dis
 import functools
 import os
 import sysconfig
 from functools import lru_cache
+from types import CodeType
 
 __all__ = ["user_functions", "is_library", "library_of", "started_by_libraries",
-           "task_code_files"]
+           "task_code_files", "task_codes", "has_loop"]
 
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
@@ -157,21 +159,45 @@ def task_code_files(task) -> list | None:
     >>> [is_library(name) for name in files], task_code_files('text')
     ([False], None)
     """
+    codes = task_codes(task)
+    return None if codes is None else [code.co_filename for code in codes]
+
+
+def task_codes(task) -> list | None:
+    """The code objects of the Python functions a task spec calls (as
+    ``task_code_files`` finds them), or None where it cannot say."""
     if task is None or isinstance(task, str):
         return None
-    files: list = []
-    _code_files(task, files, 0, [_TASK_OBJECTS])
-    return files
+    codes: list = []
+    _codes(task, codes, 0, [_TASK_OBJECTS])
+    return codes
 
 
-def _code_files(obj, out: list, depth: int, left: list) -> None:
-    """Append the source files of the Python functions ``obj`` calls."""
+#: Opcodes that close a loop (3.11: ``JUMP_BACKWARD``; earlier: ``JUMP_ABSOLUTE``).
+_LOOP_OPS = frozenset({"FOR_ITER", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT",
+                       "JUMP_ABSOLUTE"})
+
+
+def has_loop(code: CodeType) -> bool:
+    """Whether a function's code loops (a ``for``, a ``while``, a
+    comprehension: its own code objects are looked into too).
+
+    >>> has_loop((lambda b: b * 2 - 1).__code__), has_loop((lambda xs: [x for x in xs]).__code__)
+    (False, True)
+    """
+    if any(ins.opname in _LOOP_OPS for ins in dis.get_instructions(code)):
+        return True
+    return any(has_loop(c) for c in code.co_consts if isinstance(c, CodeType))
+
+
+def _codes(obj, out: list, depth: int, left: list) -> None:
+    """Append the code objects of the Python functions ``obj`` calls."""
     if depth > _TASK_DEPTH or left[0] <= 0:
         return
     left[0] -= 1
     code = getattr(obj, "__code__", None)
-    if code is not None and hasattr(code, "co_filename"):
-        out.append(code.co_filename)
+    if isinstance(code, CodeType):
+        out.append(code)
         return
     if isinstance(obj, (str, bytes, int, float, type(None))):
         return
@@ -188,4 +214,4 @@ def _code_files(obj, out: list, depth: int, left: list) -> None:
                  if type(obj).__module__.split(".")[0] in ("dask", "toolz", "tlz", "cytoolz")
                  and hasattr(obj, a)]
     for part in parts:
-        _code_files(part, out, depth + 1, left)
+        _codes(part, out, depth + 1, left)

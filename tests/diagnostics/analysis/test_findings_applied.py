@@ -460,6 +460,7 @@ def test_a_gil_fix_names_the_users_code_only_where_the_tasks_run_it():
 
     from localsched.diagnostics.analysis.facts import Facts
     from localsched.diagnostics.analysis.percall import library_only
+    from localsched.diagnostics.analysis.usercode import has_loop, task_codes
 
     with performance_report(None) as report:
         da.ones((1000, 1000), chunks=50).sum().compute(scheduler=localsched.get)
@@ -470,3 +471,12 @@ def test_a_gil_fix_names_the_users_code_only_where_the_tasks_run_it():
     run = report.data
     mapped = {key_split(r.key) for r in run.tasks if "lambda" in key_split(r.key)}
     assert mapped and all(library_only(Facts(run), g) is None for g in mapped), mapped
+    # (map_overlap's blocks: the user's lambda found inside dask's fused task
+    # objects, with no loop -- a GIL fix says more data a task, not a rewrite)
+    with performance_report(None) as report:
+        x = da.ones((400, 400), chunks=100)
+        x.map_overlap(lambda b: b * 2 - 1, depth=1, boundary="reflect").sum().compute(
+            scheduler=localsched.get)
+    codes = [c for r in report.data.tasks if key_split(r.key) == "getitem-overlap-sum"
+             for c in task_codes(r.task) or () if c.co_name == "<lambda>"]
+    assert codes and codes[0].co_filename == __file__ and not has_loop(codes[0])
