@@ -47,7 +47,7 @@ from ...utils import key_split
 from ..reporting.naming import format_seconds
 from .facts import Facts
 from .finding import Finding, names
-from .usercode import has_loop, library_of, task_code_files, task_codes
+from .usercode import has_loop, library_of, task_calls, task_code_files
 
 __all__ = ["fixed_cost", "inside_library", "library_only", "loopless_user_code", "FIXED_TASK",
            "FIXED_LIBRARY_SHARE", "FIXED_MIN_SAMPLES", "VECTOR_RATE", "FIXED_SHARE"]
@@ -136,17 +136,24 @@ def library_only(f: Facts, group, least: int = 3) -> str | None:
 
 def loopless_user_code(f: Facts, group, least: int = 3) -> str | None:
     """``fn (file.py:12)``: the user's function ``group``'s tasks call, when
-    no function of the user's they call loops (``usercode.has_loop``: dask's
-    ``map_overlap`` of ``lambda b: b * 2 - 1``) and at least ``least`` of
+    the tasks run each of the user's functions themselves (not handed to a
+    library function, as a bag's ``map`` hands its lambda to a loop over the
+    items: ``usercode.task_calls``), none of them loops
+    (``usercode.has_loop``: dask's ``map_overlap`` of ``lambda b: b * 2 -
+    1``) and at least ``least`` of
     the sampler's looks inside them found no other code of the user's (a
     helper those functions call, which might loop); else None.  The Python
     holding the GIL in such tasks is their calls into libraries."""
     codes: list = []
     for r in [r for r in f.run.tasks if key_split(r.key) == group][:3]:
-        found = task_codes(r.task)
+        found = task_calls(r.task)
         if found is None:
             return None
-        codes += [c for c in found if library_of(c.co_filename) is None]
+        for code, called in found:
+            if library_of(code.co_filename) is None:
+                if not called:  # (handed to a library, which may call it an item at a time)
+                    return None
+                codes.append(code)
     if not codes or any(has_loop(c) for c in codes):
         return None
     known = {(c.co_filename, c.co_name) for c in codes}

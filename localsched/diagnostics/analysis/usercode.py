@@ -26,7 +26,7 @@ from functools import lru_cache
 from types import CodeType
 
 __all__ = ["user_functions", "is_library", "library_of", "started_by_libraries",
-           "task_code_files", "task_codes", "has_loop"]
+           "task_code_files", "task_codes", "task_calls", "has_loop"]
 
 _COMPREHENSIONS = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
@@ -166,11 +166,28 @@ def task_code_files(task) -> list | None:
 def task_codes(task) -> list | None:
     """The code objects of the Python functions a task spec calls (as
     ``task_code_files`` finds them), or None where it cannot say."""
+    calls = task_calls(task)
+    return None if calls is None else [code for code, _called in calls]
+
+
+def task_calls(task) -> list | None:
+    """``(code, called)`` of each Python function in a task spec: ``called``
+    where the task runs it itself (a dask task object's ``func``, a task
+    tuple's head, a partial of one), not where it hands it to a library
+    function as an argument, which may call it once an item (a bag's
+    ``map_chunk`` calling the user's lambda).  None where it cannot say.
+
+    >>> f = lambda x: x
+    >>> [called for _code, called in task_calls((map, f, [1, 2]))]
+    [False]
+    >>> [called for _code, called in task_calls((f, 1))]
+    [True]
+    """
     if task is None or isinstance(task, str):
         return None
-    codes: list = []
-    _codes(task, codes, 0, [_TASK_OBJECTS])
-    return codes
+    calls: list = []
+    _codes(task, calls, 0, [_TASK_OBJECTS], True)
+    return calls
 
 
 #: Opcodes that close a loop (3.11: ``JUMP_BACKWARD``; earlier: ``JUMP_ABSOLUTE``).
@@ -190,28 +207,42 @@ def has_loop(code: CodeType) -> bool:
     return any(has_loop(c) for c in code.co_consts if isinstance(c, CodeType))
 
 
-def _codes(obj, out: list, depth: int, left: list) -> None:
-    """Append the code objects of the Python functions ``obj`` calls."""
+def _codes(obj, out: list, depth: int, left: list, called: bool) -> None:
+    """Append ``(code, called)`` of the Python functions ``obj`` holds;
+    ``called``: ``obj`` is run by the task itself (a task, or its function)."""
     if depth > _TASK_DEPTH or left[0] <= 0:
         return
     left[0] -= 1
     code = getattr(obj, "__code__", None)
     if isinstance(code, CodeType):
-        out.append(code)
+        out.append((code, called))
         return
     if isinstance(obj, (str, bytes, int, float, type(None))):
         return
-    if isinstance(obj, (tuple, list)):
-        parts = obj
+    parts: list
+    if isinstance(obj, tuple) and obj and callable(obj[0]) and called:
+        parts = [(obj[0], True), *((a, False) for a in obj[1:])]  # (a task tuple)
+    elif isinstance(obj, (tuple, list)):
+        parts = [(a, False) for a in obj]
     elif isinstance(obj, dict):
-        parts = list(obj.values())
+        parts = [(v, False) for v in obj.values()]
     elif isinstance(obj, functools.partial):
-        parts = [obj.func, *obj.args, *obj.keywords.values()]
+        parts = [(obj.func, called), *((a, False) for a in obj.args),
+                 *((v, False) for v in obj.keywords.values())]
     elif hasattr(obj, "__func__"):  # (a bound method)
-        parts = [obj.__func__]
-    else:  # (dask's Task: func, args, kwargs; a composition: funcs, first)
-        parts = [getattr(obj, a) for a in ("func", "args", "kwargs", "first", "funcs")
-                 if type(obj).__module__.split(".")[0] in ("dask", "toolz", "tlz", "cytoolz")
-                 and hasattr(obj, a)]
-    for part in parts:
-        _codes(part, out, depth + 1, left)
+        parts = [(obj.__func__, called)]
+    elif type(obj).__module__.split(".")[0] in ("dask", "toolz", "tlz", "cytoolz"):
+        # (dask's Task runs its func, whatever holds it: a fused subgraph's
+        # tasks too; a composition runs each of its funcs as it is run)
+        task = hasattr(obj, "args") and hasattr(obj, "kwargs")
+        parts = [(getattr(obj, a), (a == "func" and (task or called))
+                  or (called and a in ("first", "funcs")))
+                 for a in ("func", "args", "kwargs", "first", "funcs") if hasattr(obj, a)]
+    else:
+        return
+    for part, runs in parts:
+        if isinstance(part, (tuple, list)) and runs:  # (a composition's funcs)
+            for each in part:
+                _codes(each, out, depth + 1, left, True)
+        else:
+            _codes(part, out, depth + 1, left, runs)

@@ -459,7 +459,7 @@ def test_a_gil_fix_names_the_users_code_only_where_the_tasks_run_it():
     import dask.bag as db
 
     from localsched.diagnostics.analysis.facts import Facts
-    from localsched.diagnostics.analysis.percall import library_only
+    from localsched.diagnostics.analysis.percall import library_only, loopless_user_code
     from localsched.diagnostics.analysis.usercode import has_loop, task_codes
 
     with performance_report(None) as report:
@@ -471,6 +471,9 @@ def test_a_gil_fix_names_the_users_code_only_where_the_tasks_run_it():
     run = report.data
     mapped = {key_split(r.key) for r in run.tasks if "lambda" in key_split(r.key)}
     assert mapped and all(library_only(Facts(run), g) is None for g in mapped), mapped
+    # (and the bag's map hands the lambda to a loop over the items: that loop
+    # is the one to move, whatever the lambda holds)
+    assert all(loopless_user_code(Facts(run), g) is None for g in mapped), mapped
     # (map_overlap's blocks: the user's lambda found inside dask's fused task
     # objects, with no loop -- a GIL fix says more data a task, not a rewrite)
     with performance_report(None) as report:

@@ -480,13 +480,14 @@ def helper_step(b):
     return looping_step(b)  # (no loop here; its helper loops)
 
 
-@pytest.mark.parametrize("func, frames, rewrite", [
-    (overlap_step, ["overlap_step"], False),
-    (looping_step, ["looping_step", "<listcomp>"], True),
-    (helper_step, ["helper_step", "looping_step", "<listcomp>"], True),
+@pytest.mark.parametrize("func, frames, handed, rewrite", [
+    (overlap_step, ["overlap_step"], False, False),
+    (looping_step, ["looping_step", "<listcomp>"], False, True),
+    (helper_step, ["helper_step", "looping_step", "<listcomp>"], False, True),
+    (overlap_step, ["overlap_step"], True, True),  # (map(f, items): a loop over the items)
 ])
-def test_gil_waits_beside_a_users_loopless_function_are_told_more_data_a_task(func, frames,
-                                                                             rewrite):
+def test_gil_waits_beside_a_users_loopless_function_are_told_more_data_a_task(
+        func, frames, handed, rewrite):
     # (dask's map_overlap of `lambda b: b * 2 - 1` watched on threads: in 1 run
     # of 5 the gaps beside 'getitem-overlap-sum' were GIL waits, and the fix
     # said "move the Python loop in <lambda> into ... NumPy": it has no loop)
@@ -495,7 +496,8 @@ def test_gil_waits_beside_a_users_loopless_function_are_told_more_data_a_task(fu
     import localsched.run.threadloop as loop
 
     run = gil_bound_tiny_tasks()
-    run.tasks = [r._replace(task=(func, "x")) for r in run.tasks]
+    run.tasks = [r._replace(task=(map, func, "x") if handed else (func, "x"))
+                 for r in run.tasks]
     code = func.__code__
     stack = ((threading.__file__, 1, "run"), (loop.__file__, 2, "work"),
              *((code.co_filename, code.co_firstlineno, name) for name in frames),
