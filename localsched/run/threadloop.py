@@ -44,9 +44,9 @@ by the budget.
 The caller's thread only waits: for the end, the first failure (raised by
 the pool loop as any failure, with its task named), or Ctrl-C, which stops
 the workers before their next task (the running ones cannot be stopped:
-they end on their daemon threads).  Under the GIL, two workers on
-pure-Python tasks cost about what one thread does (the lock is held for a
-task's bookkeeping only); tasks that release the GIL run at once.
+they end on their daemon threads).  Tasks that hold the GIL lose by
+running at once (the turns at the GIL cost): a trial on the run's own
+tasks (``localsched.run.contention``) then sends every task to the lane.
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ from typing import Any
 from .. import callbacks as _callbacks
 from ..metrics import is_tiny
 from ..plan.graph import CALL, execute
+from ..system import platform as _platform
 from . import budget as _budget
+from . import contention as _contention
 from .batching import spec_group
 from .machine import DONE, READY, RUNNING, WAITING, InvalidStateError, RunState
 
@@ -110,6 +112,11 @@ class Crew:
     (a task still running after a failure or Ctrl-C keeps its own, as an
     abandoned batch does), and ``release`` drops the crew's references, so
     the computation's results and graph go with the caller's last one.
+
+    The lane takes every task once the run's trial found that running at
+    once loses (``all_laned``; see ``localsched.run.contention``: its tasks
+    are measured, ``_probe``, until it decides); a worker then waits for
+    the holder twice the longest mean task time before taking it over.
 
     The short lane.  Two workers on a reduction tree each advance a frontier
     of their own: when one finds nothing ready next to what it just did, it
@@ -202,10 +209,15 @@ class Crew:
         self.run_in: Callable | None = None
         self.spare = 0
         self.threads: set = set()
-        # function -> [seconds, tasks, short] so far; the worker in the short lane
+        # function -> [seconds, tasks, short] so far; the worker in the lane
         self.stats: dict = {}
         self.lane: int | None = None
         self.lane_ticks = 0  # tasks its holders started
+        # Whether every task goes in the lane (``contention``: the run's trial,
+        # measured with the thread's CPU clock while ``trial`` is set: ``_probe``).
+        self.all_laned = False
+        self.clock: Callable | None = None
+        self.trial: _contention.Trial | None = None
 
     def start(self, submit: Callable, num_workers: int, run_in: Callable) -> None:
         """Hand workers to the pool, up to ``num_workers`` (``run_in()``: the
@@ -215,6 +227,8 @@ class Crew:
         machine = self.machine
         assert machine is not None
         self.submit, self.run_in, self.workers = submit, run_in, num_workers
+        self.clock = _platform.thread_cpu_clock() if num_workers > 1 else None
+        self.trial = _contention.Trial() if self.clock is not None else None
         self.spare = min(num_workers, machine.remaining)
         n = min(max(1, len(machine.ready)), self.spare)
         self.spare -= n
@@ -300,12 +314,11 @@ class Crew:
                 self._check_done()
 
     def _run_tasks(self):
-        """Complete the task just run, take the top of the ready stack (locked), run it;
-        returns why it stopped: ``_IDLE`` (nothing to take), ``_FAILED`` (its failure set)."""
+        """Complete the task just run, take the next (locked), run it; returns why it stopped."""
         machine, complete, budget = self.machine, self.complete, self.budget
         if machine is None or complete is None:
             return _STOPPED
-        acquire, release, lean = self.lock.acquire, self.lock.release, not self.views
+        acquire, release, lean, probed = self.lock.acquire, self.lock.release, not self.views, None
         (keys, ready, status, specs, cache, waiting, dependents, deps, refs, is_output,
          push, by_priority) = _structures(machine)
         now, stats, wid, spawn, then = time.time, self.stats, threading.get_ident(), 0, time.time()
@@ -316,6 +329,7 @@ class Crew:
                 if i >= 0:
                     if t0:  # (timed: see "What a task costs")
                         st = self._timed(g, st, (t1 := now()) - t0)
+                        probed = probed and self._probed(g, probed)
                     if self.stopped:
                         if not self.handover:
                             return self._leave(_STOPPED, wid)
@@ -358,13 +372,12 @@ class Crew:
                     self.running += 1  # (counted from here until it leaves: ``_leave``)
                 if self.stopped or not ready:
                     return self._leave(_STOPPED if self.stopped else _IDLE, wid)
-                i = ready.pop()
-                spec = specs[i]
+                spec = specs[i := ready.pop()]
                 if spec[1] is not func or st is None or spec[0] != CALL:  # (else: the one before's)
                     func = spec[1] if spec[0] == CALL else None
                     g = id(func) if func is not None else spec_group(spec)
-                    st = stats.get(g)  # (function -> [seconds, tasks timed, short])
-                laned = st is not None and st[2]  # (the short lane: one worker at a time)
+                    st = stats.get(g)  # (function -> its figures: see ``_timed``)
+                laned = (short := st is not None and st[2]) or self.all_laned  # (one at a time)
                 if laned:
                     if self.lane is not wid:  # (``is``: a thread's ident is a large int)
                         if self.lane is not None:  # (its holder takes it)
@@ -378,7 +391,8 @@ class Crew:
                 status[i] = RUNNING
                 if ready and self.lane is None and (self.idle or self.spare):
                     spawn = self._share(len(ready))  # (the lane's holder: as it leaves the lane)
-                if laned and skip and st[1] >= SETTLED:
+                probe = self.trial is not None and not short
+                if short and skip and st[1] >= SETTLED:
                     skip, t0 = skip - 1, 0.0
                 else:  # (timed; the next sample after a gap of 5 to 11 tasks)
                     gap = gap + 1 if gap < 6 else 0
@@ -389,12 +403,12 @@ class Crew:
                 raise
             finally:
                 release()
-            if spawn:
-                spawn = self._start(spawn)
+            spawn = spawn and self._start(spawn)
             try:
-                if spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
-                    args = spec[2]
-                    value = spec[1](cache[args[0]], cache[args[1]])
+                if probe:
+                    value, probed = self._probe(spec, cache)
+                elif spec[0] == CALL and len(spec[3]) == len(spec[2]) == 2:  # (f, x, y): keys
+                    value = spec[1](cache[spec[2][0]], cache[spec[2][1]])
                 else:
                     value = execute(spec, cache)
             except BaseException as exc:  # noqa: B036 -- the run's failure, raised by the caller
@@ -430,6 +444,27 @@ class Crew:
         st[1] += 1
         st[2] = st[0] < SHORT * st[1]
         return st
+
+    def _probe(self, spec, cache) -> tuple:
+        """Run a task, measured for the run's trial (``contention``): returns
+        its value and ``(wall, on_cpu)`` seconds."""
+        clock, perf = self.clock, time.perf_counter
+        assert clock is not None
+        cpu0, t0 = clock(), perf()
+        value = execute(spec, cache)
+        return value, (perf() - t0, clock() - cpu0)
+
+    def _probed(self, g, sample: tuple) -> None:
+        """(Lock held.)  A measured task of function ``g`` completed: the
+        run's trial says whether every task goes in the lane from now on."""
+        trial = self.trial
+        if trial is not None:
+            wall, cpu = sample
+            trial.add(g, wall, cpu, self.running)
+            self.all_laned = trial.laned
+            if not trial.measuring:
+                self.trial = None
+        return None
 
     def _handing_over(self, i: int, value, complete: Callable[[int, Any], list]) -> None:
         """(Lock held, the run handed over.)  Task i, still running when
@@ -486,8 +521,19 @@ class Crew:
             self.lane = None
         return outcome
 
-    def _short(self, spec) -> bool:
-        """Whether a task's function is known to be short (``SHORT``)."""
+    def _patience(self) -> float:
+        """(Lock held.)  How long a worker waits for the lane's holder:
+        ``LANE_PATIENCE``, or where every task goes in the lane (the run's
+        trial), twice the longest mean of a function timed if longer."""
+        if not self.all_laned:
+            return LANE_PATIENCE
+        return max([LANE_PATIENCE] + [2.0 * st[0] / st[1] for st in self.stats.values()])
+
+    def _laned(self, spec) -> bool:
+        """Whether a task runs in the lane (its function short, or every
+        task: ``all_laned``)."""
+        if self.all_laned:
+            return True
         st = self.stats.get(id(spec[1]) if spec[0] == CALL else spec_group(spec))
         return st is not None and st[2]
 
@@ -504,7 +550,7 @@ class Crew:
                 return False
             ready = self.machine.ready
             if ready:
-                if self.lane is None or not self._short(self.machine.specs[ready[-1]]):
+                if self.lane is None or not self._laned(self.machine.specs[ready[-1]]):
                     return True
                 if self.lane_ticks == seen:
                     # The lane's task has run for a whole wait: it is not
@@ -515,7 +561,7 @@ class Crew:
                 seen = self.lane_ticks
                 self.idle += 1
                 try:
-                    self.wake.wait(LANE_PATIENCE)
+                    self.wake.wait(self._patience())
                 finally:
                     self.idle -= 1
                 continue

@@ -50,6 +50,7 @@ import functools
 import os
 import stat
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,7 +59,8 @@ __all__ = ["FILE_LOCKS", "flock", "LOCK_SH", "LOCK_EX", "LOCK_NB", "LOCK_UN", "S
            "die_with_parent", "libc", "glibc_malloc", "pidfd", "descriptorless_mmap",
            "SESSIONS_AND_SIGNALS", "shared_anonymous_mapping", "shared_file_fd",
            "Platform", "NamedSlots",
-           "thread_cpu_wait_reader", "prepare_thread_cpu_wait", "threads_cpu_waits",
+           "thread_cpu_wait_reader", "thread_cpu_clock", "prepare_thread_cpu_wait",
+           "threads_cpu_waits",
            "shared_memory_kind", "registry_dir", "shm_open", "shm_unlink", "SHM_NAME_MAX",
            "named_mapping_create", "named_mapping_open", "named_mapping_close",
            "named_mapping_view", "open_private_dir", "euid", "is_ours", "O_NOFOLLOW",
@@ -479,6 +481,17 @@ def thread_cpu_wait_reader():
         os.close(fd)
         return None
     return read, lambda: os.close(fd)
+
+
+def thread_cpu_clock(platform: Platform | None = None):
+    """The calling thread's CPU clock (``time.thread_time``: seconds) where
+    it is precise to a microsecond or so (Linux, macOS, the BSDs), None on
+    Windows, whose thread times move in ticks of 15.6 ms (a task of a
+    millisecond would read 0 or 15.6)."""
+    platform = platform if platform is not None else Platform.detect()
+    if platform.family == "windows":
+        return None
+    return time.thread_time
 
 
 def die_with_parent(platform: Platform | None = None) -> bool:
