@@ -391,7 +391,7 @@ class Crew:
                 status[i] = RUNNING
                 if ready and self.lane is None and (self.idle or self.spare):
                     spawn = self._share(len(ready))  # (the lane's holder: as it leaves the lane)
-                probe = self.trial is not None and not short
+                probe = not short and self.trial is not None
                 if short and skip and st[1] >= SETTLED:
                     skip, t0 = skip - 1, 0.0
                 else:  # (timed; the next sample after a gap of 5 to 11 tasks)
@@ -461,6 +461,8 @@ class Crew:
         if trial is not None:
             wall, cpu = sample
             trial.add(g, wall, cpu, self.running)
+            if self.all_laned and not trial.laned:  # (tried, and at once wins)
+                self.wake.notify_all()
             self.all_laned = trial.laned
             if not trial.measuring:
                 self.trial = None
