@@ -152,8 +152,8 @@ class Decided(contention.Trial):
         return self.gains
 
 
-@pytest.fixture
-def decided(monkeypatch):
+def laned_after_each_measured_task(monkeypatch) -> list:
+    """Whether the run went one task at a time, after each measured task."""
     states: list = []
     real_probed = threadloop.Crew._probed
 
@@ -161,9 +161,25 @@ def decided(monkeypatch):
         real_probed(crew, g, sample)
         states.append(crew.all_laned)
 
-    monkeypatch.setattr(contention, "Trial", Decided)
     monkeypatch.setattr(threadloop.Crew, "_probed", probed)
     return states
+
+
+@pytest.fixture
+def decided(monkeypatch):
+    monkeypatch.setattr(contention, "Trial", Decided)
+    return laned_after_each_measured_task(monkeypatch)
+
+
+def two_that_meet(n: int = 40) -> dict:
+    """n spinning tasks, then two that end only once both run ("out")."""
+    barrier = threading.Barrier(2, timeout=30)
+    dsk: dict = {("t", i): (spin, i) for i in range(n)}
+    dsk["first"] = (sum, [("t", i) for i in range(n)])
+    dsk["a"] = (lambda first: barrier.wait() is not None and first, "first")
+    dsk["b"] = (lambda first: barrier.wait() is not None and first, "first")
+    dsk["out"] = (sum, ["a", "b"])
+    return dsk
 
 
 def test_a_run_its_trial_found_no_faster_at_once_runs_one_task_at_a_time(decided):
@@ -180,34 +196,17 @@ def test_a_run_its_trial_found_no_faster_at_once_runs_one_task_at_a_time(decided
     assert sum(k > 1 for k in after) <= len(after) // 10, overlaps.at_once
 
 
-def test_a_run_its_trial_found_faster_at_once_still_spreads(decided):
-    Decided.gains = 1.5
-    try:
-        barrier = threading.Barrier(2, timeout=30)
-        n = 40
-        dsk: dict = {("t", i): (spin, i) for i in range(n)}
-        dsk["first"] = (sum, [("t", i) for i in range(n)])
-        # after the trial: two tasks that must run at once to end
-        dsk["a"] = (lambda first: barrier.wait() is not None and first, "first")
-        dsk["b"] = (lambda first: barrier.wait() is not None and first, "first")
-        dsk["out"] = (sum, ["a", "b"])
-        assert threaded.get(dsk, "out", num_workers=2) == 2 * sum(range(n))
-        assert decided[-1] is False
-    finally:
-        Decided.gains = 0.5
+def test_a_run_its_trial_found_faster_at_once_still_spreads(decided, monkeypatch):
+    monkeypatch.setattr(Decided, "gains", 1.5)
+    # after the trial: two tasks that must run at once to end
+    assert threaded.get(two_that_meet(40), "out", num_workers=2) == 2 * sum(range(40))
+    assert decided[-1] is False
 
 
 def test_tasks_that_wait_for_each_other_meet_in_a_run_going_one_at_a_time(decided):
     # The lane's patience: a worker takes it over from a holder that started
     # no task for twice the longest mean task time.
-    barrier = threading.Barrier(2, timeout=30)
-    n = 40
-    dsk: dict = {("t", i): (spin, i) for i in range(n)}
-    dsk["first"] = (sum, [("t", i) for i in range(n)])
-    dsk["a"] = (lambda first: barrier.wait() is not None and first, "first")
-    dsk["b"] = (lambda first: barrier.wait() is not None and first, "first")
-    dsk["out"] = (sum, ["a", "b"])
-    assert threaded.get(dsk, "out", num_workers=2) == 2 * sum(range(n))
+    assert threaded.get(two_that_meet(40), "out", num_workers=2) == 2 * sum(range(40))
     assert True in decided
 
 
@@ -225,14 +224,7 @@ def test_a_failing_task_during_the_trial_fails_the_run_and_names_it(decided):
 
 
 def test_sleeping_tasks_are_never_tried_one_at_a_time(monkeypatch):
-    states: list = []
-    real_probed = threadloop.Crew._probed
-
-    def probed(crew, g, sample):
-        real_probed(crew, g, sample)
-        states.append(crew.all_laned)
-
-    monkeypatch.setattr(threadloop.Crew, "_probed", probed)
+    states = laned_after_each_measured_task(monkeypatch)
     barrier = threading.Barrier(4, timeout=30)
 
     def wait(i):
